@@ -1,0 +1,222 @@
+"""Strict loading of typed dataclass configs from YAML files and dotted CLI overrides.
+
+Generic machinery only: it knows nothing about models or PEs. `config.py` declares the dataclasses.
+
+Rules (why: a typo in a sweep config silently training the wrong model wastes GPU-days):
+- unknown keys are errors that name the nearest valid key;
+- values are checked against the field's annotation (int, float, bool, str, Literal, list, nested
+  dataclass); ints are accepted for floats, and "1e9"-style strings for numbers, nothing looser;
+- a field annotated with a *polymorphic* base (a class with a `registry_lookup(name)` classmethod)
+  picks its concrete dataclass from the `name` key of its mapping, so each variant validates its
+  own fields (`pe.name=alibi pe.theta=1` fails: alibi has no `theta`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import types
+import typing
+from pathlib import Path
+from typing import Any, Literal, get_args, get_origin, get_type_hints
+
+import yaml
+
+
+class ConfigError(ValueError):
+    """A configuration value or key is invalid; the message says what to change."""
+
+
+def nearest(name: str, choices) -> str:
+    """' (did you mean `x`?)' for the closest of `choices`, or a list of valid choices."""
+    choices = sorted(choices)
+    close = difflib.get_close_matches(name, choices, n=1, cutoff=0.5)
+    if close:
+        return f" (did you mean `{close[0]}`?)"
+    return f" (valid: {', '.join(choices)})"
+
+
+def load_yaml(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"config file {path} does not exist")
+    with path.open() as f:
+        data = yaml.safe_load(f)
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
+    return data
+
+
+def deep_merge(base: dict, update: dict) -> dict:
+    """Merge `update` into a copy of `base`; nested mappings merge, everything else replaces.
+
+    A mapping whose `name` changes replaces the old mapping entirely: options of the previous
+    polymorphic variant (e.g. RoPE's `theta`) must not leak into the new one (e.g. ALiBi).
+    """
+    out = dict(base)
+    for key, value in update.items():
+        old = out.get(key)
+        same_variant = not (isinstance(value, dict) and "name" in value and isinstance(old, dict)
+                            and old.get("name") not in (None, value["name"]))
+        if isinstance(value, dict) and isinstance(old, dict) and same_variant:
+            out[key] = deep_merge(old, value)
+        else:
+            out[key] = value
+    return out
+
+
+def parse_override(text: str) -> dict:
+    """`model.d_model=256` -> {"model": {"d_model": 256}}; the value is parsed as YAML."""
+    if "=" not in text:
+        raise ConfigError(f"override `{text}` must look like key.sub=value")
+    key, raw = text.split("=", 1)
+    if not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"override `{text}` has an empty key part")
+    value = yaml.safe_load(raw) if raw != "" else ""
+    nested: dict = {}
+    cursor = nested
+    parts = key.split(".")
+    for part in parts[:-1]:
+        cursor[part] = {}
+        cursor = cursor[part]
+    cursor[parts[-1]] = value
+    return nested
+
+
+def merge_sources(files: list[str | Path], overrides: list[str]) -> dict:
+    """YAML files merged left to right, then dotted overrides in order."""
+    merged: dict = {}
+    for f in files:
+        merged = deep_merge(merged, load_yaml(f))
+    for o in overrides:
+        # `pe.name=alibi` arrives as {"pe": {"name": "alibi"}}: deep_merge drops the old variant's options.
+        merged = deep_merge(merged, parse_override(o))
+    return merged
+
+
+def _is_polymorphic(tp) -> bool:
+    return isinstance(tp, type) and hasattr(tp, "registry_lookup")
+
+
+def _coerce(value: Any, tp, where: str):
+    origin = get_origin(tp)
+    if tp is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        args = get_args(tp)
+        if value is None and type(None) in args:
+            return None
+        errors = []
+        for arg in args:
+            if arg is type(None):
+                continue
+            try:
+                return _coerce(value, arg, where)
+            except ConfigError as e:
+                errors.append(str(e))
+        raise ConfigError(errors[0] if len(errors) == 1 else f"{where}: {value!r} fits none of {tp}")
+    if origin is Literal:
+        allowed = get_args(tp)
+        if value not in allowed:
+            raise ConfigError(f"{where}: {value!r} is not one of {list(allowed)}"
+                              + (nearest(str(value), map(str, allowed)) if isinstance(value, str) else ""))
+        return value
+    if origin in (list, tuple):
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {type(value).__name__} {value!r}")
+        (item_tp, *_rest) = get_args(tp) or (Any,)
+        items = [_coerce(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
+        return items if origin is list else tuple(items)
+    if origin is dict:
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
+        return dict(value)
+    if dataclasses.is_dataclass(tp):
+        if dataclasses.is_dataclass(value):
+            value = to_dict(value)
+        if not isinstance(value, dict):
+            raise ConfigError(f"{where}: expected a mapping for {tp.__name__}, got {value!r}")
+        return from_dict(tp, value, where)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{where}: expected true/false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)  # `1e9` parses as a float in YAML; it is still a whole number
+        if isinstance(value, str):
+            try:
+                f = float(value)
+            except ValueError:
+                pass
+            else:
+                if f.is_integer():
+                    return int(f)
+        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+    if tp is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{where}: expected a number, got {value!r}")
+        if isinstance(value, (int, float)):
+            return float(value)
+        if isinstance(value, str):
+            try:
+                return float(value)  # PyYAML reads `1e-3` (no dot) as a string
+            except ValueError:
+                pass
+        raise ConfigError(f"{where}: expected a number, got {value!r}")
+    if tp is str:
+        if isinstance(value, str):
+            return value
+        raise ConfigError(f"{where}: expected a string, got {value!r}")
+    raise ConfigError(f"{where}: unsupported annotation {tp}")
+
+
+def from_dict(cls, data: dict, where: str = ""):
+    """Build dataclass `cls` from a mapping, strictly. Nested dataclasses recurse."""
+    if _is_polymorphic(cls):
+        name = data.get("name", getattr(cls, "default_name", None))
+        if name is None:
+            raise ConfigError(f"{where or cls.__name__}: missing `name`")
+        cls = cls.registry_lookup(name, where)
+        data = {**data, "name": name}
+    hints = get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    kwargs = {}
+    for key, value in data.items():
+        if key not in fields:
+            label = f"{where}." if where else ""
+            raise ConfigError(f"unknown config key `{label}{key}` for {cls.__name__}" + nearest(key, fields))
+        sub = f"{where}.{key}" if where else key
+        kwargs[key] = _coerce(value, hints[key], sub)
+    try:
+        obj = cls(**kwargs)
+    except ConfigError:
+        raise
+    except TypeError as e:
+        raise ConfigError(f"{where or cls.__name__}: {e}") from None
+    return obj
+
+
+def to_dict(obj) -> dict:
+    """Dataclass -> plain dict (YAML-safe), including the `name` of polymorphic configs."""
+    if dataclasses.is_dataclass(obj):
+        out = {}
+        for f in dataclasses.fields(obj):
+            if f.init:
+                out[f.name] = to_dict(getattr(obj, f.name))
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [to_dict(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: to_dict(v) for k, v in obj.items()}
+    return obj
+
+
+def dump_yaml(obj) -> str:
+    return yaml.safe_dump(to_dict(obj), sort_keys=False)

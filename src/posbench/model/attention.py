@@ -1,0 +1,78 @@
+"""Causal self-attention. Knows the PE only through its hooks, and the kernel only through its call.
+
+Shape legend: B batch, T new tokens, S cached + new tokens, H heads, K head dim, D model dim.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from posbench.model.kernels import AttentionKernel, EagerKernel
+from posbench.model.norms import RMSNorm
+from posbench.pe.base import PositionalEncoding
+
+
+@dataclass
+class LayerCache:
+    """Rotated keys, values and key positions seen so far by one layer (incremental decoding)."""
+
+    k_BHSK: torch.Tensor | None = None
+    v_BHSK: torch.Tensor | None = None
+    pos_S: torch.Tensor | None = None
+
+    def extend(self, k_BHTK, v_BHTK, pos_T):
+        if self.k_BHSK is None:
+            self.k_BHSK, self.v_BHSK, self.pos_S = k_BHTK, v_BHTK, pos_T
+        else:
+            self.k_BHSK = torch.cat((self.k_BHSK, k_BHTK), dim=2)
+            self.v_BHSK = torch.cat((self.v_BHSK, v_BHTK), dim=2)
+            self.pos_S = torch.cat((self.pos_S, pos_T))
+        return self.k_BHSK, self.v_BHSK, self.pos_S
+
+
+@dataclass
+class KVCache:
+    layers: list[LayerCache] = field(default_factory=list)
+    length: int = 0  # tokens already processed: the position offset of the next call
+
+    @classmethod
+    def empty(cls, n_layers: int) -> KVCache:
+        return cls([LayerCache() for _ in range(n_layers)])
+
+
+class Attention(nn.Module):
+    def __init__(self, d_model: int, n_heads: int, layer: int, kernel: AttentionKernel,
+                 qk_norm: bool = True, norm_eps: float = 1e-6, dropout: float = 0.0):
+        super().__init__()
+        self.n_heads, self.head_dim, self.layer = n_heads, d_model // n_heads, layer
+        self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
+        self.proj = nn.Linear(d_model, d_model, bias=False)
+        # QK-norm (Dehghani et al. 2023): RMSNorm of each head's q and k, before the PE rotates them,
+        # bounds logits and keeps bf16 training stable.
+        self.q_norm = RMSNorm(self.head_dim, norm_eps) if qk_norm else nn.Identity()
+        self.k_norm = RMSNorm(self.head_dim, norm_eps) if qk_norm else nn.Identity()
+        self.resid_dropout = nn.Dropout(dropout)
+        self.kernel = kernel
+
+    def _qkv(self, x_BTD, pos_T, pe: PositionalEncoding, cache: LayerCache | None):
+        B, T, D = x_BTD.shape
+        qkv = self.qkv(x_BTD).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
+        q_BHTK, k_BHTK, v_BHTK = self.q_norm(qkv[0]), self.k_norm(qkv[1]), qkv[2]
+        q_BHTK, k_BHTK = pe.rotate(q_BHTK, k_BHTK, pos_T)
+        if cache is None:
+            return q_BHTK, k_BHTK, v_BHTK, pos_T
+        return (q_BHTK, *cache.extend(k_BHTK, v_BHTK, pos_T))
+
+    def forward(self, x_BTD, pos_T, pe: PositionalEncoding, cache: LayerCache | None = None):
+        B, T, D = x_BTD.shape
+        q, k, v, pos_S = self._qkv(x_BTD, pos_T, pe, cache)
+        out_BHTK = self.kernel(q, k, v, pe.score_mod(self.layer, pos_T, pos_S), self.training)
+        return self.resid_dropout(self.proj(out_BHTK.transpose(1, 2).reshape(B, T, D)))
+
+    def scores(self, x_BTD, pos_T, pe: PositionalEncoding) -> torch.Tensor:
+        """Pre-softmax logits (B, H, T, T), float32, from the eager reference: for analysis and tests."""
+        q, k, _, _ = self._qkv(x_BTD, pos_T, pe, None)
+        return EagerKernel(pe, "cpu", 0.0).scores(q, k, pe.score_mod(self.layer, pos_T, pos_T))

@@ -1,0 +1,47 @@
+"""Parameter and FLOP accounting, computed on the meta device (no weights allocated).
+
+FLOPs per token for one training step (forward + backward), Kaplan et al. 2020 / PaLM appendix B:
+    6 * N_matmul + 12 * n_layers * d_model * seq_len
+N_matmul counts every weight used in a matrix multiply: all non-embedding weights plus the LM head
+(V x D), which is a real matmul even when its weights are tied to the input embedding (the lookup
+itself costs nothing). The second term is the attention scores and weighted sum (QK^T and AV,
+2 * 2 * T * D per layer forward, x3 for backward), counted over the full T x T square as PaLM does,
+not the causal half. Forward-only FLOPs are a third of each term.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from posbench.config import ModelConfig
+from posbench.pe import PEConfig
+
+
+@dataclass
+class ModelStats:
+    params_total: int  # unique parameters (tied weights once)
+    params_embedding: int  # token embedding table
+    params_pe: int  # learned PE parameters
+    params_matmul: int  # weights used in matmuls per token (incl. the LM head)
+    flops_per_token_train: float
+    flops_per_token_forward: float
+    kernels: list[str]
+
+
+def model_stats(cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cuda",
+                seq_len: int | None = None) -> ModelStats:
+    from posbench.model.transformer import Transformer
+
+    with torch.device("meta"):
+        model = Transformer(cfg, pe_cfg, device_type=device_type)
+    total = sum(p.numel() for p in model.parameters())
+    emb = model.tok_emb.weight.numel()
+    pe = sum(p.numel() for p in model.pe.parameters())
+    head = cfg.vocab_size * cfg.d_model
+    matmul = total - emb - pe + head - sum(p.numel() for n, p in model.named_parameters() if "norm" in n)
+    T = seq_len or cfg.seq_len
+    attn = 12 * cfg.n_layers * cfg.d_model * T
+    return ModelStats(total, emb, pe, matmul, 6 * matmul + attn, 2 * matmul + attn / 3,
+                      list(model.kernel_names))

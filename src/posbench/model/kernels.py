@@ -1,0 +1,172 @@
+"""Attention kernels, one small class each, chosen once at construction from (device, PE).
+
+Shape legend: B batch, H heads, T query length, S key length (S >= T with a KV cache), K head dim.
+Causality is bottom-right aligned: query t (of T) sees keys 0 .. S - T + t.
+
+  sdpa         torch SDPA, is_causal; only for PEs without a logit bias
+  flex         FlexAttention with the PE's score_mod and a causal block mask (compiled on CUDA)
+  flash_alibi  flash-attn's fused ALiBi (alibi_slopes=...), when flash-attn is installed
+  eager        explicit softmax; the reference every other kernel is tested against, and what CPU
+               training uses when a bias is needed (FlexAttention has no CPU backward)
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import math
+from typing import ClassVar
+
+import torch
+import torch.nn.functional as F
+
+from posbench.config_loader import ConfigError, nearest
+from posbench.pe.base import PositionalEncoding
+
+KERNELS: dict[str, type[AttentionKernel]] = {}
+
+
+def register_kernel(name: str):
+    def wrap(cls):
+        cls.name = name
+        KERNELS[name] = cls
+        return cls
+    return wrap
+
+
+def materialize_bias(score_mod, H: int, T: int, S: int, device) -> torch.Tensor:
+    """Evaluate a FlexAttention score_mod on broadcast index grids: (H, T, S) float32 bias.
+
+    Indices are positions in the q and k tensors; score_mods map them to token positions
+    themselves, so a KV cache (T < S) needs nothing special here."""
+    h = torch.arange(H, device=device)[:, None, None]
+    q_idx = torch.arange(T, device=device)[None, :, None]
+    kv_idx = torch.arange(S, device=device)[None, None, :]
+    zero = torch.zeros((), device=device, dtype=torch.float32)
+    return score_mod(zero, zero, h, q_idx, kv_idx).expand(H, T, S)
+
+
+def causal_mask(T: int, S: int, device) -> torch.Tensor:
+    """(T, S) bool, True where attention is allowed."""
+    return torch.ones(T, S, dtype=torch.bool, device=device).tril(diagonal=S - T)
+
+
+class AttentionKernel:
+    name: ClassVar[str] = ""
+
+    def __init__(self, pe: PositionalEncoding, device_type: str, attn_dropout: float):
+        self.pe = pe
+        self.attn_dropout = attn_dropout
+
+    @classmethod
+    def supports(cls, pe: PositionalEncoding, device_type: str, attn_dropout: float) -> str | None:
+        """None if usable, else the reason it is not."""
+        return None
+
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training: bool):
+        raise NotImplementedError
+
+
+@register_kernel("eager")
+class EagerKernel(AttentionKernel):
+    def scores(self, q_BHTK, k_BHSK, score_mod):
+        """Pre-softmax logits in float32 with the bias added and future keys at -inf."""
+        T, S = q_BHTK.shape[-2], k_BHSK.shape[-2]
+        s_BHTS = (q_BHTK.float() @ k_BHSK.float().transpose(-1, -2)) / math.sqrt(q_BHTK.shape[-1])
+        if score_mod is not None:
+            s_BHTS = s_BHTS + materialize_bias(score_mod, q_BHTK.shape[1], T, S, q_BHTK.device)
+        return s_BHTS.masked_fill(~causal_mask(T, S, q_BHTK.device), float("-inf"))
+
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training):
+        p_BHTS = torch.softmax(self.scores(q_BHTK, k_BHSK, score_mod), dim=-1)
+        p_BHTS = F.dropout(p_BHTS, self.attn_dropout, training)
+        return (p_BHTS @ v_BHSK.float()).to(q_BHTK.dtype)
+
+
+@register_kernel("sdpa")
+class SDPAKernel(AttentionKernel):
+    @classmethod
+    def supports(cls, pe, device_type, attn_dropout):
+        return "the PE adds a logit bias (score_mod)" if pe.has_score_mod else None
+
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training):
+        T, S = q_BHTK.shape[-2], k_BHSK.shape[-2]
+        dropout = self.attn_dropout if training else 0.0
+        if T == S:  # is_causal is top-left aligned, which equals bottom-right only when T == S
+            return F.scaled_dot_product_attention(q_BHTK, k_BHSK, v_BHSK, dropout_p=dropout, is_causal=True)
+        mask = causal_mask(T, S, q_BHTK.device)
+        return F.scaled_dot_product_attention(q_BHTK, k_BHSK, v_BHSK, attn_mask=mask, dropout_p=dropout)
+
+
+@functools.lru_cache(maxsize=32)
+def _flex_block_mask(T: int, S: int, device: str):
+    from torch.nn.attention.flex_attention import create_block_mask
+
+    offset = S - T
+    return create_block_mask(lambda b, h, q, kv: q + offset >= kv, None, None, T, S, device=device)
+
+
+@functools.lru_cache(maxsize=1)
+def _compiled_flex():
+    from torch.nn.attention.flex_attention import flex_attention
+
+    return torch.compile(flex_attention, dynamic=False)
+
+
+@register_kernel("flex")
+class FlexKernel(AttentionKernel):
+    @classmethod
+    def supports(cls, pe, device_type, attn_dropout):
+        if attn_dropout > 0:
+            return "FlexAttention has no attention dropout (set model.attn_dropout=0)"
+        return None
+
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training):
+        from torch.nn.attention.flex_attention import flex_attention
+
+        T, S = q_BHTK.shape[-2], k_BHSK.shape[-2]
+        device = q_BHTK.device
+        block_mask = _flex_block_mask(T, S, str(device))
+        # Compiled on CUDA (fused kernel, never a (B,H,T,S) bias); eager elsewhere, which is an
+        # unfused reference used for parity tests.
+        fn = _compiled_flex() if device.type == "cuda" else flex_attention
+        return fn(q_BHTK, k_BHSK, v_BHSK, score_mod=score_mod, block_mask=block_mask)
+
+
+@register_kernel("flash_alibi")
+class FlashAlibiKernel(AttentionKernel):
+    @classmethod
+    def supports(cls, pe, device_type, attn_dropout):
+        if pe.alibi_slopes() is None:
+            return "the PE is not ALiBi"
+        if device_type != "cuda":
+            return "flash-attn runs on CUDA only"
+        if importlib.util.find_spec("flash_attn") is None:
+            return "flash-attn is not installed (pip install -e '.[gpu]')"
+        return None
+
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training):
+        from flash_attn import flash_attn_func
+
+        out_BTHK = flash_attn_func(
+            q_BHTK.transpose(1, 2), k_BHSK.transpose(1, 2), v_BHSK.transpose(1, 2),
+            dropout_p=self.attn_dropout if training else 0.0, causal=True,
+            alibi_slopes=self.pe.alibi_slopes().float())
+        return out_BTHK.transpose(1, 2)
+
+
+def auto_kernel_name(pe: PositionalEncoding, device_type: str) -> str:
+    if not pe.has_score_mod:
+        return "sdpa"
+    return "flex" if device_type == "cuda" else "eager"
+
+
+def select_kernel(requested: str, pe: PositionalEncoding, device_type: str,
+                  attn_dropout: float = 0.0) -> AttentionKernel:
+    name = auto_kernel_name(pe, device_type) if requested == "auto" else requested
+    if name not in KERNELS:
+        raise ConfigError(f"unknown attention kernel `{name}`" + nearest(name, KERNELS))
+    reason = KERNELS[name].supports(pe, device_type, attn_dropout)
+    if reason:
+        raise ConfigError(f"model.attention={name} cannot run PE `{pe.name}` on {device_type}: {reason}")
+    return KERNELS[name](pe, device_type, attn_dropout)

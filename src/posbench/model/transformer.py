@@ -1,0 +1,113 @@
+"""Decoder-only transformer: pre-norm RMSNorm, SwiGLU, QK-norm, tied embeddings. No PE names here:
+the PE is reached only through its hooks (see pe/base.py), the kernel through its call.
+
+Shape legend: B batch, T tokens, D model dim, V vocabulary.
+
+Initialisation (GPT-2, Radford et al. 2019, section 2.3): every matrix N(0, init_std); the two
+projections that write into the residual stream (attention out, MLP down) N(0, init_std /
+sqrt(2 n_layers)) so the residual variance does not grow with depth; norms start at 1; each PE
+initialises its own parameters.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from posbench.config import ModelConfig
+from posbench.model.attention import Attention, KVCache
+from posbench.model.kernels import select_kernel
+from posbench.model.mlp import SwiGLU
+from posbench.model.norms import RMSNorm
+from posbench.pe import PEConfig, PositionalEncoding, build_pe
+
+
+class Block(nn.Module):
+    def __init__(self, cfg: ModelConfig, layer: int, kernel):
+        super().__init__()
+        self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.attn = Attention(cfg.d_model, cfg.n_heads, layer, kernel, cfg.qk_norm, cfg.norm_eps, cfg.dropout)
+        self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.mlp = SwiGLU(cfg.d_model, cfg.d_ff, cfg.dropout)
+
+    def forward(self, x_BTD, pos_T, pe, cache=None):
+        x_BTD = x_BTD + self.attn(self.attn_norm(x_BTD), pos_T, pe, cache)
+        return x_BTD + self.mlp(self.mlp_norm(x_BTD))
+
+
+class Transformer(nn.Module):
+    def __init__(self, cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cpu"):
+        super().__init__()
+        self.cfg = cfg
+        self.pe: PositionalEncoding = build_pe(pe_cfg, cfg.pe_context())
+        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.emb_dropout = nn.Dropout(cfg.dropout)
+        self.kernel_names = []
+        blocks = []
+        for layer in range(cfg.n_layers):
+            kernel = select_kernel(cfg.attention, self.pe.layer_pe(layer), device_type, cfg.attn_dropout)
+            self.kernel_names.append(kernel.name)
+            blocks.append(Block(cfg, layer, kernel))
+        self.blocks = nn.ModuleList(blocks)
+        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
+        if cfg.tie_embeddings:
+            self.lm_head.weight = self.tok_emb.weight
+        self.reset_parameters()
+
+    @torch.no_grad()
+    def reset_parameters(self) -> None:
+        std = self.cfg.init_std
+        nn.init.normal_(self.tok_emb.weight, std=std)
+        if not self.cfg.tie_embeddings:
+            nn.init.normal_(self.lm_head.weight, std=std)
+        for block in self.blocks:
+            for linear in (block.attn.qkv, block.mlp.gate, block.mlp.up):
+                nn.init.normal_(linear.weight, std=std)
+            for linear in (block.attn.proj, block.mlp.down):
+                nn.init.normal_(linear.weight, std=std / math.sqrt(2 * self.cfg.n_layers))
+
+    def positions(self, T: int, device, offset: int = 0) -> torch.Tensor:
+        return self.pe.positions(T, device, offset)
+
+    def hidden(self, idx_BT, pos_T=None, cache: KVCache | None = None):
+        B, T = idx_BT.shape
+        if pos_T is None:
+            pos_T = self.positions(T, idx_BT.device, cache.length if cache else 0)
+        else:
+            pos_T = pos_T.float()
+            self.pe.check_positions(int(pos_T.max().item()) + 1)
+        x_BTD = self.emb_dropout(self.pe.embed(self.tok_emb(idx_BT), pos_T))
+        for layer, block in enumerate(self.blocks):
+            x_BTD = block(x_BTD, pos_T, self.pe.layer_pe(layer), cache.layers[layer] if cache else None)
+        if cache is not None:
+            cache.length += T
+        return self.norm(x_BTD), pos_T
+
+    def forward(self, idx_BT, targets_BT=None, pos_T=None, cache: KVCache | None = None):
+        """Logits (B, T, V); with targets also the mean cross-entropy over targets != -100."""
+        h_BTD, _ = self.hidden(idx_BT, pos_T, cache)
+        logits_BTV = self.lm_head(h_BTD)
+        if targets_BT is None:
+            return logits_BTV
+        loss = F.cross_entropy(logits_BTV.float().flatten(0, 1), targets_BT.flatten(), ignore_index=-100)
+        return logits_BTV, loss
+
+    def new_cache(self) -> KVCache:
+        return KVCache.empty(self.cfg.n_layers)
+
+    @torch.no_grad()
+    def attention_scores(self, idx_BT, pos_T=None) -> list[torch.Tensor]:
+        """Per layer, the pre-softmax logits (B, H, T, T) incl. PE bias and causal -inf (analysis)."""
+        B, T = idx_BT.shape
+        pos_T = self.positions(T, idx_BT.device) if pos_T is None else pos_T.float()
+        x_BTD = self.pe.embed(self.tok_emb(idx_BT), pos_T)
+        out = []
+        for layer, block in enumerate(self.blocks):
+            pe = self.pe.layer_pe(layer)
+            out.append(block.attn.scores(block.attn_norm(x_BTD), pos_T, pe))
+            x_BTD = block(x_BTD, pos_T, pe)
+        return out

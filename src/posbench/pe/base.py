@@ -1,0 +1,135 @@
+"""The positional-encoding contract every variant follows.
+
+Shape legend: B batch, H heads, T query length, S key length, K head dim, D model dim.
+
+A PE overrides only the hooks it uses; attention calls every hook every time and never asks which
+PE it has:
+  positions(T, device, offset)        -> pos_T   float32 positions (bf16 cannot hold ints > 256)
+  embed(x_BTD, pos_T)                 -> x_BTD   absolute PEs add to the token embeddings
+  rotate(q_BHTK, k_BHTK, pos_T)       -> q, k    RoPE family rotates queries and keys
+  score_mod(layer, pos_q_T, pos_k_S)  -> fn | None
+      fn(score, b, h, q_idx, kv_idx) -> score, FlexAttention's signature; the eager kernel evaluates
+      the same function on broadcast index grids, so one definition serves every kernel.
+  layer_pe(layer)                     -> the PE a given layer uses (per-layer hybrids)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+from torch import nn
+
+from posbench.config_loader import ConfigError
+
+ScoreMod = Callable[..., torch.Tensor]
+
+
+class PositionRangeError(ValueError):
+    """An input is longer than the positions a PE is defined for (e.g. a learned table)."""
+
+
+@dataclass
+class PEConfig:
+    """Base of every variant's `Config`; `name` selects the registered variant."""
+
+    name: str = "rope"
+
+    def __post_init__(self):
+        self.check()
+
+    def check(self) -> None:
+        """Validate this variant's own fields; raise ConfigError with what to change."""
+
+    @classmethod
+    def registry_lookup(cls, name: str, where: str = "pe") -> type[PEConfig]:
+        from posbench.pe.registry import get_pe_class
+
+        return get_pe_class(name, where).Config
+
+
+@dataclass(frozen=True)
+class PEContext:
+    """Model dimensions a PE needs; built from ModelConfig so pe/ does not import the run config."""
+
+    d_model: int
+    n_heads: int
+    n_layers: int
+    seq_len: int  # training context length
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.n_heads
+
+
+def require(cond: bool, message: str) -> None:
+    """Raise ConfigError(message) unless cond; keeps validation one line per rule."""
+    if not cond:
+        raise ConfigError(message)
+
+
+class PositionalEncoding(nn.Module):
+    name: ClassVar[str] = ""
+    # "absolute" (added to embeddings), "rotary", "bias" (logit bias) or "none". Used for reports and
+    # the shift-invariance contract test, never for control flow in model code.
+    kind: ClassVar[str] = "none"
+    summary: ClassVar[str] = ""
+    Config: ClassVar[type[PEConfig]] = PEConfig
+
+    def __init__(self, cfg: PEConfig, ctx: PEContext):
+        super().__init__()
+        self.validate(cfg, ctx)
+        self.cfg = cfg
+        self.ctx = ctx
+
+    @classmethod
+    def validate(cls, cfg: PEConfig, ctx: PEContext) -> None:
+        """Checks that need the model's dimensions; called by config.resolve() before any work."""
+
+    # None: defined at any length.
+    @property
+    def max_positions(self) -> int | None:
+        return None
+
+    @property
+    def is_relative(self) -> bool:
+        return self.kind != "absolute"
+
+    def positions(self, T: int, device, offset: int = 0) -> torch.Tensor:
+        pos_T = torch.arange(offset, offset + T, device=device, dtype=torch.float32)
+        self.check_positions(offset + T)
+        return pos_T
+
+    def check_positions(self, n_positions: int) -> None:
+        limit = self.max_positions
+        if limit is not None and n_positions > limit:
+            raise PositionRangeError(
+                f"PE `{self.name}` is defined for positions 0..{limit - 1}, but {n_positions} positions "
+                f"were requested. Evaluate at most {limit} tokens, or train with a larger "
+                f"`pe.max_positions`.")
+
+    def embed(self, x_BTD: torch.Tensor, pos_T: torch.Tensor) -> torch.Tensor:
+        return x_BTD
+
+    def rotate(self, q_BHTK, k_BHTK, pos_T):
+        return q_BHTK, k_BHTK
+
+    def score_mod(self, layer: int, pos_q_T: torch.Tensor, pos_k_S: torch.Tensor) -> ScoreMod | None:
+        return None
+
+    @property
+    def has_score_mod(self) -> bool:
+        """Known at construction, so attention picks its kernel once."""
+        return False
+
+    def alibi_slopes(self) -> torch.Tensor | None:
+        """Per-head slopes when the bias is exactly ALiBi's (lets flash-attn's ALiBi path run)."""
+        return None
+
+    def layer_pe(self, layer: int) -> PositionalEncoding:
+        return self
+
+    def extra_repr(self) -> str:
+        return f"name={self.name}"

@@ -1,0 +1,117 @@
+"""Positions written as digits (binary, decimal) or as one normalised number, added to embeddings.
+
+These are the "unconventional" encodings of the exploration this project grew from: they let a
+study check *why* an encoding fails (magnitude, lack of smoothness, no relative structure).
+- raw digits: channel j holds digit j (least significant first) in {0..base-1}, other channels 0;
+- normalised digits: digit mapped to [-1, 1] and the vector divided by sqrt(n_digits), so its norm
+  is at most 1 whatever the position;
+- integer: every channel holds p / max_positions, in [0, 1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from posbench.config_loader import ConfigError
+from posbench.pe.absolute import FixedTablePE, TableConfig
+from posbench.pe.base import require
+from posbench.pe.registry import register
+
+
+@dataclass
+class DigitsConfig(TableConfig):
+    n_digits: int = 16
+
+    def check(self) -> None:
+        super().check()
+        if not 1 <= self.n_digits <= 24:  # positions are float32 integers: exact below 2**24
+            raise ConfigError(f"pe.n_digits must be in 1..24, got {self.n_digits}")
+
+
+class DigitsPE(FixedTablePE):
+    digit_base: int = 2
+    normalised: bool = False
+
+    @property
+    def max_positions(self):
+        return self.digit_base ** self.cfg.n_digits
+
+    @classmethod
+    def validate(cls, cfg, ctx):
+        require(cfg.n_digits <= ctx.d_model,
+                f"`{cfg.name}` writes {cfg.n_digits} digits into model.d_model={ctx.d_model} channels; "
+                f"lower pe.n_digits")
+
+    def table(self, pos_T):
+        p = pos_T.long()
+        powers = self.digit_base ** torch.arange(self.cfg.n_digits, device=p.device)
+        digits_TN = ((p[:, None] // powers[None, :]) % self.digit_base).float()
+        if self.normalised:
+            digits_TN = (2 * digits_TN / (self.digit_base - 1) - 1) / self.cfg.n_digits ** 0.5
+        out = torch.zeros(p.shape[0], self.ctx.d_model, device=p.device, dtype=torch.float32)
+        out[:, : self.cfg.n_digits] = digits_TN
+        return out
+
+
+@register("binary")
+class BinaryPE(DigitsPE):
+    summary = "Position's bits in {0,1} written into the first n_digits channels"
+    digit_base = 2
+
+    @dataclass
+    class Config(DigitsConfig):
+        name: str = "binary"
+
+
+@register("binary_norm")
+class BinaryNormPE(DigitsPE):
+    summary = "Position's bits mapped to +-1/sqrt(n_digits) (unit-norm binary code)"
+    digit_base = 2
+    normalised = True
+
+    @dataclass
+    class Config(DigitsConfig):
+        name: str = "binary_norm"
+
+
+@register("decimal")
+class DecimalPE(DigitsPE):
+    summary = "Position's decimal digits 0..9 written into the first n_digits channels"
+    digit_base = 10
+
+    @dataclass
+    class Config(DigitsConfig):
+        name: str = "decimal"
+        n_digits: int = 6
+
+
+@register("decimal_norm")
+class DecimalNormPE(DigitsPE):
+    summary = "Position's decimal digits mapped to [-1,1]/sqrt(n_digits)"
+    digit_base = 10
+    normalised = True
+
+    @dataclass
+    class Config(DigitsConfig):
+        name: str = "decimal_norm"
+        n_digits: int = 6
+
+
+@register("integer")
+class IntegerPE(FixedTablePE):
+    summary = "Normalised position p / max_positions added to every channel"
+
+    @dataclass
+    class Config(TableConfig):
+        name: str = "integer"
+        max_positions: int | None = None  # None: the training length (model.seq_len)
+
+    @property
+    def max_positions(self):
+        return self.cfg.max_positions or self.ctx.seq_len
+
+    def table(self, pos_T):
+        value_T = pos_T.float() / self.max_positions
+        return value_T[:, None].expand(-1, self.ctx.d_model).contiguous()

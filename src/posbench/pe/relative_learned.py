@@ -1,0 +1,34 @@
+"""A learned scalar bias per head and clipped distance (Shaw et al. 2018's clipping, as a logit
+bias): the "relative" option of the learned-PE notes. Distances >= max_distance share one value."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+from torch import nn
+
+from posbench.config_loader import ConfigError
+from posbench.pe.bias import BiasConfig, BiasPE
+from posbench.pe.registry import register
+
+
+@register("relative_learned")
+class RelativeLearnedBias(BiasPE):
+    summary = "Learned bias per head and clipped distance min(i-j, max_distance)"
+
+    @dataclass
+    class Config(BiasConfig):
+        name: str = "relative_learned"
+        max_distance: int = 128
+
+        def check(self) -> None:
+            if self.max_distance < 1:
+                raise ConfigError(f"pe.max_distance must be >= 1, got {self.max_distance}")
+
+    def __init__(self, cfg, ctx):
+        super().__init__(cfg, ctx)
+        self.table_LHN = nn.Parameter(torch.zeros(self.n_tables, ctx.n_heads, cfg.max_distance + 1))
+
+    def bias(self, t, h, dist, q_pos):
+        return self.table_LHN[t][h, dist.long().clamp_max(self.cfg.max_distance)]

@@ -1,0 +1,126 @@
+"""Rotary position embeddings (Su et al. 2021, RoFormer eq. 34) and variants that change which
+frequencies rotate: learnable frequencies (lrope) and p-RoPE (Barbero et al. 2025, "Round and
+Round We Go!": the lowest frequencies are removed so they carry semantics, not position).
+
+Layout: "rotate half" (GPT-NeoX): channel j pairs with j + K/2 at frequency inv_F[j mod K/2].
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+from posbench.config_loader import ConfigError
+from posbench.pe.base import PEConfig, PositionalEncoding, require
+from posbench.pe.registry import register
+from posbench.pe.rope_scaling import NoScaling, ScalingConfig, build_scaling
+
+
+def rope_inv_freq(head_dim: int, theta: float) -> torch.Tensor:
+    """inv_F[i] = theta^(-2i/K), i = 0..K/2-1 (RoFormer section 3.2.2)."""
+    return theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)
+
+
+def rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+def apply_rotary(x_BHTK, cos_TK, sin_TK):
+    """Rotation computed in float32 (positions and angles must not be bf16), cast back."""
+    xf = x_BHTK.float()
+    return (xf * cos_TK + rotate_half(xf) * sin_TK).to(x_BHTK.dtype)
+
+
+@dataclass
+class RopeConfig(PEConfig):
+    theta: float = 10000.0
+    scaling: ScalingConfig = field(default_factory=NoScaling.Config)
+
+    def check(self) -> None:
+        if not self.theta > 1:
+            raise ConfigError(f"pe.theta must be > 1, got {self.theta}")
+
+
+class RotaryBase(PositionalEncoding):
+    kind = "rotary"
+
+    def __init__(self, cfg, ctx):
+        super().__init__(cfg, ctx)
+        self.register_buffer("inv_freq_base", self.initial_inv_freq(), persistent=False)
+        self.set_scaling(cfg.scaling)
+
+    @classmethod
+    def validate(cls, cfg, ctx):
+        require(ctx.d_model % ctx.n_heads == 0 and ctx.head_dim % 2 == 0,
+                f"`{cfg.name}` rotates channel pairs: head dim model.d_model/model.n_heads = "
+                f"{ctx.d_model}/{ctx.n_heads} must be an even integer")
+
+    def initial_inv_freq(self) -> torch.Tensor:
+        return rope_inv_freq(self.ctx.head_dim, self.cfg.theta)
+
+    def inv_freq(self) -> torch.Tensor:
+        return self.inv_freq_base
+
+    def set_scaling(self, scaling: ScalingConfig) -> None:
+        """Change the length-extension method, e.g. at evaluation time; weights are unaffected."""
+        self.cfg.scaling = scaling
+        self.scaling = build_scaling(scaling, self.ctx.seq_len)
+
+    def cos_sin(self, pos_T):
+        inv_F, mscale = self.scaling.transform(self.inv_freq().float(), pos_T)
+        angle_TF = pos_T.float()[:, None] * inv_F[None, :]
+        angle_TK = torch.cat((angle_TF, angle_TF), dim=-1)
+        return angle_TK.cos() * mscale, angle_TK.sin() * mscale
+
+    def rotate(self, q_BHTK, k_BHTK, pos_T):
+        cos_TK, sin_TK = self.cos_sin(pos_T)
+        return apply_rotary(q_BHTK, cos_TK, sin_TK), apply_rotary(k_BHTK, cos_TK, sin_TK)
+
+
+@register("rope")
+class RoPE(RotaryBase):
+    summary = "Rotary embeddings (RoFormer); length extension pi/ntk/dynamic/yarn via pe.scaling"
+
+    @dataclass
+    class Config(RopeConfig):
+        name: str = "rope"
+
+
+@register("lrope")
+class LearnableRoPE(RotaryBase):
+    summary = "RoPE with learnable per-frequency rates initialised from RoPE's"
+
+    @dataclass
+    class Config(RopeConfig):
+        name: str = "lrope"
+
+    def __init__(self, cfg, ctx):
+        super().__init__(cfg, ctx)
+        self.inv_freq_param = nn.Parameter(self.initial_inv_freq())
+
+    def inv_freq(self):
+        return self.inv_freq_param
+
+
+@register("prope")
+class PartialRoPE(RotaryBase):
+    summary = "p-RoPE: only the highest `fraction` of frequencies rotate; the rest are position-free"
+
+    @dataclass
+    class Config(RopeConfig):
+        name: str = "prope"
+        fraction: float = 0.75
+
+        def check(self) -> None:
+            super().check()
+            if not 0.0 <= self.fraction <= 1.0:
+                raise ConfigError(f"pe.fraction must be in [0, 1], got {self.fraction}")
+
+    def initial_inv_freq(self):
+        inv_F = rope_inv_freq(self.ctx.head_dim, self.cfg.theta)
+        keep = round(self.cfg.fraction * inv_F.shape[0])
+        inv_F[keep:] = 0.0  # zero frequency: angle 0 at every position, the pair is not rotated
+        return inv_F

@@ -1,0 +1,144 @@
+"""RoPE length extension, chosen per run or at evaluation time (`pe.scaling.name=yarn`).
+
+Each method transforms the per-frequency inverse wavelengths inv_F (F = head_dim/2, highest
+frequency first) and returns a logit temperature factor applied to cos/sin (so q.k scales by its
+square). Written as transforms of inv_F rather than of `theta`, they also apply to learned (lrope)
+and truncated (prope) frequencies.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+import torch
+
+from posbench.config_loader import ConfigError, nearest
+
+
+@dataclass
+class ScalingConfig:
+    name: str = "none"
+    factor: float = 1.0  # target length / training length
+    original_max_positions: int | None = None  # None: the model's training length
+
+    def __post_init__(self):
+        if self.factor < 1.0:
+            raise ConfigError(f"pe.scaling.factor must be >= 1, got {self.factor}")
+
+    @classmethod
+    def registry_lookup(cls, name, where="pe.scaling"):
+        if name not in SCALINGS:
+            raise ConfigError(f"unknown RoPE scaling `{name}` at {where}" + nearest(name, SCALINGS))
+        return SCALINGS[name].Config
+
+
+SCALINGS: dict[str, type[RopeScaling]] = {}
+
+
+def register_scaling(name: str):
+    def wrap(cls):
+        cls.name = name
+        SCALINGS[name] = cls
+        return cls
+    return wrap
+
+
+class RopeScaling:
+    name: ClassVar[str] = ""
+    Config: ClassVar[type[ScalingConfig]] = ScalingConfig
+
+    def __init__(self, cfg: ScalingConfig, train_len: int):
+        self.cfg = cfg
+        self.factor = cfg.factor
+        self.original = cfg.original_max_positions or train_len
+
+    def transform(self, inv_F: torch.Tensor, pos_T: torch.Tensor) -> tuple[torch.Tensor, float]:
+        return inv_F, 1.0
+
+
+@register_scaling("none")
+class NoScaling(RopeScaling):
+    @dataclass
+    class Config(ScalingConfig):
+        name: str = "none"
+
+
+@register_scaling("pi")
+class PositionInterpolation(RopeScaling):
+    """Chen et al. 2023, eq. 4: f'(x, m) = f(x, m / s), i.e. every frequency divided by s."""
+
+    @dataclass
+    class Config(ScalingConfig):
+        name: str = "pi"
+
+    def transform(self, inv_F, pos_T):
+        return inv_F / self.factor, 1.0
+
+
+def ntk_inv_freq(inv_F: torch.Tensor, factor: float) -> torch.Tensor:
+    """NTK-aware base change b' = b * s^(d/(d-2)) (bloc97, 2023), as a per-frequency factor:
+    b'^(-2i/d) = b^(-2i/d) * s^(-2i/(d-2)) for frequency index i of F = d/2."""
+    F = inv_F.shape[0]
+    d = 2 * F
+    i = torch.arange(F, device=inv_F.device, dtype=torch.float32)
+    return inv_F * factor ** (-2 * i / (d - 2))
+
+
+@register_scaling("ntk")
+class NTKAware(RopeScaling):
+    @dataclass
+    class Config(ScalingConfig):
+        name: str = "ntk"
+
+    def transform(self, inv_F, pos_T):
+        return ntk_inv_freq(inv_F, self.factor), 1.0
+
+
+@register_scaling("dynamic")
+class DynamicNTK(RopeScaling):
+    """NTK with s grown to the current length L: s_L = s*L/L_train - (s - 1), only when L > L_train
+    (emozilla, 2023; the form used by HF transformers). Keys cached at a shorter length keep their
+    old rotation: the known inconsistency of dynamic NTK under a KV cache."""
+
+    @dataclass
+    class Config(ScalingConfig):
+        name: str = "dynamic"
+
+    def transform(self, inv_F, pos_T):
+        length = int(pos_T.max().item()) + 1 if pos_T.numel() else 0
+        if length <= self.original:
+            return inv_F, 1.0
+        s = self.factor * length / self.original - (self.factor - 1)
+        return ntk_inv_freq(inv_F, s), 1.0
+
+
+@register_scaling("yarn")
+class YaRN(RopeScaling):
+    """Peng et al. 2023 (YaRN), eqs. 17-22: per frequency, r = L_train / wavelength;
+    gamma(r) = 0 for r < alpha, 1 for r > beta, linear between; h(theta) = (1 - gamma) theta / s +
+    gamma theta; attention temperature sqrt(1/t) = 0.1 ln(s) + 1 applied to q and k."""
+
+    @dataclass
+    class Config(ScalingConfig):
+        name: str = "yarn"
+        alpha: float = 1.0
+        beta: float = 32.0
+
+        def __post_init__(self):
+            super().__post_init__()
+            if not 0 < self.alpha < self.beta:
+                raise ConfigError(f"yarn needs 0 < alpha < beta, got {self.alpha}, {self.beta}")
+
+    def transform(self, inv_F, pos_T):
+        wavelength_F = 2 * math.pi / inv_F.clamp_min(1e-30)
+        r_F = self.original / wavelength_F
+        gamma_F = ((r_F - self.cfg.alpha) / (self.cfg.beta - self.cfg.alpha)).clamp(0.0, 1.0)
+        inv = (1 - gamma_F) * inv_F / self.factor + gamma_F * inv_F
+        mscale = 0.1 * math.log(self.factor) + 1.0 if self.factor > 1 else 1.0
+        return inv, mscale
+
+
+def build_scaling(cfg: ScalingConfig, train_len: int) -> RopeScaling:
+    return SCALINGS[cfg.name](cfg, train_len)

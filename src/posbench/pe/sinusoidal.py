@@ -1,0 +1,56 @@
+"""Fixed sinusoidal tables (Vaswani et al. 2017, section 3.5) and a sine-only ablation."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from posbench.pe.absolute import FixedTablePE, TableConfig
+from posbench.pe.base import require
+from posbench.pe.registry import register
+
+
+def sinusoidal_table(pos_T: torch.Tensor, d_model: int, base: float = 10000.0) -> torch.Tensor:
+    """PE[p, 2i] = sin(p / base^(2i/d)), PE[p, 2i+1] = cos(p / base^(2i/d)); float32 (T, d)."""
+    i = torch.arange(0, d_model, 2, device=pos_T.device, dtype=torch.float32)
+    angle_TF = pos_T.float()[:, None] * base ** (-i / d_model)[None, :]
+    out = torch.empty(pos_T.shape[0], d_model, device=pos_T.device, dtype=torch.float32)
+    out[:, 0::2] = torch.sin(angle_TF)
+    out[:, 1::2] = torch.cos(angle_TF)
+    return out
+
+
+@register("sinusoidal")
+class SinusoidalPE(FixedTablePE):
+    summary = "Fixed sin/cos table added to embeddings (Vaswani et al. 2017)"
+
+    @dataclass
+    class Config(TableConfig):
+        name: str = "sinusoidal"
+        base: float = 10000.0
+
+    @classmethod
+    def validate(cls, cfg, ctx):
+        # sin and cos come in pairs per frequency (DESIGN: odd d_model is a config error)
+        require(ctx.d_model % 2 == 0, f"`{cfg.name}` needs an even model.d_model, got {ctx.d_model}")
+
+    def table(self, pos_T):
+        return sinusoidal_table(pos_T, self.ctx.d_model, self.cfg.base)
+
+
+@register("sinonly")
+class SineOnlyPE(FixedTablePE):
+    summary = "Sine-only table: PE[p, i] = sin(p / base^(i/d)); no cosine partner per frequency"
+
+    @dataclass
+    class Config(TableConfig):
+        name: str = "sinonly"
+        base: float = 10000.0
+
+    def table(self, pos_T):
+        d = self.ctx.d_model
+        i = torch.arange(d, device=pos_T.device, dtype=torch.float32)
+        # Without the cosine partner, p -> PE[p] is no longer a rotation, so PE[p+k] is not a linear
+        # function of PE[p]: the ablation tests whether that property matters.
+        return torch.sin(pos_T.float()[:, None] * self.cfg.base ** (-i / d)[None, :])
