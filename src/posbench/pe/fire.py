@@ -25,7 +25,9 @@ class FIRE(BiasPE):
         name: str = "fire"
         hidden: int = 32
         c_init: float = 1.0
-        threshold_init: float = 0.0  # L; 0 = always normalise by the query position
+        # L: queries before L share one normaliser psi(L); later ones use their own position. Any
+        # L >= 1 lets gradients reach it (with L = 0, max(L, i) never selects L).
+        threshold_init: float = 32.0
 
         def check(self) -> None:
             if self.hidden < 1 or self.c_init <= 0 or self.threshold_init < 0:

@@ -1,0 +1,70 @@
+"""One contract, every registered PE: shapes, causality, gradients, shift (in)variance."""
+
+import pytest
+import torch
+
+from posbench.pe import PositionRangeError, pe_names
+from tests.conftest import build_test_model
+
+ALL_PES = pe_names()
+
+
+def test_registry_is_complete():
+    assert len(ALL_PES) >= 22
+
+
+@pytest.mark.parametrize("name", ALL_PES)
+def test_output_shapes(name):
+    model = build_test_model(name).eval()
+    idx = torch.randint(0, 61, (3, 17))
+    logits = model(idx)
+    assert logits.shape == (3, 17, 61)
+    assert torch.isfinite(logits).all()
+
+
+@pytest.mark.parametrize("name", ALL_PES)
+def test_causality(name):
+    """Changing token t never changes the outputs at positions < t."""
+    model = build_test_model(name).eval()
+    idx = torch.randint(0, 61, (2, 20))
+    changed = idx.clone()
+    changed[:, 12:] = (changed[:, 12:] + 7) % 61
+    with torch.no_grad():
+        a, b = model(idx), model(changed)
+    torch.testing.assert_close(a[:, :12], b[:, :12], rtol=0, atol=1e-5)
+    assert not torch.allclose(a[:, 12:], b[:, 12:])
+
+
+@pytest.mark.parametrize("name", ALL_PES)
+def test_gradients_reach_every_parameter(name):
+    model = build_test_model(name).train()
+    idx = torch.randint(0, 61, (4, 24))
+    _, loss = model(idx[:, :-1], idx[:, 1:])
+    loss.backward()
+    for pname, p in model.named_parameters():
+        assert p.grad is not None, f"{pname} got no gradient"
+        assert torch.isfinite(p.grad).all(), f"{pname} has a non-finite gradient"
+        assert p.grad.abs().sum() > 0, f"{pname} has an all-zero gradient"
+
+
+@pytest.mark.parametrize("name", ALL_PES)
+def test_shift_invariance_matches_kind(name):
+    """Relative PEs: identical logits when all positions shift by a constant; absolute: different."""
+    model = build_test_model(name).eval()
+    idx = torch.randint(0, 61, (2, 8))
+    pos = torch.arange(8, dtype=torch.float32)
+    shift = 40.0  # inside every table (seq_len 64) and past FIRE's test threshold (4)
+    a = model.attention_scores(idx, pos)[0]
+    b = model.attention_scores(idx, pos + shift)[0]
+    mask = torch.isfinite(a)
+    if model.pe.is_relative:
+        torch.testing.assert_close(a[mask], b[mask], rtol=1e-4, atol=1e-4)
+    else:
+        assert (a[mask] - b[mask]).abs().max() > 1e-3
+
+
+def test_model_refuses_inputs_longer_than_a_learned_table():
+    model = build_test_model("learned").eval()  # table of seq_len = 64 positions
+    model(torch.randint(0, 61, (1, 64)))
+    with pytest.raises(PositionRangeError, match="defined for positions 0..63"):
+        model(torch.randint(0, 61, (1, 65)))
