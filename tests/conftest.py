@@ -1,7 +1,6 @@
-import pytest
 import torch
 
-from posbench.config import ModelConfig, load_config
+from posbench.config import load_config
 from posbench.model.transformer import Transformer
 
 # Per-PE options for the small contract-test model (4 layers so the default hybrid pattern fits).
@@ -11,20 +10,9 @@ TEST_PE_OVERRIDES = {
 }
 
 
-def tiny_model_config(**kw) -> ModelConfig:
-    base = dict(size="test", d_model=32, n_layers=4, n_heads=4, d_ff=64, seq_len=64, vocab_size=61)
-    base.update(kw)
-    return ModelConfig(**base)
-
-
 def build_test_model(pe_name: str, seed: int = 0, overrides=(), **model_kw) -> Transformer:
     torch.manual_seed(seed)
-    ov = [f"model.{k}={v}" for k, v in {**dict(size="test", d_model=32, n_layers=4, n_heads=4, d_ff=64,
-                                                 seq_len=64, vocab_size=61), **model_kw}.items()]
+    dims = dict(size="test", d_model=32, n_layers=4, n_heads=4, d_ff=64, seq_len=64, vocab_size=61)
+    ov = [f"model.{k}={v}" for k, v in {**dims, **model_kw}.items()]
     cfg = load_config(overrides=ov + TEST_PE_OVERRIDES.get(pe_name, []) + list(overrides), pe_type=pe_name)
     return Transformer(cfg.model, cfg.pe)
-
-
-@pytest.fixture
-def model_factory():
-    return build_test_model
