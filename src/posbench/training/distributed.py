@@ -1,0 +1,123 @@
+"""Everything that knows about ranks. Works unchanged in one process (world size 1, no process
+group) and under torchrun (NCCL on CUDA, gloo on CPU)."""
+
+from __future__ import annotations
+
+import datetime
+import os
+
+import torch
+import torch.distributed as td
+from torch import nn
+
+
+def is_distributed() -> bool:
+    return td.is_available() and td.is_initialized()
+
+
+def rank() -> int:
+    return td.get_rank() if is_distributed() else 0
+
+
+def world_size() -> int:
+    return td.get_world_size() if is_distributed() else 1
+
+
+def local_rank() -> int:
+    return int(os.environ.get("LOCAL_RANK", 0))
+
+
+def is_main() -> bool:
+    return rank() == 0
+
+
+def barrier() -> None:
+    if is_distributed():
+        td.barrier()
+
+
+def init(device_type: str) -> torch.device:
+    """Join the torchrun process group when launched by torchrun; pick this rank's device."""
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ and not is_distributed():
+        backend = "nccl" if device_type == "cuda" else "gloo"
+        td.init_process_group(backend, timeout=datetime.timedelta(minutes=10))
+    if device_type == "cuda":
+        torch.cuda.set_device(local_rank())
+        return torch.device("cuda", local_rank())
+    return torch.device("cpu")
+
+
+def shutdown() -> None:
+    if is_distributed():
+        td.destroy_process_group()
+
+
+def all_reduce_sum(t: torch.Tensor) -> torch.Tensor:
+    if is_distributed():
+        td.all_reduce(t, op=td.ReduceOp.SUM)
+    return t
+
+
+def all_reduce_max(t: torch.Tensor) -> torch.Tensor:
+    if is_distributed():
+        td.all_reduce(t, op=td.ReduceOp.MAX)
+    return t
+
+
+def any_rank(flag: bool, device) -> bool:
+    """True on every rank if it is True on any rank (signals, non-finite checks)."""
+    t = torch.tensor([1.0 if flag else 0.0], device=device)
+    return bool(all_reduce_max(t).item() > 0)
+
+
+def first_rank_with(flag: bool, device) -> int:
+    """Lowest rank where flag is True, or -1 (for naming the rank in error messages)."""
+    t = torch.tensor([float(rank()) if flag else float("inf")], device=device)
+    if is_distributed():
+        td.all_reduce(t, op=td.ReduceOp.MIN)
+    return -1 if t.item() == float("inf") else int(t.item())
+
+
+def wrap_model(model: nn.Module, parallel: str, device: torch.device) -> nn.Module:
+    """DDP or FSDP2 around the plain model. Single process: the model itself."""
+    if not is_distributed():
+        return model
+    if parallel == "fsdp":
+        from torch.distributed.fsdp import fully_shard
+
+        for block in model.blocks:  # shard per block, then the root (embeddings, head)
+            fully_shard(block)
+        fully_shard(model)
+        return model
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    return DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    return model.module if hasattr(model, "module") else model
+
+
+def full_state(model: nn.Module, optimizer) -> tuple[dict, dict]:
+    """Full (unsharded) model and optimizer state dicts keyed by parameter name, on CPU."""
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_state_dict
+
+    opts = StateDictOptions(full_state_dict=True, cpu_offload=True)
+    return get_state_dict(unwrap(model) if not is_fsdp(model) else model, optimizer, options=opts)
+
+
+def load_full_state(model: nn.Module, optimizer, model_state: dict, optim_state: dict | None) -> None:
+    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+
+    target = unwrap(model) if not is_fsdp(model) else model
+    opts = StateDictOptions(full_state_dict=True)
+    if optim_state is None:
+        set_state_dict(target, [], model_state_dict=model_state, optim_state_dict={}, options=opts)
+    else:
+        set_state_dict(target, optimizer, model_state_dict=model_state, optim_state_dict=optim_state, options=opts)
+
+
+def is_fsdp(model: nn.Module) -> bool:
+    from torch.distributed.fsdp import FSDPModule
+
+    return isinstance(model, FSDPModule)

@@ -1,0 +1,108 @@
+"""One logger interface with null objects instead of scattered `if rank == 0` checks.
+
+Every metric dict carries `tokens` (the x-axis) and `step`. Implementations:
+  JsonlLogger   metrics.jsonl in the run directory, always (on rank 0)
+  ConsoleLogger one line per log interval
+  WandbLogger   online when WANDB_API_KEY is set, else offline; tokens as the step metric
+  NullLogger    for ranks other than 0
+No configs or logs ever contain the environment or API keys: WandB reads its key itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+
+class Logger:
+    run_id: str = ""
+
+    def log(self, metrics: dict) -> None:
+        pass
+
+    def message(self, text: str) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+class NullLogger(Logger):
+    pass
+
+
+class JsonlLogger(Logger):
+    def __init__(self, path: Path):
+        self.path = path
+
+    def log(self, metrics):
+        with open(self.path, "a") as f:
+            f.write(json.dumps(metrics, sort_keys=True) + "\n")
+            f.flush()
+
+
+class ConsoleLogger(Logger):
+    def log(self, m):
+        if "loss" not in m:
+            if "val_loss" in m:
+                print(f"step {m['step']:>6} | tokens {m['tokens']:.3e} | val loss {m['val_loss']:.4f}", flush=True)
+            return
+        eta = m.get("eta_s", 0)
+        print(f"step {m['step']:>6} | tokens {m['tokens']:.3e} | loss {m['loss']:.4f} | lr {m['lr']:.2e} | "
+              f"grad {m.get('grad_norm', 0):.3f} | {m.get('tokens_per_s', 0):,.0f} tok/s | "
+              f"mfu {100 * m.get('mfu', 0):.1f}% | eta {int(eta) // 3600}h{int(eta) % 3600 // 60:02d}m", flush=True)
+
+    def message(self, text):
+        print(text, file=sys.stderr, flush=True)
+
+
+class WandbLogger(Logger):
+    def __init__(self, run_dir: Path, name: str, config: dict, mode: str, project: str, entity: str,
+                 group: str, run_id: str, history: list[dict] = ()):
+        import wandb
+
+        if mode == "auto":
+            mode = "online" if os.environ.get("WANDB_API_KEY") else "offline"
+        self.wandb = wandb
+        self.run = wandb.init(project=project, entity=entity or None, name=name, id=run_id or None,
+                              resume="allow", mode=mode, dir=str(run_dir), config=config, group=group or None,
+                              settings=wandb.Settings(silent=True, x_disable_stats=True))
+        self.run_id = self.run.id
+        # tokens, not steps, on the x-axis: runs with different batch sizes line up
+        self.run.define_metric("tokens")
+        self.run.define_metric("*", step_metric="tokens")
+        for row in history:  # a branch carries its parent's curve up to the branch point
+            self.run.log(row)
+
+    def log(self, metrics):
+        self.run.log(metrics)
+
+    def finish(self):
+        self.run.finish()
+
+
+class MultiLogger(Logger):
+    def __init__(self, loggers: list[Logger]):
+        self.loggers = loggers
+        self.run_id = next((lg.run_id for lg in loggers if lg.run_id), "")
+
+    def log(self, metrics):
+        for lg in self.loggers:
+            lg.log(metrics)
+
+    def message(self, text):
+        for lg in self.loggers:
+            lg.message(text)
+
+    def finish(self):
+        for lg in self.loggers:
+            lg.finish()
+
+
+def read_history(jsonl: Path, up_to_tokens: int) -> list[dict]:
+    if not jsonl.is_file():
+        return []
+    rows = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
+    return [r for r in rows if r.get("tokens", 0) <= up_to_tokens]

@@ -1,0 +1,159 @@
+"""The training loop, readable top to bottom (nanoGPT style). Setup decisions live in session.py."""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+
+import torch
+
+from posbench.config import RunConfig
+from posbench.model.transformer import Transformer
+from posbench.training import checkpoint as ckpt
+from posbench.training import distributed as dist
+from posbench.training import session as ses
+from posbench.training.metrics import grad_norms_by_layer, logit_stats, mfu, peak_flops
+from posbench.training.optim import build_optimizer, set_lr
+from posbench.training.precision import choose_precision
+from posbench.training.rundir import format_tokens
+from posbench.training.sources import BatchSource, micro_indices, val_indices
+
+
+class NonFiniteError(RuntimeError):
+    pass
+
+
+def train(cfg: RunConfig, source: BatchSource) -> dict:
+    """Train until the run's budget (or train.max_steps); returns a summary dict."""
+    device_type = ses.device_type_for(cfg)
+    device = dist.init(device_type)
+    world, rank = dist.world_size(), dist.rank()
+    plan = ses.make_plan(cfg, world, device_type)  # validates batch and schedule before any work
+    ident = ses.identity(cfg, source.fingerprint)
+    run_dir, existed = ses.choose_run_dir(cfg, plan, ident)
+    ckpt.cleanup_partial(run_dir)
+    dist.barrier()
+    loaded = ses.resume_source(cfg, run_dir, existed, print if dist.is_main() else (lambda *_: None))
+    if loaded is not None:
+        ses.check_resume_compatible(cfg, loaded, ident)
+
+    torch.manual_seed(cfg.seed)
+    model = Transformer(cfg.model, cfg.pe, device_type).to(device)
+    wrapped = dist.wrap_model(model, cfg.train.parallel, device)
+    optimizer = build_optimizer(model, cfg.optim, device_type)
+    precision = choose_precision(cfg.train.precision, device_type)
+    step_fn = torch.compile(wrapped) if cfg.train.compile else wrapped
+
+    step, tokens, parent, run_id = 0, 0, None, ""
+    if loaded is not None:
+        dist.load_full_state(wrapped, optimizer, loaded.model, loaded.optim)
+        step, tokens = loaded.meta["step"], loaded.meta["tokens"]
+        run_id = loaded.meta.get("wandb_id", "") if loaded.path.parent == run_dir else ""
+        parent = loaded.meta.get("parent")
+        if cfg.train.branch_from and loaded.path.parent != run_dir:  # a new branch run starts here
+            parent = {"checkpoint": str(loaded.path), "run": loaded.path.parent.name,
+                      "run_dir": str(loaded.path.parent), "step": step, "tokens": tokens}
+        if loaded.rng is not None:
+            ckpt.set_rng_state(loaded.rng)
+    logger = ses.make_logger(cfg, run_dir, run_id, parent)
+    run_id = logger.run_id or run_id
+    if dist.is_main():
+        logger.message(ses.describe(cfg, plan, run_dir) + (f" | resumed from {loaded.path}" if loaded else ""))
+
+    def save(kind: str) -> None:
+        model_state, optim_state = dist.full_state(wrapped, optimizer)
+        meta = ses.meta_json(step, tokens, plan, kind, ident, run_id, parent)
+        path = ckpt.save(run_dir, step, model_state, optim_state, meta, cfg.to_yaml())
+        ckpt.prune(run_dir, cfg.train.keep_last)
+        logger.message(f"saved {kind} checkpoint {path}")
+
+    stop = ses.StopFlag()
+    gbt, mb, accum = cfg.train.global_batch_tokens, cfg.train.micro_batch, plan.accum
+    peak = peak_flops(device)
+    steps_this_run, t_last, tokens_last = 0, time.perf_counter(), tokens
+    inject_nan = os.environ.get("POSBENCH_INJECT_NAN", "")  # "step,rank": fault injection for tests
+    try:
+        while tokens < plan.end_tokens:
+            # a branch checkpoint before the first step after which that budget's LR would decay
+            for point, budget in plan.branch_points.items():
+                link = run_dir / f"branch_{format_tokens(budget)}"
+                if tokens <= point < tokens + gbt and not link.is_symlink():
+                    save("branch")
+                    if dist.is_main():
+                        link.symlink_to(ckpt.step_dir(run_dir, step).name)
+            lr = plan.schedule.lr(tokens)
+            set_lr(optimizer, lr)
+
+            loss_sum = torch.zeros((), device=device)
+            for micro in range(accum):
+                x, y = source.samples(micro_indices(step, micro, mb, accum, rank, world))
+                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                last = micro == accum - 1
+                sync = last or not hasattr(wrapped, "no_sync")
+                with (torch.enable_grad() if sync else wrapped.no_sync()), precision.autocast():
+                    logits, loss = step_fn(x, y)
+                if inject_nan == f"{step},{rank}":
+                    loss = loss * float("nan")
+                precision.backward(loss / accum)
+                loss_sum += loss.detach() / accum
+
+            precision.unscale(optimizer)
+            clip = cfg.train.grad_clip if cfg.train.grad_clip > 0 else float("inf")
+            grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+            grad_norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
+            local_bad = not (math.isfinite(loss_sum.item()) and math.isfinite(grad_norm.item()))
+            bad_rank = dist.first_rank_with(local_bad, device)
+            if bad_rank >= 0:
+                raise NonFiniteError(f"non-finite loss or gradient at step {step} on rank {bad_rank} "
+                                     f"(loss {loss_sum.item()}, grad norm {grad_norm.item()}); stopped before "
+                                     f"the optimizer step. Lower optim.lr or check the data.")
+            precision.step(optimizer)
+            optimizer.zero_grad(set_to_none=True)
+            step, tokens, steps_this_run = step + 1, tokens + gbt, steps_this_run + 1
+
+            if step % cfg.train.log_interval == 0 or tokens >= plan.end_tokens:
+                mean_loss = dist.all_reduce_sum(loss_sum.clone()).item() / world
+                now = time.perf_counter()
+                tps = (tokens - tokens_last) / max(now - t_last, 1e-9)
+                t_last, tokens_last = now, tokens
+                row = {"step": step, "tokens": tokens, "loss": mean_loss, "lr": lr, "grad_norm": grad_norm.item(),
+                       "tokens_per_s": tps, "mfu": mfu(plan.flops_per_token, tps, peak, world),
+                       "eta_s": (plan.end_tokens - tokens) / max(tps, 1e-9)}
+                if dist.is_main():
+                    row.update(grad_norms_by_layer(model) if not dist.is_fsdp(wrapped) else {})
+                    row.update(logit_stats(logits))
+                logger.log(row)
+            if cfg.train.eval_interval and step % cfg.train.eval_interval == 0:
+                logger.log({"step": step, "tokens": tokens, "val_loss": evaluate(cfg, wrapped, source, device,
+                                                                                   precision)})
+            if dist.any_rank(stop.raised, device):
+                save("signal")
+                logger.message(f"stopped by signal at step {step}; resume with --resume auto")
+                return {"run_dir": str(run_dir), "step": step, "tokens": tokens, "stopped": True}
+            if cfg.train.max_steps and steps_this_run >= cfg.train.max_steps:
+                save("periodic")
+                return {"run_dir": str(run_dir), "step": step, "tokens": tokens, "stopped": True}
+            if cfg.train.ckpt_interval and step % cfg.train.ckpt_interval == 0 and tokens < plan.end_tokens:
+                save("periodic")
+        save("final")
+        return {"run_dir": str(run_dir), "step": step, "tokens": tokens, "stopped": False}
+    finally:
+        stop.restore()
+        logger.finish()
+
+
+@torch.no_grad()
+def evaluate(cfg: RunConfig, model, source: BatchSource, device, precision) -> float:
+    """Mean loss over the fixed validation rows, averaged over ranks."""
+    was_training = model.training
+    model.eval()
+    total = torch.zeros((), device=device)
+    for b in range(cfg.train.eval_batches):
+        idx = val_indices(b, cfg.train.micro_batch, dist.rank(), dist.world_size(), source.n_val())
+        x, y = source.val_samples(idx)
+        with precision.autocast():
+            _, loss = model(x.to(device), y.to(device))
+        total += loss.float()
+    model.train(was_training)
+    return dist.all_reduce_sum(total).item() / (cfg.train.eval_batches * dist.world_size())

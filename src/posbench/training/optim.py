@@ -1,0 +1,37 @@
+"""AdamW with decay / no-decay parameter groups.
+
+Weight decay applies to the matrices of the transformer (attention, MLP, token embedding / tied
+head). It does not apply to norm gains, and not to PE parameters: a learned position table, T5 or
+KERPLE biases and RoPE frequencies encode *where*, and decaying them toward zero would quietly pull
+every PE toward NoPE, confounding the comparison this project exists for.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from posbench.config import OptimConfig
+
+
+def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
+    pe_params = {id(p) for p in model.pe.parameters()}
+    decay, no_decay = [], []
+    for _, p in model.named_parameters():
+        if not p.requires_grad:
+            continue
+        (decay if p.ndim >= 2 and id(p) not in pe_params else no_decay).append(p)
+    return [{"params": decay, "weight_decay": weight_decay, "name": "decay"},
+            {"params": no_decay, "weight_decay": 0.0, "name": "no_decay"}]
+
+
+def build_optimizer(model: nn.Module, cfg: OptimConfig, device_type: str) -> torch.optim.AdamW:
+    # fused AdamW on CUDA: one kernel for all parameters; foreach elsewhere
+    fused = device_type == "cuda"
+    return torch.optim.AdamW(param_groups(model, cfg.weight_decay), lr=cfg.lr, betas=(cfg.beta1, cfg.beta2),
+                             eps=cfg.eps, fused=fused)
+
+
+def set_lr(optimizer: torch.optim.Optimizer, lr: float) -> None:
+    for group in optimizer.param_groups:
+        group["lr"] = lr

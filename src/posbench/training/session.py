@@ -1,0 +1,188 @@
+"""Everything decided once before the first step: device, batch arithmetic, budgets and schedule,
+run directory, what to resume from, loggers. Fails with a clear message before any work."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from posbench.config import RunConfig
+from posbench.config_loader import ConfigError, to_dict
+from posbench.model.flops import model_stats
+from posbench.training import checkpoint as ckpt
+from posbench.training import distributed as dist
+from posbench.training.loggers import (
+    ConsoleLogger,
+    JsonlLogger,
+    Logger,
+    MultiLogger,
+    NullLogger,
+    WandbLogger,
+    read_history,
+)
+from posbench.training.rundir import check_run_name, claim_run_dir, default_name, find_run_dir, format_tokens
+from posbench.training.schedule import WSD, make_schedule
+
+
+@dataclass
+class Plan:
+    device_type: str
+    world: int
+    accum: int
+    n_params: int
+    flops_per_token: float
+    budgets: list[int]  # tokens, ascending
+    schedule: WSD  # the schedule this run follows to its end
+    branch_points: dict[int, int] = field(default_factory=dict)  # decay start tokens -> budget tokens
+    end_tokens: int = 0
+
+
+def device_type_for(cfg: RunConfig) -> str:
+    requested = cfg.train.device
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("train.device=cuda but no CUDA device is visible")
+    if requested == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return requested
+
+
+def budget_tokens(cfg: RunConfig, value: float, n_params: int) -> int:
+    return int(value * n_params) if cfg.train.budget_unit == "tokens_per_param" else int(value)
+
+
+def make_plan(cfg: RunConfig, world: int, device_type: str) -> Plan:
+    t = cfg.train
+    seq = cfg.model.seq_len
+    per_micro = t.micro_batch * seq
+    if t.global_batch_tokens % (per_micro * world):
+        raise ConfigError(
+            f"train.global_batch_tokens={t.global_batch_tokens:,} is not divisible by micro_batch x seq_len x "
+            f"world size = {t.micro_batch} x {seq} x {world} = {per_micro * world:,}; pick a multiple "
+            f"(e.g. {per_micro * world * max(1, t.global_batch_tokens // (per_micro * world)):,})")
+    accum = t.global_batch_tokens // (per_micro * world)
+    stats = model_stats(cfg.model, cfg.pe, device_type)
+    n = stats.params_total
+    budgets = sorted({budget_tokens(cfg, b, n) for b in t.target_budgets})
+    for b in budgets:
+        if b < t.global_batch_tokens:
+            raise ConfigError(f"budget {b:,} tokens is smaller than one step ({t.global_batch_tokens:,} tokens)")
+    schedules = {b: make_schedule(cfg.schedule, cfg.optim.lr, b, budgets[0]) for b in budgets}
+    if t.branch_from:
+        target = budget_tokens(cfg, t.budget, n)
+        if target not in schedules:
+            schedules[target] = make_schedule(cfg.schedule, cfg.optim.lr, target, budgets[0])
+        schedule = schedules[target]
+        branch_points = {}
+    else:
+        schedule = schedules[budgets[-1]]
+        branch_points = {schedules[b].decay_start: b for b in budgets[:-1]}
+    return Plan(device_type, world, accum, n, stats.flops_per_token_train, budgets, schedule, branch_points,
+                schedule.budget_tokens)
+
+
+def identity(cfg: RunConfig, data_fingerprint: str) -> dict:
+    """What a run directory (and a resume) must agree on."""
+    return {"model": to_dict(cfg.model), "pe": to_dict(cfg.pe), "data": data_fingerprint, "seed": cfg.seed}
+
+
+def choose_run_dir(cfg: RunConfig, plan: Plan, ident: dict) -> tuple[Path, bool]:
+    name = cfg.train.run_name or default_name(cfg.model.size, cfg.pe.name, plan.end_tokens, cfg.seed)
+    check_run_name(name)
+    out = Path(cfg.train.out_dir)
+    if dist.is_main():
+        run_dir, existed = find_run_dir(out, name, ident)
+        claim_run_dir(run_dir, ident)
+    else:
+        run_dir, existed = None, False
+    shared = [str(run_dir) if run_dir else "", existed]
+    if dist.is_distributed():
+        torch.distributed.broadcast_object_list(shared, src=0)
+    return Path(shared[0]), bool(shared[1])
+
+
+def resume_source(cfg: RunConfig, run_dir: Path, existed: bool, log) -> ckpt.Loaded | None:
+    """The checkpoint to continue from, or None for a fresh start."""
+    restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
+    mode = cfg.train.resume or ("auto" if restarted else "")
+    if cfg.train.branch_from:
+        path = Path(cfg.train.branch_from)
+        if not path.exists():
+            raise ConfigError(f"train.branch_from: {path} does not exist")
+        if mode == "auto" and ckpt.latest_path(run_dir):  # a restarted branch run continues itself
+            return ckpt.load_latest_valid(run_dir, dist.rank(), log)
+        return ckpt.load(path, dist.rank())
+    if mode == "auto":
+        return ckpt.load_latest_valid(run_dir, dist.rank(), log)
+    if mode:
+        path = Path(mode)
+        if not path.exists():
+            raise ConfigError(f"train.resume: checkpoint {path} does not exist (use `auto` for the latest)")
+        return ckpt.load(path, dist.rank())
+    if existed and ckpt.latest_path(run_dir):
+        raise ConfigError(f"{run_dir} already holds checkpoints of this configuration; continue it with "
+                          "`--resume auto`, or start another with train.run_name=NAME")
+    return None
+
+
+def check_resume_compatible(cfg: RunConfig, loaded: ckpt.Loaded, ident: dict) -> None:
+    saved = loaded.meta.get("identity", {})
+    diffs = [k for k in ("model", "pe", "data", "seed") if saved.get(k) != ident[k]]
+    if diffs and not cfg.train.allow_resume_mismatch:
+        raise ConfigError(f"cannot resume from {loaded.path}: its {', '.join(diffs)} differ from this run's. "
+                          "Fix the config, or pass train.allow_resume_mismatch=true to override")
+
+
+def make_logger(cfg: RunConfig, run_dir: Path, run_id: str, parent: dict | None) -> Logger:
+    if not dist.is_main():
+        return NullLogger()
+    loggers: list[Logger] = [JsonlLogger(run_dir / "metrics.jsonl"), ConsoleLogger()]
+    if cfg.logging.wandb != "disabled":
+        history, group = [], cfg.logging.group
+        if parent:
+            group = group or parent["run"]
+            history = read_history(Path(parent["run_dir"]) / "metrics.jsonl", parent["tokens"])
+        loggers.append(WandbLogger(run_dir, run_dir.name, to_dict(cfg), cfg.logging.wandb, cfg.logging.project,
+                                   cfg.logging.entity, group, run_id, history))
+    return MultiLogger(loggers)
+
+
+class StopFlag:
+    """SIGTERM/SIGINT set a flag; the loop saves at the next step boundary on all ranks and exits."""
+
+    def __init__(self):
+        self.raised = False
+        self.previous = {}
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.previous[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum, frame):
+        self.raised = True
+
+    def restore(self):
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
+
+
+def describe(cfg: RunConfig, plan: Plan, run_dir: Path) -> str:
+    return (f"run {run_dir} | {cfg.model.size} {cfg.pe.name} | {plan.n_params:,} params | world {plan.world} x "
+            f"micro {cfg.train.micro_batch} x accum {plan.accum} x seq {cfg.model.seq_len} = "
+            f"{cfg.train.global_batch_tokens:,} tokens/step | budgets "
+            f"{', '.join(format_tokens(b) for b in plan.budgets)} | to {format_tokens(plan.end_tokens)} tokens")
+
+
+def meta_json(step: int, tokens: int, plan: Plan, kind: str, ident: dict, run_id: str, parent: dict | None) -> dict:
+    s = plan.schedule
+    return {"step": step, "tokens": tokens, "data_cursor": {"next_step": step}, "kind": kind,
+            "identity": ident, "wandb_id": run_id, "parent": parent,
+            "schedule": {"peak_lr": s.peak_lr, "warmup_tokens": s.warmup_tokens, "budget_tokens": s.budget_tokens,
+                         "decay_tokens": s.decay_tokens, "decay": s.decay, "min_lr_ratio": s.min_lr_ratio},
+            "world_size": plan.world}
+
+
+def read_meta(path: Path) -> dict:
+    return json.loads((Path(path) / "meta.json").read_text())

@@ -1,0 +1,41 @@
+"""What the training loop reads: batches addressed by global sample index.
+
+The loop never iterates a dataloader. For step s, micro-batch m, rank r of W, it asks for samples
+
+    s * G + r * (A * M) + m * M  ...  + M - 1        (G = W * A * M sequences per step)
+
+so the set of samples in a step does not depend on the world size, and the data cursor is just the
+step: resuming at step s reproduces the exact batches. A source maps a sample index to one
+(input, target) row; its `fingerprint` identifies the data for resume checks.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+import torch
+
+
+class BatchSource(Protocol):
+    fingerprint: str
+
+    def samples(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Training rows (B, T) int64 inputs and targets (-100 where there is no target)."""
+
+    def val_samples(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Rows of the fixed validation set."""
+
+    def n_val(self) -> int:
+        """How many validation rows exist."""
+
+
+def micro_indices(step: int, micro: int, micro_batch: int, accum: int, rank: int, world: int) -> list[int]:
+    per_rank = accum * micro_batch
+    start = step * world * per_rank + rank * per_rank + micro * micro_batch
+    return list(range(start, start + micro_batch))
+
+
+def val_indices(batch: int, micro_batch: int, rank: int, world: int, n_val: int) -> list[int]:
+    """Validation rows for this rank: the fixed first rows of the validation set, split by rank."""
+    start = (batch * world + rank) * micro_batch
+    return [i % max(1, n_val) for i in range(start, start + micro_batch)]

@@ -1,0 +1,90 @@
+"""Checkpoint files on disk: atomic writes, fallbacks, pruning, run directories."""
+
+import errno
+import json
+
+import pytest
+import torch
+
+from posbench.config_loader import ConfigError
+from posbench.training import checkpoint as ckpt
+from posbench.training.rundir import check_run_name, claim_run_dir, find_run_dir, format_tokens
+
+
+def _save(run_dir, step, kind="periodic"):
+    return ckpt.save(run_dir, step, {"w": torch.full((3,), float(step))}, {"state": {}, "param_groups": []},
+                     {"step": step, "tokens": step * 10, "kind": kind}, "seed: 1\n")
+
+
+def test_save_load_roundtrip_weights_only(tmp_path):
+    path = _save(tmp_path, 5)
+    loaded = ckpt.load(tmp_path / "latest")
+    assert loaded.path == path and loaded.meta["tokens"] == 50 and loaded.model["w"].tolist() == [5.0] * 3
+    assert loaded.rng is not None and "torch" in loaded.rng
+    torch.load(path / "model.pt", weights_only=True)  # must not need pickle of arbitrary objects
+
+
+def test_corrupt_latest_falls_back_to_previous(tmp_path):
+    _save(tmp_path, 1)
+    newest = _save(tmp_path, 2)
+    (newest / "model.pt").write_bytes((newest / "model.pt").read_bytes()[:20])  # truncated
+    messages = []
+    loaded = ckpt.load_latest_valid(tmp_path, log=messages.append)
+    assert loaded.meta["step"] == 1
+    assert "step_00000002" in messages[0] and "corrupt" in messages[0]
+
+
+def test_partial_temp_dir_is_not_a_checkpoint_and_is_cleaned(tmp_path):
+    _save(tmp_path, 1)
+    partial = tmp_path / ".tmp_step_00000002"
+    partial.mkdir()
+    (partial / "model.pt").write_bytes(b"half")
+    assert [p.name for p in ckpt.list_checkpoints(tmp_path)] == ["step_00000001"]
+    assert ckpt.cleanup_partial(tmp_path) == [partial] and not partial.exists()
+
+
+def test_prune_keeps_last_k_and_branch_and_final(tmp_path):
+    for step, kind in [(1, "periodic"), (2, "branch"), (3, "periodic"), (4, "periodic"), (5, "periodic"),
+                       (6, "final")]:
+        _save(tmp_path, step, kind)
+    ckpt.prune(tmp_path, keep_last=2)
+    kept = [json.loads((p / "meta.json").read_text())["step"] for p in ckpt.list_checkpoints(tmp_path)]
+    assert kept == [2, 4, 5, 6]
+
+
+def test_disk_full_reports_path_and_keeps_previous(tmp_path, monkeypatch):
+    _save(tmp_path, 1)
+    real_save = torch.save
+
+    def full_disk(obj, f, *a, **k):
+        if str(f).endswith("optim.pt"):
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return real_save(obj, f, *a, **k)
+
+    monkeypatch.setattr(torch, "save", full_disk)
+    with pytest.raises(ckpt.CheckpointError, match=r"step_00000002 \(disk full\).*step_00000001 is intact"):
+        _save(tmp_path, 2)
+    assert ckpt.load(tmp_path / "latest").meta["step"] == 1
+    assert not list(tmp_path.glob(".tmp_*"))
+
+
+def test_run_dir_versions_by_identity(tmp_path):
+    a, b = {"model": 1}, {"model": 2}
+    d1, existed = find_run_dir(tmp_path, "tiny_rope_1B_s1", a)
+    assert d1.name == "tiny_rope_1B_s1" and not existed
+    claim_run_dir(d1, a)
+    d2, _ = find_run_dir(tmp_path, "tiny_rope_1B_s1", b)
+    assert d2.name == "tiny_rope_1B_s1_v2"
+    claim_run_dir(d2, b)
+    assert find_run_dir(tmp_path, "tiny_rope_1B_s1", a) == (d1, True)
+    assert find_run_dir(tmp_path, "tiny_rope_1B_s1", b) == (d2, True)
+
+
+@pytest.mark.parametrize("name", ["..", "../x", "/abs/run", "a/b", "", ".hidden"])
+def test_unsafe_run_names(name):
+    with pytest.raises(ConfigError, match="unsafe run name"):
+        check_run_name(name)
+
+
+def test_format_tokens():
+    assert [format_tokens(n) for n in (2.35e9, 5.9e8, 12_000, 999)] == ["2.35B", "590M", "12K", "999"]
