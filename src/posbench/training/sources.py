@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
+import numpy as np
 import torch
 
 
@@ -39,3 +40,29 @@ def val_indices(batch: int, micro_batch: int, rank: int, world: int, n_val: int)
     """Validation rows for this rank: the fixed first rows of the validation set, split by rank."""
     start = (batch * world + rank) * micro_batch
     return [i % max(1, n_val) for i in range(start, start + micro_batch)]
+
+
+class RandomTokens:
+    """Uniform random tokens, a pure function of (seed, index): for benchmarks and smoke runs only
+    (there is nothing to learn)."""
+
+    def __init__(self, vocab_size: int, seq_len: int, seed: int = 0, n_val: int = 64):
+        self.vocab_size, self.seq_len, self.seed, self._n_val = vocab_size, seq_len, seed, n_val
+        self.fingerprint = f"random-v{vocab_size}-t{seq_len}-s{seed}"
+
+    def _rows(self, indices: list[int], split: int) -> tuple[torch.Tensor, torch.Tensor]:
+        # numpy's SeedSequence mixes all words; torch's CPU generator keeps only 32 bits of a seed,
+        # which silently made "validation" rows equal to training rows in an earlier version
+        rows = [np.random.default_rng([self.seed, split, i]).integers(0, self.vocab_size, self.seq_len + 1)
+                for i in indices]
+        batch = torch.from_numpy(np.stack(rows)).long()
+        return batch[:, :-1], batch[:, 1:]
+
+    def samples(self, indices):
+        return self._rows(indices, 0)
+
+    def val_samples(self, indices):
+        return self._rows(indices, 1)
+
+    def n_val(self) -> int:
+        return self._n_val
