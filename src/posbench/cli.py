@@ -33,22 +33,55 @@ def list_pe_types() -> str:
     return "\n".join(lines + [f"({len(rows)} positional encodings)"])
 
 
+def build_stream(cfg: RunConfig):
+    """The BatchSource the training loop reads (training/sources.py)."""
+    if cfg.train.stream == "random":
+        from posbench.training.sources import RandomTokens
+
+        return RandomTokens(cfg.model.vocab_size, cfg.model.seq_len, cfg.seed)
+    from posbench.data.loader import build_batch_source
+
+    source = build_batch_source(cfg.data, cfg.model.seq_len)
+    if source.train.vocab_size > cfg.model.vocab_size:
+        raise ConfigError(f"the token shards use a vocabulary of {source.train.vocab_size} but model.vocab_size "
+                          f"is {cfg.model.vocab_size}; set model.vocab_size={source.train.vocab_size}")
+    return source
+
+
 def main_train(argv: list[str] | None = None) -> int:
     p = config_parser("Pretrain a decoder-only LM with a chosen positional encoding.")
     p.add_argument("--list-pe-types", action="store_true", help="print every registered PE and exit")
     p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    p.add_argument("--resume", help="`auto` (latest valid checkpoint of this run) or a checkpoint path")
+    p.add_argument("--branch-from", help="branch checkpoint to run one budget's decay from")
+    p.add_argument("--budget", help="with --branch-from: the budget, in train.budget_unit")
     args = p.parse_args(argv)
     if args.list_pe_types:
         print(list_pe_types())
         return 0
+    for flag, key in (("resume", "train.resume"), ("branch_from", "train.branch_from"), ("budget", "train.budget")):
+        if getattr(args, flag):
+            args.sources.append(f"{key}={getattr(args, flag)}")
+    from posbench.data.errors import DataError
+    from posbench.training import distributed as dist
+    from posbench.training.checkpoint import CheckpointError
+    from posbench.training.loop import NonFiniteError, train
+
     try:
         cfg = config_from_args(args)
-    except ConfigError as e:
-        print(f"config error: {e}", file=sys.stderr)
+        if args.print_config:
+            print(cfg.to_yaml(), end="")
+            return 0
+        result = train(cfg, build_stream(cfg))
+    except (ConfigError, DataError) as e:
+        print(f"error: {e}", file=sys.stderr)
         return 2
-    if args.print_config:
-        print(cfg.to_yaml(), end="")
-        return 0
-    print("The training loop is not part of this release yet; use --print-config to check a config.",
-          file=sys.stderr)
-    return 2
+    except NonFiniteError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 3
+    except CheckpointError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 4
+    finally:
+        dist.shutdown()
+    return 0

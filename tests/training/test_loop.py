@@ -78,7 +78,7 @@ def test_branch_from_largest_budget_reproduces_main_run(tmp_path):
 
 def test_nan_stops_before_the_update(tmp_path, monkeypatch):
     monkeypatch.setenv("POSBENCH_INJECT_NAN", "3,0")
-    with pytest.raises(NonFiniteError, match="at step 3 on rank 0"):
+    with pytest.raises(NonFiniteError, match="non-finite loss at step 3 on rank 0"):
         train(nano_config(tmp_path, "train.run_name=nan", "train.ckpt_interval=2"), SOURCE)
 
 

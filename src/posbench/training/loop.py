@@ -102,12 +102,14 @@ def train(cfg: RunConfig, source: BatchSource) -> dict:
             clip = cfg.train.grad_clip if cfg.train.grad_clip > 0 else float("inf")
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
             grad_norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
-            local_bad = not (math.isfinite(loss_sum.item()) and math.isfinite(grad_norm.item()))
-            bad_rank = dist.first_rank_with(local_bad, device)
-            if bad_rank >= 0:
-                raise NonFiniteError(f"non-finite loss or gradient at step {step} on rank {bad_rank} "
-                                     f"(loss {loss_sum.item()}, grad norm {grad_norm.item()}); stopped before "
-                                     f"the optimizer step. Lower optim.lr or check the data.")
+            # the loss is local to a rank, gradients are already all-reduced: a NaN loss names its source
+            bad_loss = dist.first_rank_with(not math.isfinite(loss_sum.item()), device)
+            bad_grad = dist.first_rank_with(not math.isfinite(grad_norm.item()), device)
+            if bad_loss >= 0 or bad_grad >= 0:
+                what, where = ("loss", bad_loss) if bad_loss >= 0 else ("gradient", bad_grad)
+                raise NonFiniteError(f"non-finite {what} at step {step} on rank {where} (loss {loss_sum.item()}, "
+                                     f"grad norm {grad_norm.item()}); stopped before the optimizer step on all "
+                                     f"ranks. Lower optim.lr or check the data.")
             precision.step(optimizer)
             optimizer.zero_grad(set_to_none=True)
             step, tokens, steps_this_run = step + 1, tokens + gbt, steps_this_run + 1

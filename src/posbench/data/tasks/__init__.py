@@ -1,0 +1,42 @@
+"""Synthetic tasks. Every task is imported here explicitly so the registry is greppable.
+
+    task = build_task(get_task_class("reverse").Config(ood_range=(9, 20)))
+    ex = task.example(seed=0, index=7, split="ood")     # ex.prompt, ex.answer, ex.tokens_T, ex.targets_T
+
+`source.TaskSource` trains directly on a task's token form, `mix.TaskMixer` puts task text into the
+pretraining stream. Adding a task: one file with a `@register_task("name")` class (see base.py), one
+line below, and its independent solver in tests/tasks/.
+"""
+
+from posbench.data.tasks import (  # noqa: F401  (imported for their @register_task side effect)
+    copy_distance,
+    k_back,
+    long_range_match,
+    modular_sum,
+    needle,
+    no_carry_add,
+    passkey,
+    pig_latin,
+    reverse,
+    shift_invariant,
+    simple_copy,
+    sort,
+    template,
+)
+from posbench.data.tasks.base import (
+    IGNORE,
+    PAD_ID,
+    SPLITS,
+    Example,
+    Task,
+    TaskConfig,
+    Vocab,
+    build_task,
+    get_task_class,
+    register_task,
+    task_names,
+)
+from posbench.data.tasks.filler import Filler, GeneratedFiller, TextFiller, garden_filler
+
+__all__ = ["IGNORE", "PAD_ID", "SPLITS", "Example", "Filler", "GeneratedFiller", "Task", "TaskConfig", "TextFiller",
+           "Vocab", "build_task", "garden_filler", "get_task_class", "register_task", "task_names"]

@@ -1,0 +1,76 @@
+"""k_back: label each item 1 if it equals the item k positions back, 0 if not; no target for the
+first k items. A labelling task with yes/no label tokens (chance 0.5).
+
+    tokens  a b a c b    (k=2)     targets  - - yes no no       text  "... a b a c b ->" + " yes no no"
+
+Balanced by construction: for t >= k a fair coin picks the label, then item t copies item t-k (yes) or
+is drawn from the other symbols (no), so labels are exactly Bernoulli(0.5). OOD = longer sequences
+(defaults: ID 8-16 items, OOD 17-32).
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+
+import numpy as np
+
+from posbench.data.tasks.base import (
+    IGNORE,
+    Example,
+    Task,
+    TaskConfig,
+    Vocab,
+    label_rows,
+    register_task,
+    require,
+    uniform_int,
+)
+
+YES, NO = "<yes>", "<no>"
+
+
+@register_task("k_back")
+class KBack(Task):
+    summary = "does each item equal the one k positions back (n-back)"
+    binary = True
+
+    @dataclass
+    class Config(TaskConfig):
+        name: str = "k_back"
+        id_range: tuple[int, int] = (8, 16)  # items
+        ood_range: tuple[int, int] = (17, 32)
+        k: int = 2
+        n_symbols: int = 4  # letters a, b, c, d
+
+        def check(self) -> None:
+            require(self.k >= 1, f"task `{self.name}`: k={self.k} must be >= 1")
+            require(2 <= self.n_symbols <= 26, f"task `{self.name}`: n_symbols={self.n_symbols} must be in [2, 26]")
+            require(self.id_range[0] > self.k, f"task `{self.name}`: id_range must start above k={self.k} "
+                                               f"so every sequence has a target")
+
+    def build_vocab(self) -> Vocab:
+        return Vocab(string.ascii_lowercase[: self.cfg.n_symbols], [YES, NO])
+
+    def max_tokens(self, split: str) -> int:
+        return self.cfg.split_range(split)[1]
+
+    @property
+    def chance_accuracy(self) -> float:
+        return 0.5
+
+    def generate(self, rng: np.random.Generator, split: str) -> Example:
+        n, k, m = uniform_int(rng, self.cfg.split_range(split)), self.cfg.k, self.cfg.n_symbols
+        xs = [int(v) for v in rng.integers(m, size=k)]
+        labels = []
+        for _ in range(k, n):
+            same = bool(rng.integers(2))
+            back = xs[-k]
+            xs.append(back if same else (back + 1 + int(rng.integers(m - 1))) % m)  # any symbol but `back`
+            labels.append(same)
+        items = [string.ascii_lowercase[v] for v in xs]
+        label_ids = [IGNORE] * k + [self.vocab.id(YES if s else NO) for s in labels]
+        tokens, targets = label_rows(self.vocab.ids(items), label_ids)
+        prompt = f"Mark each letter that equals the one {k} back: {' '.join(items)} ->"
+        return Example(prompt, " " + " ".join("yes" if s else "no" for s in labels), tokens, targets,
+                       {"length": n, "positives": sum(labels), "labels": len(labels)})

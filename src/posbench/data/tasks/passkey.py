@@ -1,0 +1,101 @@
+"""passkey: a 5-digit key hidden in filler, asked for at the end (Mohtashami & Jaggi 2023, "Landmark
+Attention", section 4.2; the prompt follows theirs).
+
+    tokens  f.. <key> 1 2 3 4 5 f.. <ask> 1 2 3 4 5 <end>      f: one of 8 filler symbols
+    text    INTRO filler "The pass key is 12345. Remember it. 12345 is the pass key." filler
+            "What is the pass key? The pass key is" + " 12345"
+
+The distance (filler units between the key and the question) is a fraction of the room `context` leaves
+for filler after the fixed tokens: ID 0.25-1.0, OOD 1.5-2.0 (issue 5), so ID examples fit in `context`
+tokens and OOD ones run to twice that. One unit is one filler token, or one filler word in the text
+(the classic "The grass is green..." haystack unless a filler is given). `example_at` places a key at
+any distance for the passkey evaluator's length x depth grid.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+import numpy as np
+
+from posbench.data.tasks.base import (
+    Example,
+    Task,
+    TaskConfig,
+    Vocab,
+    answer_rows,
+    check_gap_config,
+    gap_bounds,
+    register_task,
+    require,
+    sample_gap,
+)
+from posbench.data.tasks.filler import Filler, cut_points, garden_filler
+
+DIGITS = [str(d) for d in range(10)]
+FILL = [f"<f{i}>" for i in range(8)]
+KEY, ASK, END = "<key>", "<ask>", "<end>"
+INTRO = ("There is an important info hidden inside a lot of irrelevant text. Find it and memorize it. "
+         "I will quiz you about the important information there.")
+
+
+@register_task("passkey")
+class Passkey(Task):
+    summary = "retrieve a numeric pass key from far back in filler text"
+    uses_filler = True
+
+    @dataclass
+    class Config(TaskConfig):
+        name: str = "passkey"
+        context: int = 256  # training context in task tokens: ID examples never exceed it
+        id_range: tuple[float, float] = (0.25, 1.0)  # key-to-question distance / room for filler
+        ood_range: tuple[float, float] = (1.5, 2.0)
+        key_digits: int = 5
+        range_min: ClassVar[float] = 0.0  # fractions; check_gap_config wants a whole distance >= 1
+
+        def check(self) -> None:
+            require(1 <= self.key_digits <= 18, f"task `{self.name}`: key_digits={self.key_digits} must be in [1, 18]")
+            check_gap_config(self, 2 * self.key_digits + 3)
+
+    @property
+    def room(self) -> int:
+        return self.cfg.context - (2 * self.cfg.key_digits + 3)
+
+    def default_filler(self) -> Filler:
+        return garden_filler()
+
+    def build_vocab(self) -> Vocab:
+        return Vocab(DIGITS, FILL, [KEY, ASK, END])
+
+    def max_tokens(self, split: str) -> int:
+        return gap_bounds(self.cfg.split_range(split), self.room)[1] + 2 * self.cfg.key_digits + 3
+
+    @property
+    def chance_accuracy(self) -> float:
+        return 1 / 10
+
+    def generate(self, rng: np.random.Generator, split: str) -> Example:
+        prefix, gap = sample_gap(rng, self.cfg.split_range(split), self.room)
+        return self.render(rng, prefix, gap)
+
+    def example_at(self, seed: int, index: int, distance: int, prefix: int = 0, split: str = "id") -> Example:
+        """A key `distance` filler units before the question, after `prefix` units of filler."""
+        if distance < 0 or prefix < 0:
+            raise ValueError(f"distance and prefix must be >= 0, got {distance}, {prefix}")
+        return self.keep_split(lambda rng: self.render(rng, prefix, distance), seed, index, split)
+
+    def render(self, rng: np.random.Generator, prefix: int, gap: int) -> Example:
+        d = self.cfg.key_digits
+        key = str(int(rng.integers(10 ** (d - 1), 10**d)))
+        fill = [FILL[i] for i in rng.integers(len(FILL), size=prefix + gap)]
+        tokens, targets = answer_rows(self.vocab.ids(fill[:prefix] + [KEY, *key] + fill[prefix:] + [ASK]),
+                                      self.vocab.ids([*key, END]))
+        # Text filler is drawn last, so the plan and the token form do not depend on which filler is used.
+        words = self.filler.words(rng, prefix + gap)
+        a, b = cut_points(words, prefix, prefix + gap)
+        fact = f"The pass key is {key}. Remember it. {key} is the pass key."
+        parts = [INTRO, *words[:a], fact, *words[a:b], "What is the pass key? The pass key is"]
+        info = {"distance": gap, "prefix": prefix, "room": self.room, "fraction": gap / self.room,
+                "depth": prefix / max(1, prefix + gap), "text_distance": b - a}
+        return Example(" ".join(parts), " " + key, tokens, targets, info)

@@ -1,0 +1,85 @@
+"""Training directly on a task: a BatchSource (training/sources.py) over the task's token form, and the
+batching helper evaluators use for "id"/"ood" rows.
+
+Shape legend: B rows, T sequence length.
+
+Row i of training is example i of split "train"; validation row i is example i of split "id" (kept
+disjoint from train by base.Task.keep_split). Rows are right-padded with PAD_ID and IGNORE targets. An
+example longer than the row is refused at construction rather than truncated: cutting it would drop the
+answer and train on a question with no target.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from posbench.data.tasks.base import IGNORE, PAD_ID, Example, Task, TaskConfig, build_task, get_task_class, require
+from posbench.data.tasks.filler import Filler
+
+
+@dataclass
+class TaskSourceConfig:
+    """What `data` needs to train on one task: the task (polymorphic on `name`) and the validation size."""
+
+    task: TaskConfig = field(default_factory=lambda: get_task_class("reverse").Config())
+    n_val: int = 512  # fixed validation rows (examples 0..n_val-1 of split "id")
+
+    def __post_init__(self):
+        require(self.n_val >= 1, f"task source: n_val={self.n_val} must be >= 1")
+
+
+def pad_rows(examples: list[Example], seq_len: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """(inputs_BT, targets_BT) int64, right-padded to seq_len (default: the longest example)."""
+    longest = max((len(ex.tokens_T) for ex in examples), default=0)
+    T = longest if seq_len is None else seq_len
+    if longest > T:
+        raise ValueError(f"an example has {longest} tokens, more than the row length {T}")
+    inputs_BT = np.full((len(examples), T), PAD_ID, dtype=np.int64)
+    targets_BT = np.full((len(examples), T), IGNORE, dtype=np.int64)
+    for b, ex in enumerate(examples):
+        inputs_BT[b, : len(ex.tokens_T)] = ex.tokens_T
+        targets_BT[b, : len(ex.targets_T)] = ex.targets_T
+    return torch.from_numpy(inputs_BT), torch.from_numpy(targets_BT)
+
+
+def eval_batch(task: Task, seed: int, split: str, indices, seq_len: int | None = None):
+    """Examples `indices` of `split` ("id" or "ood") and their padded rows: (examples, inputs_BT, targets_BT)."""
+    examples = task.examples(seed, indices, split)
+    return (examples, *pad_rows(examples, seq_len))
+
+
+class TaskSource:
+    """BatchSource: `samples(indices)` -> (inputs_BT, targets_BT) of split "train", T = seq_len."""
+
+    def __init__(self, task: Task, seq_len: int, seed: int, n_val: int = 512):
+        need = max(task.max_tokens("train"), task.max_tokens("id"))
+        require(seq_len >= need, f"task `{task.name}` makes examples of up to {need} tokens but rows have "
+                                 f"seq_len={seq_len}; raise model.seq_len or shrink the task's id_range")
+        require(n_val >= 1, f"task source: n_val={n_val} must be >= 1")
+        require(seed >= 0, f"task source: seed={seed} must be >= 0")
+        self.task, self.seq_len, self.seed, self._n_val = task, seq_len, seed, n_val
+        self.fingerprint = f"task:{task.name}:{task.fingerprint}:seed{seed}"
+
+    @property
+    def vocab_size(self) -> int:
+        """The model's vocabulary must hold at least this many ids."""
+        return self.task.vocab.size
+
+    def samples(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        return pad_rows(self.task.examples(self.seed, indices, "train"), self.seq_len)
+
+    def val_samples(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+        bad = [i for i in indices if not 0 <= i < self._n_val]
+        if bad:
+            raise IndexError(f"validation rows {bad[:4]} outside [0, {self._n_val})")
+        return pad_rows(self.task.examples(self.seed, indices, "id"), self.seq_len)
+
+    def n_val(self) -> int:
+        return self._n_val
+
+
+def build_task_source(cfg: TaskSourceConfig, seq_len: int, seed: int, filler: Filler | None = None) -> TaskSource:
+    return TaskSource(build_task(cfg.task, filler), seq_len, seed, cfg.n_val)
