@@ -1,0 +1,1 @@
+"""Evaluators: perplexity vs length, algorithmic tasks, passkey, needle-in-a-haystack."""

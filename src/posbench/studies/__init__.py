@@ -1,0 +1,1 @@
+"""Fast PE studies straight on synthetic tasks: grid runner, statistics, report."""

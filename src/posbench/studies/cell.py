@@ -1,0 +1,85 @@
+"""One study cell: train a small model on one task with one PE and seed through the project's own
+trainer, then score its checkpoints in and out of distribution. The result is a plain dict."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from posbench.config import load_config
+from posbench.data.tasks.base import build_task
+from posbench.data.tasks.source import TaskSource, eval_batch
+from posbench.evaluation.loading import load_model
+from posbench.evaluation.task_accuracy import attention_probs, score_rows
+from posbench.studies.spec import Cell
+from posbench.training import checkpoint as ckpt
+from posbench.training.loop import train
+
+
+def cell_config(cell: Cell, task, work_dir: Path):
+    st = cell.study.train
+    seq = max(task.max_tokens("train"), task.max_tokens("id"))
+    tokens_per_step = st.batch_size * seq
+    budget = st.steps * tokens_per_step
+    interval = max(1, st.steps // st.curve_points)
+    overrides = [
+        "model.size=study", f"model.vocab_size={task.vocab.size}", f"model.seq_len={seq}", f"seed={cell.seed}",
+        f"train.out_dir={work_dir}", f"train.run_name={cell.cell_id}", "train.budget_unit=tokens",
+        f"train.target_budgets=[{budget}]", f"train.global_batch_tokens={tokens_per_step}",
+        f"train.micro_batch={st.batch_size}", f"train.log_interval={interval}", "train.eval_interval=0",
+        f"train.ckpt_interval={interval}", f"train.keep_last={st.curve_points + 2}", "train.device=cpu",
+        "logging.wandb=disabled", f"optim.lr={st.lr}", f"schedule.warmup_tokens={max(1, int(st.warmup_frac * budget))}",
+        f"schedule.decay_frac={st.decay_frac}", *cell.overrides]
+    cfg = load_config(overrides=overrides)
+    pe = dataclasses.replace(cell.pe)
+    # A table-based PE (learned, integer, ...) must cover the OOD lengths for OOD to be measurable at
+    # all: its rows past the training length stay untrained, which is exactly what the study probes.
+    if getattr(pe, "max_positions", 0) is None:
+        pe.max_positions = task.max_tokens("ood")
+    cfg.pe = pe
+    return cfg.resolve()
+
+
+def run_cell(cell: Cell, work_dir: Path) -> dict:
+    task = build_task(cell.task)
+    cfg = cell_config(cell, task, work_dir)
+    torch.set_num_threads(1)  # cells run in parallel processes; one thread each is fastest here
+    shutil.rmtree(work_dir / cell.cell_id, ignore_errors=True)  # an interrupted attempt starts over
+    source = TaskSource(task, cfg.model.seq_len, cell.seed, n_val=64)
+    out = train(cfg, source)
+    run_dir = Path(out["run_dir"])
+
+    ev = cell.study.eval
+    splits = {s: eval_batch(task, ev.seed, s, range(ev.n_examples)) for s in ("id", "ood")}
+    curve = []
+    for path in ckpt.list_checkpoints(run_dir):
+        model = load_model(path).model
+        row = {"step": json.loads((path / "meta.json").read_text())["step"]}
+        for split, (_, x, y) in splits.items():
+            row[f"{split}_acc"] = score_rows(model, x, y).acc
+        curve.append(row)
+    final = {}
+    by_length: dict[int, list[float]] = {}
+    for split, (examples, x, y) in splits.items():
+        score = score_rows(model, x, y)
+        final.update({f"{split}_acc": score.acc, f"{split}_exact": score.exact, f"{split}_loss": score.loss})
+        for ex, acc in zip(examples, score.per_example):
+            by_length.setdefault(len(ex.tokens_T), []).append(acc)
+    final["gap"] = None if final["ood_acc"] is None else final["id_acc"] - final["ood_acc"]
+    examples, x, _ = splits["id"]
+    length = len(examples[0].tokens_T)
+    attn = attention_probs(model, x[:1, :length])
+    losses = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    shutil.rmtree(run_dir, ignore_errors=True)
+    return {"cell_id": cell.cell_id, "task": cell.task.name, "pe": cell.pe.name, "seed": cell.seed,
+            "axes": cell.axes, "chance": task.chance_accuracy, **final, "curve": curve,
+            "train_loss": [{"step": r["step"], "loss": r["loss"]} for r in losses if "loss" in r],
+            "acc_by_length": {int(k): float(np.mean(v)) for k, v in sorted(by_length.items())},
+            "attention": {"tokens": task.vocab.decode(examples[0].tokens_T.tolist()), "probs": attn},
+            "seq_len": cfg.model.seq_len, "ood_len": task.max_tokens("ood"), "params": sum(
+                p.numel() for p in model.parameters())}

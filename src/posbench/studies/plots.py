@@ -1,0 +1,141 @@
+"""Study plots (matplotlib, Agg): learning curves with CI bands, ID vs OOD bars with CIs, accuracy vs
+sequence length, attention maps. Each function writes one PNG and returns its file name."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from posbench.studies.stats import bootstrap_ci  # noqa: E402
+
+
+def _by(results, *keys):
+    out = defaultdict(list)
+    for r in results:
+        out[tuple(r[k] if k != "axes" else tuple(sorted(r["axes"].items())) for k in keys)].append(r)
+    return out
+
+
+def _tasks_pes(results):
+    tasks = list(dict.fromkeys(r["task"] for r in results))
+    pes = list(dict.fromkeys(r["pe"] for r in results))
+    return tasks, pes
+
+
+def learning_curves(results, out_dir: Path, confidence: float) -> str:
+    tasks, pes = _tasks_pes(results)
+    fig, axes = plt.subplots(len(tasks), 2, figsize=(10, 2.8 * len(tasks)), squeeze=False)
+    groups = _by(results, "task", "pe")
+    for i, task in enumerate(tasks):
+        for j, split in enumerate(("id", "ood")):
+            ax = axes[i][j]
+            for pe in pes:
+                cells = groups.get((task, pe), [])
+                if not cells:
+                    continue
+                steps = [row["step"] for row in cells[0]["curve"]]
+                stats = [bootstrap_ci([c["curve"][k][f"{split}_acc"] for c in cells if k < len(c["curve"])],
+                                      confidence, 2000) for k in range(len(steps))]
+                if any(s.mean is None for s in stats):
+                    continue
+                mean = [100 * s.mean for s in stats]
+                ax.plot(steps, mean, marker="o", ms=3, label=pe)
+                ax.fill_between(steps, [100 * s.lo for s in stats], [100 * s.hi for s in stats], alpha=0.2)
+            ax.axhline(100 * cells[0]["chance"], color="grey", ls=":", lw=1)
+            ax.set_title(f"{task}: {split.upper()} accuracy")
+            ax.set_xlabel("step")
+            ax.set_ylabel("accuracy %")
+            ax.set_ylim(0, 102)
+    axes[0][0].legend(fontsize=8)
+    return _save(fig, out_dir, "learning_curves.png")
+
+
+def id_ood_bars(results, out_dir: Path, confidence: float) -> str:
+    tasks, pes = _tasks_pes(results)
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4 * len(tasks), 3.4), squeeze=False)
+    groups = _by(results, "task", "pe")
+    width = 0.38
+    for i, task in enumerate(tasks):
+        ax = axes[0][i]
+        for k, split in enumerate(("id", "ood")):
+            stats = [bootstrap_ci([c[f"{split}_acc"] for c in groups.get((task, pe), [])], confidence, 2000)
+                     for pe in pes]
+            mean = np.array([100 * (s.mean or 0) for s in stats])
+            err = np.array([[100 * ((s.mean or 0) - (s.lo or 0)) for s in stats],
+                            [100 * ((s.hi or 0) - (s.mean or 0)) for s in stats]])
+            ax.bar(np.arange(len(pes)) + (k - 0.5) * width, mean, width, yerr=err, capsize=3, label=split.upper())
+        ax.set_xticks(np.arange(len(pes)), pes, rotation=30, fontsize=8)
+        ax.set_title(task)
+        ax.set_ylim(0, 105)
+    axes[0][0].set_ylabel("accuracy %")
+    axes[0][0].legend(fontsize=8)
+    return _save(fig, out_dir, "id_ood_bars.png")
+
+
+def accuracy_vs_length(results, out_dir: Path) -> str:
+    tasks, pes = _tasks_pes(results)
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4 * len(tasks), 3.2), squeeze=False)
+    groups = _by(results, "task", "pe")
+    for i, task in enumerate(tasks):
+        ax = axes[0][i]
+        for pe in pes:
+            per_len = defaultdict(list)
+            for c in groups.get((task, pe), []):
+                for length, acc in c["acc_by_length"].items():
+                    per_len[int(length)].append(acc)
+            if per_len:
+                xs = sorted(per_len)
+                ax.plot(xs, [100 * np.mean(per_len[x]) for x in xs], marker=".", label=pe)
+        task_cells = [c for (t, _), cs in groups.items() if t == task for c in cs]
+        ax.axvline(task_cells[0]["seq_len"] + 0.5, color="grey", ls="--", lw=1)  # end of the training lengths
+        ax.set_title(task)
+        ax.set_xlabel("sequence length (tokens)")
+        ax.set_ylim(0, 102)
+    axes[0][0].set_ylabel("accuracy %")
+    axes[0][0].legend(fontsize=8)
+    return _save(fig, out_dir, "accuracy_vs_length.png")
+
+
+def attention_maps(results, out_dir: Path, task: str) -> str:
+    """Layers x heads for one ID example per PE (first seed's final model)."""
+    chosen = {}
+    for r in sorted(results, key=lambda r: r["seed"]):
+        if r["task"] == task and r["pe"] not in chosen:
+            chosen[r["pe"]] = r
+    n_layers = max(len(r["attention"]["probs"]) for r in chosen.values())
+    n_heads = max(len(r["attention"]["probs"][0]) for r in chosen.values())
+    cols = n_layers * n_heads
+    fig, axes = plt.subplots(len(chosen), cols, figsize=(1.6 * cols, 1.7 * len(chosen)), squeeze=False)
+    for i, (pe, r) in enumerate(chosen.items()):
+        for layer, heads in enumerate(r["attention"]["probs"]):
+            for h, probs in enumerate(heads):
+                ax = axes[i][layer * n_heads + h]
+                ax.imshow(np.array(probs), cmap="viridis", vmin=0, vmax=1)
+                ax.set_xticks([])
+                ax.set_yticks([])
+                if i == 0:
+                    ax.set_title(f"L{layer} H{h}", fontsize=8)
+        axes[i][0].set_ylabel(pe, fontsize=9)
+    fig.suptitle(f"{task}: attention (query rows, key columns)", fontsize=10)
+    return _save(fig, out_dir, f"attention_{task}.png")
+
+
+def _save(fig, out_dir: Path, name: str) -> str:
+    fig.tight_layout()
+    # fixed metadata: identical inputs give byte-identical files
+    fig.savefig(out_dir / name, dpi=110, metadata={"Software": None})
+    plt.close(fig)
+    return name
+
+
+def all_plots(results, out_dir: Path, confidence: float) -> list[str]:
+    tasks, _ = _tasks_pes(results)
+    names = [learning_curves(results, out_dir, confidence), id_ood_bars(results, out_dir, confidence),
+             accuracy_vs_length(results, out_dir)]
+    return names + [attention_maps(results, out_dir, t) for t in tasks]

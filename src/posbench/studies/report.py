@@ -1,0 +1,143 @@
+"""Study results -> summary rows, report.md, results.json and results.csv (deterministic: the same
+cell results always give byte-identical files)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import defaultdict
+from pathlib import Path
+
+from posbench.studies.spec import StudyConfig
+from posbench.studies.stats import bootstrap_ci, paired, success_rate
+
+METRICS = ("id_acc", "ood_acc", "id_loss", "ood_loss", "gap")
+
+
+def group_key(r: dict) -> tuple:
+    return (r["task"], r["pe"], tuple(sorted((k, str(v)) for k, v in r["axes"].items())))
+
+
+def summarize(results: list[dict], study: StudyConfig) -> list[dict]:
+    """One row per (task, PE, axes): every metric's mean and CI over seeds, and success rates."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in results:
+        groups[group_key(r)].append(r)
+    rows = []
+    ev = study.eval
+    for (task, pe, axes), cells in groups.items():
+        row = {"task": task, "pe": pe, "axes": dict(axes), "seeds": sorted(c["seed"] for c in cells),
+               "chance": cells[0]["chance"]}
+        for m in METRICS:
+            row[m] = bootstrap_ci([c[m] for c in cells], ev.confidence, ev.n_boot)
+        for m in ("id_acc", "ood_acc"):
+            row[f"{m}_success"] = success_rate([c[m] for c in cells], ev.success_threshold)
+            row[f"{m}_by_seed"] = {c["seed"]: c[m] for c in cells}
+        rows.append(row)
+    return rows
+
+
+def _axes_label(axes: dict) -> str:
+    return " ".join(f"{k.split('.')[-1]}={v}" for k, v in axes.items())
+
+
+def summary_table(rows: list[dict], study: StudyConfig) -> str:
+    pct = int(100 * study.eval.confidence)
+    thr = int(100 * study.eval.success_threshold)
+    head = (f"| task | PE{' | axes' if any(r['axes'] for r in rows) else ''} | ID acc % [{pct}% CI] | "
+            f"OOD acc % [{pct}% CI] | OOD success (>= {thr}%) | ID loss | OOD loss | gap (pts) | chance % |")
+    lines = [head, "|" + "|".join(["---"] * (head.count("|") - 1)) + "|"]
+    for r in rows:
+        succ = "n/a" if r["ood_acc_success"] is None else f"{r['ood_acc_success']:.0%}"
+        axes = f" | {_axes_label(r['axes'])}" if any(x["axes"] for x in rows) else ""
+        lines.append(f"| {r['task']} | {r['pe']}{axes} | {r['id_acc'].fmt()} | {r['ood_acc'].fmt()} | {succ} | "
+                     f"{r['id_loss'].fmt(False)} | {r['ood_loss'].fmt(False)} | {r['gap'].fmt()} | "
+                     f"{100 * r['chance']:.0f} |")
+    return "\n".join(lines)
+
+
+def reference_table(rows: list[dict], study: StudyConfig) -> str:
+    if not study.reference:
+        return ""
+    lines = ["| task | PE | reference ID | ours ID | reference OOD | ours OOD | verdict |", "|---|---|---|---|---|---|---|"]
+    for r in rows:
+        ref = study.reference.get(r["task"], {}).get(r["pe"])
+        if not ref:
+            continue
+        verdicts = []
+        for split in ("id", "ood"):
+            if split not in ref:
+                continue
+            verdicts.append(f"{split.upper()}: {_verdict(ref[split], r[f'{split}_acc'], r[f'{split}_acc_by_seed'])}")
+        fmt = lambda v: "-" if v is None else f"{100 * v:.1f}"
+        lines.append(f"| {r['task']} | {r['pe']} | {fmt(ref.get('id'))} | {r['id_acc'].fmt()} | {fmt(ref.get('ood'))} | "
+                     f"{r['ood_acc'].fmt()} | {'; '.join(verdicts)} |")
+    return "\n".join(lines)
+
+
+def _verdict(reference: float, ours, by_seed: dict) -> str:
+    """Agrees when the reference lies in our CI (or within 5 points of our mean when the CI is degenerate);
+    `seed-dependent` when our seeds span more than 30 points: a single seed could have shown either."""
+    if ours.mean is None:
+        return "ours n/a"
+    vals = [v for v in by_seed.values() if v is not None]
+    spread = max(vals) - min(vals)
+    inside = ours.lo - 0.05 <= reference <= ours.hi + 0.05
+    if spread > 0.3:
+        return f"seed-dependent (our seeds span {100 * min(vals):.0f}-{100 * max(vals):.0f})"
+    return "agrees" if inside else f"differs ({100 * (ours.mean - reference):+.0f} pts)"
+
+
+def comparisons(results: list[dict], study: StudyConfig, metric: str = "ood_acc") -> str:
+    """Per task (and axes): which PE pairs cannot be told apart at the chosen confidence."""
+    by_group: dict[tuple, dict[str, dict]] = defaultdict(dict)
+    for r in results:
+        task, pe, axes = group_key(r)
+        by_group[(task, axes)].setdefault(pe, {})[r["seed"]] = r[metric]
+    out = []
+    ev = study.eval
+    for (task, axes), per_pe in by_group.items():
+        names = list(per_pe)
+        same = []
+        for i, a in enumerate(names):
+            for b in names[i + 1:]:
+                c = paired(per_pe[a], per_pe[b], a, b, ev.confidence, ev.n_boot)
+                if c.diff.mean is not None and not c.distinguishable:
+                    same.append(f"{a} ~ {b} ({c.diff.fmt()} pts)")
+        label = f"{task} {_axes_label(dict(axes))}".strip()
+        text = "; ".join(same) if same else "every pair differs"
+        out.append(f"- **{label}**: {text}")
+    return "\n".join(out)
+
+
+def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots: list[str]) -> str:
+    rows = summarize(results, study)
+    pct = int(100 * study.eval.confidence)
+    parts = [f"# Study `{study.name}`", "",
+             f"{len(results)} cells: {len(study.tasks)} tasks x {len(study.pes)} PEs x {len(study.seeds)} seeds"
+             + (f" x {', '.join(f'{k} {v}' for k, v in study.vary.items())}" if study.vary else "")
+             + f"; {study.train.steps} steps, batch {study.train.batch_size}, lr {study.train.lr}; "
+             f"{study.eval.n_examples} evaluation examples per split. Accuracy is per target position "
+             f"(teacher forcing); CIs are {pct}% percentile bootstraps over seeds.", "",
+             "## Summary", "", summary_table(rows, study), ""]
+    ref = reference_table(rows, study)
+    if ref:
+        parts += ["## Against the reference", "", study.reference_note, "", ref, ""]
+    parts += [f"## PEs that cannot be told apart on OOD accuracy ({pct}% paired bootstrap over seeds)", "",
+              comparisons(results, study), "", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
+    report = "\n".join(parts) + "\n"
+    (out_dir / "report.md").write_text(report)
+    (out_dir / "results.json").write_text(json.dumps({"study": study.name, "cells": results}, indent=1, sort_keys=True))
+    (out_dir / "results.csv").write_text(to_csv(results))
+    return summary_table(rows, study)
+
+
+def to_csv(results: list[dict]) -> str:
+    buf = io.StringIO()
+    cols = ["cell_id", "task", "pe", "seed", "axes", *METRICS, "id_exact", "ood_exact", "chance"]
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(cols)
+    for r in results:
+        w.writerow([json.dumps(r["axes"], sort_keys=True) if c == "axes" else r.get(c) for c in cols])
+    return buf.getvalue()
