@@ -60,7 +60,8 @@ def summary_table(rows: list[dict], study: StudyConfig) -> str:
 def reference_table(rows: list[dict], study: StudyConfig) -> str:
     if not study.reference:
         return ""
-    lines = ["| task | PE | reference ID | ours ID | reference OOD | ours OOD | verdict |", "|---|---|---|---|---|---|---|"]
+    lines = ["| task | PE | reference ID | ours ID | reference OOD | ours OOD | verdict |",
+             "|---|---|---|---|---|---|---|"]
     for r in rows:
         ref = study.reference.get(r["task"], {}).get(r["pe"])
         if not ref:
@@ -71,8 +72,8 @@ def reference_table(rows: list[dict], study: StudyConfig) -> str:
                 continue
             verdicts.append(f"{split.upper()}: {_verdict(ref[split], r[f'{split}_acc'], r[f'{split}_acc_by_seed'])}")
         fmt = lambda v: "-" if v is None else f"{100 * v:.1f}"
-        lines.append(f"| {r['task']} | {r['pe']} | {fmt(ref.get('id'))} | {r['id_acc'].fmt()} | {fmt(ref.get('ood'))} | "
-                     f"{r['ood_acc'].fmt()} | {'; '.join(verdicts)} |")
+        lines.append(f"| {r['task']} | {r['pe']} | {fmt(ref.get('id'))} | {r['id_acc'].fmt()} | "
+                     f"{fmt(ref.get('ood'))} | {r['ood_acc'].fmt()} | {'; '.join(verdicts)} |")
     return "\n".join(lines)
 
 
