@@ -14,6 +14,9 @@ from pathlib import Path
 from typing import Literal
 
 from posbench.config_loader import ConfigError, dump_yaml, from_dict, merge_sources, nearest
+from posbench.data.sources import HubShards, SourceConfig
+from posbench.data.splits import SplitsConfig
+from posbench.data.tokenizers import TokenizerConfig, TrainedBPE
 from posbench.pe import PEConfig, PEContext, validate_pe
 from posbench.pe.rope import RoPE
 
@@ -116,6 +119,9 @@ class TrainConfig:
     branch_from: str = ""  # checkpoint saved before a budget's decay
     budget: float = 0.0  # with branch_from: the budget (in budget_unit) whose decay to run
     max_steps: int = 0  # > 0: stop after this many steps (smoke runs); the schedule is unchanged
+    # what the loop reads: "shards" (tokenized data under data.root) or "random" tokens (smoke runs,
+    # benchmarks; nothing to learn)
+    stream: Literal["shards", "random"] = "shards"
 
     def __post_init__(self):
         if not self.target_budgets or any(b <= 0 for b in self.target_budgets):
@@ -142,6 +148,61 @@ class LoggingConfig:
 
 
 @dataclass
+class DownloadConfig:
+    workers: int = 8  # parallel HTTP downloads
+    retries: int = 5  # per file, on dropped connections / timeouts / 429 / 5xx
+    backoff_s: float = 1.0  # first retry delay, doubled each retry
+    max_backoff_s: float = 60.0
+    timeout_s: float = 60.0  # per socket operation
+    max_train_shards: int | None = None  # first N train shards (val + filler always); None = all
+
+    def __post_init__(self):
+        if self.workers <= 0 or self.retries < 0 or self.timeout_s <= 0:
+            raise ConfigError("data.download needs workers > 0, retries >= 0 and timeout_s > 0")
+        if self.backoff_s < 0 or self.max_backoff_s < self.backoff_s:
+            raise ConfigError("data.download needs 0 <= backoff_s <= max_backoff_s")
+        if self.max_train_shards is not None and self.max_train_shards <= 0:
+            raise ConfigError("data.download.max_train_shards must be > 0 (or null for all)")
+
+
+@dataclass
+class TokenizeConfig:
+    workers: int = 0  # worker processes; 0 = one per CPU core
+    batch_rows: int = 1024  # documents per parquet row batch (bounds memory per worker)
+
+    def __post_init__(self):
+        if self.workers < 0 or self.batch_rows <= 0:
+            raise ConfigError("data.tokenize needs workers >= 0 (0 = all cores) and batch_rows > 0")
+
+
+@dataclass
+class LoaderConfig:
+    seed: int = 0  # sample order = f(seed, global sample index)
+    val_tokens: int = 10_485_760  # size of the fixed validation set (20 x 512Ki tokens)
+    check_tokens: bool = True  # check every batch's ids < vocab (about 20us per 64x1024 batch)
+
+    def __post_init__(self):
+        if self.val_tokens <= 0:
+            raise ConfigError("data.loader.val_tokens must be > 0")
+
+
+@dataclass
+class DataConfig:
+    root: str = "data"  # downloads, tokenizers and token shards live under here (git-ignored)
+    source: SourceConfig = field(default_factory=HubShards.Config)
+    splits: SplitsConfig = field(default_factory=SplitsConfig)
+    tokenizer: TokenizerConfig = field(default_factory=TrainedBPE.Config)
+    download: DownloadConfig = field(default_factory=DownloadConfig)
+    tokenize: TokenizeConfig = field(default_factory=TokenizeConfig)
+    loader: LoaderConfig = field(default_factory=LoaderConfig)
+
+    def __post_init__(self):
+        count = self.source.known_count()
+        if count is not None:
+            self.splits.check_count(count, f"data.source ({self.source.name}, num_shards={count})")
+
+
+@dataclass
 class RunConfig:
     model: ModelConfig = field(default_factory=ModelConfig)
     pe: PEConfig = field(default_factory=RoPE.Config)
@@ -149,6 +210,7 @@ class RunConfig:
     schedule: ScheduleConfig = field(default_factory=ScheduleConfig)
     train: TrainConfig = field(default_factory=TrainConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    data: DataConfig = field(default_factory=DataConfig)
     seed: int = 42
 
     def resolve(self) -> RunConfig:

@@ -1,0 +1,20 @@
+"""Data stage: download -> tokenizer -> token shards -> loader.
+
+    python -m posbench.data.prepare_fineweb download --max-shards 100
+    python -m posbench.data.prepare_fineweb tokenize
+    python -m posbench.data.prepare_fineweb info
+
+One job per file:
+    sources.py, splits.py      where input files come from (hub shards, hub folder, local globs), split ranges
+    hub.py, download.py        the hub's HTTP layout; parallel, retried, verified downloads + manifest.py
+    readers.py                 documents out of parquet / jsonl / txt, in bounded batches
+    tokenizers.py              bytes / named tiktoken / trained BPE (bpe_train.py, rankfile.py: no pickle)
+    shards.py                  the on-disk token format (256 x int32 header, then uint16/uint32 tokens)
+    tokenize_shards.py         worker processes writing shards, deterministic and resumable
+    sampling.py, loader.py     the global sample order and what training reads
+    layout.py, atomic.py, info.py, prepare_fineweb.py   paths, atomic writes, `info`, the CLI
+
+Kept import-light on purpose: config.py imports the config classes from here, and tokenizer worker
+processes import only what they use (no torch). `tokenize_shards.py` is not called `tokenize.py` so
+that it can never shadow the standard library's `tokenize` module.
+"""

@@ -1,0 +1,225 @@
+"""Parallel, resumable, verified downloads of a hub source's files into data/raw/<tag>/.
+
+Per file: GET into `<name>.part`, resuming with a Range request after a dropped connection; retry
+with exponential backoff (honouring Retry-After) on dropped connections, timeouts, 408, 429 and 5xx;
+then verify the size (tree API `size`, else the hub's X-Linked-Size, else Content-Length) and the
+sha256 (tree API `lfs.oid`, else a sha256-shaped X-Linked-ETag/ETag); only then os.replace it into
+place and record it in manifest.json. A file failing verification is deleted, never renamed in.
+Re-runs skip exactly the files the manifest lists for this revision with the same size on disk.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import re
+import threading
+import time
+import urllib.error
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tqdm import tqdm
+
+from posbench.data import hub
+from posbench.data.atomic import DirLock, remove_stale_temps
+from posbench.data.errors import DownloadError
+from posbench.data.manifest import Manifest
+from posbench.data.sources import RAW_MANIFEST, HubSource, RemoteFile
+from posbench.data.splits import SplitsConfig
+
+CHUNK = 1 << 20
+_NETWORK_ERRORS = (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError)
+
+
+class _Retryable(Exception):
+    def __init__(self, reason: str, retry_after: float | None = None):
+        super().__init__(reason)
+        self.retry_after = retry_after
+
+
+@dataclass
+class DownloadReport:
+    downloaded: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    bytes: int = 0
+    seconds: float = 0.0
+
+
+def select_files(files: list[RemoteFile], splits: SplitsConfig, max_train: int | None) -> list[RemoteFile]:
+    """Every val and filler file, plus the first `max_train` train files (all when None)."""
+    out, n_train = [], 0
+    for f in sorted(files, key=lambda f: f.index):
+        split = splits.split_of(f.index)
+        if split == "train":
+            if max_train is not None and n_train >= max_train:
+                continue
+            n_train += 1
+        if split is not None:
+            out.append(f)
+    return out
+
+
+def _retry_after(value: str | None) -> float | None:
+    try:
+        return max(0.0, float(value)) if value is not None else None
+    except ValueError:
+        return None  # an HTTP date: fall back to our own backoff
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with path.open("rb") as f:
+        while chunk := f.read(CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+class Downloader:
+    def __init__(self, source: HubSource, cfg, log=print):
+        self.source, self.cfg, self.log = source, cfg, log
+        self.endpoint = hub.resolve_endpoint(source.cfg.endpoint)
+        self.raw_dir = source.raw_dir
+        self._stop = threading.Event()  # set on Ctrl-C so worker threads stop mid-file (the .part stays)
+
+    def url(self, f: RemoteFile) -> str:
+        return hub.file_url(self.endpoint, self.source.cfg.repo, self.source.cfg.revision, f.path)
+
+    def is_done(self, manifest: Manifest, f: RemoteFile) -> bool:
+        entry = manifest.get(f.path)
+        path = self.raw_dir / f.path
+        return (entry is not None and entry.get("revision") == self.source.cfg.revision and path.is_file()
+                and path.stat().st_size == entry["size"] and (f.size is None or f.size == entry["size"])
+                and (f.sha256 is None or f.sha256 == entry.get("sha256")))
+
+    def run(self, files: list[RemoteFile]) -> DownloadReport:
+        report, t0 = DownloadReport(), time.perf_counter()
+        with DirLock(self.raw_dir, "download"):
+            remove_stale_temps(self.raw_dir)
+            manifest = Manifest(self.raw_dir / RAW_MANIFEST, "download")
+            todo = [f for f in files if not self.is_done(manifest, f)]
+            report.skipped = [f.path for f in files if f not in todo]
+            if not todo:
+                report.seconds = time.perf_counter() - t0
+                return report
+            total = sum(f.size for f in todo) if all(f.size is not None for f in todo) else None
+            failures: list[str] = []
+            with tqdm(total=total, unit="B", unit_scale=True, unit_divisor=1024, desc="download",
+                      disable=None) as bar, \
+                    ThreadPoolExecutor(max_workers=min(self.cfg.workers, len(todo))) as pool:
+                futures = {pool.submit(self._one, f, manifest, bar): f for f in todo}
+                try:
+                    for fut in as_completed(futures):
+                        f = futures[fut]
+                        try:
+                            report.bytes += fut.result()
+                            report.downloaded.append(f.path)
+                        except DownloadError as e:
+                            failures.append(str(e))
+                            tqdm.write(f"error: {e}")
+                except BaseException:  # Ctrl-C or an unexpected error: stop the other threads too
+                    self._stop.set()
+                    raise
+        report.seconds = time.perf_counter() - t0
+        if failures:
+            raise DownloadError(f"{len(failures)} of {len(todo)} files failed (the others are done and "
+                                f"recorded); first: {failures[0]}")
+        return report
+
+    def _one(self, f: RemoteFile, manifest: Manifest, bar) -> int:
+        final = self.raw_dir / f.path
+        part = final.with_name(final.name + ".part")
+        part.parent.mkdir(parents=True, exist_ok=True)
+        url = self.url(f)
+        if part.exists():  # bytes kept from an earlier run count as progress (a restart subtracts them)
+            bar.update(part.stat().st_size)
+        for attempt in range(self.cfg.retries + 1):
+            try:
+                total, captured = self._transfer(url, part, f, bar)
+                break
+            except _Retryable as e:
+                if attempt == self.cfg.retries:
+                    raise DownloadError(f"{url}: gave up after {attempt + 1} attempts ({e}); re-run to "
+                                        "resume (the partial file is kept)") from None
+                delay = min(self.cfg.max_backoff_s, self.cfg.backoff_s * 2 ** attempt)
+                if e.retry_after is not None:
+                    delay = min(self.cfg.max_backoff_s, e.retry_after)
+                time.sleep(delay)
+        size, sha = self._verify(f, part, url, total, captured)
+        final.unlink(missing_ok=True)
+        part.replace(final)
+        manifest.put(f.path, {"index": f.index, "size": size, "sha256": sha, "revision":
+                              self.source.cfg.revision, "checked": "sha256" if self._expected_sha(f, captured)
+                              else "size"})
+        return size
+
+    def _transfer(self, url: str, part: Path, f: RemoteFile, bar) -> tuple[int | None, dict]:
+        have = part.stat().st_size if part.exists() else 0
+        req = hub.request(url, {"Range": f"bytes={have}-"} if have else {})
+        try:
+            resp = hub.open_url(req, self.cfg.timeout_s)
+        except urllib.error.HTTPError as e:
+            if e.code == 416:  # the .part is not a prefix of this file: start over
+                part.unlink(missing_ok=True)
+                raise _Retryable("HTTP 416 for a stale partial file, restarting") from None
+            if e.code in (408, 429) or e.code >= 500:
+                raise _Retryable(f"HTTP {e.code}", _retry_after(e.headers.get("Retry-After"))) from None
+            hint = {404: "check data.source.repo / revision / pattern and data.source.num_shards",
+                    401: "the dataset may be gated: set HF_TOKEN", 403: "the dataset may be gated: set HF_TOKEN"}
+            raise DownloadError(f"{url}: HTTP {e.code} {e.reason}; {hint.get(e.code, 'not retried')}") from None
+        except _NETWORK_ERRORS as e:
+            raise _Retryable(f"{type(e).__name__}: {e}") from None
+        with resp:
+            captured = {**req.captured}
+            for key in ("X-Linked-Size", "X-Linked-ETag", "ETag"):
+                captured.setdefault(key, resp.headers.get(key))
+            m = re.match(r"bytes (\d+)-\d+/(\d+|\*)", resp.headers.get("Content-Range") or "")
+            if resp.status == 206 and m and int(m.group(1)) == have:
+                total, mode = (int(m.group(2)) if m.group(2) != "*" else None), "ab"
+            elif resp.status == 206:
+                part.unlink(missing_ok=True)
+                raise _Retryable("server answered a different range than asked, restarting")
+            else:
+                length = resp.headers.get("Content-Length")
+                total, mode = (int(length) if length else None), "wb"
+                bar.update(-have)  # bytes of the old .part no longer count
+            try:
+                with part.open(mode) as out:
+                    while chunk := resp.read(CHUNK):
+                        if self._stop.is_set():
+                            raise DownloadError(f"{url}: interrupted; re-run to resume from {part}")
+                        out.write(chunk)
+                        bar.update(len(chunk))
+            except _NETWORK_ERRORS as e:
+                raise _Retryable(f"connection dropped mid-file ({type(e).__name__}: {e})") from None
+        if total is not None and part.stat().st_size < total:
+            raise _Retryable(f"connection closed at {part.stat().st_size} of {total} bytes")
+        return total, captured
+
+    @staticmethod
+    def _expected_sha(f: RemoteFile, captured: dict) -> str | None:
+        return f.sha256 or hub.sha256_from_etag(captured.get("X-Linked-ETag")) \
+            or hub.sha256_from_etag(captured.get("ETag"))
+
+    def _verify(self, f: RemoteFile, part: Path, url: str, total: int | None, captured: dict
+                ) -> tuple[int, str]:
+        size = part.stat().st_size
+        linked = captured.get("X-Linked-Size")
+        expected, origin = next(((v, o) for v, o in ((f.size, "the tree API"),
+                                                    (int(linked) if linked else None, "X-Linked-Size"),
+                                                    (total, "Content-Length")) if v is not None), (None, ""))
+        if expected is None:
+            part.unlink(missing_ok=True)
+            raise DownloadError(f"{url}: the server gave no size to verify against; not kept")
+        if size != expected:
+            part.unlink(missing_ok=True)
+            raise DownloadError(f"{url}: got {size} bytes but {origin} says {expected}; deleted, not kept. "
+                                "Re-run to retry; if it persists the repo changed: check data.source.revision")
+        sha = sha256_file(part)
+        want = self._expected_sha(f, captured)
+        if want is not None and sha != want:
+            part.unlink(missing_ok=True)
+            raise DownloadError(f"{url}: sha256 {sha[:16]}... does not match the hub's {want[:16]}... (corrupt "
+                                "download); deleted, not kept. Re-run to retry")
+        return size, sha

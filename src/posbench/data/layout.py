@@ -1,0 +1,50 @@
+"""Where the data stage keeps things, all under `data.root` (default `data/`, git-ignored):
+
+    raw/<source>/                      downloaded files + manifest.json (download.py)
+    tokenizers/<source>/<tokenizer>/   tokenizer.tiktoken + tokenizer.json (trained BPE only)
+    tokens/<source>/<tokenizer>/       <split>_<index:05d>.bin token shards + manifest.json (tokenize_shards.py)
+
+<source> is the source's tag (e.g. karpathy__fineweb-edu-100b-shuffle), <tokenizer> the tokenizer's
+tag (bytes, gpt2, bpe65536, ...), so different corpora and tokenizers never overwrite each other.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from posbench.data.sources import Source, build_source
+from posbench.data.tokenizers import TokenizerKind, tokenizer_kind
+
+TOKENS_MANIFEST = "manifest.json"
+
+
+@dataclass(frozen=True)
+class DataLayout:
+    root: Path
+    source: Source
+    tokenizer: TokenizerKind
+
+    @classmethod
+    def from_config(cls, cfg) -> DataLayout:
+        """`cfg` is a DataConfig (posbench.config); not imported here to keep workers torch-free."""
+        root = Path(cfg.root).expanduser()
+        source = build_source(cfg.source, root)
+        kind = tokenizer_kind(cfg.tokenizer, root / "tokenizers" / source.tag / cfg.tokenizer.tag())
+        return cls(root, source, kind)
+
+    @property
+    def raw_dir(self) -> Path:
+        return self.source.raw_dir
+
+    @property
+    def tokens_dir(self) -> Path:
+        return self.root / "tokens" / self.source.tag / self.tokenizer.cfg.tag()
+
+    @property
+    def tokens_manifest(self) -> Path:
+        return self.tokens_dir / TOKENS_MANIFEST
+
+
+def shard_name(split: str, index: int) -> str:
+    return f"{split}_{index:05d}.bin"

@@ -1,0 +1,207 @@
+"""What training reads: memory-mapped token shards cut into windows, in a resumable global order.
+
+Shape legend: B per-rank batch, G global batch (B * world), T seq_len.
+
+    window w of shard s = tokens[k*T : k*T + T + 1] of that shard, k = 0 .. (n_s - 1) // T - 1
+                          (stride T, so every token is a target exactly once; windows never cross shards)
+    global batch t      = global samples t*G .. t*G + G - 1, each mapped to a window by sampling.py
+    rank r of world w   = reads only samples t*G + r*B .. t*G + r*B + B - 1 of each global batch
+    x_BT, y_BT          = window[:, :-1], window[:, 1:]  (int64)
+
+The order is a pure function of (seed, global sample index), so the concatenation of every rank's
+batches equals the single-process batch, and a cursor (`state_dict`, the next global sample index)
+resumes exactly, even with a different world size. The validation set is fixed: the first
+`val_tokens // T` windows of the val shards, in order; rank r takes windows r, r+w, r+2w, ...
+
+Two front ends over the same ShardSet: `TrainLoader` (an iterator with a cursor) and
+`ShardBatchSource` (the training loop's BatchSource protocol: rows addressed by global sample index).
+"""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from posbench.config_loader import ConfigError
+from posbench.data.errors import DataError, ShardError
+from posbench.data.layout import DataLayout
+from posbench.data.manifest import Manifest
+from posbench.data.sampling import window_ids
+from posbench.data.shards import open_shard
+
+PREFETCH_STEPS = 64  # batches of window ids computed per sampling call (amortises numpy overhead)
+
+
+class ShardSet:
+    """Validated, memory-mapped shards seen as one array of windows of T + 1 tokens."""
+
+    def __init__(self, paths: list[str | Path], seq_len: int, fingerprint: str | None = None,
+                 check_tokens: bool = True):
+        if not paths:
+            raise DataError("no token shards given; run `python -m posbench.data.prepare_fineweb tokenize`")
+        self.paths = [Path(p) for p in paths]
+        self.seq_len = seq_len
+        self.check_tokens = check_tokens
+        opened = [open_shard(p, fingerprint, check_tokens=False) for p in self.paths]
+        vocabs = {h.vocab_size for h, _ in opened}
+        if len(vocabs) != 1 or len({h.fingerprint16 for h, _ in opened}) != 1:
+            raise ShardError(f"shards in {self.paths[0].parent} come from different tokenizers (vocab sizes "
+                             f"{sorted(vocabs)}); re-tokenize them all with one tokenizer")
+        self.vocab_size = vocabs.pop()
+        # plain ndarray views of the memmaps: slicing a np.memmap subclass is several times slower
+        self.tokens = [t.view(np.ndarray) for _, t in opened]
+        counts = [max(0, (len(t) - 1) // seq_len) for t in self.tokens]
+        self.cum = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        self.n_windows = int(self.cum[-1])
+        self.n_tokens = sum(len(t) for t in self.tokens)
+        if self.n_windows == 0:
+            raise DataError(f"{len(self.paths)} shards in {self.paths[0].parent} hold {self.n_tokens} tokens, "
+                            f"not one window of seq_len + 1 = {seq_len + 1}; tokenize more data")
+        desc = "\n".join(f"{p.name} {len(t)}" for p, t in zip(self.paths, self.tokens, strict=True))
+        self.digest = hashlib.sha256(f"{seq_len}\n{desc}".encode()).hexdigest()[:16]
+
+    def gather(self, ids: np.ndarray) -> np.ndarray:
+        """Windows `ids` as an int64 array (len(ids), T + 1)."""
+        shard = np.searchsorted(self.cum, ids, side="right") - 1
+        start = (ids - self.cum[shard]) * self.seq_len
+        out = np.empty((len(ids), self.seq_len + 1), dtype=np.int64)
+        for row, (s, o) in enumerate(zip(shard.tolist(), start.tolist(), strict=True)):
+            out[row] = self.tokens[s][o:o + self.seq_len + 1]
+        if self.check_tokens and out.size and int(out.max()) >= self.vocab_size:
+            row = int(np.argmax(out.max(axis=1) >= self.vocab_size))
+            raise ShardError(f"{self.paths[shard[row]]}: token id {int(out[row].max())} >= vocab size "
+                             f"{self.vocab_size} near token {start[row]}; the file is corrupt, re-tokenize it")
+        return out
+
+
+def _split_xy(windows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+    t = torch.from_numpy(windows)
+    return t[:, :-1].contiguous(), t[:, 1:].contiguous()
+
+
+class TrainLoader:
+    """Endless per-rank batches (x_BT, y_BT) in the global order; `state_dict` is the cursor."""
+
+    def __init__(self, shards: ShardSet, global_batch: int, rank: int = 0, world: int = 1, seed: int = 0):
+        if world <= 0 or not 0 <= rank < world:
+            raise ConfigError(f"rank {rank} is not in a world of {world} processes")
+        if global_batch <= 0 or global_batch % world:
+            raise ConfigError(f"global batch {global_batch} must be a positive multiple of the world size "
+                              f"{world} (each rank reads global_batch / world sequences)")
+        self.shards, self.global_batch, self.rank, self.world, self.seed = shards, global_batch, rank, world, seed
+        self.local_batch = global_batch // world
+        self.sample = 0  # next global sample index: the cursor
+        self._cache: tuple[int, np.ndarray] | None = None  # (first step, ids of PREFETCH_STEPS steps)
+
+    def ids_for_step(self, step: int) -> np.ndarray:
+        """This rank's window ids in global batch `step` (steps count from sample 0)."""
+        if self._cache is None or not 0 <= step - self._cache[0] < PREFETCH_STEPS:
+            steps = np.arange(step, step + PREFETCH_STEPS, dtype=np.int64)[:, None]
+            g = steps * self.global_batch + self.rank * self.local_batch + np.arange(self.local_batch)
+            ids = window_ids(g.ravel(), self.shards.n_windows, self.seed).reshape(g.shape)
+            self._cache = (step, ids)
+        return self._cache[1][step - self._cache[0]]
+
+    def __iter__(self):
+        return self
+
+    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.sample % self.global_batch == 0:
+            ids = self.ids_for_step(self.sample // self.global_batch)
+        else:  # resumed mid-way through a batch size (the global batch changed): compute directly
+            g = self.sample + self.rank * self.local_batch + np.arange(self.local_batch)
+            ids = window_ids(g, self.shards.n_windows, self.seed)
+        self.sample += self.global_batch
+        return _split_xy(self.shards.gather(ids))
+
+    @property
+    def epoch(self) -> float:
+        return self.sample / self.shards.n_windows
+
+    def state_dict(self) -> dict:
+        return {"sample": self.sample, "seed": self.seed, "seq_len": self.shards.seq_len,
+                "n_windows": self.shards.n_windows, "shards": self.shards.digest}
+
+    def load_state_dict(self, state: dict) -> None:
+        mine = self.state_dict()
+        for key in ("seed", "seq_len", "n_windows", "shards"):
+            if state.get(key) != mine[key]:
+                raise DataError(f"data cursor does not fit these shards: {key} was {state.get(key)!r}, now "
+                                f"{mine[key]!r}. The train shards or seq_len/seed changed since the checkpoint;"
+                                " resume with the same tokenized data (or start a new run)")
+        self.sample = int(state["sample"])
+
+
+class ValidationSet:
+    """A fixed list of val windows; each rank evaluates its share, the trainer sums across ranks."""
+
+    def __init__(self, shards: ShardSet, max_tokens: int, rank: int = 0, world: int = 1):
+        n = min(shards.n_windows, max(1, max_tokens // shards.seq_len))
+        self.shards = shards
+        self.n_windows = n
+        self.ids = np.arange(n, dtype=np.int64)[rank::world]
+
+    def batches(self, batch_size: int):
+        for i in range(0, len(self.ids), batch_size):
+            yield _split_xy(self.shards.gather(self.ids[i:i + batch_size]))
+
+
+def split_shards(layout: DataLayout, splits, split: str) -> list[Path]:
+    """Tokenized shards of `split` per the tokens manifest, restricted to the current ranges."""
+    manifest = Manifest(layout.tokens_manifest, "tokens")
+    entries = sorted((e["index"], name) for name, e in manifest.files.items()
+                     if e["split"] == split and splits.split_of(e["index"]) == split)
+    if not entries:
+        raise DataError(f"no tokenized `{split}` shards in {layout.tokens_dir}; run "
+                        "`python -m posbench.data.prepare_fineweb download` then `... tokenize`")
+    return [layout.tokens_dir / name for _, name in entries]
+
+
+def build_loaders(cfg, seq_len: int, global_batch: int, rank: int = 0, world: int = 1
+                  ) -> tuple[TrainLoader, ValidationSet]:
+    """Train loader and validation set for `cfg` (a DataConfig), checked against its tokenizer."""
+    layout = DataLayout.from_config(cfg)
+    fingerprint = layout.tokenizer.build().fingerprint
+    check = cfg.loader.check_tokens
+    train = ShardSet(split_shards(layout, cfg.splits, "train"), seq_len, fingerprint, check)
+    val = ShardSet(split_shards(layout, cfg.splits, "val"), seq_len, fingerprint, check)
+    return (TrainLoader(train, global_batch, rank, world, cfg.loader.seed),
+            ValidationSet(val, cfg.loader.val_tokens, rank, world))
+
+
+class ShardBatchSource:
+    """The training loop's BatchSource (training/sources.py) over token shards: sample index i is
+    window `window_ids(i)` of the train shards; validation row i is val window i (fixed, in order)."""
+
+    def __init__(self, train: ShardSet, val: ShardSet, seed: int = 0, val_tokens: int = 10_485_760,
+                 tokenizer_fingerprint: str = ""):
+        self.train, self.val, self.seed = train, val, seed
+        self._n_val = min(val.n_windows, max(1, val_tokens // val.seq_len))
+        self.fingerprint = (f"shards-{tokenizer_fingerprint[:16]}-{train.digest}-{val.digest}"
+                            f"-n{self._n_val}-s{seed}")
+
+    def samples(self, indices) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = window_ids(np.asarray(indices, dtype=np.int64), self.train.n_windows, self.seed)
+        return _split_xy(self.train.gather(ids))
+
+    def val_samples(self, indices) -> tuple[torch.Tensor, torch.Tensor]:
+        ids = np.asarray(indices, dtype=np.int64)
+        if ids.size and (ids.min() < 0 or ids.max() >= self._n_val):
+            raise IndexError(f"validation rows are 0..{self._n_val - 1}, asked for {ids.min()}..{ids.max()}")
+        return _split_xy(self.val.gather(ids))
+
+    def n_val(self) -> int:
+        return self._n_val
+
+
+def build_batch_source(cfg, seq_len: int) -> ShardBatchSource:
+    """A BatchSource for `cfg` (a DataConfig): tokenized train and val shards of its tokenizer."""
+    layout = DataLayout.from_config(cfg)
+    fingerprint = layout.tokenizer.build().fingerprint
+    check = cfg.loader.check_tokens
+    train = ShardSet(split_shards(layout, cfg.splits, "train"), seq_len, fingerprint, check)
+    val = ShardSet(split_shards(layout, cfg.splits, "val"), seq_len, fingerprint, check)
+    return ShardBatchSource(train, val, cfg.loader.seed, cfg.loader.val_tokens, fingerprint)

@@ -1,0 +1,44 @@
+"""A JSON manifest of finished, verified files: {"version": 1, "kind": ..., "files": {key: entry}}.
+
+Downloads and tokenization record a file here only after it is complete and checked, so a re-run
+trusts exactly these entries (and re-checks cheap facts like the size on disk). Updates come from
+several threads; each one rewrites the file atomically under a lock.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+from posbench.data.atomic import read_json, write_json
+from posbench.data.errors import DataError
+
+VERSION = 1
+
+
+class Manifest:
+    def __init__(self, path: str | Path, kind: str):
+        self.path = Path(path)
+        self.kind = kind
+        self._lock = threading.Lock()
+        data = read_json(self.path, default=None) or {"version": VERSION, "kind": kind, "files": {}}
+        if data.get("version") != VERSION or data.get("kind") != kind or not isinstance(data.get("files"), dict):
+            raise DataError(f"{self.path}: not a version-{VERSION} `{kind}` manifest; move it away and re-run "
+                            "(files are then re-verified or redone)")
+        self.files: dict[str, dict] = data["files"]
+
+    def get(self, key: str) -> dict | None:
+        return self.files.get(key)
+
+    def put(self, key: str, entry: dict) -> None:
+        with self._lock:
+            self.files[key] = entry
+            self._save()
+
+    def remove(self, key: str) -> None:
+        with self._lock:
+            if self.files.pop(key, None) is not None:
+                self._save()
+
+    def _save(self) -> None:
+        write_json(self.path, {"version": VERSION, "kind": self.kind, "files": self.files})
