@@ -193,3 +193,12 @@ def test_bounded_pes_refuse_longer_inputs(name, limit):
 def test_sininit_starts_at_sinusoidal():
     pe = make("sininit")
     torch.testing.assert_close(pe.table.weight[:5], sinusoidal_table(torch.arange(5.0), 16))
+
+
+def test_fixed_wave_tables_scale_to_the_token_embeddings():
+    # default: per-channel RMS of the added table equals the embeddings' init std (0.02)
+    pe = make("sinusoidal")
+    x = torch.zeros(1, 512, 16)
+    added = pe.embed(x, torch.arange(512.0))
+    assert added.pow(2).mean().sqrt().item() == pytest.approx(0.02, rel=0.02)
+    assert make("sinusoidal", scale=1.0).scale == 1.0 and make("binary").scale == 1.0

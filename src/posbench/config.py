@@ -59,7 +59,7 @@ class ModelConfig:
         self.head_dim = self.d_model // self.n_heads
 
     def pe_context(self) -> PEContext:
-        return PEContext(self.d_model, self.n_heads, self.n_layers, self.seq_len)
+        return PEContext(self.d_model, self.n_heads, self.n_layers, self.seq_len, self.init_std)
 
 
 @dataclass

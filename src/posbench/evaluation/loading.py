@@ -1,8 +1,14 @@
 """Checkpoint directory -> (RunConfig, Transformer) for evaluation. weights_only loading, YAML via
-safe_load: a checkpoint received from someone else cannot run code."""
+safe_load: a checkpoint received from someone else cannot run code.
+
+`inspect_checkpoint` checks a checkpoint completely (config, weights readable, every tensor name and
+shape matching the model the config describes) without allocating the model, so eval.py can check
+every checkpoint it was given before evaluating the first one.
+"""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,6 +17,10 @@ import torch
 from posbench.config import RunConfig
 from posbench.config_loader import ConfigError, from_dict, load_yaml
 from posbench.model.transformer import Transformer
+
+
+class CheckpointError(ConfigError):
+    """A checkpoint is missing, unreadable or does not match its own config; the message names it."""
 
 
 @dataclass
@@ -24,29 +34,66 @@ class LoadedModel:
 def resolve_checkpoint(path: str | Path) -> Path:
     """A step directory, a `latest` link, or a run directory (its latest checkpoint)."""
     p = Path(path)
+    if not p.exists():
+        raise CheckpointError(f"{path}: no such checkpoint (pass a run directory, its `latest`, or a step_N "
+                              "directory)")
     if p.is_dir() and not (p / "model.pt").is_file() and (p / "latest").exists():
         p = p / "latest"
     p = p.resolve()
     if not (p / "model.pt").is_file() or not (p / "config.yaml").is_file():
-        raise ConfigError(f"{path} is not a checkpoint: expected model.pt and config.yaml in it (pass a run "
-                          "directory, its `latest`, or a step_N directory)")
+        raise CheckpointError(f"{path} is not a checkpoint: expected model.pt and config.yaml in it (pass a run "
+                              "directory, its `latest`, or a step_N directory)")
     return p
+
+
+def _config(step_dir: Path, overrides: dict | None) -> RunConfig:
+    try:
+        raw = load_yaml(step_dir / "config.yaml")
+        for key, value in (overrides or {}).items():
+            raw[key] = {**raw.get(key, {}), **value}
+        return from_dict(RunConfig, raw).resolve()
+    except ConfigError as e:
+        raise CheckpointError(f"{step_dir / 'config.yaml'}: {e}") from None
+    except Exception as e:  # yaml.YAMLError and friends: a damaged file
+        raise CheckpointError(f"{step_dir / 'config.yaml'}: unreadable ({type(e).__name__}: {e})") from None
+
+
+def _state(step_dir: Path, mmap: bool) -> dict:
+    try:
+        return torch.load(step_dir / "model.pt", map_location="cpu", weights_only=True, mmap=mmap)
+    except Exception as e:  # truncated zip, not a torch file, pickled code refused by weights_only, ...
+        raise CheckpointError(f"{step_dir / 'model.pt'}: cannot be read as model weights ({type(e).__name__}: "
+                              f"{str(e)[:200]}); the file is damaged or not a posbench checkpoint. Pick another "
+                              "step_N of the run") from None
+
+
+def _load_into(model: Transformer, state: dict, step_dir: Path, assign: bool = False) -> None:
+    try:
+        model.load_state_dict(state, assign=assign)
+    except RuntimeError as e:
+        raise CheckpointError(f"{step_dir / 'model.pt'} does not match the model in its config.yaml: "
+                              f"{str(e)[:300]}") from None
+
+
+def inspect_checkpoint(path: str | Path, overrides: dict | None = None) -> tuple[Path, RunConfig, Transformer]:
+    """(step dir, config, model on the meta device with the checkpoint's shapes); raises CheckpointError."""
+    step_dir = resolve_checkpoint(path)
+    cfg = _config(step_dir, overrides)
+    state = _state(step_dir, mmap=True)  # memory-mapped: nothing read beyond the index
+    with torch.device("meta"):
+        model = Transformer(cfg.model, cfg.pe, "cpu")
+    _load_into(model, {k: v.to("meta") for k, v in state.items()}, step_dir, assign=True)
+    return step_dir, cfg, model
 
 
 def load_model(path: str | Path, device: str | torch.device = "cpu", overrides: dict | None = None) -> LoadedModel:
     """Build the model described by the checkpoint's config.yaml and load its weights.
 
     `overrides` replaces config sections before building (e.g. {"model": {"attention": "eager"}})."""
-    import json
-
     step_dir = resolve_checkpoint(path)
-    raw = load_yaml(step_dir / "config.yaml")
-    for key, value in (overrides or {}).items():
-        raw[key] = {**raw.get(key, {}), **value}
-    cfg = from_dict(RunConfig, raw).resolve()
+    cfg = _config(step_dir, overrides)
     device = torch.device(device)
     model = Transformer(cfg.model, cfg.pe, device.type)
-    state = torch.load(step_dir / "model.pt", map_location="cpu", weights_only=True)
-    model.load_state_dict(state)
+    _load_into(model, _state(step_dir, mmap=False), step_dir)
     meta = json.loads((step_dir / "meta.json").read_text()) if (step_dir / "meta.json").is_file() else {}
     return LoadedModel(step_dir, cfg, model.to(device).eval(), meta)

@@ -58,6 +58,7 @@ class PEContext:
     n_heads: int
     n_layers: int
     seq_len: int  # training context length
+    init_std: float = 0.02  # std of the token embeddings at init (fixed tables scale themselves to it)
 
     @property
     def head_dim(self) -> int:

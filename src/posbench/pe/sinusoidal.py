@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -21,8 +22,17 @@ def sinusoidal_table(pos_T: torch.Tensor, d_model: int, base: float = 10000.0) -
     return out
 
 
+class UnitWaveTable(FixedTablePE):
+    def default_scale(self) -> float:
+        # Vaswani et al. multiply token embeddings by sqrt(d_model) so they are as loud as the table
+        # (section 3.4). With GPT-2 style embeddings (std init_std) we scale the table instead, to a
+        # per-channel RMS of init_std (a sine's RMS is 1/sqrt(2)). Unscaled, a table of RMS 0.7
+        # drowns tokens of std 0.02 and small models stay at chance on token-identity tasks.
+        return self.ctx.init_std * math.sqrt(2)
+
+
 @register("sinusoidal")
-class SinusoidalPE(FixedTablePE):
+class SinusoidalPE(UnitWaveTable):
     summary = "Fixed sin/cos table added to embeddings (Vaswani et al. 2017)"
 
     @dataclass
@@ -40,7 +50,7 @@ class SinusoidalPE(FixedTablePE):
 
 
 @register("sinonly")
-class SineOnlyPE(FixedTablePE):
+class SineOnlyPE(UnitWaveTable):
     summary = "Sine-only table: PE[p, i] = sin(p / base^(i/d)); no cosine partner per frequency"
 
     @dataclass

@@ -1,0 +1,165 @@
+"""Algorithmic tasks, in and out of distribution, zero- and few-shot: greedy decoding, exact match.
+
+For every task (data/tasks/), split ("id", "ood") and number of shots k, examples 0..n-1 of the split
+are asked in their text form, tokenized with the checkpoint's tokenizer:
+
+    <|bos|> demo_1.prompt demo_1.answer SEP ... demo_k.prompt demo_k.answer SEP query.prompt
+
+(each piece tokenized on its own, so the query's tokens are exactly `encode(query.prompt)` whatever the
+demos). Demonstrations are examples of the "train" split (what task mixing puts into pretraining; the
+"id" split is kept disjoint from it by content) or, with demo_split=same, of the query's own split;
+query i always gets the same demos, so the k-shot demos are a prefix of the (k+1)-shot ones.
+The model decodes as many tokens as the reference answer has; the example is correct when they decode
+to exactly the answer string. A cell (task, split, shots) with any prompt longer than the PE's
+positions is "n/a": a score over the prompts that happen to fit would be biased towards short ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from posbench.config_loader import ConfigError
+from posbench.data.tasks import TaskConfig, build_task, get_task_class, task_names
+from posbench.evaluation import plots
+from posbench.evaluation.base import Evaluator, Session, Target, md_table, pct, register_suite
+from posbench.evaluation.generate import greedy_generate
+
+DEMO_OFFSET = 1_000_000  # demonstration indices start here, far from the query indices 0..n-1
+SPLIT_LABEL = {"id": "ID", "ood": "OOD"}
+
+
+@dataclass
+class AlgorithmicConfig:
+    tasks: list[TaskConfig] = field(default_factory=list)  # [] = every registered task, default ranges
+    splits: list[Literal["id", "ood"]] = field(default_factory=lambda: ["id", "ood"])
+    shots: list[int] = field(default_factory=lambda: [0, 3])
+    n_examples: int = 32  # per (task, split, shots)
+    demo_split: Literal["train", "same"] = "train"
+    separator: str = "\n"  # after each demonstration
+    samples_kept: int = 3  # predictions saved per cell in results.json, for reading failures
+
+    def __post_init__(self):
+        if self.n_examples < 1 or not self.shots or min(self.shots) < 0 or not self.splits:
+            raise ConfigError("algorithmic: need n_examples >= 1, shots >= 0 (e.g. [0, 3]) and at least one split")
+        names = [t.name for t in self.tasks]
+        if len(set(names)) != len(names):
+            raise ConfigError(f"algorithmic.tasks lists a task twice: {names}")
+
+
+@register_suite("algorithmic")
+class Algorithmic(Evaluator):
+    title = "Algorithmic tasks (exact match, greedy decoding)"
+    Config = AlgorithmicConfig
+
+    def __init__(self, cfg: AlgorithmicConfig, target: Target):
+        super().__init__(cfg, target)
+        configs = cfg.tasks or [get_task_class(name).Config() for name in task_names()]
+        self.tasks = [build_task(c) for c in configs]
+
+    def cells(self):
+        for task in self.tasks:
+            for split in self.cfg.splits:
+                for shots in self.cfg.shots:
+                    yield task, split, shots
+
+    def work(self) -> int:
+        return len(list(self.cells())) * self.cfg.n_examples
+
+    def prompt(self, task, split: str, shots: int, index: int) -> tuple[list[int], str]:
+        tok, seed = self.target.tokenizer, self.target.seed
+        demo_split = "train" if self.cfg.demo_split == "train" else split
+        ids = [tok.bos_id]
+        for j in range(shots):
+            demo = task.example(seed, DEMO_OFFSET + index * max(self.cfg.shots) + j, demo_split)
+            ids += tok.encode(demo.text + self.cfg.separator)
+        query = task.example(seed, index, split)
+        return ids + tok.encode(query.prompt), query.answer
+
+    def run(self, session: Session) -> dict:
+        tok = self.target.tokenizer
+        cells = list(self.cells())
+        prompts, answers, owner = [], [], []
+        for c, (task, split, shots) in enumerate(cells):
+            for i in range(self.cfg.n_examples):
+                ids, answer = self.prompt(task, split, shots, i)
+                prompts.append(ids)
+                answers.append(answer)
+                owner.append(c)
+        n_new = [len(tok.encode(a)) for a in answers]
+        # every prompt of every cell in one call, so same-length prompts of different cells share batches
+        outputs = greedy_generate(session.model, prompts, n_new, session.device, self.target.batch_size,
+                                  session.autocast, session.progress)
+        results = []
+        for c, (task, split, shots) in enumerate(cells):
+            rows = [k for k, o in enumerate(owner) if o == c]
+            done = [k for k in rows if outputs[k] is not None]
+            texts = {k: tok.decode(outputs[k]) for k in done}
+            correct = sum(texts[k] == answers[k] for k in done)
+            n_na = len(rows) - len(done)
+            lengths = [len(prompts[k]) + n_new[k] for k in rows]
+            results.append({
+                "task": task.name, "split": split, "shots": shots, "n": len(rows), "n_na": n_na,
+                "correct": None if n_na else correct, "accuracy": None if n_na else correct / len(rows),
+                "na": (f"{n_na} of {len(rows)} prompts need more positions than the PE represents "
+                       f"(prompt + answer: {min(lengths)}..{max(lengths)} tokens)") if n_na else None,
+                "tokens_mean": float(np.mean(lengths)), "tokens_max": max(lengths),
+                "chance_per_token": task.chance_accuracy,
+                "samples": [{"prompt_tail": tok.decode(prompts[k][-60:]), "answer": answers[k],
+                             "output": texts.get(k)} for k in rows[: self.cfg.samples_kept]],
+            })
+        return {"n_examples": self.cfg.n_examples, "shots": list(self.cfg.shots), "splits": list(self.cfg.splits),
+                "demo_split": self.cfg.demo_split, "seed": self.target.seed, "cells": results}
+
+    # -- report ----------------------------------------------------------------------------------------------
+    @staticmethod
+    def _columns(result: dict) -> list[tuple[str, int]]:
+        return [(split, shots) for split in result["splits"] for shots in result["shots"]]
+
+    @staticmethod
+    def _lookup(result: dict) -> dict:
+        return {(c["task"], c["split"], c["shots"]): c for c in result["cells"]}
+
+    @classmethod
+    def markdown(cls, result: dict) -> str:
+        cols, cells = cls._columns(result), cls._lookup(result)
+        tasks = list(dict.fromkeys(c["task"] for c in result["cells"]))
+        header = ["task", *(f"{SPLIT_LABEL[s]} {k}-shot" for s, k in cols), "chance/token"]
+        rows = [[t, *(pct(cells[(t, s, k)]["accuracy"]) for s, k in cols),
+                 f"{cells[(t, *cols[0])]['chance_per_token']:.2f}"] for t in tasks]
+        return (f"{result['n_examples']} examples per cell; demonstrations from the `{result['demo_split']}` "
+                f"split.\n\n" + md_table(header, rows))
+
+    @classmethod
+    def comparison(cls, results: dict[str, dict]) -> str:
+        parts = []
+        first = next(iter(results.values()))
+        for shots in first["shots"]:
+            header, rows = ["task"], {}
+            for label, res in results.items():
+                cells = cls._lookup(res)
+                for split in res["splits"]:
+                    header.append(f"{label} {SPLIT_LABEL[split]}")
+                    for t in dict.fromkeys(c["task"] for c in res["cells"]):
+                        rows.setdefault(t, []).append(pct(cells[(t, split, shots)]["accuracy"])
+                                                      if (t, split, shots) in cells else "-")
+            parts += [f"Exact match, {shots}-shot:", "", md_table(header, [[t, *v] for t, v in rows.items()]), ""]
+        return "\n".join(parts).rstrip()
+
+    @classmethod
+    def plots(cls, results: dict[str, dict], out_dir: Path) -> list[Path]:
+        panels, groups, chance = {}, [], []
+        for label, res in results.items():
+            cells = cls._lookup(res)
+            tasks = list(dict.fromkeys(c["task"] for c in res["cells"]))
+            groups = groups or tasks
+            chance = chance or [cells[(t, res["splits"][0], res["shots"][0])]["chance_per_token"] for t in groups]
+            for shots in res["shots"]:
+                panels[f"{label}, {shots}-shot"] = {
+                    SPLIT_LABEL[s]: [cells[(t, s, shots)]["accuracy"] if (t, s, shots) in cells else None
+                                     for t in groups] for s in res["splits"]}
+        return [plots.grouped_bars(out_dir / "algorithmic_id_ood.png", panels, groups, "exact match",
+                                   "Algorithmic tasks: in vs out of distribution", chance)]

@@ -1,0 +1,94 @@
+"""eval.py's command line: checkpoints and familiar flags, mapped onto EvalConfig fields.
+
+    python eval.py checkpoints/tiny_rope_2.4B_s42/latest --suite all
+    python eval.py ckpt_a ckpt_b ckpt_c --suite ppl --lengths 512,1024,2048,4096,8192
+    python eval.py ckpt --suite ppl --rope-scaling yarn --rope-factor 4 --ppl-text notes/*.txt
+    python eval.py ckpt --suite algorithmic --tasks reverse,sort --set algorithmic.shots=[0,5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from posbench.config_loader import ConfigError, dump_yaml
+
+
+def parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="eval.py", description="Evaluate checkpoints: perplexity vs length, "
+                                "algorithmic tasks in/out of distribution, passkey, needle in a haystack.")
+    p.add_argument("checkpoints", nargs="*", metavar="CKPT", help="run directory, its `latest`, or a step_N dir")
+    p.add_argument("--suite", help="comma-separated: ppl, algorithmic, passkey, niah, all (default all)")
+    p.add_argument("--lengths", help="context lengths in tokens, e.g. 512,1024,2048 (default 0.5x..8x seq_len)")
+    p.add_argument("--rope-scaling", help="RoPE length extension at evaluation time: pi, ntk, dynamic, yarn, none")
+    p.add_argument("--rope-factor", type=float, help="with --rope-scaling: target length / training length")
+    p.add_argument("--out", help="output directory (default: CKPT/eval for one checkpoint, runs/eval_<time>)")
+    p.add_argument("--device", choices=["auto", "cpu", "cuda"])
+    p.add_argument("--precision", choices=["auto", "fp32", "bf16"])
+    p.add_argument("--batch-size", type=int)
+    p.add_argument("--seed", type=int, help="which task examples are asked (default 0)")
+    p.add_argument("--tasks", help="algorithmic tasks, comma-separated (default: every registered task)")
+    p.add_argument("--ppl-text", nargs="+", metavar="PATH", help="perplexity on local files (.txt/.jsonl/.parquet)")
+    p.add_argument("--ppl-data", help="perplexity data: shards (default), text, wikitext103, pg19")
+    p.add_argument("--data-root", help="where the checkpoints' tokenizer files and shards live (default: theirs)")
+    p.add_argument("--config", action="append", default=[], metavar="FILE.yaml", help="eval options (repeatable)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="any option, e.g. ppl.stride=256, passkey.n_samples=16 (repeatable; see --print-config)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--print-config", action="store_true", help="print the resolved options and exit")
+    p.add_argument("--list-suites", action="store_true", help="print the suites and exit")
+    return p
+
+
+def _csv(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def flag_overrides(args: argparse.Namespace) -> list[str]:
+    """Flags as dotted overrides, applied before --set (so --set wins)."""
+    out = []
+    if args.suite:
+        out.append(f"suites=[{','.join(_csv(args.suite))}]")
+    if args.lengths:
+        out.append(f"lengths=[{','.join(_csv(args.lengths))}]")
+    if args.rope_factor is not None and not args.rope_scaling:
+        raise ConfigError("--rope-factor needs --rope-scaling (pi, ntk, dynamic or yarn)")
+    if args.rope_scaling:
+        factor = args.rope_factor if args.rope_factor is not None else 1.0
+        out.append(f"rope_scaling={{name: {args.rope_scaling}, factor: {factor}}}")
+    for flag, key in (("device", "device"), ("precision", "precision"), ("batch_size", "batch_size"),
+                      ("seed", "seed"), ("data_root", "data_root")):
+        if getattr(args, flag) is not None:
+            out.append(f"{key}={getattr(args, flag)}")
+    if args.tasks:
+        out.append(f"algorithmic.tasks=[{','.join('{name: ' + t + '}' for t in _csv(args.tasks))}]")
+    if args.ppl_text:
+        out.append("ppl.data={name: text, paths: [" + ", ".join(repr(p) for p in args.ppl_text) + "]}")
+    elif args.ppl_data:
+        out.append(f"ppl.data={{name: {args.ppl_data}}}")
+    if args.no_progress:
+        out.append("progress=false")
+    return out
+
+
+def main_eval(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    from posbench.data.errors import DataError
+    from posbench.evaluation.config import load_eval_config
+    from posbench.evaluation.suites import get_suite, suite_names
+
+    if args.list_suites:
+        print("\n".join(f"{name:<12} {get_suite(name).title}" for name in suite_names()))
+        return 0
+    try:
+        cfg = load_eval_config(args.config, flag_overrides(args) + args.set)
+        if args.print_config:
+            print(dump_yaml(cfg), end="")
+            return 0
+        from posbench.evaluation.runner import run_eval
+
+        run_eval(args.checkpoints, cfg, args.out)
+    except (ConfigError, DataError) as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
+    return 0

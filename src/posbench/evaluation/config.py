@@ -1,0 +1,70 @@
+"""Typed options of eval.py, loaded strictly like the run config (unknown keys name the nearest one).
+
+Sources merge left to right: dataclass defaults <- --config YAML files <- flags (--suite, --lengths,
+--rope-scaling, ...) <- --set key.sub=value overrides. Defaults are materialised first, so a partial
+override of a polymorphic field (`--set ppl.data.root=/data`, `--set passkey.task.key_digits=3`) keeps
+the variant's name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from posbench.config_loader import ConfigError, deep_merge, from_dict, load_yaml, parse_override, to_dict
+from posbench.evaluation.algorithmic import AlgorithmicConfig
+from posbench.evaluation.niah import NiahConfig
+from posbench.evaluation.passkey import PasskeyConfig
+from posbench.evaluation.ppl import PplConfig
+from posbench.evaluation.suites import ALL, get_suite, suite_names
+from posbench.pe.rope_scaling import ScalingConfig
+
+
+@dataclass
+class EvalConfig:
+    suites: list[str] = field(default_factory=lambda: ["all"])  # ppl, algorithmic, passkey, niah, or all
+    lengths: list[int] = field(default_factory=list)  # [] = 0.5x, 1x, 2x, 4x, 8x each checkpoint's seq_len
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on CUDA, fp32 on CPU
+    batch_size: int = 8  # prompts per generation batch; ppl: about batch_size x seq_len tokens per forward
+    seed: int = 0  # which task examples are asked
+    progress: bool = True
+    data_root: str = ""  # "" = each checkpoint's data.root (tokenizer files, shards)
+    rope_scaling: ScalingConfig | None = None  # RoPE length extension applied at evaluation time
+    ppl: PplConfig = field(default_factory=PplConfig)
+    algorithmic: AlgorithmicConfig = field(default_factory=AlgorithmicConfig)
+    passkey: PasskeyConfig = field(default_factory=PasskeyConfig)
+    niah: NiahConfig = field(default_factory=NiahConfig)
+
+    def __post_init__(self):
+        for name in self.suites:
+            if name != "all":
+                get_suite(name)  # unknown names fail here, with the nearest valid one
+        if not self.suites:
+            raise ConfigError("suites is empty; pick from " + ", ".join([*suite_names(), "all"]))
+        if any(L < 2 for L in self.lengths):
+            raise ConfigError(f"lengths must be >= 2 tokens, got {self.lengths}")
+        if self.batch_size < 1 or self.seed < 0:
+            raise ConfigError("batch_size must be >= 1 and seed >= 0")
+
+    def suite_list(self) -> list[str]:
+        names = ALL if "all" in self.suites else self.suites
+        return list(dict.fromkeys(names))
+
+    def suite_config(self, name: str):
+        return {"ppl": self.ppl, "algorithmic": self.algorithmic, "passkey": self.passkey, "niah": self.niah}[name]
+
+    def lengths_for(self, train_len: int) -> list[int]:
+        if self.lengths:
+            return sorted(set(self.lengths))
+        # 0.5x .. 8x the training length (issue 5): in distribution, at the edge, and 2-8x beyond it
+        return [max(2, train_len // 2), train_len, 2 * train_len, 4 * train_len, 8 * train_len]
+
+
+def load_eval_config(files: list[str] = (), overrides: list[str] = ()) -> EvalConfig:
+    raw = to_dict(EvalConfig())
+    for f in files:
+        raw = deep_merge(raw, load_yaml(f))
+    for o in overrides:
+        raw = deep_merge(raw, parse_override(o))
+    return from_dict(EvalConfig, raw)

@@ -1,0 +1,94 @@
+"""Greedy decoding with the KV cache, batched over prompts of equal length.
+
+Shape legend: B batch, T prompt tokens, N new tokens, V vocabulary.
+
+The model is any module with `new_cache()`, `positions(T, device, offset)` and
+`forward(idx_BT, cache=...) -> logits_BTV`: the Transformer, or a scripted stand-in in tests. The cache
+holds rotated keys and key positions (model/attention.py), so decoding one token at a time gives the
+same logits as re-running the whole sequence, for every PE family.
+
+Batching: the Transformer has no padding mask, so a padded row would attend to its pads. Prompts are
+grouped by exact (prompt length, answer length) instead: only such prompts share a batch (tasks whose
+prompt length is set by their size parameter batch well, filler prompts of varying length less so),
+and every row of a batch needs exactly the same positions, so n/a is decided per row, not per batch.
+
+A prompt whose positions a PE cannot represent (a learned table shorter than prompt + answer) gives
+None: the caller reports "n/a". Decoding never clamps or wraps positions.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections import defaultdict
+
+import torch
+
+from posbench.evaluation.base import NullProgress, Progress
+from posbench.pe import PositionRangeError
+
+
+def supports_cache(model) -> bool:
+    """False for PEs that define positions only for a whole sequence (randomized positions drawn at
+    evaluation time): they are decoded by re-running the sequence, which is what the PE means."""
+    try:
+        model.positions(1, "cpu", offset=1)
+    except PositionRangeError:
+        return True  # a table too short even for two positions: decoding reports n/a anyway
+    except ValueError:
+        return False
+    return True
+
+
+@torch.no_grad()
+def greedy_cached(model, prompt_BT: torch.Tensor, n_new: int) -> torch.Tensor:
+    """(B, N) greedy tokens: the prompt once through the cache, then one token per call."""
+    cache = model.new_cache()
+    logits_BTV = model(prompt_BT, cache=cache)
+    out = []
+    for i in range(n_new):
+        next_B = logits_BTV[:, -1].float().argmax(-1)
+        out.append(next_B)
+        if i + 1 < n_new:  # the last token is never fed back: it needs no position
+            logits_BTV = model(next_B[:, None], cache=cache)
+    return torch.stack(out, dim=1)
+
+
+@torch.no_grad()
+def greedy_recompute(model, prompt_BT: torch.Tensor, n_new: int) -> torch.Tensor:
+    """(B, N) greedy tokens by re-running the whole sequence each step (no cache)."""
+    seq_BT = prompt_BT
+    out = []
+    for _ in range(n_new):
+        next_B = model(seq_BT)[:, -1].float().argmax(-1)
+        out.append(next_B)
+        seq_BT = torch.cat((seq_BT, next_B[:, None]), dim=1)
+    return torch.stack(out, dim=1)
+
+
+def greedy_generate(model, prompts: list[list[int]], n_new: list[int], device, batch_size: int = 8,
+                    autocast=contextlib.nullcontext, progress: Progress | None = None) -> list[list[int] | None]:
+    """For each prompt, its first n_new[i] greedy tokens, or None where the PE cannot represent
+    len(prompt) + n_new[i] - 1 positions."""
+    if len(prompts) != len(n_new):
+        raise ValueError(f"{len(prompts)} prompts but {len(n_new)} answer lengths")
+    if any(len(p) == 0 for p in prompts) or any(n < 1 for n in n_new):
+        raise ValueError("every prompt needs at least one token and every answer at least one new token")
+    progress = progress or NullProgress()
+    decode = greedy_cached if supports_cache(model) else greedy_recompute
+    groups: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for i, p in enumerate(prompts):
+        groups[(len(p), n_new[i])].append(i)
+    out: list[list[int] | None] = [None] * len(prompts)
+    for (_, n), rows in sorted(groups.items()):
+        for start in range(0, len(rows), batch_size):
+            chunk = rows[start:start + batch_size]
+            prompt_BT = torch.tensor([prompts[i] for i in chunk], dtype=torch.long, device=device)
+            try:
+                with autocast():
+                    new_BN = decode(model, prompt_BT, n).tolist()
+            except PositionRangeError:
+                new_BN = [None] * len(chunk)
+            for i, new in zip(chunk, new_BN, strict=True):
+                out[i] = new
+            progress.update(len(chunk))
+    return out

@@ -1,0 +1,95 @@
+"""PNG plots for the evaluation reports: lines, heatmaps and grouped bars. Each suite decides what to
+draw (its `plots` classmethod); this file only knows how. "n/a" values are shown as such (grey, hatched
+cells; missing points), never as zero.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # files only: no display on clusters or in CI
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+DPI = 120
+
+
+def _save(fig, path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    plt.close(fig)
+    return path
+
+
+def lines(path: Path, series: dict[str, tuple[list[tuple[float, float]], str]], xlabel: str, ylabel: str,
+          title: str, logx: bool = False, logy: bool = False) -> Path:
+    """One line per series: label -> (points (x, y), line style)."""
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    for label, (points, style) in series.items():
+        if points:
+            xs, ys = zip(*points, strict=True)
+            ax.plot(xs, ys, style, marker="o", markersize=3, label=label)
+    if logx:
+        ax.set_xscale("log", base=2)
+    if logy:
+        ax.set_yscale("log")
+    ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
+    ax.grid(True, alpha=0.3)
+    if series:
+        ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def heatmaps(path: Path, grids: dict[str, np.ndarray], xticks: list[str], yticks: list[str], xlabel: str,
+             ylabel: str, title: str) -> Path:
+    """One panel per label; grid[y, x] in [0, 1], NaN = n/a."""
+    n = max(1, len(grids))
+    fig, axes = plt.subplots(1, n, figsize=(1.2 + 0.7 * len(xticks) * n + 1.0, 0.5 * len(yticks) + 1.8),
+                             squeeze=False)
+    cmap = matplotlib.colormaps["viridis"].copy()
+    cmap.set_bad("lightgrey")
+    image = None
+    for ax, (label, grid) in zip(axes[0], grids.items(), strict=False):
+        image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto", origin="upper")
+        for (y, x), v in np.ndenumerate(grid):
+            text = "n/a" if np.isnan(v) else f"{v:.2f}"
+            ax.text(x, y, text, ha="center", va="center", fontsize=7, color="black" if np.isnan(v) or v > 0.5
+                    else "white")
+        ax.set_xticks(range(len(xticks)), xticks, rotation=45, fontsize=7)
+        ax.set_yticks(range(len(yticks)), yticks, fontsize=7)
+        ax.set(xlabel=xlabel, ylabel=ylabel, title=label)
+    if image is not None:
+        fig.colorbar(image, ax=axes[0].tolist(), label="accuracy", shrink=0.8)
+    fig.suptitle(title)
+    return _save(fig, path)
+
+
+def grouped_bars(path: Path, panels: dict[str, dict[str, list[float | None]]], groups: list[str], ylabel: str,
+                 title: str, chance: list[float] | None = None) -> Path:
+    """One panel per label; in each, for every group (e.g. a task) one bar per series (e.g. ID, OOD).
+    A None value is written as "n/a" where its bar would be."""
+    n = max(1, len(panels))
+    fig, axes = plt.subplots(n, 1, figsize=(max(6.0, 0.55 * len(groups) * 2 + 2), 3.2 * n), squeeze=False)
+    for ax, (label, series) in zip(axes[:, 0], panels.items(), strict=False):
+        width = 0.8 / max(1, len(series))
+        x = np.arange(len(groups))
+        for k, (name, values) in enumerate(series.items()):
+            pos = x - 0.4 + width * (k + 0.5)
+            heights = [0.0 if v is None else v for v in values]
+            bars = ax.bar(pos, heights, width, label=name)
+            for p, v in zip(pos, values, strict=True):
+                if v is None:
+                    ax.text(p, 0.02, "n/a", ha="center", va="bottom", rotation=90, fontsize=6,
+                            color=bars.patches[0].get_facecolor())
+        if chance:
+            ax.scatter(x, chance, marker="_", color="black", s=120, zorder=3, label="chance (per token)")
+        ax.set_xticks(x, groups, rotation=30, ha="right", fontsize=8)
+        ax.set_ylim(0, 1.05)
+        ax.set(ylabel=ylabel, title=label)
+        ax.grid(True, axis="y", alpha=0.3)
+        ax.legend(fontsize=7, ncol=min(4, len(series) + 1))
+    fig.suptitle(title)
+    fig.tight_layout()
+    return _save(fig, path)

@@ -1,0 +1,232 @@
+"""Perplexity vs context length, under two protocols, with a per-position loss curve.
+
+Shape legend: B windows in a batch, L window length (the context length evaluated), V vocabulary.
+
+    nonoverlap  the stream cut into windows of L tokens; every token scored once, with 0..L-1 tokens of
+                context (the mean over positions; what a model trained at length L would be asked)
+    sliding     windows of L tokens every S tokens (S = ppl.stride, default L/2); the first window
+                scores all its tokens, later ones only their last S, so every token is scored once
+                with at least L - S tokens of context (the HF "perplexity of fixed-length models" recipe)
+
+Both protocols score the same leading span of the stream (about ppl.max_tokens tokens per length).
+The per-position curve is the non-overlapping loss at each position of the window, averaged over
+windows and binned: where it rises past the training length is where a PE stops extrapolating.
+A length the PE cannot represent (learned table) is an "n/a" row: no number, no exception.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Literal
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+from posbench.config_loader import ConfigError
+from posbench.data.errors import DataError
+from posbench.evaluation import plots
+from posbench.evaluation.base import Evaluator, Session, Target, fmt, md_table, register_suite, short_reason
+from posbench.evaluation.ppl_data import PplDataConfig, ValidationShards, build_ppl_data
+from posbench.pe import PositionRangeError
+
+LOGIT_ELEMENTS = 1 << 26  # float32 logits materialised at once (256 MiB): long windows x big vocabularies
+
+
+@dataclass
+class PplConfig:
+    data: PplDataConfig = field(default_factory=ValidationShards.Config)
+    protocols: list[Literal["nonoverlap", "sliding"]] = field(default_factory=lambda: ["nonoverlap", "sliding"])
+    stride: int = 0  # sliding-window stride in tokens; 0 = half of each window
+    max_tokens: int = 131072  # tokens scored per length and protocol (at least one window)
+    curve_bins: int = 32  # points of the per-position loss curve
+
+    def __post_init__(self):
+        if self.stride < 0 or self.max_tokens < 1 or self.curve_bins < 1:
+            raise ConfigError("ppl: need stride >= 0 (0 = half the window), max_tokens >= 1, curve_bins >= 1")
+
+
+class Protocol:
+    name: ClassVar[str] = ""
+    label: ClassVar[str] = ""
+    curve: ClassVar[bool] = False  # every window scores positions 0..L-1: a loss-by-position curve exists
+
+    def __init__(self, stride: int):
+        self.stride = stride
+
+    def windows(self, L: int, budget: int, available: int) -> tuple[list[int], list[int]]:
+        """(start, first scored position) of each window of L tokens; needs start + L + 1 <= available."""
+        raise NotImplementedError
+
+    def info(self, L: int) -> dict:
+        return {}
+
+
+class NonOverlapping(Protocol):
+    name, label, curve = "nonoverlap", "non-overlapping", True
+
+    def windows(self, L, budget, available):
+        n = max(1, min(budget // L, (available - 1) // L))
+        return [k * L for k in range(n)], [0] * n
+
+
+class SlidingWindow(Protocol):
+    name, label = "sliding", "sliding window"
+
+    def step(self, L: int) -> int:
+        return min(L, self.stride) if self.stride else max(1, L // 2)
+
+    def windows(self, L, budget, available):
+        S = self.step(L)
+        m = max(0, min((budget - L) // S, (available - 1 - L) // S))
+        return [k * S for k in range(m + 1)], [0] + [L - S] * m
+
+    def info(self, L):
+        return {"stride": self.step(L)}
+
+
+PROTOCOLS = {p.name: p for p in (NonOverlapping, SlidingWindow)}
+
+
+def token_losses(model, x_BL: torch.Tensor, y_BL: torch.Tensor) -> torch.Tensor:
+    """Per-token cross-entropy (B, L) in float32; logits made a slice at a time to bound memory."""
+    h_BLD, _ = model.hidden(x_BL)
+    B, L = y_BL.shape
+    V = model.lm_head.out_features
+    out = torch.empty(B, L, dtype=torch.float32, device=y_BL.device)
+    step = max(1, LOGIT_ELEMENTS // (B * V))
+    for a in range(0, L, step):
+        logits = model.lm_head(h_BLD[:, a:a + step]).float()
+        out[:, a:a + step] = F.cross_entropy(logits.flatten(0, 1), y_BL[:, a:a + step].flatten(),
+                                             reduction="none").view(B, -1)
+    return out
+
+
+def binned_curve(loss_L: np.ndarray, bins: int) -> dict:
+    edges = np.unique(np.linspace(0, len(loss_L), min(bins, len(loss_L)) + 1).round().astype(int))
+    return {"start": edges[:-1].tolist(), "end": edges[1:].tolist(),
+            "loss": [float(loss_L[a:b].mean()) for a, b in zip(edges[:-1], edges[1:], strict=True)]}
+
+
+@register_suite("ppl")
+class Perplexity(Evaluator):
+    title = "Perplexity vs context length"
+    Config = PplConfig
+
+    def __init__(self, cfg: PplConfig, target: Target):
+        super().__init__(cfg, target)
+        self.protocols = [PROTOCOLS[name](cfg.stride) for name in cfg.protocols]
+        self.data = build_ppl_data(cfg.data, target.run_cfg, target.tokenizer)
+        need = max(L * max(1, cfg.max_tokens // L) + 1 for L in target.lengths)
+        self.stream = self.data.tokens(need)  # loaded at plan time: missing data fails before any work
+        short = [L for L in target.lengths if len(self.stream) < L + 1]
+        if short:
+            raise DataError(f"perplexity data {self.data.describe()} has {len(self.stream)} tokens; length "
+                            f"{short[0]} needs at least {short[0] + 1}. Give more text or drop the longer lengths")
+
+    def plan(self, L: int, protocol: Protocol) -> tuple[list[int], list[int]]:
+        return protocol.windows(L, self.cfg.max_tokens, len(self.stream))
+
+    def work(self) -> int:
+        return sum(len(self.plan(L, p)[0]) for L in self.target.lengths for p in self.protocols)
+
+    def rows_per_batch(self, L: int) -> int:
+        # about batch_size x training length tokens per forward, whatever the window length
+        return max(1, self.target.batch_size * self.target.train_len // L)
+
+    def score(self, session: Session, L: int, protocol: Protocol) -> tuple[dict, np.ndarray | None]:
+        starts, score_from = self.plan(L, protocol)
+        stream = torch.from_numpy(self.stream)
+        total, count = 0.0, 0
+        curve_L = torch.zeros(L, dtype=torch.float64)
+        rows = self.rows_per_batch(L)
+        for a in range(0, len(starts), rows):
+            idx = [torch.arange(s, s + L + 1) for s in starts[a:a + rows]]
+            win_BL = stream[torch.stack(idx)].to(session.device)
+            x_BL, y_BL = win_BL[:, :-1], win_BL[:, 1:]
+            mask_BL = torch.arange(L, device=session.device)[None, :] >= torch.tensor(
+                score_from[a:a + rows], device=session.device)[:, None]
+            with torch.no_grad(), session.autocast():
+                loss_BL = token_losses(session.model, x_BL, y_BL)
+            total += float(loss_BL[mask_BL].double().sum())
+            count += int(mask_BL.sum())
+            curve_L += loss_BL.double().sum(0).cpu()
+            session.progress.update(len(idx))
+        loss = total / count
+        out = {"loss": loss, "ppl": math.exp(loss), "tokens": count, "windows": len(starts), **protocol.info(L)}
+        return out, (curve_L / len(starts)).numpy() if protocol.curve else None
+
+    def run(self, session: Session) -> dict:
+        rows = []
+        for L in self.target.lengths:
+            row: dict = {"length": L, "na": None, **{p.name: None for p in self.protocols}, "curve": None}
+            try:
+                for p in self.protocols:
+                    row[p.name], curve = self.score(session, L, p)
+                    if curve is not None:
+                        row["curve"] = binned_curve(curve, self.cfg.curve_bins)
+            except PositionRangeError as e:
+                row.update({p.name: None for p in self.protocols}, curve=None, na=short_reason(e))
+                session.progress.update(sum(len(self.plan(L, p)[0]) for p in self.protocols))
+            rows.append(row)
+        return {"data": self.data.describe(), "stream_tokens": len(self.stream), "train_len": self.target.train_len,
+                "protocols": [p.name for p in self.protocols], "rows": rows}
+
+    # -- report ----------------------------------------------------------------------------------------------
+    @classmethod
+    def markdown(cls, result: dict) -> str:
+        header = ["length", "x train"]
+        for name in result["protocols"]:
+            header += [f"loss ({PROTOCOLS[name].label})", f"ppl ({PROTOCOLS[name].label})"]
+        rows = []
+        for r in result["rows"]:
+            cells = [str(r["length"]), f"{r['length'] / result['train_len']:g}"]
+            for name in result["protocols"]:
+                v = r[name] or {}
+                stride = f" (S={v['stride']})" if "stride" in v else ""
+                cells += [fmt(v.get("loss")), fmt(v.get("ppl"), 2) + stride]
+            rows.append(cells)
+        notes = [f"- {r['length']}: n/a, {r['na']}" for r in result["rows"] if r["na"]]
+        return "\n".join([f"Data: {result['data']}.", "", md_table(header, rows), *([""] + notes if notes else [])])
+
+    @classmethod
+    def comparison(cls, results: dict[str, dict]) -> str:
+        lengths = sorted({r["length"] for res in results.values() for r in res["rows"]})
+        parts = []
+        for name in ("nonoverlap", "sliding"):
+            if not any(name in res["protocols"] for res in results.values()):
+                continue
+            table = []
+            for L in lengths:
+                cells = [str(L)]
+                for res in results.values():
+                    row = next((r for r in res["rows"] if r["length"] == L), None)
+                    value = row.get(name) if row else None
+                    cells.append(fmt(value["ppl"] if value else None, 2) if row else "-")
+                table.append(cells)
+            parts += [f"Perplexity, {PROTOCOLS[name].label}:", "", md_table(["length", *results], table), ""]
+        return "\n".join(parts).rstrip()
+
+    @classmethod
+    def plots(cls, results: dict[str, dict], out_dir: Path) -> list[Path]:
+        series = {}
+        for label, res in results.items():
+            for name in res["protocols"]:
+                pts = [(r["length"], r[name]["ppl"]) for r in res["rows"] if r[name]]
+                series[f"{label} ({PROTOCOLS[name].label})"] = (pts, "-" if name == "nonoverlap" else "--")
+        paths = [plots.lines(out_dir / "ppl_vs_length.png", series, "context length (tokens)", "perplexity",
+                             "Perplexity vs context length", logx=True, logy=True)]
+        curves = {}
+        for label, res in results.items():
+            with_curve = [r for r in res["rows"] if r["curve"]]
+            if with_curve:
+                r = with_curve[-1]  # the longest length the PE represents
+                c = r["curve"]
+                mid = [(a + b - 1) / 2 for a, b in zip(c["start"], c["end"], strict=True)]
+                curves[f"{label} (L={r['length']})"] = (list(zip(mid, c["loss"], strict=True)), "-")
+        if curves:
+            paths.append(plots.lines(out_dir / "loss_vs_position.png", curves, "position in window",
+                                     "loss (nats)", "Loss by position (non-overlapping windows)"))
+        return paths

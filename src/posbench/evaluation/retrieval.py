@@ -1,0 +1,198 @@
+"""Shared machinery of the retrieval grids (passkey, needle-in-a-haystack): accuracy by context length
+x depth of the fact, greedy decoding, exact match of the retrieved digits.
+
+A cell (L, depth) asks n_samples prompts of at most L tokens in the checkpoint's tokenizer. The task
+generators place facts in filler *units* (words), so each example is fitted: the largest unit count
+whose `<|bos|> prompt` + answer fits in L tokens (token count grows with units; found by bisection),
+with the fact after round(depth x units) units. The mean token count of each cell is reported.
+
+Filler: `auto` decodes the checkpoint corpus's filler shards (data.splits.filler, kept out of training)
+when they are tokenized, else uses the task's own filler (passkey: the classic "The grass is green..."
+haystack; needle: generated sentences); `task` and `corpus` force one. Words with digits are dropped
+from corpus filler, so the only number in the haystack is the one to retrieve.
+
+A subclass says which task it runs and how to place a fact (`make_example`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import ClassVar, Literal
+
+import numpy as np
+
+from posbench.config_loader import ConfigError
+from posbench.data.errors import DataError
+from posbench.data.layout import DataLayout
+from posbench.data.loader import split_shards
+from posbench.data.shards import open_shard
+from posbench.data.tasks import Example, Task, TextFiller, build_task
+from posbench.evaluation import plots
+from posbench.evaluation.base import Evaluator, Session, Target, fmt, md_table, pct
+from posbench.evaluation.generate import greedy_generate
+
+CORPUS_FILLER_TOKENS = 1 << 20  # tokens of filler shards decoded (the filler wraps around when shorter)
+
+
+@dataclass
+class GridConfig:
+    lengths: list[int] = field(default_factory=list)  # [] = the evaluation's --lengths
+    depths: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
+    n_samples: int = 8  # prompts per cell
+    filler: Literal["auto", "task", "corpus"] = "auto"
+    task_name: ClassVar[str] = ""
+
+    def __post_init__(self):
+        if self.n_samples < 1 or not self.depths or any(not 0.0 <= d <= 1.0 for d in self.depths):
+            raise ConfigError(f"{self.task_name}: need n_samples >= 1 and depths in [0, 1], got {self.depths}")
+        if any(L < 2 for L in self.lengths):
+            raise ConfigError(f"{self.task_name}: lengths must be >= 2 tokens, got {self.lengths}")
+        if self.task.name != self.task_name:
+            raise ConfigError(f"{self.task_name}.task must be a `{self.task_name}` task config, got `{self.task.name}`")
+
+
+def corpus_filler(run_cfg, tokenizer) -> TextFiller:
+    """Text of the corpus's filler shards, split into documents at <|bos|>, digit-free."""
+    layout = DataLayout.from_config(run_cfg.data)
+    texts, have = [], 0
+    for path in split_shards(layout, run_cfg.data.splits, "filler"):
+        _, tokens = open_shard(path, tokenizer.fingerprint)
+        chunk = np.asarray(tokens[: CORPUS_FILLER_TOKENS - have])
+        have += len(chunk)
+        for doc in np.split(chunk, np.flatnonzero(chunk == tokenizer.bos_id)):
+            words = [w for w in tokenizer.decode(doc[doc != tokenizer.bos_id]).split()
+                     if not any(ch.isdigit() for ch in w)]
+            if words:
+                texts.append(" ".join(words))
+        if have >= CORPUS_FILLER_TOKENS:
+            break
+    return TextFiller(texts)
+
+
+class RetrievalGrid(Evaluator):
+    def __init__(self, cfg: GridConfig, target: Target):
+        super().__init__(cfg, target)
+        self.lengths = sorted(set(cfg.lengths or target.lengths))
+        self.filler_name, filler = "task", None
+        if cfg.filler != "task":
+            try:
+                filler, self.filler_name = corpus_filler(target.run_cfg, target.tokenizer), "corpus"
+            except DataError as e:
+                if cfg.filler == "corpus":
+                    raise DataError(f"{self.name}.filler=corpus: {e}") from None
+        self.task: Task = build_task(cfg.task, filler)
+
+    def make_example(self, index: int, units: int, depth: float) -> Example:
+        raise NotImplementedError
+
+    def work(self) -> int:
+        return len(self.lengths) * len(self.cfg.depths) * self.cfg.n_samples
+
+    def encode(self, ex: Example) -> tuple[list[int], list[int]]:
+        tok = self.target.tokenizer
+        return [tok.bos_id] + tok.encode(ex.prompt), tok.encode(ex.answer)
+
+    def fit(self, index: int, L: int, depth: float):
+        """(prompt ids, answer, n_new, units) of the longest example that fits in L tokens, or None."""
+        def size(units):
+            ex = self.make_example(index, units, depth)
+            prompt, answer = self.encode(ex)
+            return len(prompt) + len(answer), (prompt, ex.answer, len(answer), units)
+
+        n, best = size(0)
+        if n > L:
+            return None
+        # every unit is a word (>= 1 token); sentence alignment may drop a few, so 2L + 64 units never fit
+        lo, hi = 0, 2 * L + 64
+        while hi - lo > 1:
+            mid = (lo + hi) // 2
+            n, found = size(mid)
+            if n <= L:
+                lo, best = mid, found
+            else:
+                hi = mid
+        return best
+
+    def run(self, session: Session) -> dict:
+        tok = self.target.tokenizer
+        plan = []  # (length, depth, fitted or None) per prompt
+        for L in self.lengths:
+            for depth in self.cfg.depths:
+                plan += [(L, depth, self.fit(i, L, depth)) for i in range(self.cfg.n_samples)]
+        asked = [k for k, (_, _, f) in enumerate(plan) if f is not None]
+        outputs = greedy_generate(session.model, [plan[k][2][0] for k in asked], [plan[k][2][2] for k in asked],
+                                  session.device, self.target.batch_size, session.autocast, session.progress)
+        session.progress.update(len(plan) - len(asked))
+        got = dict(zip(asked, outputs, strict=True))
+        cells = []
+        for L in self.lengths:
+            for depth in self.cfg.depths:
+                ks = [k for k, (l2, d2, _) in enumerate(plan) if l2 == L and d2 == depth]
+                fitted = [plan[k][2] for k in ks]
+                if any(f is None for f in fitted):
+                    cells.append({"length": L, "depth": depth, "accuracy": None, "n": len(ks), "correct": None,
+                                  "tokens_mean": None, "units_mean": None,
+                                  "na": f"{L} tokens cannot hold the question and answer"})
+                    continue
+                outs = [got[k] for k in ks]
+                tokens_mean = float(np.mean([len(f[0]) + f[2] for f in fitted]))
+                units_mean = float(np.mean([f[3] for f in fitted]))
+                if any(o is None for o in outs):
+                    cells.append({"length": L, "depth": depth, "accuracy": None, "n": len(ks), "correct": None,
+                                  "tokens_mean": tokens_mean, "units_mean": units_mean,
+                                  "na": f"{L} tokens is more positions than the PE represents"})
+                    continue
+                correct = sum(tok.decode(o) == f[1] for o, f in zip(outs, fitted, strict=True))
+                cells.append({"length": L, "depth": depth, "accuracy": correct / len(ks), "n": len(ks),
+                              "correct": correct, "tokens_mean": tokens_mean, "units_mean": units_mean, "na": None})
+        by_length = {}
+        for L in self.lengths:
+            accs = [c["accuracy"] for c in cells if c["length"] == L]
+            by_length[str(L)] = None if any(a is None for a in accs) else float(np.mean(accs))
+        return {"lengths": self.lengths, "depths": list(self.cfg.depths), "n_samples": self.cfg.n_samples,
+                "filler": self.filler_name, "seed": self.target.seed, "cells": cells, "by_length": by_length}
+
+    # -- report ----------------------------------------------------------------------------------------------
+    @staticmethod
+    def grid(result: dict) -> np.ndarray:
+        """(depth, length) accuracies, NaN where n/a."""
+        acc = {(c["length"], c["depth"]): c["accuracy"] for c in result["cells"]}
+        return np.array([[np.nan if acc[(L, d)] is None else acc[(L, d)] for L in result["lengths"]]
+                         for d in result["depths"]], dtype=float)
+
+    @classmethod
+    def markdown(cls, result: dict) -> str:
+        cells = {(c["length"], c["depth"]): c for c in result["cells"]}
+        header = ["length", *(f"depth {d:g}" for d in result["depths"]), "mean", "tokens (mean)"]
+        rows = []
+        for L in result["lengths"]:
+            row = [cells[(L, d)] for d in result["depths"]]
+            tokens = [c["tokens_mean"] for c in row if c["tokens_mean"] is not None]
+            rows.append([str(L), *(pct(c["accuracy"]) for c in row), pct(result["by_length"][str(L)]),
+                         fmt(float(np.mean(tokens)) if tokens else None, 0)])
+        notes = [f"- {L}: n/a, {na}" for L, na in sorted({(c["length"], c["na"]) for c in result["cells"] if c["na"]})]
+        return "\n".join([f"{result['n_samples']} prompts per cell, filler: {result['filler']}.", "",
+                          md_table(header, rows), *([""] + notes if notes else [])])
+
+    @classmethod
+    def comparison(cls, results: dict[str, dict]) -> str:
+        lengths = sorted({L for res in results.values() for L in res["lengths"]})
+        rows = [[str(L), *(pct(res["by_length"].get(str(L))) if str(L) in res["by_length"] else "-"
+                           for res in results.values())] for L in lengths]
+        return "Accuracy by length (mean over depths):\n\n" + md_table(["length", *results], rows)
+
+    @classmethod
+    def plots(cls, results: dict[str, dict], out_dir: Path) -> list[Path]:
+        first = next(iter(results.values()))
+        same_axes = all(r["lengths"] == first["lengths"] and r["depths"] == first["depths"] for r in results.values())
+        groups = [results] if same_axes else [{k: v} for k, v in results.items()]
+        paths = []
+        for i, group in enumerate(groups):
+            res = next(iter(group.values()))
+            suffix = "" if len(groups) == 1 else f"_{i}"
+            paths.append(plots.heatmaps(out_dir / f"{cls.name}_heatmap{suffix}.png",
+                                        {label: cls.grid(r) for label, r in group.items()},
+                                        [str(L) for L in res["lengths"]], [f"{d:g}" for d in res["depths"]],
+                                        "context length (tokens)", "depth of the fact", cls.title))
+        return paths

@@ -1,0 +1,127 @@
+"""eval.py's work, readable top to bottom: plan every checkpoint, then evaluate them one at a time.
+
+    plan     each checkpoint checked (config, weights, shapes; on the meta device, no memory), its
+             tokenizer built, --rope-scaling checked against its PE, every suite constructed (data
+             loaded): any error names the checkpoint or file before the first model runs
+    run      per checkpoint: load weights, apply RoPE scaling, run the suites under one progress bar,
+             write results.json + summary.md + plots
+    compare  for several checkpoints: one comparison summary and shared plots
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import torch
+from tqdm import tqdm
+
+from posbench.config_loader import ConfigError, to_dict
+from posbench.data.errors import DataError
+from posbench.data.layout import DataLayout
+from posbench.evaluation import report
+from posbench.evaluation.base import Evaluator, Session, Target
+from posbench.evaluation.config import EvalConfig
+from posbench.evaluation.loading import inspect_checkpoint, load_model
+from posbench.evaluation.scaling import apply_rope_scaling, check_rope_scaling
+from posbench.evaluation.suites import get_suite
+from posbench.training.precision import choose_precision
+
+
+@dataclass
+class Planned:
+    target: Target
+    evaluators: list[Evaluator]
+
+
+def choose_device(requested: str) -> torch.device:
+    if requested == "cuda" and not torch.cuda.is_available():
+        raise ConfigError("--device cuda: no CUDA device is visible (use --device cpu)")
+    if requested == "auto":
+        requested = "cuda" if torch.cuda.is_available() else "cpu"
+    return torch.device(requested)
+
+
+def _overrides(cfg: EvalConfig) -> dict | None:
+    return {"data": {"root": cfg.data_root}} if cfg.data_root else None
+
+
+def labels_for(step_dirs: list[Path]) -> list[str]:
+    """The run directory's name; with its step where two checkpoints share a run; unique either way."""
+    runs = [p.parent.name for p in step_dirs]
+    labels = [f"{r}-{p.name}" if runs.count(r) > 1 else r for r, p in zip(runs, step_dirs, strict=True)]
+    return [f"{lab}-{i}" if labels.count(lab) > 1 else lab for i, lab in enumerate(labels)]
+
+
+def plan(paths: list[str], cfg: EvalConfig) -> list[Planned]:
+    inspected = [inspect_checkpoint(p, _overrides(cfg)) for p in paths]
+    planned = []
+    for path, label, (step_dir, run_cfg, meta_model) in zip(paths, labels_for([i[0] for i in inspected]),
+                                                            inspected, strict=True):
+        check_rope_scaling(meta_model, cfg.rope_scaling, str(path))
+        try:
+            tokenizer = DataLayout.from_config(run_cfg.data).tokenizer.build()
+        except DataError as e:
+            raise DataError(f"{path}: cannot build the checkpoint's tokenizer `{run_cfg.data.tokenizer.name}`: {e}"
+                            " (run from the directory it was trained in, or pass --data-root)") from None
+        if tokenizer.vocab_size > run_cfg.model.vocab_size:
+            raise ConfigError(f"{path}: tokenizer `{tokenizer.name}` has {tokenizer.vocab_size} ids but the model "
+                              f"only {run_cfg.model.vocab_size}; this checkpoint was not trained on this tokenizer")
+        target = Target(label, step_dir, run_cfg, tokenizer, cfg.lengths_for(run_cfg.model.seq_len), cfg.seed,
+                        cfg.batch_size)
+        planned.append(Planned(target, [get_suite(n)(cfg.suite_config(n), target) for n in cfg.suite_list()]))
+    return planned
+
+
+def evaluate(p: Planned, cfg: EvalConfig, device: torch.device) -> dict:
+    t = p.target
+    started = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    t0 = time.perf_counter()
+    loaded = load_model(t.path, device, _overrides(cfg))
+    trained_scaling = apply_rope_scaling(loaded.model, cfg.rope_scaling, str(t.path))
+    precision = choose_precision(cfg.precision, device.type)
+    results = {}
+    with tqdm(total=sum(e.work() for e in p.evaluators), desc=t.label, unit="item", disable=not cfg.progress,
+              mininterval=1.0, dynamic_ncols=True) as bar:
+        session = Session(loaded.model, device, precision.autocast, bar)
+        for evaluator in p.evaluators:
+            bar.set_postfix_str(evaluator.name)
+            results[evaluator.name] = evaluator.run(session)
+    meta = loaded.meta
+    del loaded, session
+    if device.type == "cuda":
+        torch.cuda.empty_cache()
+    return {"label": t.label, "checkpoint": str(t.path), "step": meta.get("step"), "tokens": meta.get("tokens"),
+            "config": to_dict(t.run_cfg), "eval_config": to_dict(cfg), "code_version": report.code_version(),
+            "device": str(device), "precision": precision.name, "lengths": t.lengths,
+            "rope_scaling": to_dict(cfg.rope_scaling) if cfg.rope_scaling else None,
+            "rope_scaling_as_trained": trained_scaling, "started": started,
+            "elapsed_s": time.perf_counter() - t0, "suites": results}
+
+
+def default_out(planned: list[Planned]) -> Path:
+    if len(planned) == 1:
+        return planned[0].target.path / "eval"  # next to the weights it describes
+    return Path("runs") / f"eval_{datetime.now().strftime('%Y%m%d_%H%M%S')}"
+
+
+def run_eval(paths: list[str], cfg: EvalConfig, out: str | Path | None = None, log=print) -> dict:
+    """Evaluate checkpoints; returns {"out": dir, "checkpoints": {label: written files}, "comparison": ...}."""
+    if not paths:
+        raise ConfigError("no checkpoint given: python eval.py CKPT [CKPT ...]")
+    device = choose_device(cfg.device)
+    planned = plan(paths, cfg)
+    out_dir = Path(out) if out else default_out(planned)
+    written, payloads = {}, []
+    for p in planned:
+        payload = evaluate(p, cfg, device)
+        payloads.append(payload)
+        ckpt_dir = out_dir if len(planned) == 1 else out_dir / p.target.label
+        written[p.target.label] = report.write_checkpoint_report(payload, ckpt_dir)
+        log(f"{p.target.label}: wrote {ckpt_dir / 'results.json'} and {ckpt_dir / 'summary.md'}")
+    comparison = report.write_comparison(payloads, out_dir) if len(planned) > 1 else None
+    if comparison:
+        log(f"comparison of {len(planned)} checkpoints: {comparison['summary']}")
+    return {"out": out_dir, "checkpoints": written, "comparison": comparison}
