@@ -72,7 +72,7 @@ def main_train(argv: list[str] | None = None) -> int:
         if args.print_config:
             print(cfg.to_yaml(), end="")
             return 0
-        result = train(cfg, build_stream(cfg))
+        train(cfg, build_stream(cfg))
     except (ConfigError, DataError) as e:
         print(f"error: {e}", file=sys.stderr)
         return 2
