@@ -27,7 +27,7 @@ def main(argv=None) -> int:
     p = config_parser(__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
                    help="device whose kernel choice to report (default: cuda)")
-    args = p.parse_args(argv)
+    args = p.parse_intermixed_args(argv)
     try:
         cfg = config_from_args(args)
     except ConfigError as e:

@@ -55,7 +55,7 @@ def main_train(argv: list[str] | None = None) -> int:
     p.add_argument("--resume", help="`auto` (latest valid checkpoint of this run) or a checkpoint path")
     p.add_argument("--branch-from", help="branch checkpoint to run one budget's decay from")
     p.add_argument("--budget", help="with --branch-from: the budget, in train.budget_unit")
-    args = p.parse_args(argv)
+    args = p.parse_intermixed_args(argv)
     if args.list_pe_types:
         print(list_pe_types())
         return 0
