@@ -11,7 +11,6 @@ Hub files land in data/raw/<tag>/ and are usable once the download manifest list
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import os
 import re
@@ -19,11 +18,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from posbench.config_loader import ConfigError, nearest
+from posbench.config_loader import ConfigError
 from posbench.data import hub
 from posbench.data.errors import DataError
 from posbench.data.manifest import Manifest
 from posbench.data.readers import reader_for
+from posbench.registry import Registry
 
 RAW_MANIFEST = "manifest.json"
 
@@ -94,31 +94,12 @@ class Source:
         return f"{self.name} {self.tag}"
 
 
-def _declared_name(config_cls) -> str | None:
-    # read the field default instead of instantiating: some Configs have required-in-practice fields
-    return next((f.default for f in dataclasses.fields(config_cls) if f.name == "name"), None)
-
-
-_REGISTRY: dict[str, type[Source]] = {}
-
-
-def register(name: str):
-    def wrap(cls: type[Source]) -> type[Source]:
-        if name in _REGISTRY:
-            raise RuntimeError(f"source `{name}` registered twice")
-        if _declared_name(cls.Config) != name:
-            raise TypeError(f"{cls.__name__}.Config must declare `name: str = \"{name}\"`")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return wrap
+_REGISTRY = Registry("data source")
+register = _REGISTRY.register
 
 
 def get_source_kind(name: str, where: str = "data.source.name") -> type[Source]:
-    if name not in _REGISTRY:
-        raise ConfigError(f"unknown data source `{name}` at {where}" + nearest(name, _REGISTRY))
-    return _REGISTRY[name]
+    return _REGISTRY.get(name, where)
 
 
 def build_source(cfg: SourceConfig, root: str | Path) -> Source:

@@ -12,7 +12,6 @@ mean; shard headers carry it so a loader never mixes shards of different tokeniz
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -20,9 +19,10 @@ from typing import ClassVar
 import numpy as np
 import tiktoken
 
-from posbench.config_loader import ConfigError, from_dict, nearest, to_dict
+from posbench.config_loader import ConfigError, from_dict, to_dict
 from posbench.data import rankfile
 from posbench.data.errors import DataError
+from posbench.registry import Registry
 
 BOS = "<|bos|>"
 # GPT-4's split pattern (cl100k_base): contractions, letters, 1-3 digit groups, punctuation, whitespace.
@@ -110,35 +110,16 @@ class TokenizerKind:
         return {"config": to_dict(self.cfg), "folder": str(self.folder)}
 
 
-def _declared_name(config_cls) -> str | None:
-    # read the field default instead of instantiating: some Configs have required-in-practice fields
-    return next((f.default for f in dataclasses.fields(config_cls) if f.name == "name"), None)
-
-
-_REGISTRY: dict[str, type[TokenizerKind]] = {}
-
-
-def register(name: str):
-    def wrap(cls: type[TokenizerKind]) -> type[TokenizerKind]:
-        if name in _REGISTRY:
-            raise RuntimeError(f"tokenizer `{name}` registered twice")
-        if _declared_name(cls.Config) != name:
-            raise TypeError(f"{cls.__name__}.Config must declare `name: str = \"{name}\"`")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return wrap
+_REGISTRY = Registry("tokenizer")
+register = _REGISTRY.register
 
 
 def get_tokenizer_kind(name: str, where: str = "data.tokenizer.name") -> type[TokenizerKind]:
-    if name not in _REGISTRY:
-        raise ConfigError(f"unknown tokenizer `{name}` at {where}" + nearest(name, _REGISTRY))
-    return _REGISTRY[name]
+    return _REGISTRY.get(name, where)
 
 
 def tokenizer_names() -> list[str]:
-    return sorted(_REGISTRY)
+    return _REGISTRY.names()
 
 
 def tokenizer_kind(cfg: TokenizerConfig, folder: str | Path) -> TokenizerKind:

@@ -3,42 +3,31 @@
 
 from __future__ import annotations
 
-from posbench.config_loader import ConfigError, nearest
 from posbench.pe.base import PEConfig, PEContext, PositionalEncoding
+from posbench.registry import Registry
 
-_REGISTRY: dict[str, type[PositionalEncoding]] = {}
+
+def _check(name: str, cls) -> None:
+    if not issubclass(cls.Config, PEConfig):
+        raise TypeError(f"{cls.__name__}.Config must subclass PEConfig")
+    if not cls.summary:
+        raise TypeError(f"{cls.__name__} needs a one-line `summary`")
 
 
-def register(name: str):
-    def wrap(cls: type[PositionalEncoding]) -> type[PositionalEncoding]:
-        if name in _REGISTRY:
-            raise RuntimeError(f"PE `{name}` registered twice ({_REGISTRY[name]} and {cls})")
-        if not issubclass(cls.Config, PEConfig):
-            raise TypeError(f"{cls.__name__}.Config must subclass PEConfig")
-        if not cls.summary:
-            raise TypeError(f"{cls.__name__} needs a one-line `summary`")
-        if cls.Config().name != name:
-            raise TypeError(f"{cls.__name__}.Config must declare `name: str = \"{name}\"`")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return wrap
+PES = Registry("positional encoding", _check)
+register = PES.register
 
 
 def get_pe_class(name: str, where: str = "pe.name") -> type[PositionalEncoding]:
-    if name not in _REGISTRY:
-        raise ConfigError(f"unknown positional encoding `{name}` at {where}" + nearest(name, _REGISTRY)
-                          + ". List them with `python train.py --list-pe-types`.")
-    return _REGISTRY[name]
+    return PES.get(name, where, ". List them with `python train.py --list-pe-types`.")
 
 
 def pe_names() -> list[str]:
-    return sorted(_REGISTRY)
+    return PES.names()
 
 
 def pe_classes() -> dict[str, type[PositionalEncoding]]:
-    return dict(_REGISTRY)
+    return PES.classes()
 
 
 def validate_pe(cfg: PEConfig, ctx: PEContext) -> None:

@@ -30,8 +30,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from posbench.config_loader import ConfigError, nearest, to_dict
+from posbench.config_loader import ConfigError, to_dict
 from posbench.data.tasks.filler import Filler, GeneratedFiller
+from posbench.registry import Registry
 
 SPLITS = ("train", "id", "ood")
 _SPLIT_CODE = {"train": 0, "id": 1, "ood": 2}
@@ -244,34 +245,23 @@ def check_gap_config(cfg: TaskConfig, overhead: int) -> None:
                 f"tokens) holds no whole distance >= 1; widen it or raise context")
 
 
-_REGISTRY: dict[str, type[Task]] = {}
+def _check_task(name: str, cls) -> None:
+    if not issubclass(cls.Config, TaskConfig):
+        raise TypeError(f"{cls.__name__}.Config must subclass TaskConfig")
+    if not cls.summary:
+        raise TypeError(f"{cls.__name__} needs a one-line `summary`")
 
 
-def register_task(name: str):
-    def wrap(cls: type[Task]) -> type[Task]:
-        if name in _REGISTRY:
-            raise RuntimeError(f"task `{name}` registered twice ({_REGISTRY[name]} and {cls})")
-        if not issubclass(cls.Config, TaskConfig):
-            raise TypeError(f"{cls.__name__}.Config must subclass TaskConfig")
-        if not cls.summary:
-            raise TypeError(f"{cls.__name__} needs a one-line `summary`")
-        if cls.Config().name != name:
-            raise TypeError(f"{cls.__name__}.Config must declare `name: str = \"{name}\"`")
-        cls.name = name
-        _REGISTRY[name] = cls
-        return cls
-
-    return wrap
+TASKS = Registry("task", _check_task)
+register_task = TASKS.register
 
 
 def get_task_class(name: str, where: str = "task.name") -> type[Task]:
-    if name not in _REGISTRY:
-        raise ConfigError(f"unknown task `{name}` at {where}" + nearest(name, _REGISTRY))
-    return _REGISTRY[name]
+    return TASKS.get(name, where)
 
 
 def task_names() -> list[str]:
-    return sorted(_REGISTRY)
+    return TASKS.names()
 
 
 def build_task(cfg: TaskConfig, filler: Filler | None = None) -> Task:
