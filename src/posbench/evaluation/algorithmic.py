@@ -25,7 +25,7 @@ import numpy as np
 from posbench.config_loader import ConfigError
 from posbench.data.tasks import TaskConfig, build_task, get_task_class, task_names
 from posbench.evaluation import plots
-from posbench.evaluation.base import Evaluator, Session, Target, md_table, pct, register_suite
+from posbench.evaluation.base import Evaluator, Session, Target, decode, md_table, pct, register_suite
 from posbench.evaluation.generate import greedy_generate
 
 DEMO_OFFSET = 1_000_000  # demonstration indices start here, far from the query indices 0..n-1
@@ -97,7 +97,7 @@ class Algorithmic(Evaluator):
         for c, (task, split, shots) in enumerate(cells):
             rows = [k for k, o in enumerate(owner) if o == c]
             done = [k for k in rows if outputs[k] is not None]
-            texts = {k: tok.decode(outputs[k]) for k in done}
+            texts = {k: decode(tok, outputs[k]) for k in done}
             correct = sum(texts[k] == answers[k] for k in done)
             n_na = len(rows) - len(done)
             lengths = [len(prompts[k]) + n_new[k] for k in rows]

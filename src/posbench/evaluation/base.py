@@ -134,6 +134,20 @@ def md_table(header: list[str], rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+def decode(tokenizer: Tokenizer, ids: list[int]) -> str:
+    """Text of generated ids. A model's vocabulary is often larger than its tokenizer's (rounded up, or
+    the 512-id nano model on 257 byte tokens): ids the tokenizer does not have read as U+FFFD, so such
+    an answer is simply wrong instead of crashing the evaluation."""
+    out, run = [], []
+    for i in ids:
+        if 0 <= i < tokenizer.vocab_size:
+            run.append(i)
+            continue
+        out += [tokenizer.decode(run), "\ufffd"]
+        run = []
+    return "".join(out) + tokenizer.decode(run)
+
+
 def short_reason(err: Exception) -> str:
     """The first sentence of a PositionRangeError: what the table holds, not the advice."""
     return str(err).split(". ")[0]

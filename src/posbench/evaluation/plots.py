@@ -23,14 +23,19 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def lines(path: Path, series: dict[str, tuple[list[tuple[float, float]], str]], xlabel: str, ylabel: str,
-          title: str, logx: bool = False, logy: bool = False) -> Path:
-    """One line per series: label -> (points (x, y), line style)."""
+def lines(path: Path, series: dict[str, tuple[list[tuple[float, float]], str, int]], xlabel: str, ylabel: str,
+          title: str, logx: bool = False, logy: bool = False, marks: dict[str, float] | None = None) -> Path:
+    """One line per series: label -> (points (x, y), line style, colour index: one per checkpoint);
+    `marks`: labelled vertical lines (e.g. the training length)."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for label, (points, style) in series.items():
+    for label, x in (marks or {}).items():
+        ax.axvline(x, color="grey", linestyle=":", linewidth=1)
+        ax.annotate(label, (x, 1), xycoords=("data", "axes fraction"), fontsize=7, color="grey", rotation=90,
+                    ha="right", va="top")
+    for label, (points, style, colour) in series.items():
         if points:
             xs, ys = zip(*points, strict=True)
-            ax.plot(xs, ys, style, marker="o", markersize=3, label=label)
+            ax.plot(xs, ys, style, color=f"C{colour % 10}", marker="o", markersize=3, label=label)
     if logx:
         ax.set_xscale("log", base=2)
     if logy:
@@ -51,7 +56,7 @@ def heatmaps(path: Path, grids: dict[str, np.ndarray], xticks: list[str], yticks
     cmap = matplotlib.colormaps["viridis"].copy()
     cmap.set_bad("lightgrey")
     image = None
-    for ax, (label, grid) in zip(axes[0], grids.items(), strict=False):
+    for i, (ax, (label, grid)) in enumerate(zip(axes[0], grids.items(), strict=False)):
         image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto", origin="upper")
         for (y, x), v in np.ndenumerate(grid):
             text = "n/a" if np.isnan(v) else f"{v:.2f}"
@@ -59,7 +64,7 @@ def heatmaps(path: Path, grids: dict[str, np.ndarray], xticks: list[str], yticks
                     else "white")
         ax.set_xticks(range(len(xticks)), xticks, rotation=45, fontsize=7)
         ax.set_yticks(range(len(yticks)), yticks, fontsize=7)
-        ax.set(xlabel=xlabel, ylabel=ylabel, title=label)
+        ax.set(xlabel=xlabel, ylabel=ylabel if i == 0 else "", title=label)
     if image is not None:
         fig.colorbar(image, ax=axes[0].tolist(), label="accuracy", shrink=0.8)
     fig.suptitle(title)

@@ -52,6 +52,7 @@ class Protocol:
     name: ClassVar[str] = ""
     label: ClassVar[str] = ""
     curve: ClassVar[bool] = False  # every window scores positions 0..L-1: a loss-by-position curve exists
+    style: ClassVar[str] = "-"  # line style in plots
 
     def __init__(self, stride: int):
         self.stride = stride
@@ -73,7 +74,7 @@ class NonOverlapping(Protocol):
 
 
 class SlidingWindow(Protocol):
-    name, label = "sliding", "sliding window"
+    name, label, style = "sliding", "sliding window", "--"
 
     def step(self, L: int) -> int:
         return min(L, self.stride) if self.stride else max(1, L // 2)
@@ -155,7 +156,11 @@ class Perplexity(Evaluator):
             curve_L += loss_BL.double().sum(0).cpu()
             session.progress.update(len(idx))
         loss = total / count
-        out = {"loss": loss, "ppl": math.exp(loss), "tokens": count, "windows": len(starts), **protocol.info(L)}
+        if not math.isfinite(loss):  # a diverged checkpoint: say so rather than fail writing NaN to JSON
+            return None, None
+        # exp overflows a float past ~709 nats; the loss still says everything then
+        out = {"loss": loss, "ppl": math.exp(loss) if loss < 700 else None, "tokens": count, "windows": len(starts),
+               **protocol.info(L)}
         return out, (curve_L / len(starts)).numpy() if protocol.curve else None
 
     def run(self, session: Session) -> dict:
@@ -165,6 +170,8 @@ class Perplexity(Evaluator):
             try:
                 for p in self.protocols:
                     row[p.name], curve = self.score(session, L, p)
+                    if row[p.name] is None:
+                        row["na"] = "non-finite loss (the checkpoint's logits are NaN or inf)"
                     if curve is not None:
                         row["curve"] = binned_curve(curve, self.cfg.curve_bins)
             except PositionRangeError as e:
@@ -212,21 +219,23 @@ class Perplexity(Evaluator):
     @classmethod
     def plots(cls, results: dict[str, dict], out_dir: Path) -> list[Path]:
         series = {}
-        for label, res in results.items():
+        for colour, (label, res) in enumerate(results.items()):
             for name in res["protocols"]:
-                pts = [(r["length"], r[name]["ppl"]) for r in res["rows"] if r[name]]
-                series[f"{label} ({PROTOCOLS[name].label})"] = (pts, "-" if name == "nonoverlap" else "--")
+                pts = [(r["length"], r[name]["ppl"]) for r in res["rows"] if r[name] and r[name]["ppl"] is not None]
+                series[f"{label} ({PROTOCOLS[name].label})"] = (pts, PROTOCOLS[name].style, colour)
+        train_lens = sorted({res["train_len"] for res in results.values()})
+        marks = {f"trained at {n}": n for n in train_lens}
         paths = [plots.lines(out_dir / "ppl_vs_length.png", series, "context length (tokens)", "perplexity",
-                             "Perplexity vs context length", logx=True, logy=True)]
+                             "Perplexity vs context length", logx=True, logy=True, marks=marks)]
         curves = {}
-        for label, res in results.items():
+        for colour, (label, res) in enumerate(results.items()):
             with_curve = [r for r in res["rows"] if r["curve"]]
             if with_curve:
                 r = with_curve[-1]  # the longest length the PE represents
                 c = r["curve"]
                 mid = [(a + b - 1) / 2 for a, b in zip(c["start"], c["end"], strict=True)]
-                curves[f"{label} (L={r['length']})"] = (list(zip(mid, c["loss"], strict=True)), "-")
+                curves[f"{label} (L={r['length']})"] = (list(zip(mid, c["loss"], strict=True)), "-", colour)
         if curves:
             paths.append(plots.lines(out_dir / "loss_vs_position.png", curves, "position in window",
-                                     "loss (nats)", "Loss by position (non-overlapping windows)"))
+                                     "loss (nats)", "Loss by position (non-overlapping windows)", marks=marks))
         return paths

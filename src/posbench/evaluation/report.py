@@ -17,6 +17,9 @@ from pathlib import Path
 from posbench.evaluation.suites import get_suite
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
+NA_NOTE = ("n/a: not measurable, never clamped: the PE cannot represent that many positions (e.g. beyond a "
+           "learned table), or (passkey, needle) the length cannot hold the question; each summary and "
+           "results.json give the reason per cell.")
 
 
 def code_version() -> str:
@@ -63,7 +66,7 @@ def checkpoint_markdown(payload: dict, plot_paths: list[Path], out_dir: Path) ->
         lines += [f"## {suite.title}", "", suite.markdown(result), ""]
     if plot_paths:
         lines += ["## Plots", ""] + [f"![{p.stem}]({p.relative_to(out_dir)})" for p in plot_paths] + [""]
-    lines.append("n/a: the PE cannot represent that many positions (e.g. beyond a learned table); never clamped.")
+    lines.append(NA_NOTE)
     return "\n".join(lines) + "\n"
 
 
@@ -82,7 +85,7 @@ def comparison_markdown(payloads: list[dict], plot_paths: list[Path], out_dir: P
         lines += [f"## {suite.title}", "", suite.comparison(results), ""]
     if plot_paths:
         lines += ["## Plots", ""] + [f"![{p.stem}]({p.relative_to(out_dir)})" for p in plot_paths] + [""]
-    lines.append(f"code: {payloads[0]['code_version']}. n/a: beyond the positions the PE represents; never clamped.")
+    lines.append(f"code: {payloads[0]['code_version']}. {NA_NOTE}")
     return "\n".join(lines) + "\n"
 
 
