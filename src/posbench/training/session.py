@@ -3,7 +3,6 @@ run directory, what to resume from, loggers. Fails with a clear message before a
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from dataclasses import dataclass, field
@@ -182,7 +181,3 @@ def meta_json(step: int, tokens: int, plan: Plan, kind: str, ident: dict, run_id
             "schedule": {"peak_lr": s.peak_lr, "warmup_tokens": s.warmup_tokens, "budget_tokens": s.budget_tokens,
                          "decay_tokens": s.decay_tokens, "decay": s.decay, "min_lr_ratio": s.min_lr_ratio},
             "world_size": plan.world}
-
-
-def read_meta(path: Path) -> dict:
-    return json.loads((Path(path) / "meta.json").read_text())
