@@ -4,6 +4,7 @@
     python scripts/study.py quickstart                        # built-in preset, minutes on a laptop CPU
     python scripts/study.py configs/study/full.yaml --out runs/full --workers 4
     python scripts/study.py quickstart --seeds 0 1 2 3 4      # any preset with other seeds
+    POSBENCH_STUDY_SMOKE=1 python scripts/study.py quickstart # the same grid in seconds (CI; numbers meaningless)
 
 Re-running the same command skips finished cells.
 """
@@ -11,12 +12,26 @@ Re-running the same command skips finished cells.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
 from posbench.config_loader import ConfigError
 from posbench.studies.runner import run_study
-from posbench.studies.spec import load_study
+from posbench.studies.spec import StudyConfig, load_study
+
+SMOKE_ENV = "POSBENCH_STUDY_SMOKE"
+
+
+def shrink_for_smoke(study: StudyConfig) -> StudyConfig:
+    """The same grid of tasks x PEs, one seed, a few steps and examples: it exercises every code path of a
+    study (training, scoring, statistics, report, plots) in seconds, so CI can run the README's quickstart
+    command as written. Its numbers mean nothing, so it gets its own output directory."""
+    study.name = f"{study.name}_smoke"
+    study.seeds = study.seeds[:1]
+    study.train.steps, study.train.curve_points = 20, 2
+    study.eval.n_examples, study.eval.n_boot = 16, 200
+    return study
 
 
 def main(argv=None) -> int:
@@ -26,9 +41,13 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, help="parallel cell processes (default: the study's `workers`)")
     p.add_argument("--seeds", type=int, nargs="+", help="override the study's seeds")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--smoke", action="store_true",
+                   help=f"shrink to 1 seed, 20 steps, 16 examples (also: {SMOKE_ENV}=1); for CI, not for results")
     args = p.parse_args(argv)
     try:
         study = load_study(args.study)
+        if args.smoke or os.environ.get(SMOKE_ENV, "") not in ("", "0"):
+            study = shrink_for_smoke(study)
         if args.seeds:
             study.seeds = args.seeds
         out = Path(args.out or f"runs/study_{study.name}")

@@ -4,6 +4,7 @@
                at a time, so memory is bounded by the row group, whatever the file size)
     .jsonl     one JSON object per line, document = obj[text_field]
     .txt       the whole file is one document (refused above TXT_MAX_BYTES: split it or use jsonl)
+    .md .rst   plain text, as .txt (READMEs, docs sources: real prose that needs no download)
 
 Null and empty documents are skipped. `check()` validates a file cheaply (schema, first record)
 before any worker starts, so a bad file fails the run up front with its name in the message.
@@ -141,3 +142,13 @@ class TextReader(DocumentReader):
         text = self.path.read_text(encoding="utf-8", errors="replace")
         if text:
             yield [text]
+
+
+@register
+class MarkdownReader(TextReader):
+    suffix = ".md"
+
+
+@register
+class RestructuredTextReader(TextReader):
+    suffix = ".rst"
