@@ -16,6 +16,8 @@ from typing import Literal
 from posbench.config_loader import ConfigError, dump_yaml, from_dict, merge_sources, nearest
 from posbench.data.sources import HubShards, SourceConfig
 from posbench.data.splits import SplitsConfig
+from posbench.data.tasks import get_task_class
+from posbench.data.tasks.mix import TaskMixConfig
 from posbench.data.tokenizers import TokenizerConfig, TrainedBPE
 from posbench.pe import PEConfig, PEContext, validate_pe
 from posbench.pe.rope import RoPE
@@ -186,6 +188,17 @@ class LoaderConfig:
             raise ConfigError("data.loader.val_tokens must be > 0")
 
 
+# The default pretraining mix: six short in-context tasks (copying, reversal, sorting, digit-wise addition,
+# position-relative lookup and long-range matching) as 10% of the train documents, the reference
+# framework's share. Each uses its task's default in- and out-of-distribution ranges, so eval.py's
+# algorithmic suite asks the pretrained model exactly the formats (and lengths, for ID) it saw.
+DEFAULT_MIX_TASKS = ("simple_copy", "reverse", "sort", "no_carry_add", "k_back", "long_range_match")
+
+
+def default_mix() -> TaskMixConfig:
+    return TaskMixConfig(tasks=[get_task_class(name).Config() for name in DEFAULT_MIX_TASKS])
+
+
 @dataclass
 class DataConfig:
     root: str = "data"  # downloads, tokenizers and token shards live under here (git-ignored)
@@ -195,6 +208,7 @@ class DataConfig:
     download: DownloadConfig = field(default_factory=DownloadConfig)
     tokenize: TokenizeConfig = field(default_factory=TokenizeConfig)
     loader: LoaderConfig = field(default_factory=LoaderConfig)
+    mix: TaskMixConfig = field(default_factory=default_mix)  # task documents in the train shards
 
     def __post_init__(self):
         count = self.source.known_count()

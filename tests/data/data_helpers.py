@@ -172,8 +172,9 @@ class FakeHub:
 
 
 def data_config(root, *overrides, endpoint: str = "", num_shards: int | None = 4):
-    """A DataConfig for tests: small shard counts, fast retries, bytes tokenizer unless overridden."""
-    base = [f"data.root={root}", "data.download.backoff_s=0.01",
+    """A DataConfig for tests: small shard counts, fast retries, bytes tokenizer, no task mix (the shards
+    hold exactly the corpus; tests/data/test_mix.py turns the mix on) unless overridden."""
+    base = [f"data.root={root}", "data.mix.tasks=[]", "data.download.backoff_s=0.01",
             "data.download.max_backoff_s=0.05", "data.download.timeout_s=10", "data.download.workers=3",
             "data.tokenizer.name=bytes", "data.tokenize.workers=1", "data.tokenize.batch_rows=8"]
     if endpoint:

@@ -32,16 +32,19 @@ def test_download_tokenize_info_end_to_end(tmp_path):
         r = cli(tmp_path, hub.url, "tokenize", small_bpe)
         assert r.returncode == 0, r.stderr
         assert "trained BPE vocab 300" in r.stdout and "tokens/s" in r.stdout
-        tokens = tmp_path / "data" / "tokens" / "karpathy__fineweb-edu-100b-shuffle" / "bpe300"
+        # the default data config mixes tasks into the train shards: their directory names the mix
+        (tokens,) = (tmp_path / "data" / "tokens" / "karpathy__fineweb-edu-100b-shuffle").glob("bpe300_mix-*")
         names = sorted(p.name for p in tokens.glob("*.bin"))
         assert names == ["filler_00001.bin", "train_00002.bin", "train_00003.bin", "val_00000.bin"]
         header, ids = open_shard(tokens / "val_00000.bin")
         assert header.vocab_size == 300 and header.n_docs == 60 and int(ids[0]) == 299  # starts with <|bos|>
+        assert open_shard(tokens / "train_00002.bin")[0].n_docs > 60  # 60 corpus documents + task documents
 
         r = cli(tmp_path, hub.url, "info", "--verify", small_bpe)
         assert r.returncode == 0, r.stderr
         assert "train 2 files" in r.stdout and "tokenized   train  2 shards" in r.stdout
         assert "tokenized   val    1 shards" in r.stdout and "BAD" not in r.stdout
+        assert "recounted from the shards (--verify)" in r.stdout and "tasks (all)" in r.stdout
 
         r = cli(tmp_path, hub.url, "tokenize", small_bpe, "data.splits.filler={start: 1, stop: 3}")
         assert r.returncode == 2 and "config error:" in r.stderr and "overlap" in r.stderr

@@ -115,7 +115,8 @@ def test_sigkill_mid_way_then_rerun_equals_a_clean_run(tmp_path):
     killed = local_config(tmp_path / "killed", corpus)
     script = tmp_path / "killer.py"
     script.write_text(KILLER)
-    overrides = [f"data.root={tmp_path / 'killed'}", "data.tokenizer.name=bytes", "data.tokenize.batch_rows=8",
+    overrides = [f"data.root={tmp_path / 'killed'}", "data.mix.tasks=[]", "data.tokenizer.name=bytes",
+                 "data.tokenize.batch_rows=8",
                  f"data.source={{name: local, paths: ['{corpus}/*']}}"]
     proc = subprocess.run([sys.executable, str(script), "13", *overrides], capture_output=True, text=True)
     assert proc.returncode == -9, proc.stderr

@@ -1,11 +1,15 @@
-"""`prepare_fineweb info`: what is downloaded, which tokenizer, what is tokenized, per split."""
+"""`prepare_fineweb info`: what is downloaded, which tokenizer, what is tokenized, per split, and the
+task mix as measured in the train shards (documents and tokens per task, not the configured ratio)."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
 from posbench.data.manifest import Manifest
 from posbench.data.shards import open_shard, read_header
+from posbench.data.tasks.mix import CORPUS, EXAMPLES_PER_FILE, TaskMixer, build_mixer
 
 
 def _size(n: float) -> str:
@@ -44,6 +48,14 @@ def describe(cfg, verify: bool = False) -> str:
         tok = None
         lines.append(f"tokenizer   {kind.cfg.tag()}: not trained yet ({kind.folder}); `tokenize` trains it")
     manifest = Manifest(layout.tokens_manifest, "tokens")
+    _mixer: list[TaskMixer] = []
+
+    def mixer() -> TaskMixer:
+        if not _mixer:
+            _mixer.append(build_mixer(layout.mix))
+        return _mixer[0]
+
+    lines.append(f"task mix    {describe_mix_config(layout.mix)}")
     for name in splits.ranges():
         entries = sorted(k for k, e in manifest.files.items()
                          if e["split"] == name and splits.split_of(e["index"]) == name)
@@ -52,7 +64,12 @@ def describe(cfg, verify: bool = False) -> str:
             path = layout.tokens_dir / shard_name
             try:
                 if verify:
-                    header, _ = open_shard(path, tok.fingerprint if tok else None, check_tokens=True)
+                    header, ids = open_shard(path, tok.fingerprint if tok else None, check_tokens=True)
+                    if name == "train" and layout.mix.active and tok is not None:
+                        measured = count_mix(ids, tok, mixer(), manifest.files[shard_name]["index"], path)
+                        if measured != manifest.files[shard_name].get("mix"):
+                            raise DataError(f"{path}: its task documents differ from the manifest's counts; "
+                                            "delete the shard and re-run tokenize")
                 else:
                     header = read_header(path)
                 tokens += header.n_tokens
@@ -62,5 +79,56 @@ def describe(cfg, verify: bool = False) -> str:
         lines.append(f"tokenized   {name:<6} {len(entries)} shards, {tokens:,} tokens"
                      + (f", {pending} files not yet tokenized" if pending > 0 else "")
                      + (f", {len(bad)} BAD: {bad[0]}" if bad else ""))
+    if layout.mix.active:
+        train = [e for e in manifest.files.values() if e["split"] == "train" and "mix" in e]
+        lines += mix_table(train, verified=verify)
     lines.append(f"shards in   {layout.tokens_dir}")
     return "\n".join(lines)
+
+
+def describe_mix_config(mix) -> str:
+    if not mix.active:
+        return "none (train shards are corpus text only)"
+    return (f"{mix.ratio:.1%} of train documents, tasks {', '.join(t.name for t in mix.tasks)}, seed {mix.seed} "
+            f"(configured)")
+
+
+def mix_table(entries: list[dict], verified: bool) -> list[str]:
+    """Documents and tokens of each kind summed over train shards, as counted while writing them."""
+    totals: dict[str, list[int]] = {}
+    for e in entries:
+        for kind, c in e["mix"].items():
+            t = totals.setdefault(kind, [0, 0])
+            t[0] += c["documents"]
+            t[1] += c["tokens"]
+    docs, toks = sum(t[0] for t in totals.values()), sum(t[1] for t in totals.values())
+    if not docs:
+        return ["measured    no train shards with the mix yet"]
+    how = "recounted from the shards (--verify)" if verified else "counted in the written tokens"
+    lines = [f"measured    task mix in {len(entries)} train shards, {how}:",
+             f"            {'kind':<18}{'documents':>12}{'doc share':>11}{'tokens':>16}{'token share':>13}"]
+    order = sorted(totals, key=lambda k: (k == CORPUS, k))
+    for kind in order + ["tasks (all)"]:
+        d, t = totals[kind] if kind in totals else (docs - totals.get(CORPUS, [0, 0])[0],
+                                                      toks - totals.get(CORPUS, [0, 0])[1])
+        lines.append(f"            {kind:<18}{d:>12,}{d / docs:>11.2%}{t:>16,}{t / toks:>13.2%}")
+    return lines
+
+
+def count_mix(ids: np.ndarray, tok, mixer: TaskMixer, file_index: int, path) -> dict:
+    """Documents and tokens per kind, recounted from a train shard's tokens: document j of the shard is a
+    task document iff the mixer puts one at j, and then its tokens must be that example's exactly."""
+    ids = np.asarray(ids)
+    starts = np.flatnonzero(ids == tok.bos_id)
+    ends = np.append(starts[1:], len(ids))
+    counts: dict[str, list[int]] = {}
+    for j, (a, b) in enumerate(zip(starts, ends)):
+        doc = mixer.document(j, file_index * EXAMPLES_PER_FILE)
+        kind = CORPUS if doc is None else doc.task
+        if doc is not None and not np.array_equal(ids[a:b], tok.encode_documents([doc.text])):
+            raise DataError(f"{path}: document {j} should be {doc.task} example {doc.example_index} but its "
+                            "tokens differ; delete the shard and re-run tokenize")
+        c = counts.setdefault(kind, [0, 0])
+        c[0] += 1
+        c[1] += int(b - a)
+    return {kind: {"documents": d, "tokens": t} for kind, (d, t) in sorted(counts.items())}

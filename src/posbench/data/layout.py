@@ -2,10 +2,11 @@
 
     raw/<source>/                      downloaded files + manifest.json (download.py)
     tokenizers/<source>/<tokenizer>/   tokenizer.tiktoken + tokenizer.json (trained BPE only)
-    tokens/<source>/<tokenizer>/       <split>_<index:05d>.bin token shards + manifest.json (tokenize_shards.py)
+    tokens/<source>/<tokenizer>[_<mix>]/  <split>_<index:05d>.bin token shards + manifest.json (tokenize_shards.py)
 
 <source> is the source's tag (e.g. karpathy__fineweb-edu-100b-shuffle), <tokenizer> the tokenizer's
-tag (bytes, gpt2, bpe65536, ...), so different corpora and tokenizers never overwrite each other.
+tag (bytes, gpt2, bpe65536, ...), <mix> the task mix's tag (mix-<fingerprint>, data/tasks/mix.py; none
+without task documents), so different corpora, tokenizers and mixes never overwrite each other.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posbench.data.sources import Source, build_source
+from posbench.data.tasks.mix import TaskMixConfig, mix_tag
 from posbench.data.tokenizers import TokenizerKind, tokenizer_kind
 
 TOKENS_MANIFEST = "manifest.json"
@@ -24,6 +26,7 @@ class DataLayout:
     root: Path
     source: Source
     tokenizer: TokenizerKind
+    mix: TaskMixConfig
 
     @classmethod
     def from_config(cls, cfg) -> DataLayout:
@@ -31,15 +34,20 @@ class DataLayout:
         root = Path(cfg.root).expanduser()
         source = build_source(cfg.source, root)
         kind = tokenizer_kind(cfg.tokenizer, root / "tokenizers" / source.tag / cfg.tokenizer.tag())
-        return cls(root, source, kind)
+        return cls(root, source, kind, cfg.mix)
 
     @property
     def raw_dir(self) -> Path:
         return self.source.raw_dir
 
     @property
+    def mix_tag(self) -> str:
+        return mix_tag(self.mix)
+
+    @property
     def tokens_dir(self) -> Path:
-        return self.root / "tokens" / self.source.tag / self.tokenizer.cfg.tag()
+        tag = self.tokenizer.cfg.tag() + (f"_{self.mix_tag}" if self.mix_tag else "")
+        return self.root / "tokens" / self.source.tag / tag
 
     @property
     def tokens_manifest(self) -> Path:

@@ -177,10 +177,11 @@ class ShardBatchSource:
     window `window_ids(i)` of the train shards; validation row i is val window i (fixed, in order)."""
 
     def __init__(self, train: ShardSet, val: ShardSet, seed: int = 0, val_tokens: int = 10_485_760,
-                 tokenizer_fingerprint: str = ""):
+                 tokenizer_fingerprint: str = "", mix_tag: str = ""):
         self.train, self.val, self.seed = train, val, seed
         self._n_val = min(val.n_windows, max(1, val_tokens // val.seq_len))
-        self.fingerprint = (f"shards-{tokenizer_fingerprint[:16]}-{train.digest}-{val.digest}"
+        # names the tokenizer and the task mix, so a resume onto other shards says which differs
+        self.fingerprint = (f"shards-{tokenizer_fingerprint[:16]}-{mix_tag or 'nomix'}-{train.digest}-{val.digest}"
                             f"-n{self._n_val}-s{seed}")
 
     def samples(self, indices) -> tuple[torch.Tensor, torch.Tensor]:
@@ -204,4 +205,4 @@ def build_batch_source(cfg, seq_len: int) -> ShardBatchSource:
     check = cfg.loader.check_tokens
     train = ShardSet(split_shards(layout, cfg.splits, "train"), seq_len, fingerprint, check)
     val = ShardSet(split_shards(layout, cfg.splits, "val"), seq_len, fingerprint, check)
-    return ShardBatchSource(train, val, cfg.loader.seed, cfg.loader.val_tokens, fingerprint)
+    return ShardBatchSource(train, val, cfg.loader.seed, cfg.loader.val_tokens, fingerprint, layout.mix_tag)

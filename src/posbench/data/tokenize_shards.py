@@ -3,6 +3,12 @@
     input file i of split s  --worker-->  tokens/<source>/<tokenizer>/<s>_<i:05d>.bin
                                           <|bos|> doc <|bos|> doc ...   (uint16, uint32 if vocab > 65536)
 
+Train files get the task mix (`data.mix`, tasks/mix.py): task documents interleaved with the file's own
+documents at the configured share, each a task example's text exactly as eval.py's algorithmic suite asks
+it (`<|bos|> prompt` + answer). Val and filler shards stay pure corpus text. The manifest records, per
+shard, the documents and tokens of each kind (a task name or "corpus") counted from the tokens written;
+`prepare_fineweb info` sums them, and `info --verify` recounts them from the shards themselves.
+
 Determinism: a shard depends only on its input file and the tokenizer, never on the worker count or
 the order workers finish, so any run gives byte-identical shards. Idempotence and resume: a shard is
 written atomically and then recorded in the manifest with its input's identity (name, size, mtime)
@@ -21,6 +27,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 from tqdm import tqdm
 
 from posbench.data.atomic import DirLock, remove_stale_temps
@@ -30,6 +37,7 @@ from posbench.data.manifest import Manifest
 from posbench.data.readers import reader_for
 from posbench.data.shards import ShardWriter, fingerprint_prefix, read_header
 from posbench.data.sources import InputFile
+from posbench.data.tasks.mix import EXAMPLES_PER_FILE, TaskMixConfig, build_mixer
 from posbench.data.tokenizers import Tokenizer, tokenizer_from_spec
 
 
@@ -41,6 +49,7 @@ class Task:
     output: str
     text_field: str
     batch_rows: int
+    mix: TaskMixConfig | None = None  # train files only
 
 
 @dataclass
@@ -65,10 +74,42 @@ def input_identity(path: Path) -> dict:
 def tokenize_file(task: Task, tok: Tokenizer) -> dict:
     """Stream one input file's documents in row batches into one shard (bounded memory)."""
     reader = reader_for(task.input, task.text_field, task.batch_rows)
+    if task.mix is None or not task.mix.active:
+        with ShardWriter(task.output, tok.vocab_size, tok.fingerprint) as writer:
+            for texts in reader.batches():
+                writer.write(tok.encode_documents(texts), len(texts))
+        return {"tokens": writer.n_tokens, "documents": writer.n_docs}
+    mixer = build_mixer(task.mix)
+    corpus = (text for texts in reader.batches() for text in texts)
+    counts: dict[str, list[int]] = {}
     with ShardWriter(task.output, tok.vocab_size, tok.fingerprint) as writer:
-        for texts in reader.batches():
-            writer.write(tok.encode_documents(texts), len(texts))
-    return {"tokens": writer.n_tokens, "documents": writer.n_docs}
+        for batch in _batched(mixer.interleave(corpus, task.index * EXAMPLES_PER_FILE), task.batch_rows):
+            tokens = tok.encode_documents([text for _, text in batch])
+            for (kind, _), n in zip(batch, document_lengths(tokens, tok.bos_id)):
+                c = counts.setdefault(kind, [0, 0])
+                c[0] += 1
+                c[1] += int(n)
+            writer.write(tokens, len(batch))
+    mix = {kind: {"documents": d, "tokens": t} for kind, (d, t) in sorted(counts.items())}
+    return {"tokens": writer.n_tokens, "documents": writer.n_docs, "mix": mix}
+
+
+def document_lengths(tokens: np.ndarray, bos_id: int) -> np.ndarray:
+    """Tokens of each `<|bos|> doc` in a stream that starts with <|bos|> (BOS never occurs inside a
+    document: the tokenizers encode special-token text as plain text)."""
+    starts = np.flatnonzero(tokens == bos_id)
+    return np.diff(np.append(starts, len(tokens)))
+
+
+def _batched(items, n: int):
+    batch = []
+    for item in items:
+        batch.append(item)
+        if len(batch) >= n:
+            yield batch
+            batch = []
+    if batch:
+        yield batch
 
 
 _WORKER_TOKENIZER: Tokenizer | None = None
@@ -148,7 +189,7 @@ def tokenize(cfg, log=print, workers: int | None = None) -> TokenizeReport:
         remove_stale_temps(out_dir)
         manifest = Manifest(layout.tokens_manifest, "tokens")
         tasks = [Task(split, f.index, str(f.path), str(out_dir / shard_name(split, f.index)),
-                      cfg.source.text_field, cfg.tokenize.batch_rows)
+                      cfg.source.text_field, cfg.tokenize.batch_rows, cfg.mix if split == "train" else None)
                  for split, files in by_split.items() for f in files]
         tasks.sort(key=lambda t: t.index)  # val and filler (low indices by default) finish first
         wanted = {Path(t.output).name for t in tasks}

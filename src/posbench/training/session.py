@@ -3,6 +3,7 @@ run directory, what to resume from, loggers. Fails with a clear message before a
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from dataclasses import dataclass, field
@@ -95,6 +96,8 @@ def choose_run_dir(cfg: RunConfig, plan: Plan, ident: dict) -> tuple[Path, bool]
     out = Path(cfg.train.out_dir)
     if dist.is_main():
         run_dir, existed = find_run_dir(out, name, ident)
+        if cfg.train.resume == "auto" and not existed and not cfg.train.allow_resume_mismatch:
+            refuse_changed_identity(out / name, ident)
         claim_run_dir(run_dir, ident)
     else:
         run_dir, existed = None, False
@@ -128,11 +131,29 @@ def resume_source(cfg: RunConfig, run_dir: Path, existed: bool, log) -> ckpt.Loa
     return None
 
 
-def check_resume_compatible(cfg: RunConfig, loaded: ckpt.Loaded, ident: dict) -> None:
-    saved = loaded.meta.get("identity", {})
+def identity_diffs(saved: dict, ident: dict) -> str:
+    """'model, data (checkpoint: X, this run: Y)': which parts differ, with both data fingerprints, since a
+    different tokenizer or task mix is the usual cause and the fingerprint names which."""
     diffs = [k for k in ("model", "pe", "data", "seed") if saved.get(k) != ident[k]]
+    return ", ".join(f"data (checkpoint: {saved.get('data')}, this run: {ident['data']})" if k == "data" else k
+                     for k in diffs)
+
+
+def refuse_changed_identity(named_dir: Path, ident: dict) -> None:
+    """`--resume auto` where the run's directory belongs to another configuration: refuse, rather than
+    silently start a fresh `_v2` run that the user believes is a continuation."""
+    ident_file = named_dir / "identity.json"
+    if ident_file.is_file():
+        diffs = identity_diffs(json.loads(ident_file.read_text()), ident)
+        raise ConfigError(f"--resume auto: {named_dir} was trained with another configuration; its {diffs} "
+                          "differ from this run's. Fix the config (e.g. the same data.tokenizer and data.mix "
+                          "as its shards), or pass train.allow_resume_mismatch=true to override")
+
+
+def check_resume_compatible(cfg: RunConfig, loaded: ckpt.Loaded, ident: dict) -> None:
+    diffs = identity_diffs(loaded.meta.get("identity", {}), ident)
     if diffs and not cfg.train.allow_resume_mismatch:
-        raise ConfigError(f"cannot resume from {loaded.path}: its {', '.join(diffs)} differ from this run's. "
+        raise ConfigError(f"cannot resume from {loaded.path}: its {diffs} differ from this run's. "
                           "Fix the config, or pass train.allow_resume_mismatch=true to override")
 
 
