@@ -49,31 +49,66 @@ def documents(ids, bos):
     return [ids[a + 1:b] for a, b in zip(starts, np.append(starts[1:], len(ids)))]
 
 
-def test_measured_share_matches_the_ratio_and_val_and_filler_stay_pure(tmp_path):
+@pytest.mark.parametrize("unit", ["tokens", "documents"])
+def test_measured_share_matches_the_ratio_and_val_and_filler_stay_pure(tmp_path, unit):
     corpus(tmp_path / "corpus")
-    cfg = config(tmp_path, MIX)
+    cfg = config(tmp_path, MIX, f"data.mix.unit={unit}")
     tokenize(cfg, log=lambda *_: None)
     layout, shards = train_shards(cfg)
     assert layout.tokens_dir.name.startswith("bytes_mix-")
     tok = layout.tokenizer.build()
     mixer = build_mixer(cfg.mix)
-    task_docs = total_docs = 0
+    task = {"documents": 0, "tokens": 0}
+    total = {"documents": 0, "tokens": 0}
     for name, entry in shards.items():
         header, ids = open_shard(layout.tokens_dir / name)
         recount = count_mix(ids, tok, mixer, entry["index"], name)
         assert recount == entry["mix"]  # what the manifest says is what the shard holds
         assert recount[CORPUS]["documents"] == 150  # every corpus document, none dropped
-        total_docs += header.n_docs
-        task_docs += header.n_docs - recount[CORPUS]["documents"]
+        total["documents"] += header.n_docs
+        total["tokens"] += header.n_tokens
+        for key in task:
+            task[key] += sum(c[key] for k, c in recount.items() if k != CORPUS)
         # the task documents go to the tasks in turn
         assert {k for k in recount if k != CORPUS} == {"k_back", "reverse", "sort", "simple_copy"}
-    assert task_docs / total_docs == pytest.approx(0.1, abs=0.01)
+    share = task[unit] / total[unit]
+    assert share == pytest.approx(0.1, abs=0.01)
+    other = "documents" if unit == "tokens" else "tokens"
+    assert abs(task[other] / total[other] - 0.1) > 0.02  # the two units really differ on this corpus
     for split, n_docs in (("val_00000.bin", 150), ("filler_00001.bin", 150)):
         assert open_shard(layout.tokens_dir / split)[0].n_docs == n_docs  # pure corpus text
     report = describe(cfg, verify=True)
     assert "recounted from the shards (--verify)" in report and "BAD" not in report
     line = next(x for x in report.splitlines() if x.strip().startswith("tasks (all)"))
-    assert line.split()[3] == f"{task_docs / total_docs:.2%}"  # the doc share column, measured
+    column = 3 if unit == "documents" else 5
+    assert line.split()[column] == f"{share:.2%}"  # the measured share, as info prints it
+
+
+def test_verify_finds_a_tampered_task_document(tmp_path):
+    corpus(tmp_path / "corpus", n_files=3)
+    cfg = config(tmp_path, MIX)
+    tokenize(cfg, log=lambda *_: None)
+    layout, shards = train_shards(cfg)
+    name = next(iter(shards))
+    path = layout.tokens_dir / name
+    header, ids = open_shard(path)
+    # flip one byte inside the first task document (a letter for another letter keeps the length)
+    tok = layout.tokenizer.build()
+    docs = documents_with_bos(np.asarray(ids), tok.bos_id)
+    replay = build_mixer(cfg.mix).replay(docs, lambda text: tok.encode_documents([text]),
+                                         shards[name]["index"] * EXAMPLES_PER_FILE)
+    j = next(i for i, (kind, ok) in enumerate(replay) if kind != CORPUS)
+    offset = sum(len(d) for d in docs[:j]) + len(docs[j]) - 1  # its last byte
+    data = bytearray(path.read_bytes())
+    at = 1024 + offset * np.dtype(header.dtype).itemsize  # 256 x int32 header
+    data[at] = ord("z") if data[at] != ord("z") else ord("y")
+    path.write_bytes(bytes(data))
+    assert "BAD" in describe(cfg, verify=True)
+
+
+def documents_with_bos(ids, bos):
+    starts = np.flatnonzero(ids == bos)
+    return [ids[a:b] for a, b in zip(starts, np.append(starts[1:], len(ids)))]
 
 
 def test_task_documents_are_the_examples_eval_asks_in_the_same_format(tmp_path):
@@ -83,15 +118,16 @@ def test_task_documents_are_the_examples_eval_asks_in_the_same_format(tmp_path):
     layout, shards = train_shards(cfg)
     tok = layout.tokenizer.build()
     name, entry = next(iter(shards.items()))
-    docs = documents(open_shard(layout.tokens_dir / name)[1], tok.bos_id)
-    mixer = build_mixer(cfg.mix)
-    first = mixer.document(9, entry["index"] * EXAMPLES_PER_FILE)  # ratio 0.1: document 9 is the first task doc
-    assert first is not None and first.task == "k_back"
-    task = build_task(cfg.mix.tasks[0])
-    ex = task.example(cfg.mix.seed, first.example_index, "train")
+    ids = np.asarray(open_shard(layout.tokens_dir / name)[1])
+    docs = documents(ids, tok.bos_id)
+    # which documents are task documents follows from the rule over the documents as written (BOS included)
+    kinds = [k for k, _ in build_mixer(cfg.mix).replay(documents_with_bos(ids, tok.bos_id), lambda t: np.zeros(0))]
+    j = kinds.index("k_back")  # the first task document goes to the first task
+    first = build_mixer(cfg.mix).task_document(0, entry["index"] * EXAMPLES_PER_FILE)
+    ex = build_task(cfg.mix.tasks[0]).example(cfg.mix.seed, first.example_index, "train")
     # eval.py asks <|bos|> + encode(prompt) and expects the answer: the document is exactly that, answered
-    assert tok.decode(docs[9].tolist()) == ex.prompt + ex.answer
-    assert list(docs[9][: len(tok.encode(ex.prompt))]) == tok.encode(ex.prompt)
+    assert tok.decode(docs[j].tolist()) == ex.prompt + ex.answer
+    assert list(docs[j][: len(tok.encode(ex.prompt))]) == tok.encode(ex.prompt)
 
 
 def test_no_evaluation_example_occurs_in_the_training_shards(tmp_path):

@@ -89,7 +89,7 @@ def describe(cfg, verify: bool = False) -> str:
 def describe_mix_config(mix) -> str:
     if not mix.active:
         return "none (train shards are corpus text only)"
-    return (f"{mix.ratio:.1%} of train documents, tasks {', '.join(t.name for t in mix.tasks)}, seed {mix.seed} "
+    return (f"{mix.ratio:.1%} of train {mix.unit}, tasks {', '.join(t.name for t in mix.tasks)}, seed {mix.seed} "
             f"(configured)")
 
 
@@ -116,19 +116,18 @@ def mix_table(entries: list[dict], verified: bool) -> list[str]:
 
 
 def count_mix(ids: np.ndarray, tok, mixer: TaskMixer, file_index: int, path) -> dict:
-    """Documents and tokens per kind, recounted from a train shard's tokens: document j of the shard is a
-    task document iff the mixer puts one at j, and then its tokens must be that example's exactly."""
+    """Documents and tokens per kind, recounted from a train shard's tokens: the mixing rule is replayed
+    over the shard's documents, and every task document must be exactly the example the rule puts there."""
     ids = np.asarray(ids)
-    starts = np.flatnonzero(ids == tok.bos_id)
-    ends = np.append(starts[1:], len(ids))
+    starts = np.flatnonzero(ids == tok.bos_id)  # BOS never occurs inside a document
+    docs = [ids[a:b] for a, b in zip(starts, np.append(starts[1:], len(ids)))]
     counts: dict[str, list[int]] = {}
-    for j, (a, b) in enumerate(zip(starts, ends)):
-        doc = mixer.document(j, file_index * EXAMPLES_PER_FILE)
-        kind = CORPUS if doc is None else doc.task
-        if doc is not None and not np.array_equal(ids[a:b], tok.encode_documents([doc.text])):
-            raise DataError(f"{path}: document {j} should be {doc.task} example {doc.example_index} but its "
-                            "tokens differ; delete the shard and re-run tokenize")
+    replay = mixer.replay(docs, lambda text: tok.encode_documents([text]), file_index * EXAMPLES_PER_FILE)
+    for j, (doc, (kind, matches)) in enumerate(zip(docs, replay)):
+        if not matches:
+            raise DataError(f"{path}: document {j} should be the next {kind} example but its tokens differ; "
+                            "delete the shard and re-run tokenize")
         c = counts.setdefault(kind, [0, 0])
         c[0] += 1
-        c[1] += int(b - a)
+        c[1] += len(doc)
     return {kind: {"documents": d, "tokens": t} for kind, (d, t) in sorted(counts.items())}

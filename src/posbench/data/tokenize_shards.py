@@ -3,11 +3,12 @@
     input file i of split s  --worker-->  tokens/<source>/<tokenizer>/<s>_<i:05d>.bin
                                           <|bos|> doc <|bos|> doc ...   (uint16, uint32 if vocab > 65536)
 
-Train files get the task mix (`data.mix`, tasks/mix.py): task documents interleaved with the file's own
-documents at the configured share, each a task example's text exactly as eval.py's algorithmic suite asks
-it (`<|bos|> prompt` + answer). Val and filler shards stay pure corpus text. The manifest records, per
-shard, the documents and tokens of each kind (a task name or "corpus") counted from the tokens written;
-`prepare_fineweb info` sums them, and `info --verify` recounts them from the shards themselves.
+Train files get the task mix (`data.mix`, tasks/mix.py): task documents placed among the file's own
+documents at the configured share (of tokens, by default), each a task example's text exactly as
+eval.py's algorithmic suite asks it (`<|bos|> prompt` + answer). Val and filler shards stay pure
+corpus text. The manifest records, per shard, the documents and tokens of each kind (a task name or
+"corpus") counted from the tokens written; `prepare_fineweb info` sums them, and `info --verify`
+replays the mixing rule over the shards to recount and check them.
 
 Determinism: a shard depends only on its input file and the tokenizer, never on the worker count or
 the order workers finish, so any run gives byte-identical shards. Idempotence and resume: a shard is
@@ -83,22 +84,15 @@ def tokenize_file(task: Task, tok: Tokenizer) -> dict:
     corpus = (text for texts in reader.batches() for text in texts)
     counts: dict[str, list[int]] = {}
     with ShardWriter(task.output, tok.vocab_size, tok.fingerprint) as writer:
-        for batch in _batched(mixer.interleave(corpus, task.index * EXAMPLES_PER_FILE), task.batch_rows):
-            tokens = tok.encode_documents([text for _, text in batch])
-            for (kind, _), n in zip(batch, document_lengths(tokens, tok.bos_id)):
+        stream = mixer.stream(corpus, lambda text: tok.encode_documents([text]), task.index * EXAMPLES_PER_FILE)
+        for batch in _batched(stream, task.batch_rows):
+            for kind, ids in batch:
                 c = counts.setdefault(kind, [0, 0])
                 c[0] += 1
-                c[1] += int(n)
-            writer.write(tokens, len(batch))
+                c[1] += len(ids)
+            writer.write(np.concatenate([ids for _, ids in batch]), len(batch))
     mix = {kind: {"documents": d, "tokens": t} for kind, (d, t) in sorted(counts.items())}
     return {"tokens": writer.n_tokens, "documents": writer.n_docs, "mix": mix}
-
-
-def document_lengths(tokens: np.ndarray, bos_id: int) -> np.ndarray:
-    """Tokens of each `<|bos|> doc` in a stream that starts with <|bos|> (BOS never occurs inside a
-    document: the tokenizers encode special-token text as plain text)."""
-    starts = np.flatnonzero(tokens == bos_id)
-    return np.diff(np.append(starts, len(tokens)))
 
 
 def _batched(items, n: int):

@@ -34,7 +34,9 @@ SPLIT_LABEL = {"id": "ID", "ood": "OOD"}
 
 @dataclass
 class AlgorithmicConfig:
-    tasks: list[TaskConfig] = field(default_factory=list)  # [] = every registered task, default ranges
+    # [] = the tasks the checkpoint was pretrained with (its data.mix, same options), else every registered
+    # task with its default ranges
+    tasks: list[TaskConfig] = field(default_factory=list)
     splits: list[Literal["id", "ood"]] = field(default_factory=lambda: ["id", "ood"])
     shots: list[int] = field(default_factory=lambda: [0, 3])
     n_examples: int = 32  # per (task, split, shots)
@@ -57,7 +59,10 @@ class Algorithmic(Evaluator):
 
     def __init__(self, cfg: AlgorithmicConfig, target: Target):
         super().__init__(cfg, target)
-        configs = cfg.tasks or [get_task_class(name).Config() for name in task_names()]
+        run = target.run_cfg
+        mixed = run.train.stream == "shards" and run.data.mix.active  # trained on shards holding task documents
+        configs = cfg.tasks or (list(run.data.mix.tasks) if mixed else
+                                [get_task_class(n).Config() for n in task_names()])
         self.tasks = [build_task(c) for c in configs]
 
     def cells(self):

@@ -1,0 +1,181 @@
+"""One comparison for a whole sweep: report.md, results.csv (every number), throughput.md.
+
+Rows are run groups (size, budget, `vary` axes), columns or sub-rows the PEs; every figure is the mean over
+seeds with a percentile-bootstrap CI (studies/stats.py, deterministic), n/a where a PE cannot represent the
+length. report.md and results.csv hold no wall-clock figures, so an interrupted and resumed sweep writes
+them byte-identical to an uninterrupted one; tokens/s and MFU go to throughput.md.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from posbench.data.atomic import atomic_open
+from posbench.studies.stats import Summary, bootstrap_ci
+from posbench.sweeps.spec import Run, SweepConfig
+
+
+def md_table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+def metrics_rows(run: Run) -> list[dict]:
+    path = Path(run.cfg.train.out_dir) / run.name / "metrics.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def last(rows: list[dict], key: str) -> float | None:
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return float(vals[-1]) if vals else None
+
+
+def median(rows: list[dict], key: str) -> float | None:
+    vals = [r[key] for r in rows if r.get(key) is not None]
+    return float(np.median(vals)) if vals else None
+
+
+class Table:
+    """values[(group, pe, column)] = list over seeds; formatted as mean [CI]."""
+
+    def __init__(self, sweep: SweepConfig):
+        self.sweep = sweep
+        self.values: dict[tuple, list] = defaultdict(list)
+        self.columns: list[str] = []
+
+    def add(self, group: str, pe: str, column: str, value) -> None:
+        if column not in self.columns:
+            self.columns.append(column)
+        self.values[(group, pe, column)].append(value)
+
+    def summary(self, group: str, pe: str, column: str) -> Summary:
+        return bootstrap_ci(self.values.get((group, pe, column), []), self.sweep.confidence, self.sweep.n_boot)
+
+    def markdown(self, groups: list[str], pes: list[str], pct: bool) -> str:
+        rows = []
+        for g in groups:
+            for pe in pes:
+                if any((g, pe, c) in self.values for c in self.columns):
+                    rows.append([g, pe, *(self.summary(g, pe, c).fmt(pct) for c in self.columns)])
+        return md_table(["runs", "PE", *self.columns], rows)
+
+
+def _ppl(results: dict) -> dict[int, float | None]:
+    rows = results["suites"].get("ppl", {}).get("rows", [])
+    return {r["length"]: (r["nonoverlap"]["ppl"] if r.get("na") is None else None) for r in rows}
+
+
+def _algorithmic(results: dict) -> list[dict]:
+    return results["suites"].get("algorithmic", {}).get("cells", [])
+
+
+def _retrieval(results: dict, suite: str) -> dict[int, float | None]:
+    """Accuracy per length, averaged over depths (n/a when any depth is n/a at that length)."""
+    by = results["suites"].get(suite, {}).get("cells", [])
+    out: dict[int, list] = defaultdict(list)
+    for c in by:
+        out[c["length"]].append(c["accuracy"])
+    return {k: (None if any(v is None for v in vs) else float(np.mean(vs))) for k, vs in sorted(out.items())}
+
+
+def build_tables(sweep: SweepConfig, runs: list[Run], results: dict[str, dict]) -> dict[str, Table]:
+    t = {k: Table(sweep) for k in ("loss", "ppl", "algorithmic", "passkey", "niah")}
+    for run in runs:
+        res = results.get(run.name)
+        rows = metrics_rows(run)
+        t["loss"].add(run.group, run.pe, "train loss (final)", last(rows, "loss"))
+        t["loss"].add(run.group, run.pe, "val loss (last)", last(rows, "val_loss"))
+        if res is None:
+            continue
+        for length, ppl in _ppl(res).items():
+            t["ppl"].add(run.group, run.pe, f"{length}", ppl)
+        for c in _algorithmic(res):
+            split = "ID" if c["split"] == "id" else "OOD"
+            if c["split"] == "ood" and "beyond_accuracy" in c:  # the extrapolation metric, when eval reports it
+                t["algorithmic"].add(run.group, run.pe, f"{c['task']} beyond {c['shots']}-shot", c["beyond_accuracy"])
+                split = "OOD (all positions)"
+            t["algorithmic"].add(run.group, run.pe, f"{c['task']} {split} {c['shots']}-shot", c["accuracy"])
+        for suite in ("passkey", "niah"):
+            for length, acc in _retrieval(res, suite).items():
+                t[suite].add(run.group, run.pe, f"{length}", acc)
+    return t
+
+
+def chance_line(runs: list[Run], results: dict[str, dict]) -> str:
+    chance = {}
+    for run in runs:
+        for c in _algorithmic(results.get(run.name, {"suites": {}})):
+            chance[c["task"]] = c["chance_per_token"]
+    return ", ".join(f"{k} {v:.0%}" for k, v in sorted(chance.items()))
+
+
+def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], out_dir: Path,
+                 plots: list[Path]) -> str:
+    tables = build_tables(sweep, runs, results)
+    groups = list(dict.fromkeys(r.group for r in runs))
+    pes = list(dict.fromkeys(r.pe for r in runs))
+    first = runs[0].cfg
+    mix = first.data.mix
+    ci = f"{sweep.confidence:.0%}"
+    parts = [f"# Sweep `{sweep.name}`", "",
+             f"{len(runs)} runs: sizes {', '.join(sweep.sizes)}; PEs {', '.join(pes)}; seeds "
+             f"{', '.join(map(str, sweep.seeds))}" + (f"; varied {', '.join(sweep.vary)}" if sweep.vary else "") + ".",
+             f"Data: `{first.data.source.name}` source, tokenizer `{first.data.tokenizer.tag()}`, task mix "
+             + (f"{mix.ratio:.0%} of train {mix.unit} ({', '.join(t.name for t in mix.tasks)})"
+                if mix.active else "none") + f"; training length {first.model.seq_len} tokens.",
+             f"Every figure: mean over seeds [{ci} percentile-bootstrap CI] (one seed: the value alone); "
+             "n/a = the PE cannot represent that length. Throughput: throughput.md.", ""]
+    sections = [
+        ("Loss", tables["loss"], False, ""),
+        ("Perplexity vs context length (non-overlapping windows)", tables["ppl"], False,
+         "Columns: context length in tokens."),
+        ("Algorithmic tasks, pretrained with the mix (exact match, %)", tables["algorithmic"], True,
+         "Zero-shot in the mix's own prompt format; ID = the training range of the task, OOD = longer "
+         "instances. Per-token chance: " + chance_line(runs, results) + "; exact match by chance is ~0."),
+        ("Passkey retrieval (accuracy %, mean over depths)", tables["passkey"], True, "Columns: length in tokens."),
+        ("Needle in a haystack (accuracy %, mean over depths)", tables["niah"], True, "Columns: length in tokens."),
+    ]
+    for title, table, pct, note in sections:
+        if not table.columns or all(v is None for vs in table.values.values() for v in vs):
+            continue
+        parts += [f"## {title}", ""] + ([note, ""] if note else []) + [table.markdown(groups, pes, pct), ""]
+    if plots:
+        parts += ["## Plots", ""] + [f"![{p.stem}]({p.relative_to(out_dir).as_posix()})" for p in plots] + [""]
+    text = "\n".join(parts)
+    with atomic_open(out_dir / "report.md", "w") as f:
+        f.write(text)
+    write_csv(tables, out_dir / "results.csv")
+    write_throughput(runs, out_dir / "throughput.md")
+    return text
+
+
+def write_csv(tables: dict[str, Table], path: Path) -> None:
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(["table", "runs", "pe", "column", "n", "mean", "ci_lo", "ci_hi", "values"])
+    for name, table in tables.items():
+        for (group, pe, column), values in table.values.items():
+            s = table.summary(group, pe, column)
+            w.writerow([name, group, pe, column, s.n, s.mean, s.lo, s.hi, json.dumps(values)])
+    with atomic_open(path, "w") as f:
+        f.write(buf.getvalue())
+
+
+def write_throughput(runs: list[Run], path: Path) -> None:
+    rows = []
+    for run in runs:
+        m = metrics_rows(run)
+        tps, mfu = median(m, "tokens_per_s"), median(m, "mfu")
+        rows.append([run.name, f"{last(m, 'tokens') or 0:,.0f}", "n/a" if tps is None else f"{tps:,.0f}",
+                     "n/a" if not mfu else f"{100 * mfu:.1f}%"])  # 0: no known peak (CPU)
+    text = ("# Throughput per run\n\nMedian over logged steps (wall-clock figures: they differ run to run, so "
+            "they live here and not in report.md).\n\n"
+            + md_table(["run", "tokens", "tokens/s", "MFU"], rows) + "\n")
+    with atomic_open(path, "w") as f:
+        f.write(text)

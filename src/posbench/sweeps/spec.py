@@ -1,0 +1,140 @@
+"""A sweep: a typed, strictly loaded YAML expanded into one RunConfig per run (and per WSD branch).
+
+    name: cpu_demo
+    sizes: [nano]                                  # model presets, configs/model/<size>.yaml
+    pes: [{name: rope}, {name: alibi}]             # any registered PE with its options
+    seeds: [0, 1]
+    run:                                           # a train.py config mapping applied to every run
+      data: {source: {name: local, paths: [...]}, tokenizer: {name: bytes}}
+      train: {target_budgets: [2.0e6], budget_unit: tokens}
+    vary: {model.d_model: [128, 192]}              # extra axes: dotted RunConfig key -> values
+    eval: {suites: [ppl, algorithmic], algorithmic: {n_examples: 64}}   # eval.py options (EvalConfig)
+
+Every run's RunConfig is built here, typed, before anything trains: an unknown key or a bad value in any
+run stops the sweep at once with the nearest valid name. Settings travel as mappings merged into the
+typed config (never re-rendered as `key=value` text). The largest budget of `train.target_budgets` is the
+run itself; each smaller one is a branch run that finishes that budget's decay from the branch checkpoint.
+"""
+
+from __future__ import annotations
+
+import copy
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from posbench.config import CONFIG_DIR, RunConfig, preset_path
+from posbench.config_loader import ConfigError, deep_merge, from_dict, load_yaml, nearest, to_dict
+from posbench.evaluation.config import EvalConfig
+from posbench.pe import PEConfig
+from posbench.training.rundir import check_run_name, format_tokens
+from posbench.training.session import budget_tokens, make_plan
+
+
+@dataclass
+class SweepConfig:
+    name: str = "sweep"
+    sizes: list[str] = field(default_factory=lambda: ["nano"])
+    pes: list[PEConfig] = field(default_factory=list)
+    seeds: list[int] = field(default_factory=lambda: [0])
+    run: dict[str, Any] = field(default_factory=dict)
+    vary: dict[str, Any] = field(default_factory=dict)
+    eval: dict[str, Any] = field(default_factory=dict)
+    eval_branches: bool = True  # evaluate the branch runs' final checkpoints too
+    confidence: float = 0.95
+    n_boot: int = 10000
+
+    def __post_init__(self):
+        if not self.sizes or not self.pes or not self.seeds:
+            raise ConfigError("a sweep needs at least one size, one PE and one seed")
+        for key, values in self.vary.items():
+            if not isinstance(values, list) or not values:
+                raise ConfigError(f"sweep.vary.{key} must be a non-empty list of values")
+        if len(set(self.seeds)) != len(self.seeds):
+            raise ConfigError(f"sweep.seeds lists a seed twice: {self.seeds}")
+        if not 0 < self.confidence < 1 or self.n_boot < 100:
+            raise ConfigError("sweep needs 0 < confidence < 1 and n_boot >= 100")
+
+
+@dataclass
+class Run:
+    """One training run of the sweep: its typed config and where it sits in the grid."""
+
+    name: str
+    cfg: RunConfig
+    size: str
+    pe: str
+    seed: int
+    axes: dict[str, Any]
+    budget: str  # the budget as run names write it (tokens)
+    parent: str = ""  # for a branch run: the run whose branch checkpoint it continues
+
+    @property
+    def group(self) -> str:
+        """Runs that differ only in the seed: one row of the comparison."""
+        extra = "".join(f" {k.split('.')[-1]}={v}" for k, v in sorted(self.axes.items()))
+        return f"{self.size} {self.budget}{extra}"
+
+
+def nested(dotted: str, value: Any) -> dict:
+    """`model.d_model`, 128 -> {"model": {"d_model": 128}}."""
+    out: Any = value
+    for part in reversed(dotted.split(".")):
+        out = {part: out}
+    return out
+
+
+def load_sweep(path_or_preset: str) -> SweepConfig:
+    path = Path(path_or_preset)
+    if not path.suffix:
+        path = CONFIG_DIR / "sweep" / f"{path_or_preset}.yaml"
+        if not path.is_file():
+            names = [p.stem for p in (CONFIG_DIR / "sweep").glob("*.yaml")]
+            raise ConfigError(f"no sweep preset `{path_or_preset}`" + nearest(path_or_preset, names))
+    return from_dict(SweepConfig, load_yaml(path), "sweep")
+
+
+def eval_config(sweep: SweepConfig) -> EvalConfig:
+    base = {"progress": False}
+    return from_dict(EvalConfig, deep_merge(base, copy.deepcopy(sweep.eval)), "sweep.eval")
+
+
+def _run_name(size: str, pe: str, axes: dict, seed: int) -> str:
+    extra = "".join(f"_{k.split('.')[-1]}{v}" for k, v in sorted(axes.items()))
+    return check_run_name(f"{size}_{pe}{extra}_s{seed}")
+
+
+def plan_runs(sweep: SweepConfig, out_dir: Path) -> list[Run]:
+    """Every run of the sweep in order (a main run, then its branch runs), configs typed and resolved."""
+    keys = sorted(sweep.vary)
+    runs: list[Run] = []
+    for size, values, pe, seed in itertools.product(sweep.sizes, itertools.product(*(sweep.vary[k] for k in keys)),
+                                                    sweep.pes, sweep.seeds):
+        axes = dict(zip(keys, values))
+        merged = load_yaml(preset_path("model", size))
+        merged = deep_merge(merged, copy.deepcopy(sweep.run))
+        merged = deep_merge(merged, {"pe": to_dict(pe), "seed": seed})
+        for key, value in axes.items():
+            merged = deep_merge(merged, nested(key, value))
+        name = _run_name(size, pe.name, axes, seed)
+        merged = deep_merge(merged, {"train": {"out_dir": str(out_dir / "checkpoints"), "run_name": name,
+                                               "resume": "auto"}})
+        try:
+            cfg = from_dict(RunConfig, merged).resolve()
+        except ConfigError as e:
+            raise ConfigError(f"sweep run {name}: {e}") from None
+        plan = make_plan(cfg, 1, "cpu")  # budgets and batch arithmetic checked now, before any run starts
+        main = Run(name, cfg, size, pe.name, seed, axes, format_tokens(plan.budgets[-1]))
+        runs.append(main)
+        for value in sorted(set(cfg.train.target_budgets))[:-1]:
+            tokens = budget_tokens(cfg, value, plan.n_params)
+            branch = copy.deepcopy(cfg)
+            branch.train.run_name = f"{name}_b{format_tokens(tokens)}"
+            branch.train.branch_from = str(out_dir / "checkpoints" / name / f"branch_{format_tokens(tokens)}")
+            branch.train.budget = value
+            runs.append(Run(branch.train.run_name, branch, size, pe.name, seed, axes, format_tokens(tokens), name))
+    names = [r.name for r in runs]
+    if len(set(names)) != len(names):
+        raise ConfigError("two runs of the sweep have the same name (duplicate size/PE/seed entries?)")
+    return runs
