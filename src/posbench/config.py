@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
-from posbench.config_loader import ConfigError, dump_yaml, from_dict, merge_sources, nearest
+from posbench.config_loader import ConfigError, dump_yaml, from_dict, load_yaml, merge_sources, nearest
 from posbench.data.sources import HubShards, SourceConfig
 from posbench.data.splits import SplitsConfig
 from posbench.data.tasks import get_task_class
@@ -243,6 +243,15 @@ def preset_path(kind: str, name: str) -> Path:
         available = sorted(p.stem for p in folder.glob("*.yaml"))
         raise ConfigError(f"no {kind} preset `{name}` in {folder}" + nearest(name, available))
     return path
+
+
+def load_preset(kind: str, path_or_name: str, cls, where: str):
+    """A typed config from a YAML file, or from configs/<kind>/<name>.yaml when given a bare name
+    (studies, sweeps): strict, so an unknown key or a mistyped preset name names the nearest valid one."""
+    path = Path(path_or_name)
+    if not path.suffix:
+        path = preset_path(kind, path_or_name)
+    return from_dict(cls, load_yaml(path), where)
 
 
 def load_config(files: list[str | Path] = (), overrides: list[str] = (), model_size: str | None = None,

@@ -13,11 +13,10 @@ from __future__ import annotations
 import copy
 import itertools
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from posbench.config import CONFIG_DIR
-from posbench.config_loader import ConfigError, from_dict, load_yaml, nearest
+from posbench.config import load_preset
+from posbench.config_loader import ConfigError
 from posbench.data.tasks.base import TaskConfig
 from posbench.pe import PEConfig
 
@@ -93,13 +92,7 @@ class Cell:
 
 
 def load_study(path_or_preset: str) -> StudyConfig:
-    path = Path(path_or_preset)
-    if not path.suffix:
-        path = CONFIG_DIR / "study" / f"{path_or_preset}.yaml"
-        if not path.is_file():
-            names = [p.stem for p in (CONFIG_DIR / "study").glob("*.yaml")]
-            raise ConfigError(f"no study preset `{path_or_preset}`" + nearest(path_or_preset, names))
-    return from_dict(StudyConfig, load_yaml(path), "study")
+    return load_preset("study", path_or_preset, StudyConfig, "study")
 
 
 def _with_study_axes(study: StudyConfig, axes: dict) -> StudyConfig:

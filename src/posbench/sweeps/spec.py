@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from posbench.config import CONFIG_DIR, RunConfig, preset_path
-from posbench.config_loader import ConfigError, deep_merge, from_dict, load_yaml, nearest, to_dict
+from posbench.config import RunConfig, load_preset, preset_path
+from posbench.config_loader import ConfigError, deep_merge, from_dict, load_yaml, to_dict
 from posbench.evaluation.config import EvalConfig
 from posbench.pe import PEConfig
 from posbench.training.rundir import check_run_name, format_tokens
@@ -86,13 +86,7 @@ def nested(dotted: str, value: Any) -> dict:
 
 
 def load_sweep(path_or_preset: str) -> SweepConfig:
-    path = Path(path_or_preset)
-    if not path.suffix:
-        path = CONFIG_DIR / "sweep" / f"{path_or_preset}.yaml"
-        if not path.is_file():
-            names = [p.stem for p in (CONFIG_DIR / "sweep").glob("*.yaml")]
-            raise ConfigError(f"no sweep preset `{path_or_preset}`" + nearest(path_or_preset, names))
-    return from_dict(SweepConfig, load_yaml(path), "sweep")
+    return load_preset("sweep", path_or_preset, SweepConfig, "sweep")
 
 
 def eval_config(sweep: SweepConfig) -> EvalConfig:
