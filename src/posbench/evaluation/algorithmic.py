@@ -12,6 +12,13 @@ query i always gets the same demos, so the k-shot demos are a prefix of the (k+1
 The model decodes as many tokens as the reference answer has; the example is correct when they decode
 to exactly the answer string. A cell (task, split, shots) with any prompt longer than the PE's
 positions is "n/a": a score over the prompts that happen to fit would be biased towards short ones.
+
+Besides exact match (`accuracy`, whole answers), each cell splits the answer tokens by where they are
+predicted (`position_split`): answer token i is predicted at position len(prompt) + i - 1; it counts as
+*beyond* the training length when that position is >= the checkpoint's `model.seq_len`, else *within*.
+`within_accuracy` / `beyond_accuracy` are the shares of those answer tokens the greedy output gets right
+position by position (None where a cell has no such token), `n_beyond` how many there are: only the
+beyond share measures extrapolation in position, where exact match of a long example mixes both.
 """
 
 from __future__ import annotations
@@ -50,6 +57,21 @@ class AlgorithmicConfig:
         names = [t.name for t in self.tasks]
         if len(set(names)) != len(names):
             raise ConfigError(f"algorithmic.tasks lists a task twice: {names}")
+
+
+def position_split(prompt_len: int, answer_ids: list[int], output_ids: list[int], train_len: int
+                   ) -> tuple[int, int, int, int]:
+    """(within right, within total, beyond right, beyond total) over the answer tokens of one example."""
+    counts = [0, 0, 0, 0]
+    for i, want in enumerate(answer_ids):
+        side = 2 if prompt_len + i - 1 >= train_len else 0
+        counts[side + 1] += 1
+        counts[side] += int(i < len(output_ids) and output_ids[i] == want)
+    return counts[0], counts[1], counts[2], counts[3]
+
+
+def _ratio(hits: int, total: int) -> float | None:
+    return hits / total if total else None
 
 
 @register_suite("algorithmic")
@@ -105,10 +127,15 @@ class Algorithmic(Evaluator):
             texts = {k: decode(tok, outputs[k]) for k in done}
             correct = sum(texts[k] == answers[k] for k in done)
             n_na = len(rows) - len(done)
+            split_counts = [position_split(len(prompts[k]), tok.encode(answers[k]), outputs[k], self.target.train_len)
+                            for k in done]
+            w_hit, w_n, b_hit, b_n = (sum(c[i] for c in split_counts) for i in range(4))
             lengths = [len(prompts[k]) + n_new[k] for k in rows]
             results.append({
                 "task": task.name, "split": split, "shots": shots, "n": len(rows), "n_na": n_na,
                 "correct": None if n_na else correct, "accuracy": None if n_na else correct / len(rows),
+                "within_accuracy": None if n_na else _ratio(w_hit, w_n),
+                "beyond_accuracy": None if n_na else _ratio(b_hit, b_n), "n_beyond": b_n,
                 "na": (f"{n_na} of {len(rows)} prompts need more positions than the PE represents "
                        f"(prompt + answer: {min(lengths)}..{max(lengths)} tokens)") if n_na else None,
                 "tokens_mean": float(np.mean(lengths)), "tokens_max": max(lengths),
@@ -117,7 +144,8 @@ class Algorithmic(Evaluator):
                              "output": texts.get(k)} for k in rows[: self.cfg.samples_kept]],
             })
         return {"n_examples": self.cfg.n_examples, "shots": list(self.cfg.shots), "splits": list(self.cfg.splits),
-                "demo_split": self.cfg.demo_split, "seed": self.target.seed, "cells": results}
+                "demo_split": self.cfg.demo_split, "seed": self.target.seed, "train_len": self.target.train_len,
+                "cells": results}
 
     # -- report ----------------------------------------------------------------------------------------------
     @staticmethod
@@ -132,11 +160,16 @@ class Algorithmic(Evaluator):
     def markdown(cls, result: dict) -> str:
         cols, cells = cls._columns(result), cls._lookup(result)
         tasks = list(dict.fromkeys(c["task"] for c in result["cells"]))
-        header = ["task", *(f"{SPLIT_LABEL[s]} {k}-shot" for s, k in cols), "chance/token"]
+        beyond = [(s, k) for s, k in cols if any(c.get("n_beyond") for c in result["cells"] if c["split"] == s)]
+        header = ["task", *(f"{SPLIT_LABEL[s]} {k}-shot" for s, k in cols),
+                  *(f"{SPLIT_LABEL[s]} {k}-shot beyond train length (tokens)" for s, k in beyond), "chance/token"]
         rows = [[t, *(pct(cells[(t, s, k)]["accuracy"]) for s, k in cols),
+                 *(pct(cells[(t, s, k)].get("beyond_accuracy")) for s, k in beyond),
                  f"{cells[(t, *cols[0])]['chance_per_token']:.2f}"] for t in tasks]
+        note = (f" Beyond columns: answer tokens predicted past the training length ({result.get('train_len')} "
+                "tokens), position by position." if beyond else " No answer token lies past the training length.")
         return (f"{result['n_examples']} examples per cell; demonstrations from the `{result['demo_split']}` "
-                f"split.\n\n" + md_table(header, rows))
+                f"split. Exact match of whole answers.{note}\n\n" + md_table(header, rows))
 
     @classmethod
     def comparison(cls, results: dict[str, dict]) -> str:

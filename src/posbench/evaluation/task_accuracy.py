@@ -3,6 +3,11 @@
 Accuracy is per target position (argmax == target where target != -100), the measure the
 synthetic-task literature reports for labelling tasks; `exact` is the share of examples with every
 target right. A length a PE cannot represent gives None ("n/a"), never a clamped number.
+
+With `train_len`, accuracy is also split by where the target sits: `within` counts target positions
+t < train_len (positions the model was trained at), `beyond` those at t >= train_len, the only ones that
+measure extrapolation; an OOD example mixes both, so its all-positions accuracy flatters a PE that is
+right in range and at chance past it. `per_position` holds (correct, total) per position for curves.
 """
 
 from __future__ import annotations
@@ -23,12 +28,23 @@ class TaskScore:
     exact: float | None
     loss: float | None
     per_example: list[float]  # per-example target accuracy (empty when n/a)
+    within: float | None = None  # accuracy over target positions < train_len (None: no such target)
+    beyond: float | None = None  # accuracy over target positions >= train_len (None: no such target)
+    per_position: list[tuple[int, int]] | None = None  # (correct, total) at each position
+
+
+def _share(correct: torch.Tensor, total: torch.Tensor) -> float | None:
+    n = int(total.sum())
+    return None if n == 0 else int(correct.sum()) / n
 
 
 @torch.no_grad()
-def score_rows(model, inputs_BT: torch.Tensor, targets_BT: torch.Tensor, batch_size: int = 256) -> TaskScore:
+def score_rows(model, inputs_BT: torch.Tensor, targets_BT: torch.Tensor, batch_size: int = 256,
+               train_len: int | None = None) -> TaskScore:
     model.eval()
     correct, total, loss_sum, per_example = 0, 0, 0.0, []
+    hits_T = torch.zeros(inputs_BT.shape[1], dtype=torch.long)  # correct targets per position
+    counts_T = torch.zeros(inputs_BT.shape[1], dtype=torch.long)  # targets per position
     try:
         for start in range(0, inputs_BT.shape[0], batch_size):
             x, y = inputs_BT[start : start + batch_size], targets_BT[start : start + batch_size]
@@ -37,12 +53,17 @@ def score_rows(model, inputs_BT: torch.Tensor, targets_BT: torch.Tensor, batch_s
             hit = (logits.argmax(-1) == y) & mask
             correct += int(hit.sum())
             total += int(mask.sum())
+            hits_T += hit.sum(0)
+            counts_T += mask.sum(0)
             loss_sum += float(F.cross_entropy(logits[mask], y[mask], reduction="sum"))
             per_example += (hit.sum(1).float() / mask.sum(1).clamp_min(1)).tolist()
     except PositionRangeError:
         return TaskScore(None, None, None, [])
     exact = sum(1 for a in per_example if a == 1.0) / max(1, len(per_example))
-    return TaskScore(correct / max(1, total), exact, loss_sum / max(1, total), per_example)
+    split = train_len if train_len is not None else inputs_BT.shape[1]
+    return TaskScore(correct / max(1, total), exact, loss_sum / max(1, total), per_example,
+                     within=_share(hits_T[:split], counts_T[:split]), beyond=_share(hits_T[split:], counts_T[split:]),
+                     per_position=list(zip(hits_T.tolist(), counts_T.tolist())))
 
 
 @torch.no_grad()

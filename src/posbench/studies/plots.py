@@ -102,6 +102,39 @@ def accuracy_vs_length(results, out_dir: Path) -> str:
     return _save(fig, out_dir, "accuracy_vs_length.png")
 
 
+def accuracy_by_position(results, out_dir: Path, confidence: float) -> str | None:
+    """OOD accuracy at each target position, mean over seeds with a CI band, a line at the training length:
+    where a PE stops being right is the question extrapolation asks."""
+    results = [r for r in results if r.get("ood_by_position")]
+    if not results:
+        return None
+    tasks, pes = _tasks_pes(results)
+    fig, axes = plt.subplots(len(tasks), 1, figsize=(8, 2.8 * len(tasks)), squeeze=False)
+    groups = _by(results, "task", "pe")
+    for i, task in enumerate(tasks):
+        ax = axes[i][0]
+        for pe in pes:
+            cells = groups.get((task, pe), [])
+            if not cells:
+                continue
+            n = min(len(c["ood_by_position"]) for c in cells)
+            stats = [bootstrap_ci([c["ood_by_position"][t] for c in cells], confidence, 2000) for t in range(n)]
+            xs = [t for t in range(n) if stats[t].mean is not None]
+            if not xs:
+                continue
+            ax.plot(xs, [100 * stats[t].mean for t in xs], lw=1.2, label=pe)
+            ax.fill_between(xs, [100 * stats[t].lo for t in xs], [100 * stats[t].hi for t in xs], alpha=0.2)
+        first = next(c for c in results if c["task"] == task)
+        ax.axvline(first["seq_len"], color="black", ls="--", lw=1, label="training length")
+        ax.axhline(100 * first["chance"], color="grey", ls=":", lw=1)
+        ax.set_title(f"{task}: OOD accuracy by target position")
+        ax.set_xlabel("position")
+        ax.set_ylabel("accuracy %")
+        ax.set_ylim(0, 102)
+    axes[0][0].legend(fontsize=8)
+    return _save(fig, out_dir, "accuracy_by_position.png")
+
+
 def attention_maps(results, out_dir: Path, task: str) -> str:
     """Layers x heads for one ID example per PE (first seed's final model)."""
     chosen = {}
@@ -137,5 +170,5 @@ def _save(fig, out_dir: Path, name: str) -> str:
 def all_plots(results, out_dir: Path, confidence: float) -> list[str]:
     tasks, _ = _tasks_pes(results)
     names = [learning_curves(results, out_dir, confidence), id_ood_bars(results, out_dir, confidence),
-             accuracy_vs_length(results, out_dir)]
-    return names + [attention_maps(results, out_dir, t) for t in tasks]
+             accuracy_vs_length(results, out_dir), accuracy_by_position(results, out_dir, confidence)]
+    return [n for n in names if n] + [attention_maps(results, out_dir, t) for t in tasks]
