@@ -119,9 +119,9 @@ def test_dynamic_ntk_only_past_training_length():
     torch.testing.assert_close(inv_long, torch.tensor([base ** (-2 * i / 16) for i in range(8)]), rtol=1e-5, atol=0)
 
 
-def test_yarn_matches_paper_formula():
+def test_yarn_paper_matches_paper_formula():
     s, L, d, b, alpha, beta = 4.0, 32, 16, 10000.0, 1.0, 32.0
-    inv, mscale = scaled("yarn", factor=s, original=L)
+    inv, mscale = scaled("yarn_paper", factor=s, original=L)
     expected = []
     for i in range(d // 2):
         theta = b ** (-2 * i / d)
@@ -132,6 +132,36 @@ def test_yarn_matches_paper_formula():
     assert mscale == pytest.approx(0.1 * math.log(4) + 1)  # eq. 22
     # highest frequency (r = 32/2pi*1 ~ 5.1) is blended; lowest frequencies fully interpolated
     assert inv[-1].item() == pytest.approx(expected[-1])
+
+
+def test_yarn_matches_the_transformers_formula_worked_by_hand():
+    # head_dim 64, theta 10000, original length 1024, factor 4. transformers' find_correction_dim:
+    # d(n) = 64 ln(1024 / (2 pi n)) / (2 ln 10000): d(32) = 5.49 -> floor 5, d(1) = 17.70 -> ceil 18.
+    # Index i keeps its frequency below 5, is divided by 4 above 18, and blends linearly in i between:
+    # ratio_i = 1 - 0.75 * (i - 5) / 13, so index 10: 1 - 0.75 * 5/13 = 0.71154 (the paper form: 0.4475).
+    low = math.floor(64 * math.log(1024 / (2 * math.pi * 32)) / (2 * math.log(10000)))
+    high = math.ceil(64 * math.log(1024 / (2 * math.pi * 1)) / (2 * math.log(10000)))
+    assert (low, high) == (5, 18)
+    inv, mscale = scaled("yarn", factor=4.0, original=1024, K=64)
+    ratio = (inv / rope_inv_freq(64, 10000.0)).numpy()
+    assert ratio[10] == pytest.approx(0.711538, abs=1e-5)
+    expected = [1.0 if i <= 5 else 0.25 if i >= 18 else 1 - 0.75 * (i - 5) / 13 for i in range(32)]
+    np.testing.assert_allclose(ratio, expected, atol=1e-6)
+    assert mscale == pytest.approx(0.1 * math.log(4) + 1)
+    paper, _ = scaled("yarn_paper", factor=4.0, original=1024, K=64)
+    assert (paper / rope_inv_freq(64, 10000.0))[10].item() == pytest.approx(0.4475, abs=1e-4)
+
+
+def test_kerple_and_fire_start_where_the_authors_code_starts():
+    torch.manual_seed(0)
+    ctx = PEContext(d_model=128, n_heads=64, n_layers=1, seq_len=32)  # 64 draws per parameter
+    power = build_pe(get_pe_class("kerple_power").Config(), ctx)
+    log = build_pe(get_pe_class("kerple_log").Config(), ctx)
+    # power: multiplier r1 ~ U(0, 1), exponent r2 ~ U(0, 2); log: multiplier ~ U(0, 2), inner ~ U(0, 1)
+    assert power.r1_LH.max() <= 1 and power.r2_LH.max() > 1 and power.r2_LH.max() <= 2
+    assert log.r1_LH.max() > 1 and log.r2_LH.max() <= 1
+    fire = make("fire")
+    assert torch.all(fire.c_L == 0.1) and torch.all(fire.threshold_L == 512)
 
 
 def test_scaling_config_rejects_bad_values():

@@ -20,7 +20,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("checkpoints", nargs="*", metavar="CKPT", help="run directory, its `latest`, or a step_N dir")
     p.add_argument("--suite", help="comma-separated: ppl, algorithmic, passkey, niah, all (default all)")
     p.add_argument("--lengths", help="context lengths in tokens, e.g. 512,1024,2048 (default 0.5x..8x seq_len)")
-    p.add_argument("--rope-scaling", help="RoPE length extension at evaluation time: pi, ntk, dynamic, yarn, none")
+    p.add_argument("--rope-scaling",
+                   help="RoPE length extension at evaluation time: pi, ntk, dynamic, yarn, yarn_paper, none")
     p.add_argument("--rope-factor", type=float, help="with --rope-scaling: target length / training length")
     p.add_argument("--out", help="output directory (default: CKPT/eval for one checkpoint, runs/eval_<time>)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"])
@@ -52,7 +53,7 @@ def flag_overrides(args: argparse.Namespace) -> list[str]:
     if args.lengths:
         out.append(f"lengths=[{','.join(_csv(args.lengths))}]")
     if args.rope_factor is not None and not args.rope_scaling:
-        raise ConfigError("--rope-factor needs --rope-scaling (pi, ntk, dynamic or yarn)")
+        raise ConfigError("--rope-factor needs --rope-scaling (pi, ntk, dynamic, yarn or yarn_paper)")
     if args.rope_scaling:
         factor = args.rope_factor if args.rope_factor is not None else 1.0
         out.append(f"rope_scaling={{name: {args.rope_scaling}, factor: {factor}}}")

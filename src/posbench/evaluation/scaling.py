@@ -1,4 +1,4 @@
-"""RoPE length extension chosen at evaluation time (`--rope-scaling pi|ntk|dynamic|yarn --rope-factor 4`).
+"""RoPE length extension chosen at evaluation time (`--rope-scaling pi|ntk|dynamic|yarn|yarn_paper --rope-factor 4`).
 
 Scaling is a property of each rotary module (pe/rope.py `set_scaling`), and rotary modules can sit
 inside wrappers (hybrid per-layer patterns, randomized positions). So the evaluator walks the model's

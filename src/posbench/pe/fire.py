@@ -24,10 +24,11 @@ class FIRE(BiasPE):
     class Config(BiasConfig):
         name: str = "fire"
         hidden: int = 32
-        c_init: float = 1.0
+        # The authors' initial values (Li et al. 2024, sec. 3.2 / their implementation): c = 0.1, L = 512.
         # L: queries before L share one normaliser psi(L); later ones use their own position. Any
         # L >= 1 lets gradients reach it (with L = 0, max(L, i) never selects L).
-        threshold_init: float = 32.0
+        c_init: float = 0.1
+        threshold_init: float = 512.0
 
         def check(self) -> None:
             if self.hidden < 1 or self.c_init <= 0 or self.threshold_init < 0:

@@ -18,11 +18,17 @@ _EPS = 1e-2
 
 
 class KerpleBase(BiasPE):
+    # Initial ranges of the multiplier r1 and the inner parameter r2, as the authors' code draws them
+    # (chijames/KERPLE, megatron/mpu/layers.py): log kernel -p*log(1 + a|m-n|) with p = rand*2, a = rand*1
+    # (ParallelKerpleLog, lines 226-227); power kernel -a*|m-n|^p with exponent p = rand*2, multiplier
+    # a = rand*1 (ParallelKerplePower, lines 326-327).
+    r1_max: float = 2.0
+    r2_max: float = 1.0
+
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
-        # the paper's initialisation: r1 ~ U(0, 2), r2 ~ U(0, 1) per head (and layer)
-        self.r1_LH = nn.Parameter(torch.rand(self.n_tables, ctx.n_heads) * 2)
-        self.r2_LH = nn.Parameter(torch.rand(self.n_tables, ctx.n_heads))
+        self.r1_LH = nn.Parameter(torch.rand(self.n_tables, ctx.n_heads) * self.r1_max)
+        self.r2_LH = nn.Parameter(torch.rand(self.n_tables, ctx.n_heads) * self.r2_max)
 
 
 @register("kerple_log")
@@ -43,6 +49,7 @@ class KerpleLog(KerpleBase):
 @register("kerple_power")
 class KerplePower(KerpleBase):
     summary = "KERPLE power kernel bias -r1*|i-j|^r2 (0 < r2 <= 2), learned per head and layer"
+    r1_max, r2_max = 1.0, 2.0  # multiplier U(0, 1), exponent U(0, 2): the authors' ParallelKerplePower
 
     @dataclass
     class Config(BiasConfig):

@@ -82,7 +82,7 @@ class RotaryBase(PositionalEncoding):
 
 @register("rope")
 class RoPE(RotaryBase):
-    summary = "Rotary embeddings (RoFormer); length extension pi/ntk/dynamic/yarn via pe.scaling"
+    summary = "Rotary embeddings (RoFormer); length extension pi/ntk/dynamic/yarn/yarn_paper via pe.scaling"
 
     @dataclass
     class Config(RopeConfig):

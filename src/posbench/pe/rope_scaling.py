@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 import torch
 
 from posbench.config_loader import ConfigError, nearest
@@ -114,30 +115,74 @@ class DynamicNTK(RopeScaling):
         return ntk_inv_freq(inv_F, s), 1.0
 
 
+def yarn_mscale(factor: float) -> float:
+    """YaRN's attention temperature sqrt(1/t) = 0.1 ln(s) + 1 (Peng et al. 2023, eq. 22), on q and k."""
+    return 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
+
+
 @register_scaling("yarn")
 class YaRN(RopeScaling):
-    """Peng et al. 2023 (YaRN), eqs. 17-22: per frequency, r = L_train / wavelength;
+    """YaRN as transformers (`_compute_yarn_parameters`), vLLM and Megatron compute it, so "yarn" here means
+    what it means there. With r(n) the frequency index at which a frequency turns n times over the
+    original length (`find_correction_dim`), low = floor(r(beta_fast)), high = ceil(r(beta_slow)) (clamped to
+    [0, head_dim - 1]), and the blend is linear in the *index*: ramp_i = clamp((i - low) / (high - low), 0, 1),
+    inv_i = inv_i / s * ramp_i + inv_i * (1 - ramp_i); temperature 0.1 ln(s) + 1 on cos/sin. The paper's
+    equations (linear in the wavelength ratio) are `yarn_paper`: up to ~60% apart at some frequencies.
+    r(n) assumes geometric frequencies (RoPE's, exact there); for learned ones (lrope) the index positions
+    come from a log-linear fit of the frequencies."""
+
+    @dataclass
+    class Config(ScalingConfig):
+        name: str = "yarn"
+        beta_fast: float = 32.0  # rotations over the original length above which a frequency is kept
+        beta_slow: float = 1.0  # ... below which it is interpolated (divided by s)
+        truncate: bool = True  # floor/ceil the correction range, as transformers does by default
+
+        def __post_init__(self):
+            super().__post_init__()
+            if not 0 < self.beta_slow < self.beta_fast:
+                raise ConfigError(f"yarn needs 0 < beta_slow < beta_fast, got {self.beta_slow}, {self.beta_fast}")
+
+    def transform(self, inv_F, pos_T):
+        F = inv_F.shape[0]
+        inv = inv_F.detach().double().cpu().numpy()
+        used = np.flatnonzero(inv > 0)  # p-RoPE zeroes its lowest frequencies: they carry no rotation
+        # log(rotations over the original length) is linear in the index for RoPE: a fit recovers it exactly
+        slope, intercept = np.polyfit(used, np.log(self.original * inv[used] / (2 * math.pi)), 1)
+        index_at = lambda n: float((math.log(n) - intercept) / slope)
+        low, high = index_at(self.cfg.beta_fast), index_at(self.cfg.beta_slow)
+        if self.cfg.truncate:
+            low, high = math.floor(low), math.ceil(high)
+        low, high = max(low, 0), min(high, 2 * F - 1)
+        if low == high:
+            high += 0.001  # as transformers' linear_ramp_factor: no division by zero
+        ramp_F = ((torch.arange(F, dtype=torch.float32, device=inv_F.device) - low) / (high - low)).clamp(0.0, 1.0)
+        return inv_F / self.factor * ramp_F + inv_F * (1 - ramp_F), yarn_mscale(self.factor)
+
+
+@register_scaling("yarn_paper")
+class YaRNPaper(RopeScaling):
+    """Peng et al. 2023 (YaRN), eqs. 17-22 as written: per frequency, r = L_train / wavelength;
     gamma(r) = 0 for r < alpha, 1 for r > beta, linear between; h(theta) = (1 - gamma) theta / s +
     gamma theta; attention temperature sqrt(1/t) = 0.1 ln(s) + 1 applied to q and k."""
 
     @dataclass
     class Config(ScalingConfig):
-        name: str = "yarn"
+        name: str = "yarn_paper"
         alpha: float = 1.0
         beta: float = 32.0
 
         def __post_init__(self):
             super().__post_init__()
             if not 0 < self.alpha < self.beta:
-                raise ConfigError(f"yarn needs 0 < alpha < beta, got {self.alpha}, {self.beta}")
+                raise ConfigError(f"yarn_paper needs 0 < alpha < beta, got {self.alpha}, {self.beta}")
 
     def transform(self, inv_F, pos_T):
         wavelength_F = 2 * math.pi / inv_F.clamp_min(1e-30)
         r_F = self.original / wavelength_F
         gamma_F = ((r_F - self.cfg.alpha) / (self.cfg.beta - self.cfg.alpha)).clamp(0.0, 1.0)
         inv = (1 - gamma_F) * inv_F / self.factor + gamma_F * inv_F
-        mscale = 0.1 * math.log(self.factor) + 1.0 if self.factor > 1 else 1.0
-        return inv, mscale
+        return inv, yarn_mscale(self.factor)
 
 
 def build_scaling(cfg: ScalingConfig, train_len: int) -> RopeScaling:
