@@ -53,3 +53,14 @@ def test_answer_tokens_split_at_the_training_length_by_hand():
     assert position_split(5, [1, 2, 3, 4], [1, 2, 9, 4], train_len=100) == (3, 4, 0, 0)
     assert position_split(5, [1, 2, 3, 4], [], train_len=0) == (0, 0, 0, 4)  # nothing generated: all wrong
     assert position_split(1, [5], [5], train_len=1) == (1, 1, 0, 0)  # predicted at position 0
+
+
+def test_seeds_needed_by_hand():
+    from posbench.studies.stats import seeds_needed
+
+    # mean 0.2, sd 0.1: (1.96 * 0.1 / 0.2)^2 = 0.96 -> the minimum, 2 seeds
+    assert seeds_needed([0.1, 0.2, 0.3]) == 2
+    # mean 0.1, sd 0.2: (1.95996 * 2)^2 = 15.37 -> 16 seeds
+    assert seeds_needed([0.1, -0.1, 0.3]) == 16
+    assert seeds_needed([0.1, -0.1]) is None  # no average difference: no seed count separates them
+    assert seeds_needed([0.5]) is None  # one seed: no spread to judge by

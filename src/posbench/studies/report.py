@@ -10,7 +10,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from posbench.studies.spec import StudyConfig
-from posbench.studies.stats import bootstrap_ci, paired, success_rate
+from posbench.studies.stats import bootstrap_ci, paired, seeds_needed, success_rate
 
 # ood_beyond_acc is the headline OOD figure: accuracy at target positions past the training length only.
 # ood_acc (all positions of the longer examples) mixes in-range positions in and stays, labelled as such.
@@ -118,6 +118,31 @@ def comparisons(results: list[dict], study: StudyConfig, metric: str = "ood_beyo
     return "\n".join(out)
 
 
+def seed_calibration(results: list[dict], study: StudyConfig, metric: str = "ood_beyond_acc") -> str:
+    """Per task (and axes): the two best PEs on the headline metric, their paired difference over seeds, and
+    how many seeds would separate them at the study's confidence if the effect stays as observed."""
+    by_group: dict[tuple, dict[str, dict]] = defaultdict(dict)
+    for r in results:
+        task, pe, axes = group_key(r)
+        if r.get(metric) is not None:
+            by_group[(task, axes)].setdefault(pe, {})[r["seed"]] = r[metric]
+    ev = study.eval
+    lines = ["| task | best two PEs (beyond train length) | paired difference, pts | separated now | "
+             "seeds needed (estimate) |", "|---|---|---|---|---|"]
+    for (task, axes), per_pe in by_group.items():
+        ranked = sorted(per_pe, key=lambda pe: -sum(per_pe[pe].values()) / len(per_pe[pe]))
+        if len(ranked) < 2:
+            continue
+        a, b = ranked[:2]
+        c = paired(per_pe[a], per_pe[b], a, b, ev.confidence, ev.n_boot)
+        seeds = sorted(set(per_pe[a]) & set(per_pe[b]))
+        need = seeds_needed([per_pe[a][s] - per_pe[b][s] for s in seeds], ev.confidence)
+        label = f"{task} {_axes_label(dict(axes))}".strip()
+        lines.append(f"| {label} | {a} vs {b} | {c.diff.fmt()} | {'yes' if c.distinguishable else 'no'} | "
+                     f"{'not separable at this effect (mean difference 0)' if need is None else need} |")
+    return "\n".join(lines)
+
+
 def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots: list[str]) -> str:
     rows = summarize(results, study)
     pct = int(100 * study.eval.confidence)
@@ -135,7 +160,11 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
         parts += ["## Against the reference", "", study.reference_note, "", ref, ""]
     parts += [f"## PEs that cannot be told apart on OOD accuracy beyond the training length ({pct}% paired "
               "bootstrap over seeds)", "",
-              comparisons(results, study), "", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
+              comparisons(results, study), "",
+              "## How many seeds separate the top two PEs", "",
+              f"Smallest n with z * sd / sqrt(n) < |mean| for the paired per-seed differences ({pct}%, normal "
+              "approximation), if the effect stays as these seeds show it.", "",
+              seed_calibration(results, study), "", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     report = "\n".join(parts) + "\n"
     (out_dir / "report.md").write_text(report)
     (out_dir / "results.json").write_text(json.dumps({"study": study.name, "cells": results}, indent=1, sort_keys=True))

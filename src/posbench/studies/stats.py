@@ -65,3 +65,18 @@ def paired(a_by_seed: dict, b_by_seed: dict, a: str, b: str, confidence: float, 
     seeds = sorted(s for s in a_by_seed if s in b_by_seed and a_by_seed[s] is not None and b_by_seed[s] is not None)
     diffs = [a_by_seed[s] - b_by_seed[s] for s in seeds]
     return Comparison(a, b, bootstrap_ci(diffs, confidence, n_boot))
+
+
+def seeds_needed(diffs, confidence: float = 0.95) -> int | None:
+    """Seeds a paired comparison needs before its interval excludes 0, if the effect stays what these seeds
+    show: the smallest n with z * sd / sqrt(n) < |mean| (normal approximation of the paired-difference
+    mean; at least 2, since one seed has no interval). None when the observed mean difference is 0: no
+    number of seeds separates two PEs that these seeds cannot tell apart on average."""
+    vals = np.asarray([d for d in diffs if d is not None], dtype=np.float64)
+    if vals.size < 2 or vals.mean() == 0:
+        return None
+    from statistics import NormalDist
+
+    z = NormalDist().inv_cdf(0.5 + confidence / 2)
+    sd = float(vals.std(ddof=1))
+    return max(2, int(np.ceil((z * sd / abs(float(vals.mean()))) ** 2)))
