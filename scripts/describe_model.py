@@ -12,6 +12,7 @@ import sys
 from collections import Counter
 
 from posbench.cli import config_from_args, config_parser
+from posbench.cli_errors import cli_entry
 from posbench.config_loader import ConfigError
 from posbench.model.flops import model_stats
 
@@ -23,6 +24,7 @@ def fmt(n: float) -> str:
     return f"{n:.0f}"
 
 
+@cli_entry
 def main(argv=None) -> int:
     p = config_parser(__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"],

@@ -14,11 +14,13 @@ import argparse
 import sys
 from pathlib import Path
 
+from posbench.cli_errors import cli_entry
 from posbench.config_loader import ConfigError
 from posbench.studies.runner import run_study
 from posbench.studies.spec import load_study
 
 
+@cli_entry
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("study", help="preset name (quickstart, full, depth_x_steps) or a study YAML file")

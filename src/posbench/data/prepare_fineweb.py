@@ -16,6 +16,8 @@ import argparse
 import sys
 import time
 
+from posbench.cli_errors import cli_entry
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m posbench.data.prepare_fineweb", description=__doc__,
@@ -99,6 +101,7 @@ def cmd_train_tokenizer(cfg, force: bool) -> None:
     print(f"tokenizer ready: vocab {tok.vocab_size}, fingerprint {tok.fingerprint[:16]} in {kind.folder}")
 
 
+@cli_entry
 def main(argv: list[str] | None = None) -> int:
     from posbench.config_loader import ConfigError
     from posbench.data.errors import DataError
