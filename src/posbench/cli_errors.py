@@ -44,7 +44,8 @@ def exit_code(exc: BaseException) -> int | None:
     from posbench.config_loader import ConfigError
     from posbench.data.errors import DataError
 
-    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
+    disk_full = _optional("posbench.training.checkpoint", "DiskFullError")
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC or disk_full and isinstance(exc, disk_full):
         return EXIT_DISK_FULL
     # Imported lazily: posbench.training pulls in torch, which a data-only command does not need yet.
     checkpoint_error = _optional("posbench.training.checkpoint", "CheckpointError")
