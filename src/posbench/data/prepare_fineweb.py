@@ -103,7 +103,6 @@ def cmd_train_tokenizer(cfg, force: bool) -> None:
 
 @cli_entry
 def main(argv: list[str] | None = None) -> int:
-    from posbench.config_loader import ConfigError
     from posbench.data.errors import DataError
 
     args = _parser().parse_args(argv)
@@ -120,9 +119,6 @@ def main(argv: list[str] | None = None) -> int:
             from posbench.data.info import describe
 
             print(describe(cfg, verify=args.verify))
-    except ConfigError as e:
-        print(f"config error: {e}", file=sys.stderr)
-        return 2
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

@@ -216,6 +216,12 @@ def latest_path(run_dir: Path) -> Path | None:
     return found[-1] if found else None
 
 
+def is_state_dict(state: object) -> bool:
+    """A state dict maps names to tensors; anything else (a list, a number) is not a model checkpoint."""
+    return isinstance(state, dict) and all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                           for k, v in state.items())
+
+
 def load(path: Path, rank: int = 0) -> Loaded:
     path = Path(path)
     if path.is_symlink() or path.name == "latest":
@@ -226,6 +232,8 @@ def load(path: Path, rank: int = 0) -> Loaded:
     try:
         meta = json.loads((path / "meta.json").read_text())
         model = torch.load(path / "model.pt", map_location="cpu", weights_only=True)
+        if not is_state_dict(model):
+            raise ValueError(f"model.pt holds a {type(model).__name__}, not a state dict of tensors")
         optim = torch.load(path / "optim.pt", map_location="cpu", weights_only=True)
         rng_file = path / f"rng_rank{rank}.pt"
         rng = torch.load(rng_file, map_location="cpu", weights_only=True) if rng_file.is_file() else None
