@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from posbench.data.atomic import fsync_dir
 from posbench.training import distributed as dist
 
 FILES = ("model.pt", "optim.pt", "config.yaml", "meta.json")
@@ -163,14 +164,6 @@ def save(run_dir: Path, step: int, model_state: dict, optim_state: dict, meta: d
                     f"{previous or '(none)'} is intact. Free space or move train.out_dir.") from failure
     dist.barrier()
     return final
-
-
-def fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 def _maybe_crash_for_test(step: int) -> None:
