@@ -28,6 +28,8 @@ from pathlib import Path
 
 import numpy as np
 
+from posbench.cli_errors import cli_entry
+
 
 def synthetic_docs(n_chars: int, seed: int = 0) -> list[str]:
     """English-like text: Zipf-distributed pseudo-words, sentences, paragraphs, digits, some unicode."""
@@ -122,7 +124,8 @@ def bench_loader(args, work: Path) -> float:
     return best
 
 
-def main() -> None:
+@cli_entry
+def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--cores", type=int, default=os.cpu_count() or 1)
     p.add_argument("--mb", type=float, default=64.0, help="megabytes (millions of chars) of synthetic text")
@@ -131,7 +134,7 @@ def main() -> None:
     p.add_argument("--repeats", type=int, default=3)
     p.add_argument("--batches", type=int, default=2000, help="loader batches timed per repeat")
     p.add_argument("--loader-tokens", type=int, default=100_000_000, help="tokens in the loader's shards")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench_data_") as tmp:
         tk = bench_tokenize(args, Path(tmp))
         loader = bench_loader(args, Path(tmp))
@@ -155,4 +158,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -20,6 +20,7 @@ from pathlib import Path
 
 import torch
 
+from posbench.cli_errors import cli_entry
 from posbench.config import load_config
 from posbench.model.flops import model_stats
 from posbench.model.transformer import Transformer
@@ -93,7 +94,8 @@ def bare(cfg, source, steps, device) -> list[float]:
     return rates
 
 
-def main():
+@cli_entry
+def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--sizes", nargs="+", default=None)
@@ -102,7 +104,7 @@ def main():
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--micro-batch", type=int, default=8)
     p.add_argument("--json", default="")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     sizes = args.sizes or (list(CPU_SIZES) if args.device == "cpu" else ["tiny", "small"])
     device = torch.device(args.device)
     if args.device == "cpu":
@@ -136,4 +138,4 @@ def main():
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

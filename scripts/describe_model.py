@@ -8,11 +8,10 @@ weights (meta device).
 
 from __future__ import annotations
 
-import sys
 from collections import Counter
 
 from posbench.cli import config_from_args, config_parser
-from posbench.config_loader import ConfigError
+from posbench.cli_errors import cli_entry
 from posbench.model.flops import model_stats
 
 
@@ -23,16 +22,13 @@ def fmt(n: float) -> str:
     return f"{n:.0f}"
 
 
+@cli_entry
 def main(argv=None) -> int:
     p = config_parser(__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
                    help="device whose kernel choice to report (default: cuda)")
     args = p.parse_intermixed_args(argv)
-    try:
-        cfg = config_from_args(args)
-    except ConfigError as e:
-        print(f"config error: {e}", file=sys.stderr)
-        return 2
+    cfg = config_from_args(args)  # bad input: one line `error: ...` from cli_entry
     m = cfg.model
     s = model_stats(m, cfg.pe, args.device)
     kernels = ", ".join(f"{k} x{n}" if n > 1 else k for k, n in Counter(s.kernels).items())

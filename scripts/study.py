@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import argparse
 import os
-import sys
 from pathlib import Path
 
-from posbench.config_loader import ConfigError
+from posbench.cli_errors import cli_entry
 from posbench.studies.runner import run_study
 from posbench.studies.spec import StudyConfig, load_study
 
@@ -34,6 +33,7 @@ def shrink_for_smoke(study: StudyConfig) -> StudyConfig:
     return study
 
 
+@cli_entry
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("study", help="preset name (quickstart, full, depth_x_steps) or a study YAML file")
@@ -44,17 +44,13 @@ def main(argv=None) -> int:
     p.add_argument("--smoke", action="store_true",
                    help=f"shrink to 1 seed, 20 steps, 16 examples (also: {SMOKE_ENV}=1); for CI, not for results")
     args = p.parse_args(argv)
-    try:
-        study = load_study(args.study)
-        if args.smoke or os.environ.get(SMOKE_ENV, "") not in ("", "0"):
-            study = shrink_for_smoke(study)
-        if args.seeds:
-            study.seeds = args.seeds
-        out = Path(args.out or f"runs/study_{study.name}")
-        result = run_study(study, out, args.workers, progress=not args.no_progress)
-    except ConfigError as e:
-        print(f"config error: {e}", file=sys.stderr)
-        return 2
+    study = load_study(args.study)  # bad input: one line `error: ...` from cli_entry
+    if args.smoke or os.environ.get(SMOKE_ENV, "") not in ("", "0"):
+        study = shrink_for_smoke(study)
+    if args.seeds:
+        study.seeds = args.seeds
+    out = Path(args.out or f"runs/study_{study.name}")
+    result = run_study(study, out, args.workers, progress=not args.no_progress)
     print(result["table"])
     print(f"\n{result['cells']} cells ({result['ran']} run now) in {result['seconds']:.0f} s; "
           f"report: {out / 'report.md'}")

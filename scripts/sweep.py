@@ -8,16 +8,18 @@ write one comparison (report.md, results.csv, plots).
     python scripts/sweep.py reference --out /shared/sweeps/ref --report-only   # after the cluster jobs
 
 Re-running the same command skips finished runs and evaluations and resumes a killed run.
-Exit codes: 0 ok, 1 data or checkpoint error, 2 config error.
+Errors are one line `error: ...` with the shared exit codes (2 bad input, 4 checkpoint, 5 disk full).
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 
+from posbench.cli_errors import cli_entry
 
+
+@cli_entry
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("sweep", help="preset name (cpu_demo, reference) or a sweep YAML file")
@@ -27,38 +29,30 @@ def main(argv=None) -> int:
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
 
-    from posbench.config_loader import ConfigError
     from posbench.data.errors import DataError
     from posbench.sweeps import emit, evaluate, execute, plots, report, spec
 
-    try:
-        sweep = spec.load_sweep(args.sweep)
-        out = Path(args.out or f"runs/sweep_{sweep.name}")
-        if args.emit:
-            out = out.resolve()  # cluster nodes read these paths
-        runs = spec.plan_runs(sweep, out)
-        eval_cfg = spec.eval_config(sweep)
-        if args.emit:
-            script = emit.EMITTERS[args.emit](sweep, runs, out)
-            print(f"{len(runs)} runs; wrote {script} and {out / 'configs'}/")
-            return 0
-        if args.report_only:
-            missing = [r.name for r in runs if not execute.is_done(out, r)]
-            if missing:
-                raise DataError(f"{len(missing)} runs are not finished ({', '.join(missing[:5])}"
-                                f"{', ...' if len(missing) > 5 else ''}): run them first")
-        else:
-            execute.run_all(runs, out, progress=not args.no_progress)
-        targets = [r for r in runs if sweep.eval_branches or not r.parent]
-        results = evaluate.evaluate_all(targets, out, eval_cfg, progress=not args.no_progress)
-        figures = plots.all_plots(runs, results, out)
-        report.write_report(sweep, runs, results, out, figures)
-    except ConfigError as e:
-        print(f"config error: {e}", file=sys.stderr)
-        return 2
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+    sweep = spec.load_sweep(args.sweep)
+    out = Path(args.out or f"runs/sweep_{sweep.name}")
+    if args.emit:
+        out = out.resolve()  # cluster nodes read these paths
+    runs = spec.plan_runs(sweep, out)
+    eval_cfg = spec.eval_config(sweep)
+    if args.emit:
+        script = emit.EMITTERS[args.emit](sweep, runs, out)
+        print(f"{len(runs)} runs; wrote {script} and {out / 'configs'}/")
+        return 0
+    if args.report_only:
+        missing = [r.name for r in runs if not execute.is_done(out, r)]
+        if missing:
+            raise DataError(f"{len(missing)} runs are not finished ({', '.join(missing[:5])}"
+                            f"{', ...' if len(missing) > 5 else ''}): run them first")
+    else:
+        execute.run_all(runs, out, progress=not args.no_progress)
+    targets = [r for r in runs if sweep.eval_branches or not r.parent]
+    results = evaluate.evaluate_all(targets, out, eval_cfg, progress=not args.no_progress)
+    figures = plots.all_plots(runs, results, out)
+    report.write_report(sweep, runs, results, out, figures)
     print(f"report: {out / 'report.md'} (throughput: {out / 'throughput.md'})")
     return 0
 

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import sys
 
+from posbench.cli_errors import cli_entry
 from posbench.config import RunConfig, load_config
 from posbench.config_loader import ConfigError
 
@@ -48,6 +48,7 @@ def build_stream(cfg: RunConfig):
     return source
 
 
+@cli_entry
 def main_train(argv: list[str] | None = None) -> int:
     p = config_parser("Pretrain a decoder-only LM with a chosen positional encoding.")
     p.add_argument("--list-pe-types", action="store_true", help="print every registered PE and exit")
@@ -62,26 +63,16 @@ def main_train(argv: list[str] | None = None) -> int:
     for flag, key in (("resume", "train.resume"), ("branch_from", "train.branch_from"), ("budget", "train.budget")):
         if getattr(args, flag):
             args.sources.append(f"{key}={getattr(args, flag)}")
-    from posbench.data.errors import DataError
     from posbench.training import distributed as dist
-    from posbench.training.checkpoint import CheckpointError
-    from posbench.training.loop import NonFiniteError, train
+    from posbench.training.loop import train
 
+    # Errors become one line and a documented exit code in cli_errors.cli_entry.
     try:
         cfg = config_from_args(args)
         if args.print_config:
             print(cfg.to_yaml(), end="")
             return 0
         train(cfg, build_stream(cfg))
-    except (ConfigError, DataError) as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 2
-    except NonFiniteError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 3
-    except CheckpointError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 4
     finally:
         dist.shutdown()
     return 0

@@ -22,7 +22,14 @@ from posbench.data.tokenizers import TokenizerConfig, TrainedBPE
 from posbench.pe import PEConfig, PEContext, validate_pe
 from posbench.pe.rope import RoPE
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+
+def _config_dir() -> Path:
+    """Presets: shipped inside the wheel as posbench/configs (setup.py), else the checkout's configs/."""
+    packaged = Path(__file__).resolve().parent / "configs"
+    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / "configs"
+
+
+CONFIG_DIR = _config_dir()
 
 AttentionChoice = Literal["auto", "sdpa", "flex", "flash_alibi", "eager"]
 

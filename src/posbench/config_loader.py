@@ -36,12 +36,24 @@ def nearest(name: str, choices) -> str:
     return f" (valid: {', '.join(choices)})"
 
 
+def yaml_problem(e: yaml.YAMLError) -> str:
+    """A YAML error as one short phrase with its position (the library's text spans several lines)."""
+    problem = getattr(e, "problem", None) or str(e).splitlines()[0]
+    mark = getattr(e, "problem_mark", None)
+    return f"{problem} (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else problem
+
+
 def load_yaml(path: str | Path) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
-    with path.open() as f:
-        data = yaml.safe_load(f)
+    try:
+        with path.open(encoding="utf-8") as f:
+            data = yaml.safe_load(f)
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"{path}: not a UTF-8 text file (byte {e.start}); pass a YAML config") from None
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path}: not valid YAML: {yaml_problem(e)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -74,7 +86,10 @@ def parse_override(text: str) -> dict:
     key, raw = text.split("=", 1)
     if not key or any(not part for part in key.split(".")):
         raise ConfigError(f"override `{text}` has an empty key part")
-    value = yaml.safe_load(raw) if raw != "" else ""
+    try:
+        value = yaml.safe_load(raw) if raw != "" else ""
+    except yaml.YAMLError as e:
+        raise ConfigError(f"override `{key}`: value `{raw}` is not valid YAML: {yaml_problem(e)}") from None
     nested: dict = {}
     cursor = nested
     parts = key.split(".")

@@ -47,6 +47,6 @@ def test_download_tokenize_info_end_to_end(tmp_path):
         assert "recounted from the shards (--verify)" in r.stdout and "tasks (all)" in r.stdout
 
         r = cli(tmp_path, hub.url, "tokenize", small_bpe, "data.splits.filler={start: 1, stop: 3}")
-        assert r.returncode == 2 and "config error:" in r.stderr and "overlap" in r.stderr
+        assert r.returncode == 2 and "error:" in r.stderr and "overlap" in r.stderr
         r = cli(tmp_path, hub.url, "tokenize", "data.tokenizer.vocab_size=5000")
         assert r.returncode == 1 and "only supports" in r.stderr  # corpus too small for that vocab

@@ -83,7 +83,7 @@ def test_corrupt_file_is_never_renamed_into_place(tmp_path, tree, redirect):
 def test_wrong_size_is_never_renamed_into_place(tmp_path):
     files = shard_files(3)
     with FakeHub(files) as hub:
-        hub.tree_size["shard_00000.parquet"] = len(files["shard_00000.parquet"]) - 7
+        hub.tree_size["shard_00000.parquet"] = len(files["shard_00000.parquet"]) + 7  # smaller: test_hostile_hub
         cfg = data_config(tmp_path, endpoint=hub.url, num_shards=3)
         with pytest.raises(DownloadError, match=f"got {len(files['shard_00000.parquet'])} bytes but the tree API"):
             run_download(cfg)

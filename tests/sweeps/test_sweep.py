@@ -134,7 +134,7 @@ def test_emit_slurm_and_torchrun(tmp_path):
     lines = [x for x in launch.read_text().splitlines() if "torchrun --standalone" in x]
     assert len(lines) == 8 and all("--max-restarts" in x and "train.py" in x for x in lines)
     code, out, err = finish(sweep(spec, "--out", tmp_path / "out", "--report-only"))
-    assert code == 1 and "are not finished" in err
+    assert code == 2 and "are not finished" in err
 
 
 @pytest.mark.parametrize("edit, message", [
@@ -158,7 +158,7 @@ def test_shards_of_another_mix_stop_the_sweep_naming_both(tmp_path):
     data = make_data(tmp_path)  # shards with the default test mix
     other = {**data, "mix": {"ratio": 0.3, "tasks": [{"name": "reverse"}]}}
     code, out, err = finish(sweep(sweep_yaml(tmp_path, other), "--out", tmp_path / "out"))
-    assert code == 1, err
+    assert code == 2 and err.startswith("error: "), err
     made = next((tmp_path / "data" / "tokens" / "gen").iterdir()).name
     assert "no token shards for this sweep's data" in err and made in err and "bytes_mix-" in err.split(made)[0]
     assert not (tmp_path / "out" / "checkpoints").exists()

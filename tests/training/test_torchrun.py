@@ -135,3 +135,19 @@ def test_nan_on_one_rank_stops_all_ranks_before_the_update(tmp_path):
     assert out.count("non-finite loss at step 5 on rank 1") == 2  # both ranks stop, naming the source
     # steps 0..4 were applied (logged as 1..5); step 5 never reached the optimizer, so no row for it
     assert max(losses(tmp_path / "nan")) == 5
+
+
+def test_ranks_resume_the_checkpoint_rank_0_chose_or_all_stop(tmp_path):
+    short = ["train.target_budgets=[4096]", f"train.out_dir={tmp_path}", "train.run_name=split"]
+    rc, log = run(2, short)
+    assert rc == 0, log
+    run_dir = tmp_path / "split"
+    rng1 = run_dir / "step_00000008" / "rng_rank1.pt"
+    rng1.write_bytes(rng1.read_bytes()[:40])  # only rank 1's file of the newest checkpoint is damaged
+    rows = (run_dir / "metrics.jsonl").read_text()
+    rc, log = run(2, ["train.target_budgets=[8192]", f"train.out_dir={tmp_path}", "train.run_name=split",
+                      "--resume", "auto"])
+    # Rank 0 picks step 8; rank 1 cannot load it, so nobody trains (rank 1 must not fall back to step 4).
+    assert rc != 0, log
+    assert "rank 1: checkpoint" in log and "step_00000008 is corrupt" in log and "all ranks stop" in log
+    assert (run_dir / "metrics.jsonl").read_text() == rows

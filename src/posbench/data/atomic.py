@@ -11,6 +11,7 @@ import contextlib
 import fcntl
 import json
 import os
+import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -34,10 +35,20 @@ def atomic_open(path: str | Path, mode: str = "wb") -> Iterator[IO]:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
+        fsync_dir(path.parent)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+
+
+def fsync_dir(folder: str | Path) -> None:
+    """Make a rename in `folder` durable: without it a power cut can lose the new directory entry."""
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def write_json(path: str | Path, obj) -> None:
@@ -87,8 +98,12 @@ class DirLock:
         except BlockingIOError:
             os.close(self._fd)
             self._fd = None
-            raise DataError(f"another {self.what} run is using {self.path.parent} (it holds {self.path});"
-                            " wait for it to finish, or stop it first") from None
+            holder = self.path.read_text(errors="replace").strip() or "unknown process"
+            raise DataError(f"another {self.what} run ({holder}) is using {self.path.parent} (it holds "
+                            f"{self.path}); wait for it to finish, or stop it first") from None
+        # Who holds it, for the message a second run prints (the flock itself is the lock).
+        os.ftruncate(self._fd, 0)
+        os.pwrite(self._fd, f"pid {os.getpid()} on {socket.gethostname()}\n".encode(), 0)
         return self
 
     def __exit__(self, *exc) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import http.client
+import os
 import re
 import threading
 import time
@@ -23,7 +24,7 @@ from pathlib import Path
 from tqdm import tqdm
 
 from posbench.data import hub
-from posbench.data.atomic import DirLock, remove_stale_temps
+from posbench.data.atomic import DirLock, fsync_dir, remove_stale_temps
 from posbench.data.errors import DownloadError
 from posbench.data.manifest import Manifest
 from posbench.data.sources import RAW_MANIFEST, HubSource, RemoteFile
@@ -128,7 +129,7 @@ class Downloader:
         return report
 
     def _one(self, f: RemoteFile, manifest: Manifest, bar) -> int:
-        final = self.raw_dir / f.path
+        final = self.raw_dir / hub.safe_relpath(f.path, "download")
         part = final.with_name(final.name + ".part")
         part.parent.mkdir(parents=True, exist_ok=True)
         url = self.url(f)
@@ -147,8 +148,8 @@ class Downloader:
                     delay = min(self.cfg.max_backoff_s, e.retry_after)
                 time.sleep(delay)
         size, sha = self._verify(f, part, url, total, captured)
-        final.unlink(missing_ok=True)
-        part.replace(final)
+        part.replace(final)  # atomic over an old file: no moment without either
+        fsync_dir(final.parent)
         manifest.put(f.path, {"index": f.index, "size": size, "sha256": sha, "revision":
                               self.source.cfg.revision, "checked": "sha256" if self._expected_sha(f, captured)
                               else "size"})
@@ -156,7 +157,7 @@ class Downloader:
 
     def _transfer(self, url: str, part: Path, f: RemoteFile, bar) -> tuple[int | None, dict]:
         have = part.stat().st_size if part.exists() else 0
-        req = hub.request(url, {"Range": f"bytes={have}-"} if have else {})
+        req = hub.request(url, self.endpoint, {"Range": f"bytes={have}-"} if have else {})
         try:
             resp = hub.open_url(req, self.cfg.timeout_s)
         except urllib.error.HTTPError as e:
@@ -184,13 +185,25 @@ class Downloader:
                 length = resp.headers.get("Content-Length")
                 total, mode = (int(length) if length else None), "wb"
                 bar.update(-have)  # bytes of the old .part no longer count
+            linked = captured.get("X-Linked-Size")
+            limit = next((v for v in (f.size, int(linked) if linked and linked.isdigit() else None, total)
+                          if v is not None), None)
             try:
                 with part.open(mode) as out:
+                    written = have if mode == "ab" else 0
                     while chunk := resp.read(CHUNK):
                         if self._stop.is_set():
                             raise DownloadError(f"{url}: interrupted; re-run to resume from {part}")
+                        written += len(chunk)
+                        if limit is not None and written > limit:  # stop a hostile/unbounded body early
+                            out.close()
+                            part.unlink(missing_ok=True)
+                            raise DownloadError(f"{url}: the server sent more than the expected {limit} bytes; "
+                                                "stopped reading, nothing kept")
                         out.write(chunk)
                         bar.update(len(chunk))
+                    out.flush()
+                    os.fsync(out.fileno())  # the bytes are on disk before the rename makes them final
             except _NETWORK_ERRORS as e:
                 raise _Retryable(f"connection dropped mid-file ({type(e).__name__}: {e})") from None
         if total is not None and part.stat().st_size < total:

@@ -6,7 +6,10 @@
               with a `Link: <next-url>; rel="next"` header
 
 The endpoint is the config value, else $HF_ENDPOINT (mirrors, tests), else https://huggingface.co.
-$HF_TOKEN, when set, is sent as a bearer token to the hub only (never forwarded to the CDN).
+$HF_TOKEN, when set, is sent as a bearer token only to the endpoint's scheme+host (never forwarded to
+the CDN, never to a host a pagination link names: such a link is refused); a warning when it would go
+over plain http. Everything a listing says is untrusted: paths must stay inside the target folder,
+the body must be a list of objects with numeric sizes, else DownloadError.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ import os
 import re
 import urllib.error
 import urllib.request
+import warnings
 from dataclasses import dataclass
-from urllib.parse import quote
+from pathlib import PurePosixPath
+from urllib.parse import quote, urljoin, urlsplit
 
 from posbench.data.errors import DownloadError
 
@@ -31,7 +36,24 @@ def resolve_endpoint(configured: str = "") -> str:
     if not endpoint.startswith(("http://", "https://")):
         raise DownloadError(f"hub endpoint `{endpoint}` must start with http:// or https:// "
                             "(set data.source.endpoint or HF_ENDPOINT)")
+    if endpoint.startswith("http://") and os.environ.get("HF_TOKEN"):
+        warnings.warn(f"HF_TOKEN will be sent over plain http to {endpoint}; use https", stacklevel=2)
     return endpoint
+
+
+def origin(url: str) -> tuple[str, str]:
+    parts = urlsplit(url)
+    return parts.scheme.lower(), parts.netloc.lower()
+
+
+def safe_relpath(name: object, where: str) -> str:
+    """A path from a server or file, accepted only if it stays inside its target folder when joined."""
+    if not isinstance(name, str) or not name or "\x00" in name or "\\" in name:
+        raise DownloadError(f"{where}: refusing path {name!r} (not a plain relative path)")
+    path = PurePosixPath(name)
+    if path.is_absolute() or any(part in ("..", "") for part in name.split("/")) or ":" in path.parts[0]:
+        raise DownloadError(f"{where}: refusing path {name!r}: it would resolve outside the target folder")
+    return name
 
 
 def file_url(endpoint: str, repo: str, revision: str, path: str) -> str:
@@ -68,11 +90,12 @@ class _KeepFirstHeaders(urllib.request.HTTPRedirectHandler):
 _OPENER = urllib.request.build_opener(_KeepFirstHeaders())
 
 
-def request(url: str, headers: dict | None = None) -> urllib.request.Request:
+def request(url: str, endpoint: str, headers: dict | None = None) -> urllib.request.Request:
+    """A GET of `url`; the token goes along only when `url` is on the configured endpoint's host."""
     req = urllib.request.Request(url, headers={"User-Agent": USER_AGENT, **(headers or {})})
     req.captured = {}
     token = os.environ.get("HF_TOKEN")
-    if token:
+    if token and origin(url) == origin(endpoint):
         req.add_unredirected_header("Authorization", f"Bearer {token}")
     return req
 
@@ -111,9 +134,9 @@ def list_tree(endpoint: str, repo: str, revision: str, folder: str = "", timeout
         if pages > 10_000:
             raise DownloadError(f"tree listing of {repo} did not end after 10000 pages ({url})")
         try:
-            with open_url(request(url), timeout) as resp:
+            with open_url(request(url, endpoint), timeout) as resp:
                 body = json.loads(resp.read())
-                url = _next_link(resp.headers.get("Link"))
+                here, url = url, _next_link(resp.headers.get("Link"))
         except urllib.error.HTTPError as e:
             raise DownloadError(f"hub tree API answered {e.code} for {e.url}; check data.source.repo, "
                                 "revision and folder") from None
@@ -122,10 +145,29 @@ def list_tree(endpoint: str, repo: str, revision: str, folder: str = "", timeout
         except (urllib.error.URLError, OSError) as e:
             raise HubUnreachable(f"cannot reach the hub at {endpoint} ({getattr(e, 'reason', e)}); check the "
                                  "network, or HF_ENDPOINT / data.source.endpoint") from None
-        for item in body:
-            if item.get("type") != "file":
-                continue
-            lfs = item.get("lfs") or {}
-            entries.append(TreeEntry(item["path"], int(lfs.get("size", item.get("size", -1))),
-                                     sha256_from_etag(lfs.get("oid"))))
+        entries += _parse_page(body, here)
+        if url:
+            url = urljoin(here, url)
+            if origin(url) != origin(endpoint):
+                raise DownloadError(f"hub tree API at {here} paginates to another host ({url}); refused "
+                                    f"(only {endpoint} is trusted)")
     return entries
+
+
+def _parse_page(body: object, url: str) -> list[TreeEntry]:
+    if not isinstance(body, list):
+        raise DownloadError(f"hub tree API at {url} answered a JSON {type(body).__name__}, expected a list")
+    out = []
+    for item in body:
+        if not isinstance(item, dict):
+            raise DownloadError(f"hub tree API at {url}: listing entry {item!r} is not an object")
+        if item.get("type") != "file":
+            continue
+        lfs = item.get("lfs") or {}
+        size = lfs.get("size", item.get("size")) if isinstance(lfs, dict) else None
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise DownloadError(f"hub tree API at {url}: entry {item.get('path')!r} has size {size!r}, "
+                                "expected a non-negative integer")
+        out.append(TreeEntry(safe_relpath(item.get("path"), f"hub tree API at {url}"), size,
+                             sha256_from_etag(lfs.get("oid") if isinstance(lfs.get("oid"), str) else None)))
+    return out

@@ -16,6 +16,8 @@ import argparse
 import sys
 import time
 
+from posbench.cli_errors import cli_entry
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m posbench.data.prepare_fineweb", description=__doc__,
@@ -99,8 +101,8 @@ def cmd_train_tokenizer(cfg, force: bool) -> None:
     print(f"tokenizer ready: vocab {tok.vocab_size}, fingerprint {tok.fingerprint[:16]} in {kind.folder}")
 
 
+@cli_entry
 def main(argv: list[str] | None = None) -> int:
-    from posbench.config_loader import ConfigError
     from posbench.data.errors import DataError
 
     args = _parser().parse_args(argv)
@@ -117,9 +119,6 @@ def main(argv: list[str] | None = None) -> int:
             from posbench.data.info import describe
 
             print(describe(cfg, verify=args.verify))
-    except ConfigError as e:
-        print(f"config error: {e}", file=sys.stderr)
-        return 2
     except DataError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1

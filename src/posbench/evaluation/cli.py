@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from posbench.cli_errors import cli_entry
 from posbench.config_loader import ConfigError, dump_yaml
 
 
@@ -72,6 +73,7 @@ def flag_overrides(args: argparse.Namespace) -> list[str]:
     return out
 
 
+@cli_entry
 def main_eval(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from posbench.data.errors import DataError

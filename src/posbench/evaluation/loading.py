@@ -17,6 +17,7 @@ import torch
 from posbench.config import RunConfig
 from posbench.config_loader import ConfigError, from_dict, load_yaml
 from posbench.model.transformer import Transformer
+from posbench.training.checkpoint import is_state_dict
 
 
 class CheckpointError(ConfigError):
@@ -60,11 +61,15 @@ def _config(step_dir: Path, overrides: dict | None) -> RunConfig:
 
 def _state(step_dir: Path, mmap: bool) -> dict:
     try:
-        return torch.load(step_dir / "model.pt", map_location="cpu", weights_only=True, mmap=mmap)
+        state = torch.load(step_dir / "model.pt", map_location="cpu", weights_only=True, mmap=mmap)
     except Exception as e:  # truncated zip, not a torch file, pickled code refused by weights_only, ...
         raise CheckpointError(f"{step_dir / 'model.pt'}: cannot be read as model weights ({type(e).__name__}: "
                               f"{str(e)[:200]}); the file is damaged or not a posbench checkpoint. Pick another "
                               "step_N of the run") from None
+    if not is_state_dict(state):
+        raise CheckpointError(f"{step_dir / 'model.pt'}: holds a {type(state).__name__}, not a state dict of "
+                              "tensors; not a posbench model checkpoint. Pick another step_N of the run")
+    return state
 
 
 def _load_into(model: Transformer, state: dict, step_dir: Path, assign: bool = False) -> None:

@@ -6,9 +6,16 @@
     config.yaml    the resolved run config
     meta.json      step, tokens, data cursor, schedule, kind, parent, wandb id; written last
 
-Everything is written into `run_dir/.tmp_step_<N>/` and renamed into place, then the `latest`
-symlink is swapped atomically: a crash or kill at any moment leaves the previous checkpoint loadable,
-and a directory counts only once its rename happened. Stale temp dirs are removed on the next start.
+Everything is written into `run_dir/.tmp_step_<N>/` (each tensor file fsynced), renamed into place
+(then the run dir fsynced), then the `latest` symlink is swapped atomically: a crash or kill at any
+moment leaves the previous checkpoint loadable, and a directory counts only once its rename happened.
+Re-saving an existing step moves the old copy aside (`.old_step_<N>`) and deletes it only after the
+new one is in place; a start after a crash in between restores it. Stale temp dirs are removed on
+the next start. A failed write (disk full inside torch.save included) is agreed on by every rank,
+each removes its part, and all raise CheckpointError (DiskFullError for ENOSPC: exit code 5).
+
+Pruning keeps the newest `keep_last` *valid* periodic checkpoints by step; one whose meta.json is
+unreadable is moved to `.quarantine_step_<N>` with a warning instead of crashing every later save.
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from posbench.data.atomic import fsync_dir
 from posbench.training import distributed as dist
 
 FILES = ("model.pt", "optim.pt", "config.yaml", "meta.json")
@@ -32,6 +40,10 @@ KEPT_KINDS = ("branch", "final")  # never pruned
 
 class CheckpointError(RuntimeError):
     pass
+
+
+class DiskFullError(CheckpointError):
+    """No space left while writing a checkpoint (cli_errors maps it to exit code 5)."""
 
 
 @dataclass
@@ -71,33 +83,85 @@ def set_rng_state(state: dict) -> None:
         torch.cuda.set_rng_state(state["cuda"])
 
 
+def _is_disk_full(e: BaseException) -> bool:
+    # torch.save reports a failed write as RuntimeError ("file write failed"), the errno only in the
+    # chained OSError or the text: look at both.
+    while e is not None:
+        if isinstance(e, OSError) and e.errno == errno.ENOSPC:
+            return True
+        if "No space left on device" in str(e):
+            return True
+        e = e.__cause__ or e.__context__
+    return False
+
+
+class _FullDisk:
+    """Test hook POSBENCH_ENOSPC_DURING_SAVE=<step>: a file whose writes fail with ENOSPC after 4 KiB,
+    exactly as a full disk does under torch.save (which turns it into a RuntimeError)."""
+
+    def __init__(self, f):
+        self.f, self.n = f, 0
+
+    def write(self, data) -> int:
+        self.n += len(data)
+        if self.n > 4096:
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return self.f.write(data)
+
+    def flush(self) -> None:
+        self.f.flush()
+
+
+def _save_tensors(obj, path: Path, step: int) -> None:
+    with open(path, "wb") as f:
+        full = os.environ.get("POSBENCH_ENOSPC_DURING_SAVE") == str(step)
+        torch.save(obj, _FullDisk(f) if full else f)
+        f.flush()
+        os.fsync(f.fileno())
+
+
 def save(run_dir: Path, step: int, model_state: dict, optim_state: dict, meta: dict, config_yaml: str) -> Path:
     """Collective: every rank calls it (each writes its RNG state); rank 0 writes the rest."""
     tmp = run_dir / f".tmp_step_{step:08d}"
     final = step_dir(run_dir, step)
+    old = run_dir / f".old_step_{step:08d}"
+    failure: BaseException | None = None
     try:
         if dist.is_main():
             shutil.rmtree(tmp, ignore_errors=True)
             tmp.mkdir(parents=True)
         dist.barrier()
-        torch.save(rng_state(), tmp / f"rng_rank{dist.rank()}.pt")
-        dist.barrier()
-        if dist.is_main():
-            torch.save(model_state, tmp / "model.pt")
+        _save_tensors(rng_state(), tmp / f"rng_rank{dist.rank()}.pt", step)
+    except (OSError, RuntimeError) as e:
+        failure = e
+    if not dist.any_rank(failure is not None, dist.collective_device()) and dist.is_main():
+        try:
+            _save_tensors(model_state, tmp / "model.pt", step)
             _maybe_crash_for_test(step)
-            torch.save(optim_state, tmp / "optim.pt")
+            _save_tensors(optim_state, tmp / "optim.pt", step)
             _fsync_write(tmp / "config.yaml", config_yaml.encode())
             _fsync_write(tmp / "meta.json", json.dumps(meta, indent=1, sort_keys=True).encode())
-            if final.exists():  # a re-run reached the same step: the new copy replaces it
-                shutil.rmtree(final)
+            if final.exists():  # a re-run reached the same step: keep the old copy until the new is in
+                shutil.rmtree(old, ignore_errors=True)
+                os.replace(final, old)
             os.replace(tmp, final)
+            fsync_dir(run_dir)
             _point_latest(run_dir, final)
-    except OSError as e:
-        shutil.rmtree(tmp, ignore_errors=True)
-        what = "disk full" if e.errno == errno.ENOSPC else f"{e.__class__.__name__}: {e}"
+            shutil.rmtree(old, ignore_errors=True)
+        except (OSError, RuntimeError) as e:
+            failure = e
+    # Every rank learns whether any rank failed, removes what it wrote, and raises the same way.
+    if dist.any_rank(failure is not None, dist.collective_device()):
+        if dist.is_main():
+            shutil.rmtree(tmp, ignore_errors=True)
+            if old.exists() and not final.exists():
+                os.replace(old, final)
+        full = failure is not None and _is_disk_full(failure)
+        what = "disk full" if full else f"{failure.__class__.__name__}: {failure}" if failure else "another rank failed"
         previous = latest_path(run_dir)
-        raise CheckpointError(f"could not write checkpoint {final} ({what}); the previous checkpoint "
-                              f"{previous or '(none)'} is intact. Free space or move train.out_dir.") from e
+        error = DiskFullError if full else CheckpointError
+        raise error(f"could not write checkpoint {final} ({what}); the previous checkpoint "
+                    f"{previous or '(none)'} is intact. Free space or move train.out_dir.") from failure
     dist.barrier()
     return final
 
@@ -124,6 +188,12 @@ def cleanup_partial(run_dir: Path) -> list[Path]:
         for p in run_dir.glob(".tmp_step_*"):
             shutil.rmtree(p, ignore_errors=True)
             removed.append(p)
+        for p in run_dir.glob(".old_step_*"):  # killed between moving it aside and the new one landing
+            final = run_dir / p.name.removeprefix(".old_")
+            if final.exists():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                os.replace(p, final)
     return removed
 
 
@@ -139,6 +209,12 @@ def latest_path(run_dir: Path) -> Path | None:
     return found[-1] if found else None
 
 
+def is_state_dict(state: object) -> bool:
+    """A state dict maps names to tensors; anything else (a list, a number) is not a model checkpoint."""
+    return isinstance(state, dict) and all(isinstance(k, str) and isinstance(v, torch.Tensor)
+                                           for k, v in state.items())
+
+
 def load(path: Path, rank: int = 0) -> Loaded:
     path = Path(path)
     if path.is_symlink() or path.name == "latest":
@@ -149,6 +225,8 @@ def load(path: Path, rank: int = 0) -> Loaded:
     try:
         meta = json.loads((path / "meta.json").read_text())
         model = torch.load(path / "model.pt", map_location="cpu", weights_only=True)
+        if not is_state_dict(model):
+            raise ValueError(f"model.pt holds a {type(model).__name__}, not a state dict of tensors")
         optim = torch.load(path / "optim.pt", map_location="cpu", weights_only=True)
         rng_file = path / f"rng_rank{rank}.pt"
         rng = torch.load(rng_file, map_location="cpu", weights_only=True) if rng_file.is_file() else None
@@ -158,19 +236,42 @@ def load(path: Path, rank: int = 0) -> Loaded:
 
 
 def load_latest_valid(run_dir: Path, rank: int = 0, log=print) -> Loaded | None:
-    """The newest checkpoint that loads; a corrupt one is reported and the previous one used."""
-    for path in reversed(list_checkpoints(run_dir)):
+    """The newest checkpoint that loads; a corrupt one is reported and the previous one used.
+    None when there is none at all; CheckpointError when there are some but none loads."""
+    found = list_checkpoints(run_dir)
+    for path in reversed(found):
         try:
             return load(path, rank)
         except CheckpointError as e:
             log(f"warning: {e}; falling back to the previous checkpoint")
+    if found:
+        raise CheckpointError(f"--resume auto: all {len(found)} checkpoints in {run_dir} are corrupt or "
+                              "unreadable; restore one, or start afresh with another train.run_name")
     return None
 
 
-def prune(run_dir: Path, keep_last: int) -> None:
+def read_meta(path: Path) -> dict | None:
+    """A checkpoint's meta.json, or None when it is empty, truncated or not a JSON object."""
+    try:
+        meta = json.loads((path / "meta.json").read_text())
+    except (OSError, ValueError):
+        return None
+    return meta if isinstance(meta, dict) and isinstance(meta.get("step"), int) else None
+
+
+def prune(run_dir: Path, keep_last: int, log=print) -> None:
+    """Keep the newest `keep_last` valid periodic checkpoints (by step); quarantine unreadable ones."""
     if not dist.is_main():
         return
-    periodic = [p for p in list_checkpoints(run_dir)
-                if json.loads((p / "meta.json").read_text()).get("kind") not in KEPT_KINDS]
-    for p in periodic[:-keep_last]:
+    periodic = []
+    for p in list_checkpoints(run_dir):
+        meta = read_meta(p)
+        if meta is None:
+            aside = run_dir / f".quarantine_{p.name}"
+            shutil.rmtree(aside, ignore_errors=True)
+            os.replace(p, aside)
+            log(f"warning: {p}/meta.json is unreadable; moved the checkpoint to {aside} (not counted, not loaded)")
+        elif meta.get("kind") not in KEPT_KINDS:
+            periodic.append((meta["step"], p))
+    for _, p in sorted(periodic)[:-keep_last]:
         shutil.rmtree(p, ignore_errors=True)

@@ -121,3 +121,18 @@ def is_fsdp(model: nn.Module) -> bool:
     from torch.distributed.fsdp import FSDPModule
 
     return isinstance(model, FSDPModule)
+
+
+def collective_device() -> torch.device:
+    """Where small control tensors live: NCCL only reduces CUDA tensors, gloo CPU ones."""
+    if is_distributed() and td.get_backend() == "nccl":
+        return torch.device("cuda", torch.cuda.current_device())
+    return torch.device("cpu")
+
+
+def broadcast_object(obj):
+    """Rank 0's `obj` on every rank (decisions that must not diverge, e.g. which checkpoint to resume)."""
+    box = [obj]
+    if is_distributed():
+        td.broadcast_object_list(box, src=0)
+    return box[0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import time
@@ -26,12 +27,18 @@ class NonFiniteError(RuntimeError):
 
 def train(cfg: RunConfig, source: BatchSource) -> dict:
     """Train until the run's budget (or train.max_steps); returns a summary dict."""
+    with contextlib.ExitStack() as held:  # releases the run directory's lock however training ends
+        return _train(cfg, source, held)
+
+
+def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> dict:
     device_type = ses.device_type_for(cfg)
     device = dist.init(device_type)
     world, rank = dist.world_size(), dist.rank()
     plan = ses.make_plan(cfg, world, device_type)  # validates batch and schedule before any work
     ident = ses.identity(cfg, source.fingerprint)
     run_dir, existed = ses.choose_run_dir(cfg, plan, ident)
+    ses.lock_run_dir(run_dir, held)  # before touching anything in it: one run per directory
     ckpt.cleanup_partial(run_dir)
     dist.barrier()
     loaded = ses.resume_source(cfg, run_dir, existed, print if dist.is_main() else (lambda *_: None))

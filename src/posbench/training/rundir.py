@@ -52,9 +52,17 @@ def find_run_dir(out_dir: Path, name: str, identity: dict) -> tuple[Path, bool]:
         ident_file = candidate / "identity.json"
         if not candidate.exists():
             return candidate, False
-        if ident_file.is_file() and json.loads(ident_file.read_text()) == identity:
+        if ident_file.is_file() and read_identity(ident_file) == identity:
             return candidate, True
         version += 1
+
+
+def read_identity(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (ValueError, UnicodeDecodeError):
+        raise ConfigError(f"{path} is empty or not JSON, so this run directory's identity is unknown; restore "
+                          "it, or delete the directory if its checkpoints are not needed") from None
 
 
 def claim_run_dir(run_dir: Path, identity: dict) -> None:

@@ -3,7 +3,7 @@ run directory, what to resume from, loggers. Fails with a clear message before a
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
 import signal
 from dataclasses import dataclass, field
@@ -13,6 +13,8 @@ import torch
 
 from posbench.config import RunConfig
 from posbench.config_loader import ConfigError, to_dict
+from posbench.data.atomic import DirLock
+from posbench.data.errors import DataError
 from posbench.model.flops import model_stats
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
@@ -25,7 +27,14 @@ from posbench.training.loggers import (
     WandbLogger,
     read_history,
 )
-from posbench.training.rundir import check_run_name, claim_run_dir, default_name, find_run_dir, format_tokens
+from posbench.training.rundir import (
+    check_run_name,
+    claim_run_dir,
+    default_name,
+    find_run_dir,
+    format_tokens,
+    read_identity,
+)
 from posbench.training.schedule import WSD, make_schedule
 
 
@@ -107,6 +116,20 @@ def choose_run_dir(cfg: RunConfig, plan: Plan, ident: dict) -> tuple[Path, bool]
     return Path(shared[0]), bool(shared[1])
 
 
+def lock_run_dir(run_dir: Path, held: contextlib.ExitStack) -> None:
+    """Rank 0 holds `run_dir/.lock` until `held` closes; a second run of the same directory stops
+    at once (every rank), naming the holder's pid and host, instead of interleaving metrics and
+    overwriting checkpoints."""
+    error = None
+    if dist.is_main():
+        try:
+            held.enter_context(DirLock(run_dir, "training"))
+        except DataError as e:
+            error = e
+    if dist.any_rank(error is not None, dist.collective_device()):
+        raise error or DataError(f"rank 0 could not lock {run_dir}; all ranks stop")
+
+
 def resume_source(cfg: RunConfig, run_dir: Path, existed: bool, log) -> ckpt.Loaded | None:
     """The checkpoint to continue from, or None for a fresh start."""
     restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
@@ -116,19 +139,44 @@ def resume_source(cfg: RunConfig, run_dir: Path, existed: bool, log) -> ckpt.Loa
         if not path.exists():
             raise ConfigError(f"train.branch_from: {path} does not exist")
         if mode == "auto" and ckpt.latest_path(run_dir):  # a restarted branch run continues itself
-            return ckpt.load_latest_valid(run_dir, dist.rank(), log)
-        return ckpt.load(path, dist.rank())
+            return agreed_load(lambda: ckpt.load_latest_valid(run_dir, 0, log))
+        return agreed_load(lambda: ckpt.load(path, 0))
     if mode == "auto":
-        return ckpt.load_latest_valid(run_dir, dist.rank(), log)
+        return agreed_load(lambda: ckpt.load_latest_valid(run_dir, 0, log))
     if mode:
         path = Path(mode)
         if not path.exists():
             raise ConfigError(f"train.resume: checkpoint {path} does not exist (use `auto` for the latest)")
-        return ckpt.load(path, dist.rank())
+        return agreed_load(lambda: ckpt.load(path, 0))
     if existed and ckpt.latest_path(run_dir):
         raise ConfigError(f"{run_dir} already holds checkpoints of this configuration; continue it with "
                           "`--resume auto`, or start another with train.run_name=NAME")
     return None
+
+
+def agreed_load(decide) -> ckpt.Loaded | None:
+    """Rank 0 decides which checkpoint (`decide()`), broadcasts it, every other rank loads that same
+    one; if any rank cannot, all stop with CheckpointError. Ranks choosing on their own could resume
+    different steps when one rank's files are damaged, and train together on different weights."""
+    loaded, error, choice = None, None, None
+    if dist.is_main():
+        try:
+            loaded = decide()
+            choice = str(loaded.path) if loaded else ""
+        except ckpt.CheckpointError as e:
+            error = e
+    choice = dist.broadcast_object(choice)
+    if not dist.is_main() and choice:
+        try:
+            loaded = ckpt.load(Path(choice), dist.rank())
+        except ckpt.CheckpointError as e:
+            error = e
+    if dist.any_rank(error is not None, dist.collective_device()):
+        if error is not None:
+            raise ckpt.CheckpointError(f"rank {dist.rank()}: {error}; all ranks stop") from error
+        raise ckpt.CheckpointError(f"another rank could not load checkpoint {choice or '(rank 0 found none)'}; "
+                                   "all ranks stop")
+    return loaded
 
 
 def identity_diffs(saved: dict, ident: dict) -> str:
@@ -144,7 +192,7 @@ def refuse_changed_identity(named_dir: Path, ident: dict) -> None:
     silently start a fresh `_v2` run that the user believes is a continuation."""
     ident_file = named_dir / "identity.json"
     if ident_file.is_file():
-        diffs = identity_diffs(json.loads(ident_file.read_text()), ident)
+        diffs = identity_diffs(read_identity(ident_file), ident)
         raise ConfigError(f"--resume auto: {named_dir} was trained with another configuration; its {diffs} "
                           "differ from this run's. Fix the config (e.g. the same data.tokenizer and data.mix "
                           "as its shards), or pass train.allow_resume_mismatch=true to override")

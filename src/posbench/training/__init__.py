@@ -1,0 +1,1 @@
+"""Training: loop, checkpoints, distributed helpers, run directories."""

@@ -1,0 +1,101 @@
+"""The bad-input table: each bad input gives one line `error: ...` naming the file or key, a documented
+non-zero exit code, no traceback, and nothing written."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+NANO = ["--model-size", "nano", "model.seq_len=64", "model.vocab_size=512", "data.tokenizer.name=bytes",
+        "train.stream=random", "train.budget_unit=tokens", "train.target_budgets=[1024]",
+        "train.global_batch_tokens=512", "train.micro_batch=2", "logging.wandb=disabled", "schedule.warmup_tokens=0"]
+
+
+def _yaml(tmp):
+    (tmp / "bad.yaml").write_text("model: [1\n")
+    return ["train.py", "bad.yaml", "--print-config"]
+
+
+def _binary(tmp):
+    (tmp / "blob.yaml").write_bytes(bytes(range(256)) * 4)
+    return ["train.py", "blob.yaml", "--print-config"]
+
+
+def _override(tmp):
+    return ["train.py", "model.d_model=[1", "--print-config"]
+
+
+def _list_model(tmp):
+    step = tmp / "ck" / "step_00000001"
+    step.mkdir(parents=True)
+    torch.save([1, 2], step / "model.pt")
+    (step / "config.yaml").write_text("seed: 1\n")
+    return ["eval.py", "ck/step_00000001", "--suite", "ppl", "--out", "ev"]
+
+
+def _empty_identity(tmp):
+    (tmp / "o" / "r").mkdir(parents=True)
+    (tmp / "o" / "r" / "identity.json").write_text("")
+    return ["train.py", *NANO, "train.out_dir=o", "train.run_name=r"]
+
+
+def _out_dir_under_file(tmp):
+    (tmp / "f").write_text("a regular file")
+    return ["train.py", *NANO, "train.out_dir=f/sub"]
+
+
+def _study_yaml(tmp):
+    (tmp / "s.yaml").write_text("name: x\ncells: {\n")
+    return ["scripts/study.py", "s.yaml", "--out", "st"]
+
+
+def _describe_override(tmp):
+    return ["scripts/describe_model.py", "--model-size", "nano", "pe.name=[rope", "--device", "cpu"]
+
+
+def _prepare_yaml(tmp):
+    (tmp / "d.yaml").write_text("data: {source: [\n")
+    return ["-m", "posbench.data.prepare_fineweb", "info", "d.yaml"]
+
+
+# case -> (command builder, exit code, text the one line must contain)
+CASES = {
+    "malformed_yaml": (_yaml, 2, "error: bad.yaml: not valid YAML: expected ',' or ']'"),
+    "binary_config": (_binary, 2, "error: blob.yaml: not a UTF-8 text file"),
+    "bad_override": (_override, 2, "error: override `model.d_model`: value `[1` is not valid YAML"),
+    "model_pt_list": (_list_model, 2, "model.pt: holds a list, not a state dict of tensors"),
+    "empty_identity": (_empty_identity, 2, "identity.json is empty or not JSON"),
+    "out_dir_under_file": (_out_dir_under_file, 2, "error: [Errno 20] Not a directory: 'f/sub/"),
+    "study_yaml": (_study_yaml, 2, "s.yaml: not valid YAML"),
+    "describe_override": (_describe_override, 2, "override `pe.name`: value `[rope` is not valid YAML"),
+    "prepare_yaml": (_prepare_yaml, 2, "d.yaml: not valid YAML"),
+}
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_bad_input_is_one_line_error(tmp_path, case):
+    build, code, text = CASES[case]
+    args = build(tmp_path)
+    script = args if args[0] == "-m" else [str(ROOT / args[0]), *args[1:]]
+    before = sorted(p for p in tmp_path.rglob("*"))
+    env = {**os.environ, "POSBENCH_DEBUG": "0", "OMP_NUM_THREADS": "1"}
+    proc = subprocess.run([sys.executable, *script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: ") and text in lines[0], proc.stderr
+    after = sorted(p for p in tmp_path.rglob("*") if "__pycache__" not in p.parts)
+    assert after == before  # nothing written, nothing lost
+
+
+def test_debug_flag_shows_the_traceback(tmp_path):
+    (tmp_path / "bad.yaml").write_text("model: [1\n")
+    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), "bad.yaml", "--debug"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    assert "Traceback (most recent call last)" in proc.stderr and proc.stderr.strip().endswith(
+        "error: bad.yaml: not valid YAML: expected ',' or ']', but got '<stream end>' (line 2, column 1)")
