@@ -82,5 +82,5 @@ def test_every_runnable_block_exits_zero(tmp_path):
         p = subprocess.run(["bash", "-euo", "pipefail", "-c", text], cwd=tmp_path, env=env, capture_output=True,
                            text=True, timeout=600)
         assert p.returncode == 0, f"README block failed ({p.returncode}):\n{text}\n--- stderr:\n{p.stderr[-3000:]}"
-    # the smoke block's eval wrote its results next to the smoke checkpoint
-    assert list((tmp_path / "checkpoints").glob("nano_rope_*/step_*/eval/results.json"))
+    # the smoke block's eval wrote its results into the run directory, beside (not inside) the step
+    assert list((tmp_path / "checkpoints").glob("nano_rope_*/eval/step_*/results.json"))

@@ -72,12 +72,14 @@ def test_one_checkpoint_defaults_to_its_eval_dir_and_records_rope_scaling(runs):
     args = [str(runs["rope"]), "--suite", "ppl", "--lengths", "64,256", "--ppl-text", str(runs["text"]),
             "--rope-scaling", "yarn", "--rope-factor", "4", *SMALL]
     assert main_eval(args) == 0
-    res = strict_json(runs["rope"] / "latest" / "eval" / "results.json")
+    out = runs["rope"] / "eval" / (runs["rope"] / "latest").resolve().name  # outside the step dir
+    assert not (runs["rope"] / "latest" / "eval").exists()
+    res = strict_json(out / "results.json")
     assert res["rope_scaling"] == {"name": "yarn", "factor": 4.0, "original_max_positions": None,
                                    "beta_fast": 32.0, "beta_slow": 1.0, "truncate": True}
     assert res["rope_scaling_as_trained"] == [{"pe": "rope", "name": "none", "factor": 1.0}]
     assert list(res["suites"]) == ["ppl"]
-    assert "RoPE scaling at evaluation: yarn x4" in (runs["rope"] / "latest" / "eval" / "summary.md").read_text()
+    assert "RoPE scaling at evaluation: yarn x4" in (out / "summary.md").read_text()
 
 
 @pytest.mark.parametrize("case,message", [

@@ -24,7 +24,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--rope-scaling",
                    help="RoPE length extension at evaluation time: pi, ntk, dynamic, yarn, yarn_paper, none")
     p.add_argument("--rope-factor", type=float, help="with --rope-scaling: target length / training length")
-    p.add_argument("--out", help="output directory (default: CKPT/eval for one checkpoint, runs/eval_<time>)")
+    p.add_argument("--out", help="output directory (default: <run>/eval/<step_N> for one checkpoint, runs/eval_<time>)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"])
     p.add_argument("--precision", choices=["auto", "fp32", "bf16"])
     p.add_argument("--batch-size", type=int)

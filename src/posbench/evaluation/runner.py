@@ -103,7 +103,10 @@ def evaluate(p: Planned, cfg: EvalConfig, device: torch.device) -> dict:
 
 def default_out(planned: list[Planned]) -> Path:
     if len(planned) == 1:
-        return planned[0].target.path / "eval"  # next to the weights it describes
+        # <run>/eval/<step>/: next to the weights it describes, but not inside the step dir, which a
+        # re-run's save of the same step replaces
+        step_dir = planned[0].target.path
+        return step_dir.parent / "eval" / step_dir.name
     return Path("runs") / f"eval_{datetime.now().strftime('%Y%m%d_%H%M%S')}"
 
 
