@@ -106,7 +106,12 @@ def choose_run_dir(cfg: RunConfig, plan: Plan, ident: dict) -> tuple[Path, bool]
 
 def resume_source(cfg: RunConfig, run_dir: Path, existed: bool, log) -> ckpt.Loaded | None:
     """The checkpoint to continue from, or None for a fresh start."""
-    restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
+    # Multi-node: only the agent whose worker failed counts a restart; the healthy nodes re-rendezvous
+    # with a count of 0, so every rank takes the largest count (else they would refuse the existing run).
+    count = torch.tensor([int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))])
+    if dist.is_distributed():
+        torch.distributed.all_reduce(count, op=torch.distributed.ReduceOp.MAX)
+    restarted = int(count) > 0
     mode = cfg.train.resume or ("auto" if restarted else "")
     if cfg.train.branch_from:
         path = Path(cfg.train.branch_from)
