@@ -132,7 +132,9 @@ def lock_run_dir(run_dir: Path, held: contextlib.ExitStack) -> None:
 
 def resume_source(cfg: RunConfig, run_dir: Path, existed: bool, log) -> ckpt.Loaded | None:
     """The checkpoint to continue from, or None for a fresh start."""
-    restarted = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0
+    # Multi-node: only the agent whose worker failed counts a restart; the healthy nodes re-rendezvous
+    # with a count of 0, so every rank takes the largest count (else they would refuse the existing run).
+    restarted = dist.any_rank(int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0, dist.collective_device())
     mode = cfg.train.resume or ("auto" if restarted else "")
     if cfg.train.branch_from:
         path = Path(cfg.train.branch_from)
