@@ -47,13 +47,18 @@ def learning_curves(results, out_dir: Path, confidence: float) -> str:
                 mean = [100 * s.mean for s in stats]
                 ax.plot(steps, mean, marker="o", ms=3, label=pe)
                 ax.fill_between(steps, [100 * s.lo for s in stats], [100 * s.hi for s in stats], alpha=0.2)
-            ax.axhline(100 * cells[0]["chance"], color="grey", ls=":", lw=1)
-            ax.set_title(f"{task}: {split.upper()} accuracy")
-            ax.set_xlabel("step")
-            ax.set_ylabel("accuracy %")
-            ax.set_ylim(0, 102)
+            _accuracy_axes(ax, f"{task}: {split.upper()} accuracy", "step", cells[0]["chance"])
     axes[0][0].legend(fontsize=8)
     return _save(fig, out_dir, "learning_curves.png")
+
+
+def _accuracy_axes(ax, title: str, xlabel: str, chance: float) -> None:
+    """Accuracy in % on 0..102 with the chance level dotted."""
+    ax.axhline(100 * chance, color="grey", ls=":", lw=1)
+    ax.set_title(title)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("accuracy %")
+    ax.set_ylim(0, 102)
 
 
 def id_ood_bars(results, out_dir: Path, confidence: float) -> str:
@@ -126,11 +131,7 @@ def accuracy_by_position(results, out_dir: Path, confidence: float) -> str | Non
             ax.fill_between(xs, [100 * stats[t].lo for t in xs], [100 * stats[t].hi for t in xs], alpha=0.2)
         first = next(c for c in results if c["task"] == task)
         ax.axvline(first["seq_len"], color="black", ls="--", lw=1, label="training length")
-        ax.axhline(100 * first["chance"], color="grey", ls=":", lw=1)
-        ax.set_title(f"{task}: OOD accuracy by target position")
-        ax.set_xlabel("position")
-        ax.set_ylabel("accuracy %")
-        ax.set_ylim(0, 102)
+        _accuracy_axes(ax, f"{task}: OOD accuracy by target position", "position", first["chance"])
     axes[0][0].legend(fontsize=8)
     return _save(fig, out_dir, "accuracy_by_position.png")
 
