@@ -138,8 +138,10 @@ def seed_calibration(results: list[dict], study: StudyConfig, metric: str = "ood
         seeds = sorted(set(per_pe[a]) & set(per_pe[b]))
         need = seeds_needed([per_pe[a][s] - per_pe[b][s] for s in seeds], ev.confidence)
         label = f"{task} {_axes_label(dict(axes))}".strip()
+        verdict = ("n/a: one seed has no spread to judge by" if len(seeds) < 2 else
+                   "not separable at this effect (mean difference 0)" if need is None else need)
         lines.append(f"| {label} | {a} vs {b} | {c.diff.fmt()} | {'yes' if c.distinguishable else 'no'} | "
-                     f"{'not separable at this effect (mean difference 0)' if need is None else need} |")
+                     f"{verdict} |")
     return "\n".join(lines)
 
 
