@@ -42,6 +42,7 @@ class FixedBatch:
         self.x = torch.randint(0, vocab, (micro_batch, seq_len), generator=g)
         self.y = torch.randint(0, vocab, (micro_batch, seq_len), generator=g)
         self.fingerprint = "bench-fixed"
+        self.tokenizer_fingerprint = ""
 
     def samples(self, indices):
         return self.x, self.y

@@ -3,6 +3,7 @@
 write one comparison (report.md, results.csv, plots).
 
     python scripts/sweep.py cpu_demo                            # a preset from configs/sweep/, runs here
+    python scripts/sweep.py cpu_demo --workers 2                # two runs at a time, one core each
     python scripts/sweep.py configs/sweep/reference.yaml --emit slurm     # an sbatch array script instead
     python scripts/sweep.py reference --emit slurm --out /shared/sweeps/ref
     python scripts/sweep.py reference --out /shared/sweeps/ref --report-only   # after the cluster jobs
@@ -26,8 +27,13 @@ def main(argv=None) -> int:
     p.add_argument("--out", help="output directory (default runs/sweep_<name>)")
     p.add_argument("--emit", choices=["torchrun", "slurm"], help="write launch scripts instead of training here")
     p.add_argument("--report-only", action="store_true", help="no training: evaluate finished runs and report")
+    p.add_argument("--workers", type=int, default=1,
+                   help="train (then evaluate) this many runs at once, each in its own process with "
+                        "cores/workers threads (default 1: one run at a time with every core)")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
+    if args.workers < 1:
+        p.error(f"--workers {args.workers}: must be at least 1")
 
     from posbench.data.errors import DataError
     from posbench.sweeps import emit, evaluate, execute, plots, report, spec
@@ -48,9 +54,9 @@ def main(argv=None) -> int:
             raise DataError(f"{len(missing)} runs are not finished ({', '.join(missing[:5])}"
                             f"{', ...' if len(missing) > 5 else ''}): run them first")
     else:
-        execute.run_all(runs, out, progress=not args.no_progress)
+        execute.run_all(runs, out, progress=not args.no_progress, workers=args.workers)
     targets = [r for r in runs if sweep.eval_branches or not r.parent]
-    results = evaluate.evaluate_all(targets, out, eval_cfg, progress=not args.no_progress)
+    results = evaluate.evaluate_all(targets, out, eval_cfg, progress=not args.no_progress, workers=args.workers)
     figures = plots.all_plots(runs, results, out)
     report.write_report(sweep, runs, results, out, figures)
     print(f"report: {out / 'report.md'} (throughput: {out / 'throughput.md'})")

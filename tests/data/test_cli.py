@@ -49,4 +49,4 @@ def test_download_tokenize_info_end_to_end(tmp_path):
         r = cli(tmp_path, hub.url, "tokenize", small_bpe, "data.splits.filler={start: 1, stop: 3}")
         assert r.returncode == 2 and "error:" in r.stderr and "overlap" in r.stderr
         r = cli(tmp_path, hub.url, "tokenize", "data.tokenizer.vocab_size=5000")
-        assert r.returncode == 1 and "only supports" in r.stderr  # corpus too small for that vocab
+        assert r.returncode == 2 and "only supports" in r.stderr  # corpus too small for that vocab

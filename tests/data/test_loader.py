@@ -130,9 +130,14 @@ def test_bad_world_and_bad_shards_fail_clearly(tmp_path):
         ShardSet(paths, T, "34" * 32)
     with pytest.raises(DataError, match="not one window"):
         ShardSet(paths[1:2], 64, FP)
-    raw = bytearray(paths[0].read_bytes())  # a corrupt token deep inside: found when its batch is read
+    raw = bytearray(paths[0].read_bytes())  # a corrupt token deep inside, under an intact header
     raw[HEADER_BYTES + 4 * 500:HEADER_BYTES + 4 * 501] = np.array([10**6 + 5], "<u4").tobytes()
     paths[0].write_bytes(bytes(raw))
-    loader = TrainLoader(ShardSet(paths, T, FP), global_batch=106)
+    # refused when the shards are opened, before any batch (issue 13: not hours into a run)
+    with pytest.raises(ShardError, match=f"{paths[0]}: token id 1000005 >= vocab size 1000000 at token 500;"):
+        ShardSet(paths, T, FP)
+    # with the start-up check off, the per-batch check still finds it when its batch is read
+    loader = TrainLoader(ShardSet(paths, T, FP, check_tokens=False), global_batch=106)
+    loader.shards.check_tokens = True
     with pytest.raises(ShardError, match=f"{paths[0]}: token id 1000005 >= vocab size 1000000"):
         next(loader)

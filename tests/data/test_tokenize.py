@@ -179,3 +179,24 @@ def test_vocab_above_65536_writes_uint32_shards(tmp_path, monkeypatch):
     header, tokens = open_shard(DataLayout.from_config(cfg).tokens_dir / "val_00000.bin")
     assert (header.itemsize, header.vocab_size, int(tokens[0])) == (4, 70001, 70000)
     assert os.path.getsize(DataLayout.from_config(cfg).tokens_dir / "val_00000.bin") == 1024 + 4 * len(tokens)
+
+
+def test_a_manifest_naming_a_file_outside_its_folder_is_refused(tmp_path):
+    """Issue 13 item 1, for files: a tokens manifest edited (or received) to list `../../outside.bin`, a valid
+    shard outside the tokens folder, is refused when loaded, naming the manifest; nothing outside is read."""
+    from posbench.data.loader import build_batch_source
+
+    cfg = local_config(tmp_path / "root", tmp_path / "corpus")
+    make_local_corpus(tmp_path / "corpus")
+    tokenize(cfg, log=lambda *_: None)
+    layout = DataLayout.from_config(cfg)
+    manifest = json.loads(layout.tokens_manifest.read_text())
+    name = sorted(n for n in manifest["files"] if n.startswith("train_"))[0]
+    outside = tmp_path / "outside.bin"
+    os.replace(layout.tokens_dir / name, outside)
+    escaped = os.path.relpath(outside, layout.tokens_dir)
+    assert escaped.startswith("..") and (layout.tokens_dir / escaped).resolve() == outside.resolve()
+    manifest["files"][escaped] = manifest["files"].pop(name)
+    layout.tokens_manifest.write_text(json.dumps(manifest))
+    with pytest.raises(DataError, match=rf"{layout.tokens_manifest} \(a manifest key\): refusing path '\.\./"):
+        build_batch_source(cfg, 64)

@@ -3,6 +3,7 @@ for one checkpoint and for a comparison of two; every error names its path befor
 
 import json
 import os
+import random
 import shutil
 import subprocess
 import sys
@@ -107,3 +108,55 @@ def test_errors_name_the_problem_before_any_work(runs, tmp_path, capsys, case, m
     if case in ("missing", "corrupt", "config"):
         assert str(tmp_path) in err  # names the offending path
     assert not out.exists()  # the valid first checkpoint was not evaluated either
+
+
+def test_a_retrained_tokenizer_is_refused_unless_allowed(tmp_path, capsys):
+    """Issue 13 item 10: a checkpoint trained on BPE-300 of corpus A, then the BPE retrained in place on
+    corpus B: the same text becomes other ids, so eval.py refuses (naming both fingerprints) unless told."""
+    from posbench.cli import build_stream
+    from posbench.config import load_config
+    from posbench.data.layout import DataLayout
+    from posbench.data.prepare_fineweb import main as data_main
+    from posbench.data.tokenize_shards import tokenize
+    from posbench.training.loop import train
+
+    corpus = tmp_path / "corpus"
+    corpus.mkdir()
+
+    def write_corpus(seed: int, words: list[str]) -> None:
+        rng = random.Random(seed)
+        for f in range(3):
+            lines = [json.dumps({"text": " ".join(rng.choice(words) for _ in range(80))}) for _ in range(60)]
+            (corpus / f"part{f}.jsonl").write_text("\n".join(lines) + "\n")
+
+    write_corpus(0, "the of and to in is was for on that with as by at from it an be this are".split())
+    data = {"source": {"name": "local", "paths": [f"{corpus}/*.jsonl"], "tag": "t"}, "root": str(tmp_path / "data"),
+            "tokenizer": {"name": "bpe", "vocab_size": 300}, "mix": {"ratio": 0.0},
+            "splits": {"val": {"start": 0, "stop": 1}, "filler": {"start": 1, "stop": 2},
+                       "train": {"start": 2, "stop": None}}}
+    overrides = [f"data={json.dumps(data)}", "model.seq_len=64", "model.vocab_size=512", "train.stream=shards",
+                 "train.budget_unit=tokens", "train.target_budgets=[1024]", "train.global_batch_tokens=512",
+                 "train.micro_batch=4", "train.eval_interval=0", "logging.wandb=disabled",
+                 "schedule.warmup_tokens=512", f"train.out_dir={tmp_path / 'runs'}", "train.run_name=bpe"]
+    cfg = load_config(model_size="nano", overrides=overrides)
+    tokenize(cfg.data, log=lambda *_: None)
+    trained_with = DataLayout.from_config(cfg.data).tokenizer.build().fingerprint
+    run = Path(train(cfg, build_stream(cfg))["run_dir"])
+    assert json.loads((run / "latest" / "meta.json").read_text())["tokenizer_fingerprint"] == trained_with
+    text = write_text(tmp_path / "held_out.txt", n_words=400)
+    args = [str(run), "--suite", "ppl", "--ppl-text", str(text), "--set", "ppl.max_tokens=256", "--device", "cpu",
+            "--no-progress"]
+    assert main_eval([*args, "--out", str(tmp_path / "before")]) == 0
+
+    write_corpus(1, "zebra quantum yellow xylophone vivid umbrella tundra sphinx rhythm quartz".split())
+    data_file = tmp_path / "data.yaml"
+    data_file.write_text(json.dumps({"data": data}))
+    assert data_main(["train-tokenizer", str(data_file), "--force"]) == 0
+    now = DataLayout.from_config(cfg.data).tokenizer.build().fingerprint
+    assert now != trained_with
+    capsys.readouterr()
+    assert main_eval([*args, "--out", str(tmp_path / "after")]) == 2
+    err = capsys.readouterr().err
+    assert f"trained with tokenizer {trained_with[:16]}" in err and now[:16] in err
+    assert "--allow-tokenizer-mismatch" in err and not (tmp_path / "after").exists()
+    assert main_eval([*args, "--out", str(tmp_path / "allowed"), "--allow-tokenizer-mismatch"]) == 0

@@ -75,6 +75,22 @@ def test_learned_pe_beyond_its_table_gives_na_cells():
     assert result["by_length"] == {"200": result["by_length"]["200"], "400": None}
 
 
+def test_an_absurd_length_for_a_bounded_pe_builds_no_haystack(monkeypatch):
+    """10^9 tokens for a 256-position learned PE: n/a at once, no example is built for that length (it
+    would allocate the whole prompt before the model refused it), the fitting length is still scored."""
+    model, run_cfg = small_model("learned", seq_len=256)
+    target = target_for(run_cfg, [200, 10**9])
+    target.max_positions = model.pe.max_positions
+    grid = PasskeyGrid(PasskeyConfig(n_samples=2, depths=[0.5]), target)
+    fitted_lengths = []
+    fit = grid.fit
+    monkeypatch.setattr(grid, "fit", lambda i, L, d: fitted_lengths.append(L) or fit(i, L, d))
+    result = grid.run(session_for(model))
+    assert set(fitted_lengths) == {200}
+    cell = next(c for c in result["cells"] if c["length"] == 10**9)
+    assert cell["accuracy"] is None and cell["na"] == "the PE represents at most 256 positions"
+
+
 def test_corpus_filler_shards_are_used_when_prepared(tmp_path):
     _, run_cfg = small_model("rope", f"data.root={tmp_path}", "data.tokenizer.name=bytes")
     layout = DataLayout.from_config(run_cfg.data)

@@ -100,9 +100,30 @@ def test_two_run_sweep_end_to_end_and_a_killed_sweep_gives_the_same_report(tmp_p
     assert code == 0, err
     assert (killed / "report.md").read_bytes() == (clean / "report.md").read_bytes()
     assert (killed / "results.csv").read_bytes() == (clean / "results.csv").read_bytes()
-    # a third run trains and evaluates nothing
-    code, out, err = finish(sweep(spec, "--out", killed))
-    assert code == 0 and "training" not in out + err and "evaluating" not in out + err
+    # a third run trains and evaluates nothing, in parallel mode too
+    code, out, err = finish(sweep(spec, "--out", killed, "--workers", "2"))
+    assert code == 0 and "training" not in out + err and "evaluating" not in out + err and "processes" not in out
+    # two runs at a time, one process each: the same numbers (thread counts may differ: float tolerance),
+    # each run's training and evaluation output in its own log
+    parallel = tmp_path / "parallel"
+    code, out, err = finish(sweep(spec, "--out", parallel, "--workers", "2"))
+    assert code == 0, err
+    assert "2 runs (with their branches) in 2 processes" in out
+    assert sorted(p.name for p in (parallel / "done").iterdir()) == ["nano_alibi_s0.json", "nano_rope_s0.json"]
+    for name in ("nano_alibi_s0", "nano_rope_s0"):
+        assert "saved final checkpoint" in (parallel / "logs" / f"{name}.log").read_text()
+        assert (parallel / "logs" / "eval" / f"{name}.log").is_file()
+    assert csv_values(parallel) == pytest.approx(csv_values(clean), rel=1e-3, abs=1e-3)
+
+
+def csv_values(out_dir: Path) -> list:
+    """results.csv as rows, numbers as floats (for comparing runs that may differ in float rounding)."""
+    def cell(v):
+        try:
+            return float(v)
+        except ValueError:
+            return v
+    return [cell(v) for row in (out_dir / "results.csv").read_text().splitlines() for v in row.split(",")]
 
 
 def test_emit_slurm_and_torchrun(tmp_path):

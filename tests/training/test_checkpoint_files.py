@@ -127,3 +127,20 @@ def test_a_kill_between_moving_aside_and_renaming_in_restores_the_old_copy(tmp_p
     old.rename(tmp_path / ".old_step_00000001")  # state a kill at that instant leaves
     ckpt.cleanup_partial(tmp_path)
     assert ckpt.load(old).meta["step"] == 1
+
+
+def test_a_branch_parent_outside_out_dir_is_not_read(tmp_path, capsys):
+    """Issue 13 item 1 for checkpoints' meta: the parent run_dir recorded in meta.json is followed only
+    inside train.out_dir (where branch parents live); elsewhere its metrics are not read."""
+    from posbench.training.session import parent_history
+
+    rows = [{"tokens": t, "loss": 5.0 - t / 100} for t in (100, 200, 300)]
+    for where in ("runs/parent", "elsewhere/parent"):
+        (tmp_path / where).mkdir(parents=True)
+        (tmp_path / where / "metrics.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out_dir = tmp_path / "runs"
+    inside = {"run": "parent", "run_dir": str(out_dir / "parent"), "tokens": 200}
+    assert parent_history(inside, str(out_dir)) == rows[:2]
+    for run_dir in (str(tmp_path / "elsewhere" / "parent"), str(out_dir / ".." / "elsewhere" / "parent"), ""):
+        assert parent_history({**inside, "run_dir": run_dir}, str(out_dir)) == []
+        assert "is not inside train.out_dir" in capsys.readouterr().out

@@ -21,9 +21,9 @@ import urllib.error
 import urllib.request
 import warnings
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 from urllib.parse import quote, urljoin, urlsplit
 
+from posbench.data import paths
 from posbench.data.errors import DownloadError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
@@ -47,13 +47,8 @@ def origin(url: str) -> tuple[str, str]:
 
 
 def safe_relpath(name: object, where: str) -> str:
-    """A path from a server or file, accepted only if it stays inside its target folder when joined."""
-    if not isinstance(name, str) or not name or "\x00" in name or "\\" in name:
-        raise DownloadError(f"{where}: refusing path {name!r} (not a plain relative path)")
-    path = PurePosixPath(name)
-    if path.is_absolute() or any(part in ("..", "") for part in name.split("/")) or ":" in path.parts[0]:
-        raise DownloadError(f"{where}: refusing path {name!r}: it would resolve outside the target folder")
-    return name
+    """A path from the hub, accepted only if it stays inside its target folder when joined."""
+    return paths.safe_relpath(name, where, DownloadError)
 
 
 def file_url(endpoint: str, repo: str, revision: str, path: str) -> str:

@@ -35,6 +35,9 @@ from posbench.data.shards import open_shard
 PREFETCH_STEPS = 64  # batches of window ids computed per sampling call (amortises numpy overhead)
 
 
+ID_CHECK_CHUNK = 1 << 26  # tokens per step of the start-up id check: bounded memory at any shard size
+
+
 class ShardSet:
     """Validated, memory-mapped shards seen as one array of windows of T + 1 tokens."""
 
@@ -62,6 +65,21 @@ class ShardSet:
                             f"not one window of seq_len + 1 = {seq_len + 1}; tokenize more data")
         desc = "\n".join(f"{p.name} {len(t)}" for p, t in zip(self.paths, self.tokens, strict=True))
         self.digest = hashlib.sha256(f"{seq_len}\n{desc}".encode()).hexdigest()[:16]
+        if check_tokens:
+            self.check_ids()
+
+    def check_ids(self) -> None:
+        """Every id below the vocabulary, before training starts: a header can be intact over a corrupt
+        body, and the first bad batch would otherwise stop a run hours in. One sequential pass over the
+        memory-mapped shards (page-cache speed: ~10 GB/s; read from disk once otherwise)."""
+        for path, tokens in zip(self.paths, self.tokens, strict=True):
+            for start in range(0, len(tokens), ID_CHECK_CHUNK):
+                chunk = tokens[start:start + ID_CHECK_CHUNK]
+                if chunk.size and int(chunk.max()) >= self.vocab_size:
+                    at = start + int(np.argmax(chunk >= self.vocab_size))
+                    raise ShardError(f"{path}: token id {int(tokens[at])} >= vocab size {self.vocab_size} at "
+                                     f"token {at}; the file is corrupt, re-tokenize it (delete it and run "
+                                     "`python -m posbench.data.prepare_fineweb tokenize` again)")
 
     def gather(self, ids: np.ndarray) -> np.ndarray:
         """Windows `ids` as an int64 array (len(ids), T + 1)."""
@@ -179,6 +197,7 @@ class ShardBatchSource:
     def __init__(self, train: ShardSet, val: ShardSet, seed: int = 0, val_tokens: int = 10_485_760,
                  tokenizer_fingerprint: str = "", mix_tag: str = ""):
         self.train, self.val, self.seed = train, val, seed
+        self.tokenizer_fingerprint = tokenizer_fingerprint  # in every checkpoint's meta, checked by eval.py
         self._n_val = min(val.n_windows, max(1, val_tokens // val.seq_len))
         # names the tokenizer and the task mix, so a resume onto other shards says which differs
         self.fingerprint = (f"shards-{tokenizer_fingerprint[:16]}-{mix_tag or 'nomix'}-{train.digest}-{val.digest}"

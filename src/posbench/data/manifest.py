@@ -12,6 +12,7 @@ from pathlib import Path
 
 from posbench.data.atomic import read_json, write_json
 from posbench.data.errors import DataError
+from posbench.data.paths import safe_relpath
 
 VERSION = 1
 
@@ -25,6 +26,8 @@ class Manifest:
         if data.get("version") != VERSION or data.get("kind") != kind or not isinstance(data.get("files"), dict):
             raise DataError(f"{self.path}: not a version-{VERSION} `{kind}` manifest; move it away and re-run "
                             "(files are then re-verified or redone)")
+        for key in data["files"]:  # keys are file names joined onto the manifest's folder
+            safe_relpath(key, f"{self.path} (a manifest key)")
         self.files: dict[str, dict] = data["files"]
 
     def get(self, key: str) -> dict | None:

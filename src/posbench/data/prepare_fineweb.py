@@ -101,27 +101,25 @@ def cmd_train_tokenizer(cfg, force: bool) -> None:
     print(f"tokenizer ready: vocab {tok.vocab_size}, fingerprint {tok.fingerprint[:16]} in {kind.folder}")
 
 
+def cmd_info(cfg, verify: bool) -> None:
+    from posbench.data.info import describe
+
+    print(describe(cfg, verify=verify))
+
+
+COMMANDS = {"download": lambda cfg, args: cmd_download(cfg), "tokenize": lambda cfg, args: cmd_tokenize(cfg),
+            "train-tokenizer": lambda cfg, args: cmd_train_tokenizer(cfg, args.force),
+            "info": lambda cfg, args: cmd_info(cfg, args.verify)}
+
+
 @cli_entry
 def main(argv: list[str] | None = None) -> int:
-    from posbench.data.errors import DataError
-
+    """Data errors (a bad config, an unreachable hub, a corpus too small for the vocabulary) exit through
+    the shared handler: one line `error: ...`, exit 2."""
     args = _parser().parse_args(argv)
     t0 = time.perf_counter()
     try:
-        cfg = _config(args)
-        if args.command == "download":
-            cmd_download(cfg)
-        elif args.command == "tokenize":
-            cmd_tokenize(cfg)
-        elif args.command == "train-tokenizer":
-            cmd_train_tokenizer(cfg, args.force)
-        else:
-            from posbench.data.info import describe
-
-            print(describe(cfg, verify=args.verify))
-    except DataError as e:
-        print(f"error: {e}", file=sys.stderr)
-        return 1
+        COMMANDS[args.command](_config(args), args)
     except KeyboardInterrupt:
         print("interrupted; finished files are kept, re-run the same command to resume", file=sys.stderr)
         return 130

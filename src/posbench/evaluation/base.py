@@ -47,6 +47,7 @@ class Target:
     lengths: list[int]  # context lengths in tokens, ascending
     seed: int
     batch_size: int
+    max_positions: int | None = None  # the PE's position range (None: any length); beyond it cells are n/a
 
     @property
     def train_len(self) -> int:

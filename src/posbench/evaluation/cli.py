@@ -33,6 +33,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--ppl-text", nargs="+", metavar="PATH", help="perplexity on local files (.txt/.jsonl/.parquet)")
     p.add_argument("--ppl-data", help="perplexity data: shards (default), text, wikitext103, pg19")
     p.add_argument("--data-root", help="where the checkpoints' tokenizer files and shards live (default: theirs)")
+    p.add_argument("--allow-tokenizer-mismatch", action="store_true",
+                   help="evaluate although the tokenizer files now differ from the ones the checkpoint was "
+                        "trained with (the results then measure another tokenization)")
     p.add_argument("--config", action="append", default=[], metavar="FILE.yaml", help="eval options (repeatable)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                    help="any option, e.g. ppl.stride=256, passkey.n_samples=16 (repeatable; see --print-config)")
@@ -70,6 +73,8 @@ def flag_overrides(args: argparse.Namespace) -> list[str]:
         out.append(f"ppl.data={{name: {args.ppl_data}}}")
     if args.no_progress:
         out.append("progress=false")
+    if args.allow_tokenizer_mismatch:
+        out.append("allow_tokenizer_mismatch=true")
     return out
 
 

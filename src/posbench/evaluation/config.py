@@ -30,6 +30,8 @@ class EvalConfig:
     seed: int = 0  # which task examples are asked
     progress: bool = True
     data_root: str = ""  # "" = each checkpoint's data.root (tokenizer files, shards)
+    # evaluate even when the tokenizer built now is not the one the checkpoint was trained with
+    allow_tokenizer_mismatch: bool = False
     rope_scaling: ScalingConfig | None = None  # RoPE length extension applied at evaluation time
     ppl: PplConfig = field(default_factory=PplConfig)
     algorithmic: AlgorithmicConfig = field(default_factory=AlgorithmicConfig)

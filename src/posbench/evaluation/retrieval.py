@@ -131,9 +131,13 @@ class RetrievalGrid(Evaluator):
     def run(self, session: Session) -> dict:
         tok = self.target.tokenizer
         plan = []  # (length, depth, fitted or None) per prompt
+        limit = self.target.max_positions
         for L in self.lengths:
+            # no haystack is built for a length the PE cannot represent: at an absurd length it would
+            # allocate the whole prompt before the model refused it
+            beyond = limit is not None and L > limit
             for depth in self.cfg.depths:
-                plan += [(L, depth, self.fit(i, L, depth)) for i in range(self.cfg.n_samples)]
+                plan += [(L, depth, None if beyond else self.fit(i, L, depth)) for i in range(self.cfg.n_samples)]
         asked = [k for k, (_, _, f) in enumerate(plan) if f is not None]
         outputs = greedy_generate(session.model, [plan[k][2][0] for k in asked], [plan[k][2][2] for k in asked],
                                   session.device, self.target.batch_size, session.autocast, session.progress)
@@ -145,9 +149,11 @@ class RetrievalGrid(Evaluator):
                 ks = [k for k, (l2, d2, _) in enumerate(plan) if l2 == L and d2 == depth]
                 fitted = [plan[k][2] for k in ks]
                 if any(f is None for f in fitted):
+                    beyond = limit is not None and L > limit
                     cells.append({"length": L, "depth": depth, "accuracy": None, "n": len(ks), "correct": None,
                                   "tokens_mean": None, "units_mean": None,
-                                  "na": f"{L} tokens cannot hold the question and answer"})
+                                  "na": (f"the PE represents at most {limit} positions" if beyond else
+                                         f"{L} tokens cannot hold the question and answer")})
                     continue
                 outs = [got[k] for k in ks]
                 tokens_mean = float(np.mean([len(f[0]) + f[2] for f in fitted]))

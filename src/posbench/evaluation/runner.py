@@ -27,6 +27,7 @@ from posbench.evaluation.config import EvalConfig
 from posbench.evaluation.loading import inspect_checkpoint, load_model
 from posbench.evaluation.scaling import apply_rope_scaling, check_rope_scaling
 from posbench.evaluation.suites import get_suite
+from posbench.training.checkpoint import read_meta
 from posbench.training.precision import choose_precision
 
 
@@ -55,6 +56,27 @@ def labels_for(step_dirs: list[Path]) -> list[str]:
     return [f"{lab}-{i}" if labels.count(lab) > 1 else lab for i, lab in enumerate(labels)]
 
 
+def trained_tokenizer(step_dir: Path) -> str:
+    """The fingerprint of the tokenizer the checkpoint was trained with: in full from its meta.json, or
+    (checkpoints written before that) the 16 hex digits its data fingerprint `shards-<16>-...` holds;
+    "" when it trained on no text (task or random rows)."""
+    meta = read_meta(step_dir) or {}
+    if "tokenizer_fingerprint" in meta:
+        return meta["tokenizer_fingerprint"]
+    data = str((meta.get("identity") or {}).get("data", ""))
+    return data.split("-")[1] if data.startswith("shards-") else ""
+
+
+def check_tokenizer(path: str, step_dir: Path, built: str, allow: bool) -> None:
+    """Refuse to evaluate with another tokenizer than the checkpoint's: after a retrained BPE the same
+    text becomes other ids, and every score would silently measure that instead."""
+    trained = trained_tokenizer(step_dir)
+    if trained and not built.startswith(trained) and not allow:
+        raise DataError(f"{path}: this checkpoint was trained with tokenizer {trained[:16]} but the tokenizer "
+                        f"files there now give {built[:16]} (retrained or replaced since?). Point --data-root "
+                        "at the data it was trained with, or pass --allow-tokenizer-mismatch to evaluate anyway")
+
+
 def plan(paths: list[str], cfg: EvalConfig) -> list[Planned]:
     inspected = [inspect_checkpoint(p, _overrides(cfg)) for p in paths]
     planned = []
@@ -66,11 +88,12 @@ def plan(paths: list[str], cfg: EvalConfig) -> list[Planned]:
         except DataError as e:
             raise DataError(f"{path}: cannot build the checkpoint's tokenizer `{run_cfg.data.tokenizer.name}`: {e}"
                             " (run from the directory it was trained in, or pass --data-root)") from None
+        check_tokenizer(path, step_dir, tokenizer.fingerprint, cfg.allow_tokenizer_mismatch)
         if tokenizer.vocab_size > run_cfg.model.vocab_size:
             raise ConfigError(f"{path}: tokenizer `{tokenizer.name}` has {tokenizer.vocab_size} ids but the model "
                               f"only {run_cfg.model.vocab_size}; this checkpoint was not trained on this tokenizer")
         target = Target(label, step_dir, run_cfg, tokenizer, cfg.lengths_for(run_cfg.model.seq_len), cfg.seed,
-                        cfg.batch_size)
+                        cfg.batch_size, meta_model.pe.max_positions)
         planned.append(Planned(target, [get_suite(n)(cfg.suite_config(n), target) for n in cfg.suite_list()]))
     return planned
 

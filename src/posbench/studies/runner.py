@@ -3,21 +3,19 @@
 Each finished cell is written atomically to `<out>/cells/<cell_id>.json`; a re-run skips those and
 repeats only unfinished cells, from scratch (a cell is deterministic in its seed, so an interrupted
 study completes with the same numbers as an uninterrupted one). Worker output goes to
-`<out>/logs/<cell_id>.log`.
+`<out>/logs/<cell_id>.log` (appended to by a re-run).
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
-import multiprocessing as mp
 import os
 import time
-from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
 from tqdm import tqdm
 
+from posbench.procpool import call_logged, run_jobs
 from posbench.studies.plots import all_plots
 from posbench.studies.report import write_outputs
 from posbench.studies.spec import Cell, StudyConfig, expand
@@ -31,9 +29,7 @@ def _run_and_save(cell: Cell, out_dir: str) -> str:
     from posbench.studies.cell import run_cell  # imported in the worker: torch loads once per process
 
     out = Path(out_dir)
-    log = out / "logs" / f"{cell.cell_id}.log"
-    with open(log, "w") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
-        result = run_cell(cell, out / "work")
+    result = run_cell(cell, out / "work")
     path = cell_path(out, cell)
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(result, sort_keys=True))
@@ -54,18 +50,11 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
     failures = []
     if workers == 1:
         for cell in todo:
-            _run_and_save(cell, str(out_dir))
+            call_logged(_run_and_save, (cell, str(out_dir)), str(out_dir / "logs" / f"{cell.cell_id}.log"), 1)
             bar.update()
     else:
-        # spawn, not fork: the parent may hold torch/OpenMP thread pools that fork would copy broken
-        with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
-            futures = {pool.submit(_run_and_save, c, str(out_dir)): c for c in todo}
-            for fut in as_completed(futures):
-                try:
-                    fut.result()
-                except Exception as e:  # report every failed cell, keep the finished ones
-                    failures.append(f"{futures[fut].cell_id}: {e.__class__.__name__}: {e}")
-                bar.update()
+        failures = run_jobs(_run_and_save, {c.cell_id: (c, str(out_dir)) for c in todo}, workers,
+                            out_dir / "logs", on_done=lambda _: bar.update())
     bar.close()
     if failures:
         raise RuntimeError(f"{len(failures)} cells failed (logs in {out_dir / 'logs'}); re-run to retry them:\n"

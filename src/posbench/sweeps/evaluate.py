@@ -2,7 +2,7 @@
 
 Results go to `<out>/eval/<run>/` (never inside a checkpoint's step directory, which a later save may
 replace), and a run whose results.json exists is not evaluated again, so an interrupted sweep resumes here
-too. Checkpoints are evaluated one at a time through the evaluation runner's own API.
+too. Checkpoints are evaluated through the evaluation runner's own API, one at a time or `workers` at a time.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from tqdm import tqdm
 
 from posbench.evaluation.config import EvalConfig
 from posbench.evaluation.runner import run_eval
+from posbench.procpool import run_jobs
 from posbench.sweeps.spec import Run
 
 
@@ -25,15 +26,25 @@ def final_checkpoint(run: Run) -> Path:
     return Path(run.cfg.train.out_dir) / run.name / "latest"
 
 
-def evaluate_all(runs: list[Run], out_dir: Path, cfg: EvalConfig, progress: bool = True, log=print) -> dict:
-    """{run name: results payload} for every run, evaluating the ones without results yet."""
-    results = {}
-    with tqdm(total=len(runs), desc="sweep eval", unit="ckpt", disable=not progress) as bar:
-        for run in runs:
-            target = eval_dir(out_dir, run)
-            if not (target / "results.json").is_file():
+def evaluate_one(run: Run, out_dir: Path, cfg: EvalConfig) -> None:
+    run_eval([str(final_checkpoint(run))], cfg, eval_dir(out_dir, run), log=lambda *_: None)
+
+
+def evaluate_all(runs: list[Run], out_dir: Path, cfg: EvalConfig, progress: bool = True, log=print,
+                 workers: int = 1) -> dict:
+    """{run name: results payload} for every run, evaluating the ones without results yet,
+    `workers` checkpoints at a time."""
+    todo = [r for r in runs if not (eval_dir(out_dir, r) / "results.json").is_file()]
+    with tqdm(total=len(runs), initial=len(runs) - len(todo), desc="sweep eval", unit="ckpt",
+              disable=not progress) as bar:
+        if min(workers, len(todo)) <= 1:
+            for run in todo:
                 log(f"sweep: evaluating {run.name}")
-                run_eval([str(final_checkpoint(run))], cfg, target, log=lambda *_: None)
-            results[run.name] = json.loads((target / "results.json").read_text())
-            bar.update()
-    return results
+                evaluate_one(run, out_dir, cfg)
+                bar.update()
+        else:
+            failures = run_jobs(evaluate_one, {r.name: (r, out_dir, cfg) for r in todo}, workers,
+                                out_dir / "logs" / "eval", on_done=lambda _: bar.update())
+            if failures:
+                raise RuntimeError(f"{len(failures)} evaluations failed; re-run to retry them:\n" + "\n".join(failures))
+    return {run.name: json.loads((eval_dir(out_dir, run) / "results.json").read_text()) for run in runs}

@@ -1,4 +1,4 @@
-"""Run a sweep's trainings one after another on this machine, resumably.
+"""Run a sweep's trainings on this machine, one after another or `workers` at a time, resumably.
 
 A finished run leaves `<out>/done/<run>.json` (written atomically after its final checkpoint), so a
 re-run skips it; a killed run has no marker and continues from its latest valid checkpoint through the
@@ -15,6 +15,7 @@ from tqdm import tqdm
 from posbench.data.atomic import write_json
 from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
+from posbench.procpool import run_jobs
 from posbench.sweeps.spec import Run
 
 
@@ -42,23 +43,46 @@ def check_data(runs: list[Run]) -> None:
                         "python -m posbench.data.prepare_fineweb tokenize SWEEP_DATA.yaml, or fix run.data")
 
 
-def run_all(runs: list[Run], out_dir: Path, progress: bool = True, log=print) -> list[str]:
-    """Train every unfinished run; returns the names trained now."""
+def chains(runs: list[Run]) -> list[list[Run]]:
+    """Each main run followed by its branch runs, which start from its branch checkpoints."""
+    by_main: dict[str, list[Run]] = {}
+    for run in runs:
+        by_main.setdefault(run.parent or run.name, []).append(run)
+    return list(by_main.values())
+
+
+def train_chain(chain: list[Run], out_dir: Path, log=print) -> list[str]:
+    """Train the unfinished runs of one chain in order; returns the names trained now."""
     from posbench.cli import build_stream
     from posbench.training.loop import train
 
-    check_data(runs)
-    todo = [r for r in runs if not is_done(out_dir, r)]
     ran = []
-    with tqdm(total=len(runs), initial=len(runs) - len(todo), desc="sweep runs", unit="run",
-              disable=not progress) as bar:
-        for run in todo:
-            bar.set_postfix_str(run.name)
-            log(f"sweep: training {run.name}")
-            summary = train(run.cfg, build_stream(run.cfg))
-            if summary.get("stopped"):  # a signal or max_steps: not finished, resume next time
-                raise KeyboardInterrupt(f"{run.name} stopped at step {summary['step']}; re-run to continue")
-            write_json(done_path(out_dir, run), summary)
-            ran.append(run.name)
-            bar.update()
+    for run in chain:
+        if is_done(out_dir, run):
+            continue
+        log(f"sweep: training {run.name}")
+        summary = train(run.cfg, build_stream(run.cfg))
+        if summary.get("stopped"):  # a signal or max_steps: not finished, resume next time
+            raise KeyboardInterrupt(f"{run.name} stopped at step {summary['step']}; re-run to continue")
+        write_json(done_path(out_dir, run), summary)
+        ran.append(run.name)
     return ran
+
+
+def run_all(runs: list[Run], out_dir: Path, progress: bool = True, log=print, workers: int = 1) -> None:
+    """Train every unfinished run, `workers` chains at a time (output then in `<out>/logs/<run>.log`)."""
+    check_data(runs)
+    todo = [c for c in chains(runs) if not all(is_done(out_dir, r) for r in c)]
+    workers = min(workers, max(1, len(todo)))
+    with tqdm(total=len(runs), initial=sum(is_done(out_dir, r) for r in runs), desc="sweep runs", unit="run",
+              disable=not progress) as bar:
+        if workers == 1:
+            for chain in todo:
+                bar.set_postfix_str(chain[0].name)
+                bar.update(len(train_chain(chain, out_dir, log)))
+            return
+        log(f"sweep: {len(todo)} runs (with their branches) in {workers} processes; logs in {out_dir / 'logs'}")
+        failures = run_jobs(train_chain, {c[0].name: (c, out_dir) for c in todo}, workers, out_dir / "logs",
+                            on_done=lambda _: bar.update(sum(is_done(out_dir, r) for r in runs) - bar.n))
+    if failures:
+        raise RuntimeError(f"{len(failures)} sweep runs failed; re-run to resume them:\n" + "\n".join(failures))

@@ -70,7 +70,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
 
     def save(kind: str) -> None:
         model_state, optim_state = dist.full_state(wrapped, optimizer)
-        meta = ses.meta_json(step, tokens, plan, kind, ident, run_id, parent)
+        meta = ses.meta_json(step, tokens, plan, kind, ident, run_id, parent, source.tokenizer_fingerprint)
         path = ckpt.save(run_dir, step, model_state, optim_state, meta, cfg.to_yaml())
         ckpt.prune(run_dir, cfg.train.keep_last)
         logger.message(f"saved {kind} checkpoint {path}")

@@ -15,6 +15,7 @@ from posbench.config import RunConfig
 from posbench.config_loader import ConfigError, to_dict
 from posbench.data.atomic import DirLock
 from posbench.data.errors import DataError
+from posbench.data.paths import is_inside
 from posbench.model.flops import model_stats
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
@@ -215,10 +216,22 @@ def make_logger(cfg: RunConfig, run_dir: Path, run_id: str, parent: dict | None)
         history, group = [], cfg.logging.group
         if parent:
             group = group or parent["run"]
-            history = read_history(Path(parent["run_dir"]) / "metrics.jsonl", parent["tokens"])
+            history = parent_history(parent, cfg.train.out_dir)
         loggers.append(WandbLogger(run_dir, run_dir.name, to_dict(cfg), cfg.logging.wandb, cfg.logging.project,
                                    cfg.logging.entity, group, run_id, history))
     return MultiLogger(loggers)
+
+
+def parent_history(parent: dict, out_dir: str) -> list[dict]:
+    """The branch parent's metrics up to the branch point, for the new run's curves. Its run_dir comes
+    from a checkpoint's meta.json, which may have been made elsewhere: it is read only when it lies in
+    this run's out_dir (where branch parents live), else the curves start at the branch."""
+    run_dir = Path(str(parent.get("run_dir", "")))
+    if not parent.get("run_dir") or not is_inside(run_dir, out_dir):
+        print(f"warning: the branch parent's run dir {str(run_dir)!r} (from its checkpoint's meta.json) is not "
+              f"inside train.out_dir={out_dir}; its metrics are not copied into this run's curves")
+        return []
+    return read_history(run_dir / "metrics.jsonl", parent["tokens"])
 
 
 class StopFlag:
@@ -245,10 +258,11 @@ def describe(cfg: RunConfig, plan: Plan, run_dir: Path) -> str:
             f"{', '.join(format_tokens(b) for b in plan.budgets)} | to {format_tokens(plan.end_tokens)} tokens")
 
 
-def meta_json(step: int, tokens: int, plan: Plan, kind: str, ident: dict, run_id: str, parent: dict | None) -> dict:
+def meta_json(step: int, tokens: int, plan: Plan, kind: str, ident: dict, run_id: str, parent: dict | None,
+              tokenizer_fingerprint: str) -> dict:
     s = plan.schedule
     return {"step": step, "tokens": tokens, "data_cursor": {"next_step": step}, "kind": kind,
-            "identity": ident, "wandb_id": run_id, "parent": parent,
+            "identity": ident, "wandb_id": run_id, "parent": parent, "tokenizer_fingerprint": tokenizer_fingerprint,
             "schedule": {"peak_lr": s.peak_lr, "warmup_tokens": s.warmup_tokens, "budget_tokens": s.budget_tokens,
                          "decay_tokens": s.decay_tokens, "decay": s.decay, "min_lr_ratio": s.min_lr_ratio},
             "world_size": plan.world}

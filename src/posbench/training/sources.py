@@ -19,6 +19,7 @@ import torch
 
 class BatchSource(Protocol):
     fingerprint: str
+    tokenizer_fingerprint: str  # the full fingerprint of the text tokenizer; "" when rows are not text
 
     def samples(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """Training rows (B, T) int64 inputs and targets (-100 where there is no target)."""
@@ -49,6 +50,7 @@ class RandomTokens:
     def __init__(self, vocab_size: int, seq_len: int, seed: int = 0, n_val: int = 64):
         self.vocab_size, self.seq_len, self.seed, self._n_val = vocab_size, seq_len, seed, n_val
         self.fingerprint = f"random-v{vocab_size}-t{seq_len}-s{seed}"
+        self.tokenizer_fingerprint = ""
 
     def _rows(self, indices: list[int], split: int) -> tuple[torch.Tensor, torch.Tensor]:
         # numpy's SeedSequence mixes all words; torch's CPU generator keeps only 32 bits of a seed,

@@ -62,6 +62,7 @@ class TaskSource:
         require(seed >= 0, f"task source: seed={seed} must be >= 0")
         self.task, self.seq_len, self.seed, self._n_val = task, seq_len, seed, n_val
         self.fingerprint = f"task:{task.name}:{task.fingerprint}:seed{seed}"
+        self.tokenizer_fingerprint = ""  # rows are ids of the task's own vocabulary, not text
 
     @property
     def vocab_size(self) -> int:
