@@ -22,6 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
+from posbench.cli_errors import cli_entry
+
 DEFAULT_SOURCE = "/usr/share/doc/python3.11/html/_sources"
 
 
@@ -61,6 +63,7 @@ def generated_documents(n_docs: int, doc_chars: int):
         yield " ".join(words)
 
 
+@cli_entry
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--source", default=DEFAULT_SOURCE, help="folder of .txt/.rst.txt sources (searched recursively)")

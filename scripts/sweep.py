@@ -3,6 +3,7 @@
 write one comparison (report.md, results.csv, plots).
 
     python scripts/sweep.py cpu_demo                            # a preset from configs/sweep/, runs here
+    python scripts/sweep.py cpu_demo --prepare-data             # tokenize its corpus with its task mix first
     python scripts/sweep.py cpu_demo --workers 2                # two runs at a time, one core each
     python scripts/sweep.py configs/sweep/reference.yaml --emit slurm     # an sbatch array script instead
     python scripts/sweep.py reference --emit slurm --out /shared/sweeps/ref
@@ -27,18 +28,22 @@ def main(argv=None) -> int:
     p.add_argument("--out", help="output directory (default runs/sweep_<name>)")
     p.add_argument("--emit", choices=["torchrun", "slurm"], help="write launch scripts instead of training here")
     p.add_argument("--report-only", action="store_true", help="no training: evaluate finished runs and report")
-    p.add_argument("--workers", type=int, default=1,
+    p.add_argument("--workers", type=int,
                    help="train (then evaluate) this many runs at once, each in its own process with "
-                        "cores/workers threads (default 1: one run at a time with every core)")
+                        "cores/workers threads (default: the sweep's `workers`, 1 unless set)")
+    p.add_argument("--prepare-data", action="store_true",
+                   help="first tokenize the runs' local or downloaded corpus with their tokenizer and task mix "
+                        "(resumable) and print the measured shares")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
-    if args.workers < 1:
+    if args.workers is not None and args.workers < 1:
         p.error(f"--workers {args.workers}: must be at least 1")
 
     from posbench.data.errors import DataError
     from posbench.sweeps import emit, evaluate, execute, plots, report, spec
 
     sweep = spec.load_sweep(args.sweep)
+    workers = args.workers or sweep.workers
     out = Path(args.out or f"runs/sweep_{sweep.name}")
     if args.emit:
         out = out.resolve()  # cluster nodes read these paths
@@ -54,9 +59,11 @@ def main(argv=None) -> int:
             raise DataError(f"{len(missing)} runs are not finished ({', '.join(missing[:5])}"
                             f"{', ...' if len(missing) > 5 else ''}): run them first")
     else:
-        execute.run_all(runs, out, progress=not args.no_progress, workers=args.workers)
+        if args.prepare_data:
+            execute.prepare_data(runs)
+        execute.run_all(runs, out, progress=not args.no_progress, workers=workers)
     targets = [r for r in runs if sweep.eval_branches or not r.parent]
-    results = evaluate.evaluate_all(targets, out, eval_cfg, progress=not args.no_progress, workers=args.workers)
+    results = evaluate.evaluate_all(targets, out, eval_cfg, progress=not args.no_progress, workers=workers)
     figures = plots.all_plots(runs, results, out)
     report.write_report(sweep, runs, results, out, figures)
     print(f"report: {out / 'report.md'} (throughput: {out / 'throughput.md'})")

@@ -62,6 +62,28 @@ def _prepare_yaml(tmp):
     return ["-m", "posbench.data.prepare_fineweb", "info", "d.yaml"]
 
 
+def _corrupt_shard(tmp):
+    """Shards tokenized here, then one id in a train shard's body raised past the vocabulary (header intact)."""
+    from posbench.config import load_config
+    from posbench.data.layout import DataLayout
+    from posbench.data.shards import HEADER_BYTES
+    from posbench.data.tokenize_shards import tokenize
+
+    (tmp / "corpus").mkdir()
+    for f in range(3):
+        (tmp / "corpus" / f"p{f}.txt").write_text(("plain words in a line of text. " * 40 + "\n\n") * 8)
+    data = [f"data.root={tmp / 'data'}", "data.tokenizer.name=bytes", "data.mix.tasks=[]",
+            "data.source={name: local, paths: ['" + str(tmp / "corpus") + "/*.txt']}",
+            "data.splits={val: {start: 0, stop: 1}, filler: {start: 1, stop: 2}, train: {start: 2, stop: null}}"]
+    cfg = load_config(overrides=data).data
+    tokenize(cfg, log=lambda *_: None)
+    (shard,) = DataLayout.from_config(cfg).tokens_dir.glob("train_*.bin")
+    raw = bytearray(shard.read_bytes())
+    raw[HEADER_BYTES + 2 * 300:HEADER_BYTES + 2 * 301] = (400).to_bytes(2, "little")  # bytes vocab: 257 ids
+    shard.write_bytes(bytes(raw))
+    return ["train.py", *NANO, *data, "train.stream=shards", "train.out_dir=o"]
+
+
 # case -> (command builder, exit code, text the one line must contain)
 CASES = {
     "malformed_yaml": (_yaml, 2, "error: bad.yaml: not valid YAML: expected ',' or ']'"),
@@ -73,6 +95,7 @@ CASES = {
     "study_yaml": (_study_yaml, 2, "s.yaml: not valid YAML"),
     "describe_override": (_describe_override, 2, "override `pe.name`: value `[rope` is not valid YAML"),
     "prepare_yaml": (_prepare_yaml, 2, "d.yaml: not valid YAML"),
+    "corrupt_shard": (_corrupt_shard, 2, "train_00002.bin: token id 400 >= vocab size 257 at token 300;"),
 }
 
 

@@ -106,9 +106,10 @@ def test_two_run_sweep_end_to_end_and_a_killed_sweep_gives_the_same_report(tmp_p
     # two runs at a time, one process each: the same numbers (thread counts may differ: float tolerance),
     # each run's training and evaluation output in its own log
     parallel = tmp_path / "parallel"
-    code, out, err = finish(sweep(spec, "--out", parallel, "--workers", "2"))
+    code, out, err = finish(sweep(spec, "--out", parallel, "--workers", "2", "--prepare-data"))
     assert code == 0, err
     assert "2 runs (with their branches) in 2 processes" in out
+    assert "measured    task mix" in out and "simple_copy" in out  # --prepare-data: shards (already there) + info
     assert sorted(p.name for p in (parallel / "done").iterdir()) == ["nano_alibi_s0.json", "nano_rope_s0.json"]
     for name in ("nano_alibi_s0", "nano_rope_s0"):
         assert "saved final checkpoint" in (parallel / "logs" / f"{name}.log").read_text()

@@ -9,12 +9,12 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
-from posbench.studies.spec import StudyConfig
+from posbench.studies.claims import claims_section
+from posbench.studies.spec import METRICS, StudyConfig
 from posbench.studies.stats import bootstrap_ci, paired, seeds_needed, success_rate
 
 # ood_beyond_acc is the headline OOD figure: accuracy at target positions past the training length only.
 # ood_acc (all positions of the longer examples) mixes in-range positions in and stays, labelled as such.
-METRICS = ("id_acc", "ood_beyond_acc", "ood_acc", "ood_within_acc", "id_loss", "ood_loss", "gap")
 
 
 def group_key(r: dict) -> tuple:
@@ -145,6 +145,26 @@ def seed_calibration(results: list[dict], study: StudyConfig, metric: str = "ood
     return "\n".join(lines)
 
 
+def claim_groups(results: list[dict], metric: str) -> dict[str, dict[str, dict]]:
+    """{"task [axes]": {pe: {seed: metric}}}: what a claim is judged on, per task."""
+    groups: dict[str, dict[str, dict]] = defaultdict(dict)
+    for r in results:
+        task, pe, axes = group_key(r)
+        label = f"{task} {_axes_label(dict(axes))}".strip()
+        groups[label].setdefault(pe, {})[r["seed"]] = r.get(metric)
+    return dict(groups)
+
+
+def claims_report(results: list[dict], study: StudyConfig) -> str:
+    pct = int(100 * study.eval.confidence)
+    parts = [f"Each published ordering is judged relation by relation on the {pct}% paired bootstrap CI over "
+             "seeds of the difference (`>`: CI above 0; `>=`: CI not below 0; `~`: CI contains 0).", ""]
+    for claim in study.claims:
+        parts.append(claims_section([claim], claim_groups(results, claim.metric), study.eval.confidence,
+                                    study.eval.n_boot))
+    return "\n".join(parts)
+
+
 def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots: list[str]) -> str:
     rows = summarize(results, study)
     pct = int(100 * study.eval.confidence)
@@ -160,6 +180,8 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
     ref = reference_table(rows, study)
     if ref:
         parts += ["## Against the reference", "", study.reference_note, "", ref, ""]
+    if study.claims:
+        parts += ["## Published claims, reproduced or not", "", claims_report(results, study), ""]
     parts += [f"## PEs that cannot be told apart on OOD accuracy beyond the training length ({pct}% paired "
               "bootstrap over seeds)", "",
               comparisons(results, study), "",

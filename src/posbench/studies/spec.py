@@ -19,7 +19,9 @@ from posbench.config import load_preset
 from posbench.config_loader import ConfigError
 from posbench.data.tasks.base import TaskConfig
 from posbench.pe import PEConfig
+from posbench.studies.claims import ClaimConfig, check_names
 
+METRICS = ("id_acc", "ood_beyond_acc", "ood_acc", "ood_within_acc", "id_loss", "ood_loss", "gap")  # per cell
 
 @dataclass
 class StudyTrain:
@@ -62,6 +64,8 @@ class StudyConfig:
     # published numbers to put beside ours: {task: {pe: {id: acc, ood: acc}}}
     reference: dict[str, Any] = field(default_factory=dict)
     reference_note: str = ""
+    # published orderings judged on our seeds (studies/claims.py), each ending in a verdict line
+    claims: list[ClaimConfig] = field(default_factory=list)
 
     def __post_init__(self):
         if not self.tasks or not self.pes or not self.seeds:
@@ -71,6 +75,12 @@ class StudyConfig:
                 raise ConfigError(f"study.vary.{key} must be a non-empty list of values")
         if self.workers < 1:
             raise ConfigError("study.workers must be >= 1")
+        pes, tasks = [p.name for p in self.pes], [t.name for t in self.tasks]
+        for claim in self.claims:
+            check_names(claim.names, pes, f"claim `{claim.order}`", "PE")
+            check_names(claim.tasks, tasks, f"claim `{claim.order}`", "task")
+            if claim.metric not in METRICS:
+                raise ConfigError(f"claim `{claim.order}`: metric `{claim.metric}` is not one of {METRICS}")
 
 
 @dataclass

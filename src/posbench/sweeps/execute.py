@@ -27,6 +27,22 @@ def is_done(out_dir: Path, run: Run) -> bool:
     return done_path(out_dir, run).is_file()
 
 
+def prepare_data(runs: list[Run], log=print) -> None:
+    """Tokenize each distinct data section of the sweep's runs (with its task mix; resumable, files already
+    done are skipped), then print what the shards hold: the shares are measured from the shards."""
+    from posbench.config_loader import to_dict
+    from posbench.data.info import describe
+    from posbench.data.tokenize_shards import tokenize
+
+    seen = []
+    for run in runs:
+        if run.cfg.train.stream != "shards" or to_dict(run.cfg.data) in seen:
+            continue
+        seen.append(to_dict(run.cfg.data))
+        tokenize(run.cfg.data, log=log)
+        log(describe(run.cfg.data))
+
+
 def check_data(runs: list[Run]) -> None:
     """Each run's shards exist for its tokenizer and task mix; else name what is there instead."""
     for cfg in {id(r.cfg.data): r.cfg for r in runs if r.cfg.train.stream == "shards"}.values():

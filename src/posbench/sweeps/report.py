@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from posbench.data.atomic import atomic_open
+from posbench.studies.claims import claims_section
 from posbench.studies.stats import Summary, bootstrap_ci
 from posbench.sweeps.spec import Run, SweepConfig
 
@@ -47,12 +48,15 @@ class Table:
     def __init__(self, sweep: SweepConfig):
         self.sweep = sweep
         self.values: dict[tuple, list] = defaultdict(list)
+        self.by_seed: dict[tuple, dict] = defaultdict(dict)  # the same values keyed by seed, for paired claims
         self.columns: list[str] = []
 
-    def add(self, group: str, pe: str, column: str, value) -> None:
+    def add(self, group: str, pe: str, column: str, value, seed: int | None = None) -> None:
         if column not in self.columns:
             self.columns.append(column)
         self.values[(group, pe, column)].append(value)
+        if seed is not None:
+            self.by_seed[(group, pe, column)][seed] = value
 
     def summary(self, group: str, pe: str, column: str) -> Summary:
         return bootstrap_ci(self.values.get((group, pe, column), []), self.sweep.confidence, self.sweep.n_boot)
@@ -71,6 +75,22 @@ def _ppl(results: dict) -> dict[int, float | None]:
     return {r["length"]: (r["nonoverlap"]["ppl"] if r.get("na") is None else None) for r in rows}
 
 
+def ppl_slope(ppl: dict[int, float | None], train_len: int) -> float | None:
+    """Least-squares slope of perplexity against log2(length / training length) over the lengths from the
+    training length on: perplexity gained per doubling of the context past training (ALiBi's claim: ~0;
+    sinusoidal and RoPE: > 0). None with fewer than two such lengths, or when any of them is n/a."""
+    points = {L: v for L, v in ppl.items() if L >= train_len}
+    if len(points) < 2 or any(v is None for v in points.values()):
+        return None
+    x = np.log2(np.array(sorted(points), dtype=np.float64) / train_len)
+    y = np.array([points[L] for L in sorted(points)], dtype=np.float64)
+    return float(np.polyfit(x, y, 1)[0])
+
+
+SLOPE = "ppl per doubling past the training length"
+CLAIM_TABLES = {"ppl_slope": ("slope", SLOPE)}  # a sweep claim's metric -> (table, column)
+
+
 def _algorithmic(results: dict) -> list[dict]:
     return results["suites"].get("algorithmic", {}).get("cells", [])
 
@@ -85,7 +105,7 @@ def _retrieval(results: dict, suite: str) -> dict[int, float | None]:
 
 
 def build_tables(sweep: SweepConfig, runs: list[Run], results: dict[str, dict]) -> dict[str, Table]:
-    t = {k: Table(sweep) for k in ("loss", "ppl", "algorithmic", "passkey", "niah")}
+    t = {k: Table(sweep) for k in ("loss", "ppl", "slope", "algorithmic", "passkey", "niah")}
     for run in runs:
         res = results.get(run.name)
         rows = metrics_rows(run)
@@ -95,6 +115,8 @@ def build_tables(sweep: SweepConfig, runs: list[Run], results: dict[str, dict]) 
             continue
         for length, ppl in _ppl(res).items():
             t["ppl"].add(run.group, run.pe, f"{length}", ppl)
+        if _ppl(res):
+            t["slope"].add(run.group, run.pe, SLOPE, ppl_slope(_ppl(res), run.cfg.model.seq_len), run.seed)
         for c in _algorithmic(res):
             split = "ID" if c["split"] == "id" else "OOD"
             t["algorithmic"].add(run.group, run.pe, f"{c['task']} {split} {c['shots']}-shot", c["accuracy"])
@@ -135,11 +157,14 @@ def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], 
         ("Loss", tables["loss"], False, ""),
         ("Perplexity vs context length (non-overlapping windows)", tables["ppl"], False,
          "Columns: context length in tokens."),
+        ("Perplexity slope past the training length", tables["slope"], False,
+         "Least-squares slope of perplexity against log2(length / training length), lengths from the training "
+         "length on: perplexity gained per doubling of the context (flat = 0)."),
         ("Algorithmic tasks, pretrained with the mix (exact match, %)", tables["algorithmic"], True,
          "Zero-shot in the mix's own prompt format; ID = the training range of the task, OOD = longer "
          "instances; exact match of whole answers, and, where answers reach past the training length, the share "
          "of those answer tokens right (*beyond train length*). Per-token chance: " + chance_line(runs, results)
-         + "; exact match by chance is ~0."),
+         + "; for the yes/no tasks (one answer word) exact match by chance is the same, for longer answers ~0."),
         ("Passkey retrieval (accuracy %, mean over depths)", tables["passkey"], True, "Columns: length in tokens."),
         ("Needle in a haystack (accuracy %, mean over depths)", tables["niah"], True, "Columns: length in tokens."),
     ]
@@ -147,6 +172,8 @@ def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], 
         if not table.columns or all(v is None for vs in table.values.values() for v in vs):
             continue
         parts += [f"## {title}", ""] + ([note, ""] if note else []) + [table.markdown(groups, pes, pct), ""]
+    if sweep.claims:
+        parts += ["## Published claims, reproduced or not", "", claims_report(sweep, tables, groups), ""]
     if plots:
         parts += ["## Plots", ""] + [f"![{p.stem}]({p.relative_to(out_dir).as_posix()})" for p in plots] + [""]
     text = "\n".join(parts)
@@ -155,6 +182,19 @@ def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], 
     write_csv(tables, out_dir / "results.csv")
     write_throughput(runs, out_dir / "throughput.md")
     return text
+
+
+def claims_report(sweep: SweepConfig, tables: dict[str, Table], groups: list[str]) -> str:
+    """Each claim judged per group of runs on the per-seed values of its metric (runs share seeds across
+    PEs, so differences are paired by seed)."""
+    parts = [f"Each relation is judged on the {sweep.confidence:.0%} bootstrap CI over seeds of the paired "
+             "difference (`>`: CI above 0; `>=`: CI not below 0; `~`: CI contains 0).", ""]
+    for claim in sweep.claims:
+        table, column = CLAIM_TABLES[claim.metric]
+        by_group = {g: {pe: tables[table].by_seed.get((g, pe, column), {}) for pe in claim.names} for g in groups}
+        parts.append(claims_section([claim], by_group, sweep.confidence, sweep.n_boot, pct=False,
+                                    unit=column))
+    return "\n".join(parts)
 
 
 def write_csv(tables: dict[str, Table], path: Path) -> None:

@@ -28,8 +28,11 @@ from posbench.config import RunConfig, load_preset, preset_path
 from posbench.config_loader import ConfigError, deep_merge, from_dict, load_yaml, to_dict
 from posbench.evaluation.config import EvalConfig
 from posbench.pe import PEConfig
+from posbench.studies.claims import ClaimConfig, check_names
 from posbench.training.rundir import check_run_name, format_tokens
 from posbench.training.session import budget_tokens, make_plan
+
+SWEEP_CLAIM_METRICS = ("ppl_slope",)  # what a sweep's claims can compare (sweeps/report.py)
 
 
 @dataclass
@@ -42,6 +45,9 @@ class SweepConfig:
     vary: dict[str, Any] = field(default_factory=dict)
     eval: dict[str, Any] = field(default_factory=dict)
     eval_branches: bool = True  # evaluate the branch runs' final checkpoints too
+    workers: int = 1  # runs trained (then evaluated) at once on this machine, cores/workers threads each
+    # published orderings judged on our seeds (studies/claims.py); metric: ppl_slope
+    claims: list[ClaimConfig] = field(default_factory=list)
     confidence: float = 0.95
     n_boot: int = 10000
 
@@ -53,6 +59,13 @@ class SweepConfig:
                 raise ConfigError(f"sweep.vary.{key} must be a non-empty list of values")
         if len(set(self.seeds)) != len(self.seeds):
             raise ConfigError(f"sweep.seeds lists a seed twice: {self.seeds}")
+        if self.workers < 1:
+            raise ConfigError(f"sweep.workers={self.workers} must be >= 1")
+        for claim in self.claims:
+            check_names(claim.names, [p.name for p in self.pes], f"claim `{claim.order}`", "PE")
+            if claim.metric not in SWEEP_CLAIM_METRICS:
+                raise ConfigError(f"claim `{claim.order}`: metric `{claim.metric}` is not one of a sweep's "
+                                  f"{SWEEP_CLAIM_METRICS}")
         if not 0 < self.confidence < 1 or self.n_boot < 100:
             raise ConfigError("sweep needs 0 < confidence < 1 and n_boot >= 100")
 
