@@ -1,0 +1,1 @@
+"""Taking checkpoints elsewhere: `hf_export` writes a transformers model directory."""

@@ -1,0 +1,99 @@
+"""Export to transformers: a posbench checkpoint against the exported Qwen3ForCausalLM, loaded by transformers
+with no remote code, on the same random ids (max |logit difference| <= 1e-4 in fp32) and the same 32 greedy
+tokens; the exported tokenizer gives posbench's ids; a PE transformers cannot express is refused."""
+
+import random
+from pathlib import Path
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from posbench.cli import build_stream  # noqa: E402
+from posbench.config import load_config  # noqa: E402
+from posbench.data.tokenizers import TokenizerConfig, build_tokenizer  # noqa: E402
+from posbench.evaluation.generate import greedy_generate  # noqa: E402
+from posbench.evaluation.loading import load_model  # noqa: E402
+from posbench.interop.hf_export import export, hf_tokenizer  # noqa: E402
+from posbench.training.loop import train  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def checkpoint(tmp_path: Path, pe: str, *extra) -> Path:
+    """A nano checkpoint (a few steps on random tokens), every weight then perturbed so that no norm weight is
+    still 1 and no mapping error can hide behind a symmetric value."""
+    overrides = ["model.seq_len=64", "model.vocab_size=300", "model.n_layers=2", "data.tokenizer.name=bytes",
+                 "train.stream=random", "train.budget_unit=tokens", "train.target_budgets=[1024]",
+                 "train.global_batch_tokens=512", "train.micro_batch=4", "train.eval_interval=0",
+                 "logging.wandb=disabled", "schedule.warmup_tokens=0", f"train.out_dir={tmp_path / 'runs'}",
+                 f"train.run_name={pe}", *extra]
+    cfg = load_config(model_size="nano", overrides=overrides, pe_type=pe)
+    run = Path(train(cfg, build_stream(cfg))["run_dir"])
+    model_pt = (run / "latest").resolve() / "model.pt"
+    state = torch.load(model_pt, weights_only=True)
+    g = torch.Generator().manual_seed(1)
+    torch.save({k: v + 0.05 * torch.randn(v.shape, generator=g) for k, v in state.items()}, model_pt)
+    return run
+
+
+@pytest.mark.parametrize("pe,extra", [
+    ("rope", []),
+    ("rope", ["pe.scaling.name=pi", "pe.scaling.factor=2"]),
+    ("rope", ["pe.scaling.name=yarn", "pe.scaling.factor=4"]),
+    ("none", []),
+])
+def test_exported_model_equals_posbench(tmp_path, pe, extra):
+    run = checkpoint(tmp_path, pe, *extra)
+    out = export(run, tmp_path / "hf", log=lambda *_: None)
+    assert {p.name for p in out.iterdir()} >= {"config.json", "model.safetensors", "generation_config.json",
+                                               "tokenizer.json", "README.md"}
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+    assert type(hf).__name__ == "Qwen3ForCausalLM"
+    ours = load_model(run, "cpu").model
+    ids = torch.randint(0, 257, (2, 100), generator=torch.Generator().manual_seed(0))  # past seq_len 64 too
+    with torch.no_grad():
+        want = ours(ids)
+        got = hf(ids).logits
+    assert got.shape == want.shape and (got - want).abs().max().item() <= 1e-4
+    prompt = ids[0, :20].tolist()
+    (ours_new,) = greedy_generate(ours, [prompt], [32], torch.device("cpu"))
+    hf_new = hf.generate(torch.tensor([prompt]), max_new_tokens=32, do_sample=False, eos_token_id=None,
+                         pad_token_id=0)[0, 20:].tolist()
+    assert hf_new == ours_new
+    card = (out / "README.md").read_text()
+    assert f"positional encoding `{pe}`" in card and "## Training configuration" in card
+
+
+def test_exported_tokenizer_gives_the_same_ids(tmp_path):
+    from posbench.data.bpe_train import train_bpe
+
+    rng = random.Random(0)
+    words = ["the", "positional", "encoding", "Ünïcode", "naïve", "12345", "x=1;", "tab\there", "ok!!", "  spaced"]
+    docs = [" ".join(rng.choice(words) for _ in range(60)) + "\n" for _ in range(200)]
+    sample = "The naïve positional encoding, 2024: 12345 tokens\t(tabs) and  spaces; Ünïcode ✓ ok!!\n\nend"
+    bpe_cfg = TokenizerConfig.registry_lookup("bpe")(name="bpe", vocab_size=300, path=str(tmp_path / "bpe"))
+    train_bpe(bpe_cfg, docs, tmp_path / "bpe", trained_on="test", log=lambda *_: None)
+    for tok in (build_tokenizer(bpe_cfg, tmp_path / "bpe"),
+                build_tokenizer(TokenizerConfig.registry_lookup("bytes")(name="bytes"), tmp_path)):
+        fast = hf_tokenizer(tok)
+        for text in (sample, *docs[:5]):
+            assert fast.encode(text, add_special_tokens=False) == tok.encode(text), tok.name
+        assert fast.convert_tokens_to_ids("<|bos|>") == tok.bos_id
+        saved = tmp_path / f"saved_{tok.name}"
+        fast.save_pretrained(saved)
+        again = transformers.PreTrainedTokenizerFast.from_pretrained(saved)
+        assert again.encode(sample, add_special_tokens=False) == tok.encode(sample)
+
+
+def test_a_pe_transformers_cannot_express_is_refused(tmp_path):
+    import subprocess
+    import sys
+
+    run = checkpoint(tmp_path, "alibi")
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "export_hf.py"), str(run), str(tmp_path / "hf")],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().startswith("error: PE `alibi` has no architecture in transformers")
+    assert not (tmp_path / "hf").exists()
