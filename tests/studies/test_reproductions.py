@@ -57,6 +57,7 @@ def test_alibi_ppl_preset_reduced(tmp_path):
     spec["run"]["model"] = {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64, "seq_len": 64}
     spec["run"]["data"]["source"]["paths"] = [f"{corpus}/*.jsonl"]
     spec["run"]["data"]["root"] = str(tmp_path / "data")
+    spec["run"]["schedule"] = {"warmup_tokens": 512}
     spec["run"]["train"].update(target_budgets=[8192], global_batch_tokens=512, micro_batch=8, ckpt_interval=0)
     spec["eval"].update(lengths=[32, 64, 128, 256], ppl={"protocols": ["nonoverlap"], "max_tokens": 1024})
     spec["n_boot"] = 200
