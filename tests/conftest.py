@@ -1,3 +1,7 @@
+import json
+import random
+from pathlib import Path
+
 import torch
 
 from posbench.config import load_config
@@ -16,3 +20,17 @@ def build_test_model(pe_name: str, seed: int = 0, overrides=(), **model_kw) -> T
     ov = [f"model.{k}={v}" for k, v in {**dims, **model_kw}.items()]
     cfg = load_config(overrides=ov + TEST_PE_OVERRIDES.get(pe_name, []) + list(overrides), pe_type=pe_name)
     return Transformer(cfg.model, cfg.pe)
+
+
+WORDS = "the of and to in is was for on that with as by at from it an be this are".split()
+
+
+def write_word_corpus(folder: Path, n_files: int, docs_per_file: int, words: tuple[int, int], seed: int = 0) -> Path:
+    """`n_files` jsonl files of random-word documents (lengths uniform in `words`), one RNG for all files."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed)
+    for f in range(n_files):
+        lines = [json.dumps({"text": " ".join(rng.choice(WORDS) for _ in range(rng.randint(*words)))})
+                 for _ in range(docs_per_file)]
+        (folder / f"part{f}.jsonl").write_text("\n".join(lines) + "\n")
+    return folder

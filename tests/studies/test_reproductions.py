@@ -1,8 +1,6 @@
 """The reproduction presets run in reduced form: their own tasks, PEs and claims, a tiny model, few steps,
 two seeds (so every relation gets an interval); the report ends in a verdict per claim. Numbers meaningless."""
 
-import json
-import random
 import sys
 from pathlib import Path
 
@@ -10,6 +8,7 @@ import pytest
 
 from posbench.studies.runner import run_study
 from posbench.studies.spec import load_study
+from tests.conftest import write_word_corpus
 
 ROOT = Path(__file__).resolve().parents[2]
 TINY = ["model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.d_ff=64", "model.dropout=0.0"]
@@ -45,14 +44,7 @@ def test_alibi_ppl_preset_reduced(tmp_path):
 
     spec = load_yaml(preset_path("sweep", "alibi_ppl"))
     assert [p["name"] for p in spec["pes"]] == ["alibi", "sinusoidal", "rope"] and len(spec["seeds"]) == 5
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    rng = random.Random(0)
-    words = "the of and to in is was for on that with as by at from it an be this are".split()
-    for f in range(4):
-        lines = [json.dumps({"text": " ".join(rng.choice(words) for _ in range(rng.randint(30, 90)))})
-                 for _ in range(120)]
-        (corpus / f"part{f}.jsonl").write_text("\n".join(lines) + "\n")
+    corpus = write_word_corpus(tmp_path / "corpus", n_files=4, docs_per_file=120, words=(30, 90))
     spec["seeds"] = [0, 1]
     spec["run"]["model"] = {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64, "seq_len": 64}
     spec["run"]["data"]["source"]["paths"] = [f"{corpus}/*.jsonl"]

@@ -2,11 +2,11 @@
 token shards, branch a smaller budget's decay, and resume a stopped run, all as subprocesses."""
 
 import json
-import random
 import subprocess
 import sys
 from pathlib import Path
 
+from tests.conftest import write_word_corpus
 from tests.training.helpers import losses
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -19,14 +19,7 @@ def sh(*args):
 
 
 def test_tokenize_train_branch_resume_on_local_shards(tmp_path):
-    corpus = tmp_path / "corpus"
-    corpus.mkdir()
-    rng = random.Random(0)
-    words = "the of and to in is was for on that with as by at from it an be this are".split()
-    for f in range(3):
-        lines = [json.dumps({"text": " ".join(rng.choice(words) for _ in range(rng.randint(20, 120)))})
-                 for _ in range(120)]
-        (corpus / f"part{f}.jsonl").write_text("\n".join(lines) + "\n")
+    corpus = write_word_corpus(tmp_path / "corpus", n_files=3, docs_per_file=120, words=(20, 120))
     data = ["configs/data/local_example.yaml", f"data.root={tmp_path / 'data'}",
             f"data.source.paths=[{corpus}/*.jsonl]"]
     out = sh("-m", "posbench.data.prepare_fineweb", "tokenize", *data)
