@@ -127,3 +127,41 @@ def test_mix_config_defaults_and_errors():
         from_dict(TaskMixConfig, {"tasks": [{"name": "sort"}, {"name": "sort"}]})
     with pytest.raises(ConfigError, match="needs at least one task"):
         TaskMixer([], ratio=0.1)
+
+
+def test_mixer_weights_documents_follow_the_furthest_behind_rule():
+    # weights 3:1 by documents. Hand-walked: a (tie, listed first), b (1/3 > 0/1), then a until
+    # a's count / 3 exceeds b's count / 1 ... : a b a a a b a a a b
+    mixer = TaskMixer([make("reverse"), make("sort")], ratio=0.5, weights=[3, 1])
+    names = [mixer.task_document(k).task for k in range(10)]
+    assert names == ["reverse", "sort", "reverse", "reverse", "reverse", "sort", "reverse", "reverse", "reverse",
+                     "sort"]
+    # each task's documents are its train examples 0, 1, 2, ... in order
+    assert [mixer.task_document(k).example_index for k in (0, 2, 3, 5)] == [0, 1, 2, 1]
+    assert mixer.fingerprint != TaskMixer([make("reverse"), make("sort")], ratio=0.5).fingerprint
+
+
+def test_mixer_weights_split_task_tokens_whatever_the_document_lengths():
+    # needle documents are ~10x longer than sort's; weights 1:1 by tokens give each half the task tokens,
+    # 1:3 a quarter and three quarters (within one document's tokens)
+    tasks = [make("needle"), make("sort")]
+    lengths = {}
+    for weights in ([1, 1], [1, 3]):
+        mixer = TaskMixer(tasks, ratio=0.5, unit="tokens", weights=weights)
+        counts = {"needle": 0, "sort": 0}
+        for kind, ids in mixer.stream(["x" * 200] * 400, lambda text: np.zeros(len(text) + 1, np.int32)):
+            if kind != "corpus":
+                counts[kind] += len(ids)
+                lengths[kind] = max(lengths.get(kind, 0), len(ids))
+        total = sum(counts.values())
+        assert lengths["needle"] > 5 * lengths["sort"]
+        assert counts["needle"] / total == pytest.approx(weights[0] / sum(weights), abs=lengths["needle"] / total)
+
+
+def test_mix_config_weights_are_checked():
+    cfg = from_dict(TaskMixConfig, {"tasks": [{"name": "reverse"}, {"name": "sort"}], "weights": {"sort": 2.5}})
+    assert cfg.task_weights() == [1.0, 2.5]
+    with pytest.raises(ConfigError, match=r"names \['srot'\], which data.mix.tasks does not list"):
+        from_dict(TaskMixConfig, {"tasks": [{"name": "sort"}], "weights": {"srot": 2}})
+    with pytest.raises(ConfigError, match="weights.sort=0 must be a number > 0"):
+        from_dict(TaskMixConfig, {"tasks": [{"name": "sort"}], "weights": {"sort": 0}})

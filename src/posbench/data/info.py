@@ -89,8 +89,8 @@ def describe(cfg, verify: bool = False) -> str:
 def describe_mix_config(mix) -> str:
     if not mix.active:
         return "none (train shards are corpus text only)"
-    return (f"{mix.ratio:.1%} of train {mix.unit}, tasks {', '.join(t.name for t in mix.tasks)}, seed {mix.seed} "
-            f"(configured)")
+    tasks = ", ".join(f"{t.name} x{w:g}" if w != 1 else t.name for t, w in zip(mix.tasks, mix.task_weights()))
+    return f"{mix.ratio:.1%} of train {mix.unit}, tasks {tasks}, seed {mix.seed} (configured)"
 
 
 def mix_table(entries: list[dict], verified: bool) -> list[str]:
