@@ -36,21 +36,23 @@ def app_url(tmp_path):
                              "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + 60
-    while True:
-        try:
-            if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
-                break
-        except OSError:
-            pass
-        assert time.time() < deadline and proc.poll() is None, (tmp_path / "streamlit.log").read_text()
-        time.sleep(0.3)
-    yield url
-    proc.terminate()
-    proc.wait(10)
-    log.close()
-    for pid_file in (tmp_path / "runs").glob("*/runner.pid"):  # a worker still running after a failure
-        subprocess.run(["kill", pid_file.read_text()], check=False)
+    deadline = time.time() + 120
+    try:
+        while True:
+            try:
+                if urllib.request.urlopen(f"{url}/_stcore/health", timeout=2).read() == b"ok":
+                    break
+            except OSError:
+                pass
+            assert time.time() < deadline and proc.poll() is None, (tmp_path / "streamlit.log").read_text()
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+        log.close()
+        for pid_file in (tmp_path / "runs").glob("*/runner.pid"):  # a worker still running after a failure
+            subprocess.run(["kill", pid_file.read_text()], check=False)
 
 
 @pytest.fixture
@@ -76,10 +78,19 @@ def wait_text(driver, text: str, timeout: float = 60) -> None:
         time.sleep(0.3)
 
 
+def find(driver, css: str, timeout: float = 60):
+    """The first element matching `css`, waiting for it: Streamlit draws widgets as their deltas arrive."""
+    deadline = time.time() + timeout
+    while not (found := driver.find_elements("css selector", css)):
+        assert time.time() < deadline, f"no `{css}` on the page:\n{driver.find_element('tag name', 'body').text[:3000]}"
+        time.sleep(0.3)
+    return found[0]
+
+
 def set_field(driver, label: str, value: str, tag: str = "input") -> None:
     from selenium.webdriver.common.keys import Keys
 
-    el = driver.find_element("css selector", f'{tag}[aria-label="{label}"]')
+    el = find(driver, f'{tag}[aria-label="{label}"]')
     el.click()
     el.send_keys(Keys.CONTROL, "a")
     el.send_keys(Keys.DELETE)
@@ -89,6 +100,7 @@ def set_field(driver, label: str, value: str, tag: str = "input") -> None:
 def set_multiselect(driver, index: int, values: list[str], remove: int) -> None:
     from selenium.webdriver.common.keys import Keys
 
+    find(driver, '[data-testid="stMultiSelect"] input')
     box = driver.find_elements("css selector", '[data-testid="stMultiSelect"] input')[index]
     box.click()
     for _ in range(remove):
@@ -109,6 +121,7 @@ def test_run_explore_and_switch_pe(app_url, browser, tmp_path):
     shots.mkdir()
     browser.get(app_url)
     wait_text(browser, "Start study")
+    find(browser, 'input[aria-label="d_ff"]')  # the last field of the form
     set_field(browser, "Name", "browser")
     set_field(browser, "Tasks (one per line)", "{name: k_back, k: 2}", tag="textarea")
     set_multiselect(browser, 0, ["rope", "learned"], remove=5)
