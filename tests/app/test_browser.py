@@ -74,7 +74,8 @@ def browser(tmp_path):
 def wait_text(driver, text: str, timeout: float = 60) -> None:
     deadline = time.time() + timeout
     while text not in driver.find_element("tag name", "body").text:
-        assert time.time() < deadline, f"`{text}` did not appear; page shows:\n{driver.find_element('tag name', 'body').text[:3000]}"
+        body = driver.find_element("tag name", "body").text
+        assert time.time() < deadline, f"`{text}` did not appear; page shows:\n{body[:3000]}"
         time.sleep(0.3)
 
 

@@ -21,8 +21,8 @@ def defaults() -> dict:
     model = {}
     for text in q.overrides:
         model.update(parse_override(text).get("model", {}))
-    return {"name": q.name, "tasks": "\n".join(yaml.safe_dump(to_dict(t), default_flow_style=True, sort_keys=False).strip()
-                                              for t in q.tasks),
+    flow = lambda t: yaml.safe_dump(to_dict(t), default_flow_style=True, sort_keys=False).strip()
+    return {"name": q.name, "tasks": "\n".join(flow(t) for t in q.tasks),
             "pes": [p.name for p in q.pes], "seeds": ", ".join(map(str, q.seeds)), "steps": q.train.steps,
             "batch_size": q.train.batch_size, "lr": q.train.lr, "workers": q.workers,
             **{d: int(model[d]) for d in DIMS if d in model},
