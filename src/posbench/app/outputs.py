@@ -9,6 +9,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from posbench.app.background import read_spec
+from posbench.app.paths import SPEC
 from posbench.studies.spec import StudyConfig
 
 
@@ -84,7 +86,15 @@ def _run_losses(payload: dict) -> list[dict]:
     return []
 
 
-def open_output(path: str | Path, study: StudyConfig | None = None) -> StudyOutput | EvalOutput:
+def _spec(study_dir: Path) -> StudyConfig | None:
+    """The spec of a study the app started (its eval settings make the CIs); None for any other study."""
+    try:
+        return read_spec(study_dir) if (study_dir / SPEC).is_file() else None
+    except (ValueError, OSError):  # a damaged spec: the summaries fall back to the default settings
+        return None
+
+
+def open_output(path: str | Path) -> StudyOutput | EvalOutput:
     """Whatever `path` holds: a study, an eval output, an eval comparison, or a training run (loss curves)."""
     p = Path(str(path).strip()).expanduser()
     if not str(path).strip():
@@ -95,12 +105,13 @@ def open_output(path: str | Path, study: StudyConfig | None = None) -> StudyOutp
     if results.is_file():
         data = read_json(results)
         if isinstance(data.get("cells"), list):
-            return StudyOutput(results.parent, str(data.get("study", results.parent.name)), data["cells"], study)
+            return StudyOutput(results.parent, str(data.get("study", results.parent.name)), data["cells"],
+                               _spec(results.parent))
         if isinstance(data.get("suites"), dict):
             return EvalOutput(results.parent, [data], {data.get("label", "?"): _run_losses(data)})
         raise NotAnOutput(f"{results}: neither a study's results (no `cells`) nor eval.py's (no `suites`)")
     if p.is_dir() and (p / "cells").is_dir():  # a study still running, or stopped before its report
-        return StudyOutput(p, p.name, read_cells(p), study)
+        return StudyOutput(p, p.name, read_cells(p), _spec(p))
     if p.is_dir():
         payloads = [x for x in (_eval_payload(s / "results.json") for s in sorted(p.iterdir())
                                 if (s / "results.json").is_file()) if x]
