@@ -121,7 +121,7 @@ def test_run_explore_and_switch_pe(app_url, browser, tmp_path):
     shots = tmp_path / "screenshots"
     shots.mkdir()
     browser.get(app_url)
-    wait_text(browser, "Start study")
+    wait_text(browser, "Start study", 300)  # the first run of the script imports torch and the project
     find(browser, 'input[aria-label="d_ff"]')  # the last field of the form
     set_field(browser, "Name", "browser")
     set_field(browser, "Tasks (one per line)", "{name: k_back, k: 2}", tag="textarea")
@@ -132,9 +132,9 @@ def test_run_explore_and_switch_pe(app_url, browser, tmp_path):
         set_field(browser, label, value)
     browser.save_screenshot(str(shots / "1_form.png"))
     next(b for b in browser.find_elements("css selector", "button") if b.text == "Start study").click()
-    wait_text(browser, "cells finished (running)", 60)
+    wait_text(browser, "cells finished (running)", 120)
     browser.save_screenshot(str(shots / "2_running.png"))
-    wait_text(browser, "2 / 2 cells finished (finished)", 240)
+    wait_text(browser, "2 / 2 cells finished (finished)", 400)
     wait_text(browser, "OOD beyond train length", 30)
     browser.save_screenshot(str(shots / "3_finished.png"))
     table = browser.find_element("css selector", '[data-testid="stTable"]').text
