@@ -61,7 +61,7 @@ def start(study: StudyConfig, run_dir: Path) -> bool:
 
     A directory that already holds a different study is refused: its finished cells belong to that one."""
     run_dir = Path(run_dir)
-    if is_running(run_dir):
+    if _active(run_dir):
         return False
     spec = json.dumps(to_dict(study), sort_keys=True, indent=1)
     if (run_dir / SPEC).is_file() and (run_dir / SPEC).read_text() != spec:
@@ -83,15 +83,22 @@ def state(run_dir: Path) -> RunState:
     run_dir = Path(run_dir)
     cells = expand(read_spec(run_dir))
     done = sum(cell_path(run_dir, c).is_file() for c in cells)
-    if is_running(run_dir):
+    if _active(run_dir):
         return RunState("running", done, len(cells))
     status = json.loads((run_dir / STATUS).read_text()) if (run_dir / STATUS).is_file() else {}
     if status.get("state") in ("finished", "failed"):
         return RunState(status["state"], done, len(cells), status.get("error", ""))
-    # the worker may have been started a moment ago and not taken its lock yet: its pid says so
-    if (run_dir / PID).is_file() and _alive(int((run_dir / PID).read_text() or 0)):
-        return RunState("running", done, len(cells))
     return RunState("stopped", done, len(cells))
+
+
+def _active(run_dir: Path) -> bool:
+    """A worker holds the lock, or was started a moment ago and has not taken it yet (its pid says so)."""
+    if is_running(run_dir):
+        return True
+    try:
+        return _alive(int((run_dir / PID).read_text() or 0))
+    except (OSError, ValueError):
+        return False
 
 
 def _alive(pid: int) -> bool:
