@@ -147,7 +147,9 @@ def test_run_explore_and_switch_pe(app_url, browser, tmp_path):
     wait_text(browser, "Study directories, eval outputs")
     set_field(browser, "Study directories, eval outputs or results.json files (one per line)",
               str(tmp_path / "runs" / "browser"), tag="textarea")
-    browser.find_element("tag name", "body").click()  # leave the text area: Streamlit commits on blur
+    from selenium.webdriver.common.keys import Keys
+
+    find(browser, "textarea").send_keys(Keys.CONTROL, Keys.ENTER)  # a text area's value is sent on Ctrl+Enter
     wait_text(browser, "Study `browser` (2 cells)")
     wait_text(browser, "accuracy during training")
     assert legend(browser) == ["learned", "rope"]
