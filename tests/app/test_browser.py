@@ -150,7 +150,7 @@ def test_run_explore_and_switch_pe(app_url, browser, tmp_path):
     from selenium.webdriver.common.keys import Keys
 
     find(browser, "textarea").send_keys(Keys.CONTROL, Keys.ENTER)  # a text area's value is sent on Ctrl+Enter
-    wait_text(browser, "Study `browser` (2 cells)")
+    wait_text(browser, "Study browser (2 cells)")  # the backticks render as code
     wait_text(browser, "accuracy during training")
     assert legend(browser) == ["learned", "rope"]
     browser.save_screenshot(str(shots / "4_explore.png"))
