@@ -20,7 +20,7 @@ def _mean_by_step(rows_per_seed: list[list[dict]], key: str) -> tuple[list, list
 
 
 def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
-    fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, legend_title="", height=380,
+    fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, legend_title="", height=380, showlegend=True,
                       margin=dict(l=40, r=10, t=50, b=40), hovermode="x unified")
     return fig
 
