@@ -142,6 +142,8 @@ def test_run_explore_and_switch_pe(app_url, browser, tmp_path):
     log = (tmp_path / "runs" / "browser" / "runner.log").read_text()
     assert log.count("another worker") == 0 and len(list((tmp_path / "runs" / "browser" / "cells").glob("*.json"))) == 2
 
+    find(browser, '[data-testid="stSidebar"] label')
+    wait_text(browser, "Explore results")
     next(e for e in browser.find_elements("css selector", '[data-testid="stSidebar"] label')
          if e.text == "Explore results").click()
     wait_text(browser, "Study directories, eval outputs")
