@@ -3,6 +3,7 @@
 
 A fenced code block is tagged by an HTML comment (invisible when rendered) on the line before its fence:
 
+    <!-- readme: system -->       system packages some tests need (CI runs it verbatim where apt-get exists)
     <!-- readme: install -->      sets up everything for the main job and the tests (CI runs it verbatim)
     <!-- readme: test -->         runs the tests (CI runs it verbatim)
     <!-- readme: runnable -->     needs no download; tests/test_readme.py runs each one and checks its exit code
@@ -43,7 +44,7 @@ def blocks(readme: Path = README) -> list[tuple[str, str]]:
 
 
 def block(tag: str, readme: Path = README) -> str:
-    """The one block with this tag (install and test must be unique: CI runs exactly one of each)."""
+    """The one block with this tag (system, install and test must be unique: CI runs exactly one of each)."""
     texts = [text for t, text in blocks(readme) if t == tag]
     if len(texts) != 1:
         raise ValueError(f"{readme}: expected exactly one `<!-- readme: {tag} -->` block, found {len(texts)}")

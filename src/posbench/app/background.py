@@ -1,0 +1,117 @@
+"""Studies in detached background processes, so the page never blocks and a refresh or a closed tab
+neither kills nor duplicates a run.
+
+A run directory holds the study's spec (spec.json), the runner's usual outputs (cells/, logs/, work/,
+results.json, ...) and the worker's lock, pid, log and final status. The worker holds an exclusive
+flock on runner.lock while it runs: the kernel releases it when the process dies, so "running" never
+goes stale, and a second start on the same directory finds it held and exits without work. A stopped
+run is resumed by starting it again: the study runner skips the cells already written.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from posbench.app.paths import LOCK, LOG, PID, SPEC, STATUS
+from posbench.config_loader import from_dict, to_dict
+from posbench.studies.runner import cell_path
+from posbench.studies.spec import StudyConfig, expand
+
+
+@dataclass
+class RunState:
+    state: str  # running | finished | failed | stopped (killed or never finished: start again to resume)
+    done: int  # finished cells
+    total: int
+    error: str = ""
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def read_spec(run_dir: Path) -> StudyConfig:
+    return from_dict(StudyConfig, json.loads((Path(run_dir) / SPEC).read_text()), "study")
+
+
+def is_running(run_dir: Path) -> bool:
+    """True while a worker holds the run's lock (tried without blocking, released at once)."""
+    path = Path(run_dir) / LOCK
+    if not path.exists():
+        return False
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return True
+        fcntl.flock(f, fcntl.LOCK_UN)
+    return False
+
+
+def start(study: StudyConfig, run_dir: Path) -> bool:
+    """Start (or resume) `study` in `run_dir` in a detached process; False when it is already running.
+
+    A directory that already holds a different study is refused: its finished cells belong to that one."""
+    run_dir = Path(run_dir)
+    if _active(run_dir):
+        return False
+    spec = json.dumps(to_dict(study), sort_keys=True, indent=1)
+    if (run_dir / SPEC).is_file() and (run_dir / SPEC).read_text() != spec:
+        raise FileExistsError(f"{run_dir} already holds another study; choose another name")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(run_dir / SPEC, spec)
+    (run_dir / STATUS).unlink(missing_ok=True)
+    with open(run_dir / LOG, "ab") as log:
+        # a new session: the worker is not in the page server's process group, so stopping or reloading
+        # the server, or a closed tab, does not signal it
+        proc = subprocess.Popen([sys.executable, "-m", "posbench.app.worker", str(run_dir)],
+                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+                                close_fds=True)
+    write_atomic(run_dir / PID, str(proc.pid))  # "running" from now on, before the worker takes its lock
+    return True
+
+
+def state(run_dir: Path) -> RunState:
+    run_dir = Path(run_dir)
+    cells = expand(read_spec(run_dir))
+    done = sum(cell_path(run_dir, c).is_file() for c in cells)
+    if _active(run_dir):
+        return RunState("running", done, len(cells))
+    status = json.loads((run_dir / STATUS).read_text()) if (run_dir / STATUS).is_file() else {}
+    if status.get("state") in ("finished", "failed"):
+        return RunState(status["state"], done, len(cells), status.get("error", ""))
+    return RunState("stopped", done, len(cells))
+
+
+def _active(run_dir: Path) -> bool:
+    """A worker holds the lock, or was started a moment ago and has not taken it yet (its pid says so)."""
+    if is_running(run_dir):
+        return True
+    try:
+        return _alive(int((run_dir / PID).read_text() or 0))
+    except (OSError, ValueError):
+        return False
+
+
+def _alive(pid: int) -> bool:
+    """A live process (a zombie, dead but not yet reaped by the page server that started it, is not)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (OSError, ValueError):
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # the state field follows the parenthesised name
+
+
+def app_runs(root: Path) -> list[Path]:
+    """Run directories under `root` that the app started, newest first."""
+    if not Path(root).is_dir():
+        return []
+    return sorted((p for p in Path(root).iterdir() if (p / SPEC).is_file()), key=lambda p: -(p / SPEC).stat().st_mtime)

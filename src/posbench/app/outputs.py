@@ -1,0 +1,139 @@
+"""Reading what is on disk: a study directory (scripts/study.py or the app), eval.py's results.json
+(one checkpoint, or a comparison directory with one sub-directory per checkpoint), a training run's
+metrics.jsonl. Keys are read defensively: files written by older or newer code still open, and a
+missing metric shows as n/a instead of failing the page."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from posbench.app.background import read_spec
+from posbench.app.paths import SPEC
+from posbench.studies.spec import StudyConfig
+
+
+class NotAnOutput(ValueError):
+    """A path holds nothing the app can show; the message names the path and what was expected."""
+
+
+@dataclass
+class StudyOutput:
+    path: Path
+    name: str
+    cells: list[dict]  # one dict per finished cell, as the study runner wrote it
+    study: StudyConfig | None = None  # the spec, when the app started the run (summaries use its eval settings)
+
+
+@dataclass
+class EvalOutput:
+    path: Path
+    payloads: list[dict]  # eval.py's results.json, one per checkpoint
+    losses: dict[str, list[dict]] = field(default_factory=dict)  # label -> metrics.jsonl rows of its run
+
+
+def read_json(path: Path) -> dict:
+    try:
+        data = json.loads(Path(path).read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise NotAnOutput(f"{path}: unreadable JSON ({type(e).__name__}: {e})") from None
+    if not isinstance(data, dict):
+        raise NotAnOutput(f"{path}: expected a JSON object, found {type(data).__name__}")
+    return data
+
+
+def read_metrics(path: Path) -> list[dict]:
+    """metrics.jsonl rows (a line being written right now, half a line, is skipped)."""
+    rows = []
+    for line in Path(path).read_text().splitlines():
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(row, dict):
+            rows.append(row)
+    return rows
+
+
+def read_cells(study_dir: Path) -> list[dict]:
+    """The finished cells of a study, also while it runs (cells/*.json are written atomically)."""
+    cells_dir = Path(study_dir) / "cells"
+    return [read_json(p) for p in sorted(cells_dir.glob("*.json"))] if cells_dir.is_dir() else []
+
+
+def live_losses(study_dir: Path) -> dict[str, list[dict]]:
+    """cell id -> training-loss rows of the cells being trained now (the runner's work/<cell>/metrics.jsonl)."""
+    work = Path(study_dir) / "work"
+    out = {}
+    for path in sorted(work.glob("*/metrics.jsonl")) if work.is_dir() else []:
+        rows = [{"step": r["step"], "loss": r["loss"]} for r in read_metrics(path) if "loss" in r and "step" in r]
+        if rows:
+            out[path.parent.name] = rows
+    return out
+
+
+def _eval_payload(path: Path) -> dict | None:
+    data = read_json(path)
+    return data if isinstance(data.get("suites"), dict) else None
+
+
+def _run_losses(payload: dict) -> list[dict]:
+    ckpt = Path(str(payload.get("checkpoint", "")))
+    for run in (ckpt.parent, ckpt):
+        if (run / "metrics.jsonl").is_file():
+            return [r for r in read_metrics(run / "metrics.jsonl") if "loss" in r and "step" in r]
+    return []
+
+
+def _spec(study_dir: Path) -> StudyConfig | None:
+    """The spec of a study the app started (its eval settings make the CIs); None for any other study."""
+    try:
+        return read_spec(study_dir) if (study_dir / SPEC).is_file() else None
+    except (ValueError, OSError):  # a damaged spec: the summaries fall back to the default settings
+        return None
+
+
+def open_output(path: str | Path) -> StudyOutput | EvalOutput:
+    """Whatever `path` holds: a study, an eval output, an eval comparison, or a training run (loss curves)."""
+    p = Path(str(path).strip()).expanduser()
+    if not str(path).strip():
+        raise NotAnOutput("no path given: enter a study directory, an eval output directory or a results.json")
+    if not p.exists():
+        raise NotAnOutput(f"{p}: no such file or directory")
+    results = p if p.is_file() else p / "results.json"
+    if results.is_file():
+        data = read_json(results)
+        if isinstance(data.get("cells"), list):
+            return StudyOutput(results.parent, str(data.get("study", results.parent.name)), data["cells"],
+                               _spec(results.parent))
+        if isinstance(data.get("suites"), dict):
+            return EvalOutput(results.parent, [data], {data.get("label", "?"): _run_losses(data)})
+        raise NotAnOutput(f"{results}: neither a study's results (no `cells`) nor eval.py's (no `suites`)")
+    if p.is_dir() and (p / "cells").is_dir():  # a study still running, or stopped before its report
+        return StudyOutput(p, p.name, read_cells(p), _spec(p))
+    if p.is_dir():
+        payloads = [x for x in (_eval_payload(s / "results.json") for s in sorted(p.iterdir())
+                                if (s / "results.json").is_file()) if x]
+        if payloads:  # eval.py with several checkpoints: one sub-directory each
+            return EvalOutput(p, payloads, {x.get("label", "?"): _run_losses(x) for x in payloads})
+        if (p / "metrics.jsonl").is_file():  # a training run: its loss curve
+            rows = [r for r in read_metrics(p / "metrics.jsonl") if "loss" in r and "step" in r]
+            return EvalOutput(p, [], {p.name: rows})
+    raise NotAnOutput(f"{p} is not a study or eval output: expected results.json (from scripts/study.py or "
+                      "eval.py), a study directory with cells/, an eval comparison directory, or a training run "
+                      "with metrics.jsonl")
+
+
+def merge_eval(outputs: list[EvalOutput]) -> EvalOutput:
+    """Several eval outputs side by side (labels made unique by their directory)."""
+    payloads, losses = [], {}
+    for out in outputs:
+        for payload in out.payloads:
+            label = payload.get("label", out.path.name)
+            if any(x.get("label") == label for x in payloads):
+                label = f"{label} ({out.path.name})"
+            payloads.append({**payload, "label": label})
+        for label, rows in out.losses.items():
+            losses[label if label not in losses else f"{label} ({out.path.name})"] = rows
+    return EvalOutput(outputs[0].path, payloads, losses)

@@ -1,0 +1,69 @@
+"""The run page's form values -> a typed StudyConfig through the project's strict loader, with every
+check the runner would make (task fields, PE names, cell ids) done before anything starts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from posbench.config_loader import ConfigError, from_dict, parse_override, to_dict
+from posbench.data.tasks.base import build_task
+from posbench.studies.cell import cell_config
+from posbench.studies.spec import StudyConfig, expand, load_study
+
+DIMS = ("d_model", "n_heads", "n_layers", "d_ff")  # model fields the form sets; other overrides are kept
+
+
+def defaults() -> dict:
+    """The form's starting values: the quickstart study."""
+    q = load_study("quickstart")
+    model = {}
+    for text in q.overrides:
+        model.update(parse_override(text).get("model", {}))
+    flow = lambda t: yaml.safe_dump(to_dict(t), default_flow_style=True, sort_keys=False).strip()
+    return {"name": q.name, "tasks": "\n".join(flow(t) for t in q.tasks),
+            "pes": [p.name for p in q.pes], "seeds": ", ".join(map(str, q.seeds)), "steps": q.train.steps,
+            "batch_size": q.train.batch_size, "lr": q.train.lr, "workers": q.workers,
+            **{d: int(model[d]) for d in DIMS if d in model},
+            "other_overrides": [o for o in q.overrides if o.split("=")[0].split(".")[-1] not in DIMS]}
+
+
+def parse_tasks(text: str) -> list[dict]:
+    """One task per line as a YAML mapping (`{name: k_back, k: 3}`); blank lines skipped."""
+    tasks = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            value = yaml.safe_load(line)
+        except yaml.YAMLError as e:
+            raise ConfigError(f"tasks, line {n}: not a YAML mapping ({str(e).splitlines()[0]})") from None
+        if not isinstance(value, dict):
+            raise ConfigError(f"tasks, line {n}: expected a mapping like {{name: k_back, k: 3}}, got `{line.strip()}`")
+        tasks.append(value)
+    return tasks
+
+
+def parse_seeds(text: str) -> list[int]:
+    try:
+        return [int(s) for s in text.replace(",", " ").split()]
+    except ValueError:
+        raise ConfigError(f"seeds: `{text}` is not a list of integers (e.g. `0, 1, 2`)") from None
+
+
+def build_study(form: dict) -> StudyConfig:
+    """Raises ConfigError naming the field at fault."""
+    name = str(form["name"]).strip()
+    if not name or any(c in name for c in "/\\") or name.startswith("."):
+        raise ConfigError(f"study name `{name}`: needs a plain name (it names the run directory)")
+    overrides = list(form.get("other_overrides", [])) + [f"model.{d}={int(form[d])}" for d in DIMS]
+    study = from_dict(StudyConfig, {
+        "name": name, "tasks": parse_tasks(form["tasks"]), "pes": [{"name": p} for p in form["pes"]],
+        "seeds": parse_seeds(form["seeds"]), "overrides": overrides, "workers": int(form["workers"]),
+        "train": {"steps": int(form["steps"]), "batch_size": int(form["batch_size"]), "lr": float(form["lr"])},
+        **({"eval": form["eval"]} if form.get("eval") else {})}, "study")
+    for cell in expand(study):  # expand: duplicate cells; cell_config: each cell's task and model config
+        if cell.seed == study.seeds[0]:  # the other seeds differ only in the seed
+            cell_config(cell, build_task(cell.task), Path("work"))
+    return study

@@ -1,0 +1,76 @@
+"""Explore results on disk: study directories and eval outputs, several side by side."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from posbench.app import charts
+from posbench.app.outputs import EvalOutput, NotAnOutput, StudyOutput, merge_eval, open_output
+from posbench.app.tables import rows_csv
+from posbench.app.views.study import show_study
+
+RETRIEVAL = (("niah", "needle in a haystack"), ("passkey", "passkey retrieval"))
+
+
+def page() -> None:
+    st.header("Explore results")
+    text = st.text_area("Study directories, eval outputs or results.json files (one per line)", key="ex_paths",
+                        placeholder="runs/study_quickstart\ncheckpoints/rope/eval/step_1000")
+    studies, evals = [], []
+    for line in [x.strip() for x in text.splitlines() if x.strip()]:
+        try:
+            out = open_output(line)
+        except NotAnOutput as e:
+            st.error(str(e))
+            continue
+        (studies if isinstance(out, StudyOutput) else evals).append(out)
+    for i, s in enumerate(studies):
+        st.subheader(f"Study `{s.name}` ({len(s.cells)} cells) — {s.path}")
+        show_study(s.cells, s.study, key=f"ex{i}")
+    if evals:
+        show_eval(merge_eval(evals))
+
+
+def eval_rows(payloads: list[dict]) -> list[dict]:
+    """One row per (checkpoint, length): perplexity per protocol and retrieval accuracy by length, for CSV."""
+    rows = []
+    for p in payloads:
+        suites = p.get("suites", {})
+        by_len: dict[int, dict] = {}
+        for row in (suites.get("ppl") or {}).get("rows", []):
+            r = by_len.setdefault(row["length"], {})
+            for proto in (suites["ppl"].get("protocols") or []):
+                r[f"ppl_{proto}"] = (row.get(proto) or {}).get("ppl")
+        for name, _ in RETRIEVAL:
+            for length, acc in ((suites.get(name) or {}).get("by_length") or {}).items():
+                by_len.setdefault(int(length), {})[f"{name}_acc"] = acc
+        rows += [{"checkpoint": p.get("label"), "step": p.get("step"), "length": L, **v}
+                 for L, v in sorted(by_len.items())]
+    return rows
+
+
+def show_eval(out: EvalOutput) -> None:
+    payloads = out.payloads
+    if payloads:
+        st.subheader(f"Evaluation: {', '.join(str(p.get('label')) for p in payloads)}")
+        protocols = sorted({proto for p in payloads for proto in (p.get("suites", {}).get("ppl") or {})
+                            .get("protocols", [])})
+        if protocols:
+            proto = st.radio("Perplexity protocol", protocols, horizontal=True, key="ex_proto")
+            st.plotly_chart(charts.ppl_vs_length(payloads, proto), key="ex_ppl")
+        for name, title in RETRIEVAL:
+            have = [p for p in payloads if p.get("suites", {}).get(name)]
+            if not have:
+                continue
+            st.markdown(f"**{title}** (accuracy % by depth and length)")
+            for col, p in zip(st.columns(len(have)), have):
+                col.plotly_chart(charts.retrieval_heatmap(p["suites"][name], str(p.get("label"))),
+                                 key=f"ex_{name}_{p.get('label')}")
+        rows = eval_rows(payloads)
+        if rows:
+            st.download_button("Download CSV", rows_csv(rows), "eval.csv", "text/csv", key="ex_eval_csv")
+    curves = {k: v for k, v in out.losses.items() if v}
+    if curves:
+        st.plotly_chart(charts.loss_curves(curves, "training loss (metrics.jsonl)"), key="ex_loss")
+    elif payloads:
+        st.caption("No metrics.jsonl next to these checkpoints: no loss curves.")

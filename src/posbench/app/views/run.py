@@ -1,0 +1,92 @@
+"""Run a study: the form (quickstart defaults), start in the background, then watch: progress, live
+training losses, learning curves, and the results as cells finish. The run is found again after a
+refresh through the `run` query parameter, or picked from the runs the app started."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from posbench.app import background, charts
+from posbench.app.outputs import live_losses, read_cells
+from posbench.app.paths import runs_root
+from posbench.app.studyform import DIMS, build_study, defaults
+from posbench.app.views.study import show_study
+from posbench.config_loader import ConfigError
+from posbench.pe import pe_names
+
+POLL_S = 2.0
+
+
+def page() -> None:
+    st.header("Run a study")
+    root = runs_root()
+    _form(root)
+    runs = background.app_runs(root)
+    if not runs:
+        st.caption(f"Studies started here are kept under {root}.")
+        return
+    names = [p.name for p in runs]
+    current = st.query_params.get("run")
+    index = names.index(current) if current in names else 0
+    name = st.selectbox("Study", names, index=index, key="run_pick",
+                        help="every study started from this page; running ones keep running when the page closes")
+    st.query_params["run"] = name
+    _monitor(root / name)
+
+
+def _form(root) -> None:
+    d = defaults()
+    with st.expander("New study", expanded=not background.app_runs(root)), st.form("study_form"):
+        form = {"name": st.text_input("Name", d["name"], key="f_name"),
+                "tasks": st.text_area("Tasks (one per line)", d["tasks"], key="f_tasks"),
+                "pes": st.multiselect("PEs", pe_names(), default=d["pes"], key="f_pes"),
+                "seeds": st.text_input("Seeds", d["seeds"], key="f_seeds")}
+        cols = st.columns(4)
+        form["steps"] = cols[0].number_input("Steps", 2, 100000, d["steps"], key="f_steps")
+        form["batch_size"] = cols[1].number_input("Batch", 1, 4096, d["batch_size"], key="f_batch")
+        form["lr"] = cols[2].number_input("Learning rate", 1e-6, 1.0, d["lr"], format="%.4g", key="f_lr")
+        form["workers"] = cols[3].number_input("Worker processes", 1, 64, d["workers"], key="f_workers")
+        cols = st.columns(len(DIMS))
+        for col, dim in zip(cols, DIMS):
+            form[dim] = col.number_input(dim, 1, 8192, d[dim], key=f"f_{dim}")
+        form["other_overrides"] = d["other_overrides"]
+        if not st.form_submit_button("Start study"):
+            return
+    try:
+        study = build_study(form)
+        started = background.start(study, root / study.name)
+    except (ConfigError, ValueError, FileExistsError) as e:
+        st.error(f"Cannot start the study: {e}")
+        return
+    st.query_params["run"] = study.name
+    st.session_state["run_pick"] = study.name
+    if not started:
+        st.info(f"`{study.name}` is already running; showing it.")
+
+
+def _monitor(run_dir) -> None:
+    try:
+        state = background.state(run_dir)
+    except (ConfigError, ValueError, OSError) as e:
+        st.error(f"{run_dir}: cannot read this study's spec ({e})")
+        return
+    # while it runs, only this part of the page re-runs every POLL_S seconds: the rest stays usable
+    st.fragment(run_every=POLL_S if state.state == "running" else None)(_progress)(run_dir, state.state)
+
+
+def _progress(run_dir, started_as: str) -> None:
+    state = background.state(run_dir)
+    if state.state != started_as:  # finished or stopped: redraw the whole page once (and stop polling)
+        st.rerun(scope="app")
+    st.progress(state.done / max(1, state.total), text=f"{state.done} / {state.total} cells finished ({state.state})")
+    if state.state == "failed":
+        st.error(f"The study failed: {state.error} (logs in {run_dir / 'logs'})")
+    if state.state in ("failed", "stopped") and st.button("Resume (finished cells are kept)", key="resume"):
+        background.start(background.read_spec(run_dir), run_dir)
+        st.rerun(scope="app")
+    cells = read_cells(run_dir)
+    losses = {c["cell_id"]: c.get("train_loss", []) for c in cells}
+    losses.update(live_losses(run_dir))
+    if losses:
+        st.plotly_chart(charts.loss_curves(losses, "training loss per cell (live)"), key="live_loss")
+    show_study(cells, background.read_spec(run_dir), key="run")

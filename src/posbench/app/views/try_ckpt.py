@@ -1,0 +1,99 @@
+"""Try a checkpoint: a typed prompt (the checkpoint's tokenizer) or a task example (ID/OOD), its greedy
+continuation, and the attention of the generated tokens."""
+
+from __future__ import annotations
+
+import streamlit as st
+import yaml
+
+from posbench.app import charts
+from posbench.app.probe import continue_ids, generated_attention, task_prompt
+from posbench.config_loader import ConfigError, from_dict
+from posbench.data.errors import DataError
+from posbench.data.layout import DataLayout
+from posbench.data.tasks.base import TaskConfig, build_task, task_names
+from posbench.evaluation.loading import CheckpointError, load_model, resolve_checkpoint
+
+
+@st.cache_resource(max_entries=4, show_spinner="loading the checkpoint")
+def _load(step_dir: str, mtime: float):  # mtime: a re-saved checkpoint is loaded again
+    return load_model(step_dir)
+
+
+def page() -> None:
+    st.header("Try a checkpoint")
+    path = st.text_input("Checkpoint (a run directory, its `latest`, or a step_N directory)", key="try_path")
+    if not path.strip():
+        return
+    try:
+        step_dir = resolve_checkpoint(path.strip())
+        loaded = _load(str(step_dir), (step_dir / "model.pt").stat().st_mtime)
+    except (CheckpointError, ConfigError, OSError) as e:
+        st.error(f"Cannot load the checkpoint: {e}")
+        return
+    cfg = loaded.cfg
+    st.caption(f"{step_dir}: step {loaded.meta.get('step', '?')}, PE `{cfg.pe.name}`, d_model {cfg.model.d_model}, "
+               f"{cfg.model.n_layers} layers, {cfg.model.n_heads} heads, trained at {cfg.model.seq_len} tokens")
+    mode = st.radio("Prompt", ["Type a prompt", "Task example"], horizontal=True, key="try_mode")
+    got = _typed(cfg) if mode == "Type a prompt" else _task_example(cfg)
+    if got is None:
+        return
+    prompt, expected, n_new, decode = got
+    new = continue_ids(loaded.model, prompt, n_new)
+    if new is None:
+        st.warning(f"n/a: the PE `{cfg.pe.name}` cannot represent {len(prompt) + n_new - 1} positions")
+        return
+    st.markdown(f"**Prompt** ({len(prompt)} tokens): `{decode(prompt)}`")
+    st.markdown(f"**Greedy continuation**: `{decode(new)}`")
+    if expected is not None:
+        right = sum(a == b for a, b in zip(new, expected))
+        st.markdown(f"**Expected**: `{decode(expected)}` — {right} / {len(expected)} tokens right")
+    probs = generated_attention(loaded.model, prompt, new)
+    cols = st.columns(2)
+    layer = cols[0].selectbox("Layer", list(range(len(probs))), key="try_layer")
+    head = cols[1].selectbox("Head", list(range(len(probs[layer]))), key="try_head")
+    keys = [decode([t]) for t in prompt + new[:-1]]
+    st.plotly_chart(charts.attention_map(probs[layer][head], [decode([t]) for t in new], keys,
+                                         f"attention of the generated tokens: layer {layer}, head {head}"),
+                    key="try_attn")
+
+
+def _typed(cfg):
+    text = st.text_area("Prompt", key="try_text")
+    n_new = st.number_input("New tokens", 1, 512, 16, key="try_n")
+    if not text:
+        return None
+    try:
+        tok = DataLayout.from_config(cfg.data).tokenizer.build()
+    except (DataError, ConfigError, OSError) as e:
+        st.error(f"Cannot build the checkpoint's tokenizer `{cfg.data.tokenizer.name}`: {e} (start the app in "
+                 "the directory the checkpoint was trained in, or use a task example)")
+        return None
+    ids = tok.encode(text)
+    if not ids or max(ids) >= cfg.model.vocab_size:
+        st.error(f"The prompt encodes to ids outside the model's vocabulary ({cfg.model.vocab_size})")
+        return None
+    return ids, None, int(n_new), tok.decode
+
+
+def _task_example(cfg):
+    cols = st.columns(4)
+    name = cols[0].selectbox("Task", task_names(), key="try_task")
+    fields = cols[1].text_input("Task fields (YAML mapping)", "{}", key="try_fields")
+    split = cols[2].radio("Split", ["id", "ood"], horizontal=True, key="try_split")
+    index = cols[3].number_input("Example", 0, 10**6, 0, key="try_index")
+    try:
+        extra = yaml.safe_load(fields) or {}
+        if not isinstance(extra, dict):
+            raise ConfigError(f"task fields: expected a mapping like {{k: 3}}, got `{fields}`")
+        task = build_task(from_dict(TaskConfig, {**extra, "name": name}, "task"))
+        prompt, expected = task_prompt(task, 0, int(index), split)
+    except (ConfigError, ValueError, yaml.YAMLError) as e:
+        st.error(f"The task config does not validate: {e}")
+        return None
+    if task.vocab.size > cfg.model.vocab_size:
+        st.error(f"Task `{name}` has {task.vocab.size} symbols but the model only {cfg.model.vocab_size} ids: this "
+                 "checkpoint was not trained on this task's tokens")
+        return None
+    symbols = lambda ids: " ".join(task.vocab.decode(ids))
+    return prompt, expected, len(expected), symbols

@@ -1,0 +1,42 @@
+"""The detached process that runs one app-started study: `python -m posbench.app.worker RUN_DIR`.
+
+It takes the run directory's lock (another worker already holding it means the study is running: exit),
+runs the study through the project's own runner, and records how it ended in status.json.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+
+from posbench.app.background import read_spec, write_atomic
+from posbench.app.paths import LOCK, PID, STATUS
+from posbench.studies.runner import run_study
+
+
+def main(run_dir: str) -> int:
+    out = Path(run_dir)
+    with open(out / LOCK, "a") as lock:
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print("another worker is running this study; nothing to do", flush=True)
+            return 0
+        write_atomic(out / PID, str(os.getpid()))
+        try:
+            result = run_study(read_spec(out), out, progress=False)
+            status = {"state": "finished", "ran": result["ran"], "seconds": result["seconds"]}
+        except Exception as e:  # recorded for the page, which shows it; the cells already done stay
+            traceback.print_exc()
+            status = {"state": "failed", "error": f"{type(e).__name__}: {e}"}
+        write_atomic(out / STATUS, json.dumps(status))
+        (out / PID).unlink(missing_ok=True)
+    return 0 if status["state"] == "finished" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1]))

@@ -1,0 +1,93 @@
+"""The app's pages through Streamlit's AppTest (the script runs for real, without a browser): opening
+outputs from disk, bad input as messages in the page, the run form's validation."""
+
+import json
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from tests.app.helpers import MAIN, eval_payload, write_study
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch):
+    monkeypatch.setenv("POSBENCH_APP_RUNS", str(tmp_path / "runs"))
+    return AppTest.from_file(MAIN, default_timeout=120)
+
+
+def explore(at, paths: str):
+    at.run()
+    at.sidebar.radio(key="page").set_value("Explore results").run()
+    at.text_area(key="ex_paths").set_value(paths).run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_study_from_disk_summary_by_hand(app, tmp_path):
+    at = explore(app, str(write_study(tmp_path / "hand")))
+    assert not at.error
+    rows = {r["PE"]: r for r in at.table[0].value.to_dict("records")}
+    # rope ID over seeds: (50 + 70) / 2 = 60; bootstrap of two values: means 50, 60, 70 with p = 1/4, 1/2, 1/4,
+    # so the 2.5% and 97.5% quantiles are 50 and 70
+    assert rows["rope"]["ID acc % [95% CI]"] == "60.0 [50.0, 70.0]"
+    assert rows["alibi"]["ID acc % [95% CI]"] == "90.0 [90.0, 90.0]"
+    assert rows["rope"]["OOD beyond train length % [95% CI]"] == "n/a"  # the key is absent from these cells
+    assert rows["alibi"]["gap (ID - OOD, pts) [95% CI]"] == "5.0 [0.0, 10.0]"
+    # the learning-curve chart: one trace per PE, mean over seeds at each step (OOD: (0.4+0.6)/2 = 0.5 at step 10)
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    traces = {t["name"]: t for t in fig["data"]}
+    assert sorted(traces) == ["alibi", "rope"] and traces["rope"]["y"] == pytest.approx([25.0, 50.0])
+    # switching a PE off removes its trace
+    at.multiselect(key="ex0_pes").set_value(["alibi"]).run()
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert [t["name"] for t in fig["data"]] == ["alibi"]
+
+
+def test_not_an_output_is_a_message(app, tmp_path):
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "bad.json").write_text("{not json")
+    at = explore(app, f"{tmp_path / 'empty'}\n{tmp_path / 'bad.json'}\n{tmp_path / 'missing'}")
+    messages = [e.value for e in at.error]
+    assert len(messages) == 3
+    assert "is not a study or eval output" in messages[0] and "empty" in messages[0]
+    assert "bad.json: unreadable JSON" in messages[1]
+    assert "missing: no such file or directory" in messages[2]
+
+
+def test_eval_outputs_side_by_side(app, tmp_path):
+    for label, ppl, needle in (("rope", [10.0, 12.0], [1.0, 0.5]), ("alibi", [11.0, 11.5], [1.0, None])):
+        d = tmp_path / "cmp" / label
+        d.mkdir(parents=True)
+        (d / "results.json").write_text(json.dumps(eval_payload(label, ppl, needle)))
+    at = explore(app, str(tmp_path / "cmp"))
+    assert not at.error
+    charts = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
+    ppl = {t["name"]: t["y"] for t in charts[0]["data"]}
+    assert ppl == {"alibi": [11.0, 11.5], "rope": [10.0, 12.0]}
+    heat = {c["layout"]["title"]["text"]: c["data"][0]["z"] for c in charts[1:3]}
+    assert heat == {"alibi": [[100.0, None]], "rope": [[100.0, 50.0]]}
+
+
+def test_bad_task_config_is_a_message(app):
+    at = app.run()
+    at.text_area(key="f_tasks").set_value("{name: k_back, k: 3, colour: red}")
+    at.button[0].click().run()
+    assert not at.exception
+    assert len(at.error) == 1 and "colour" in at.error[0].value and "Cannot start the study" in at.error[0].value
+    at.text_area(key="f_tasks").set_value("{name: no_such_task}")
+    at.button[0].click().run()
+    assert "no_such_task" in at.error[0].value
+
+
+def test_bad_checkpoint_is_a_message(app, tmp_path):
+    step = tmp_path / "run" / "step_1"
+    step.mkdir(parents=True)
+    (step / "model.pt").write_bytes(b"not a torch file")
+    (step / "config.yaml").write_text("model: {d_model: 16}\n")
+    at = app.run()
+    at.sidebar.radio(key="page").set_value("Try a checkpoint").run()
+    at.text_input(key="try_path").set_value(str(step)).run()
+    assert not at.exception
+    assert "Cannot load the checkpoint" in at.error[0].value and "model.pt" in at.error[0].value
+    at.text_input(key="try_path").set_value(str(tmp_path / "nothing")).run()
+    assert "no such checkpoint" in at.error[0].value

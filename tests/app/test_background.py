@@ -1,0 +1,67 @@
+"""A study in a detached worker: one worker per run directory, state read from the directory alone,
+finished cells never re-run, a killed run resumes."""
+
+import json
+import os
+import signal
+import time
+
+import pytest
+
+from posbench.app import background
+from posbench.app.studyform import build_study, defaults
+
+TINY = {"name": "tiny", "tasks": "{name: k_back, k: 2}", "pes": ["rope", "learned"], "seeds": "0", "steps": 4,
+        "batch_size": 4, "lr": 3e-3, "workers": 1, "d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 32,
+        "other_overrides": [], "eval": {"n_examples": 8, "n_boot": 200}}
+
+
+def wait_for(run_dir, states, timeout=300):
+    deadline = time.time() + timeout
+    while (s := background.state(run_dir)).state not in states:
+        assert time.time() < deadline, s
+        time.sleep(0.2)
+    return s
+
+
+def test_form_defaults_are_the_quickstart():
+    d = defaults()
+    assert d["pes"] == ["sinusoidal", "learned", "rope", "alibi", "none"] and d["seeds"] == "0, 1, 2"
+    assert (d["steps"], d["batch_size"], d["lr"], d["d_model"], d["n_heads"], d["n_layers"], d["d_ff"]) == \
+        (300, 64, 3e-3, 128, 4, 2, 256)
+    study = build_study({**d, "seeds": "0"})
+    assert [t.name for t in study.tasks] == ["k_back", "modular_sum", "shift_invariant", "long_range_match"]
+    assert study.tasks[0].k == 3 and "model.dropout=0.1" in study.overrides
+
+
+@pytest.mark.slow
+def test_one_worker_and_no_rerun(tmp_path):
+    run = tmp_path / "tiny"
+    study = build_study(TINY)
+    assert background.start(study, run) is True
+    assert background.start(study, run) is False  # a second start (another tab, a refresh) attaches
+    assert wait_for(run, {"running"}).total == 2
+    s = wait_for(run, {"finished", "failed"})
+    assert (s.state, s.done, s.total) == ("finished", 2, 2), (run / "runner.log").read_text()
+    stamps = {p.name: p.stat().st_mtime_ns for p in (run / "cells").glob("*.json")}
+    assert background.start(study, run) is True  # start again: the runner skips both finished cells
+    wait_for(run, {"finished"})
+    assert json.loads((run / "status.json").read_text())["ran"] == 0
+    assert stamps == {p.name: p.stat().st_mtime_ns for p in (run / "cells").glob("*.json")}
+    with pytest.raises(FileExistsError, match="another study"):
+        background.start(build_study({**TINY, "steps": 5}), run)
+
+
+@pytest.mark.slow
+def test_killed_worker_shows_stopped_and_resumes(tmp_path):
+    run = tmp_path / "tiny"
+    background.start(build_study({**TINY, "steps": 60}), run)
+    deadline = time.time() + 300  # the worker imports torch before it takes the lock: slow on a busy machine
+    while not background.is_running(run):
+        assert time.time() < deadline
+        time.sleep(0.1)
+    os.killpg(int((run / "runner.pid").read_text()), signal.SIGKILL)
+    s = wait_for(run, {"stopped"}, timeout=30)
+    assert s.done < 2
+    background.start(background.read_spec(run), run)
+    assert wait_for(run, {"finished", "failed"}).state == "finished"
