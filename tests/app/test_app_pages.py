@@ -91,3 +91,25 @@ def test_bad_checkpoint_is_a_message(app, tmp_path):
     assert "Cannot load the checkpoint" in at.error[0].value and "model.pt" in at.error[0].value
     at.text_input(key="try_path").set_value(str(tmp_path / "nothing")).run()
     assert "no such checkpoint" in at.error[0].value
+
+
+def test_a_mix_pretrained_checkpoint_is_asked_its_tasks_as_text(app, tmp_path):
+    from posbench.data.tasks import build_task
+    from posbench.evaluation.loading import load_model
+    from tests.evaluation.helpers import nano_checkpoint
+
+    run = nano_checkpoint(tmp_path, "rope")  # trained on random tokens, but its config holds the default mix
+    cfg = load_model(run / "latest").cfg
+    at = app.run()
+    at.sidebar.radio(key="page").set_value("Try a checkpoint").run()
+    at.text_input(key="try_path").set_value(str(run)).run()
+    at.radio(key="try_mode").set_value("Task example").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.selectbox(key="try_mix_task").options == [t.name for t in cfg.data.mix.tasks]
+    at.selectbox(key="try_mix_task").set_value("sort").run()
+    at.radio(key="try_split").set_value("ood").run()
+    ex = build_task(next(t for t in cfg.data.mix.tasks if t.name == "sort")).example(0, 0, "ood")
+    shown = "\n".join(m.value for m in at.markdown)
+    # the prompt in the mix's text format (bytes tokenizer: one token per byte, plus <|bos|>)
+    assert f"({len(ex.prompt.encode()) + 1} tokens)" in shown and ex.prompt in shown
+    assert f"**Expected**: `{ex.answer}`" in shown

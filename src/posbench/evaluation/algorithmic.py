@@ -74,6 +74,11 @@ def _ratio(hits: int, total: int) -> float | None:
     return hits / total if total else None
 
 
+def pretrained_with_mix(run) -> bool:
+    """The run trained on shards holding task documents: its tasks are asked as text, in the mix's format."""
+    return run.train.stream == "shards" and run.data.mix.active
+
+
 @register_suite("algorithmic")
 class Algorithmic(Evaluator):
     title = "Algorithmic tasks (exact match, greedy decoding)"
@@ -82,8 +87,7 @@ class Algorithmic(Evaluator):
     def __init__(self, cfg: AlgorithmicConfig, target: Target):
         super().__init__(cfg, target)
         run = target.run_cfg
-        mixed = run.train.stream == "shards" and run.data.mix.active  # trained on shards holding task documents
-        configs = cfg.tasks or (list(run.data.mix.tasks) if mixed else
+        configs = cfg.tasks or (list(run.data.mix.tasks) if pretrained_with_mix(run) else
                                 [get_task_class(n).Config() for n in task_names()])
         self.tasks = [build_task(c) for c in configs]
 

@@ -1,5 +1,7 @@
 """Try a checkpoint: a typed prompt (the checkpoint's tokenizer) or a task example (ID/OOD), its greedy
-continuation, and the attention of the generated tokens."""
+continuation, and the attention of the generated tokens. A checkpoint pretrained with a task mix is asked
+its mix's tasks as text, in the format it saw (as eval.py asks them); a study checkpoint, trained on a
+task's own symbols, is asked in those symbols."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ from posbench.config_loader import ConfigError, from_dict
 from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
 from posbench.data.tasks.base import TaskConfig, build_task, task_names
+from posbench.evaluation.algorithmic import pretrained_with_mix
 from posbench.evaluation.loading import CheckpointError, load_model, resolve_checkpoint
 
 
@@ -35,7 +38,10 @@ def page() -> None:
     st.caption(f"{step_dir}: step {loaded.meta.get('step', '?')}, PE `{cfg.pe.name}`, d_model {cfg.model.d_model}, "
                f"{cfg.model.n_layers} layers, {cfg.model.n_heads} heads, trained at {cfg.model.seq_len} tokens")
     mode = st.radio("Prompt", ["Type a prompt", "Task example"], horizontal=True, key="try_mode")
-    got = _typed(cfg) if mode == "Type a prompt" else _task_example(cfg)
+    if mode == "Type a prompt":
+        got = _typed(cfg)
+    else:
+        got = _mix_example(cfg) if pretrained_with_mix(cfg) else _task_example(cfg)
     if got is None:
         return
     prompt, expected, n_new, decode = got
@@ -58,22 +64,39 @@ def page() -> None:
                     key="try_attn")
 
 
+def _tokenizer(cfg):
+    try:
+        return DataLayout.from_config(cfg.data).tokenizer.build()
+    except (DataError, ConfigError, OSError) as e:
+        st.error(f"Cannot build the checkpoint's tokenizer `{cfg.data.tokenizer.name}`: {e} (start the app in "
+                 "the directory the checkpoint was trained in)")
+        return None
+
+
 def _typed(cfg):
     text = st.text_area("Prompt", key="try_text")
     n_new = st.number_input("New tokens", 1, 512, 16, key="try_n")
-    if not text:
-        return None
-    try:
-        tok = DataLayout.from_config(cfg.data).tokenizer.build()
-    except (DataError, ConfigError, OSError) as e:
-        st.error(f"Cannot build the checkpoint's tokenizer `{cfg.data.tokenizer.name}`: {e} (start the app in "
-                 "the directory the checkpoint was trained in, or use a task example)")
+    if not text or (tok := _tokenizer(cfg)) is None:
         return None
     ids = tok.encode(text)
     if not ids or max(ids) >= cfg.model.vocab_size:
         st.error(f"The prompt encodes to ids outside the model's vocabulary ({cfg.model.vocab_size})")
         return None
     return ids, None, int(n_new), tok.decode
+
+
+def _mix_example(cfg):
+    """A task of the checkpoint's mix, as text: <|bos|> + the prompt, the answer's tokens expected."""
+    tasks = {t.name: t for t in cfg.data.mix.tasks}
+    cols = st.columns(3)
+    name = cols[0].selectbox("Task (from the checkpoint's mix)", list(tasks), key="try_mix_task")
+    split = cols[1].radio("Split", ["id", "ood"], horizontal=True, key="try_split")
+    index = cols[2].number_input("Example", 0, 10**6, 0, key="try_index")
+    if (tok := _tokenizer(cfg)) is None:
+        return None
+    ex = build_task(tasks[name]).example(0, int(index), split)
+    expected = tok.encode(ex.answer)
+    return [tok.bos_id, *tok.encode(ex.prompt)], expected, len(expected), tok.decode
 
 
 def _task_example(cfg):
