@@ -215,3 +215,18 @@ def test_text_form_states_the_same_fact():
         city, value = re.search(r"The special magic number for (\w+) is (\d+)\.", ex.prompt).groups()
         assert ex.answer == " " + value and ex.prompt.endswith(f"for {city} is")
         assert city == ex.info["key"]
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_k_back_asking_the_last_item_only(k):
+    task = build_task(get_task_class("k_back").Config(k=k, ask="last"))
+    solve = last_label(lambda task, syms: syms[-1] == syms[-1 - k])
+    labels = []
+    for index in range(200):
+        ex = task.example(5, index, "id")
+        syms = task.vocab.decode(ex.tokens_T)
+        answer, targets, _ = solve(task, syms, "id")
+        assert ex.answer == answer and ex.prompt == f"Does the last letter equal the one {k} back? {' '.join(syms)} ->"
+        np.testing.assert_array_equal(ex.targets_T, np.asarray(targets))
+        labels.append(answer == " yes")
+    assert 0.4 < np.mean(labels) < 0.6  # balanced: the last item copies its k-back one on a fair coin

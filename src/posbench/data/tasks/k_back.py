@@ -6,12 +6,18 @@ first k items. A labelling task with yes/no label tokens (chance 0.5).
 Balanced by construction: for t >= k a fair coin picks the label, then item t copies item t-k (yes) or
 is drawn from the other symbols (no), so labels are exactly Bernoulli(0.5). OOD = longer sequences
 (defaults: ID 8-16 items, OOD 17-32).
+
+`ask: last` asks only the last item (one yes/no answer, "Does the last letter equal the one k back?"):
+the two letters compared sit at fixed offsets from the answer whatever the length, a relative-position
+lookup a small pretrained LM picks up from a few thousand mixed-in examples, where answering every item
+after the list needs each label aligned with its item (an induction-like circuit).
 """
 
 from __future__ import annotations
 
 import string
 from dataclasses import dataclass
+from typing import Literal
 
 import numpy as np
 
@@ -42,6 +48,7 @@ class KBack(Task):
         ood_range: tuple[int, int] = (17, 32)
         k: int = 2
         n_symbols: int = 4  # letters a, b, c, d
+        ask: Literal["every", "last"] = "every"  # which items are labelled
 
         def check(self) -> None:
             require(self.k >= 1, f"task `{self.name}`: k={self.k} must be >= 1")
@@ -69,8 +76,12 @@ class KBack(Task):
             xs.append(back if same else (back + 1 + int(rng.integers(m - 1))) % m)  # any symbol but `back`
             labels.append(same)
         items = [string.ascii_lowercase[v] for v in xs]
-        label_ids = [IGNORE] * k + [self.vocab.id(YES if s else NO) for s in labels]
+        if self.cfg.ask == "last":
+            labels = labels[-1:]
+            prompt = f"Does the last letter equal the one {k} back? {' '.join(items)} ->"
+        else:
+            prompt = f"Mark each letter that equals the one {k} back: {' '.join(items)} ->"
+        label_ids = [IGNORE] * (n - len(labels)) + [self.vocab.id(YES if s else NO) for s in labels]
         tokens, targets = label_rows(self.vocab.ids(items), label_ids)
-        prompt = f"Mark each letter that equals the one {k} back: {' '.join(items)} ->"
         return Example(prompt, " " + " ".join("yes" if s else "no" for s in labels), tokens, targets,
                        {"length": n, "positives": sum(labels), "labels": len(labels)})
