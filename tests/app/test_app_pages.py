@@ -38,9 +38,23 @@ def test_study_from_disk_summary_by_hand(app, tmp_path):
     traces = {t["name"]: t for t in fig["data"]}
     assert sorted(traces) == ["alibi", "rope"] and traces["rope"]["y"] == pytest.approx([25.0, 50.0])
     # switching a PE off removes its trace
-    at.multiselect(key="ex0_pes").set_value(["alibi"]).run()
+    at.multiselect(key="ex0_pes_alibi_rope").set_value(["alibi"]).run()
     fig = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert [t["name"] for t in fig["data"]] == ["alibi"]
+
+
+def test_a_pe_whose_cells_finish_later_joins_the_charts(app, tmp_path):
+    out = write_study(tmp_path / "growing")
+    payload = json.loads((out / "results.json").read_text())
+    everything = payload["cells"]
+    payload["cells"] = [c for c in everything if c["pe"] == "rope"]  # as while the alibi cells still run
+    (out / "results.json").write_text(json.dumps(payload))
+    at = explore(app, str(out))
+    assert [t["name"] for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]] == ["rope"]
+    payload["cells"] = everything
+    (out / "results.json").write_text(json.dumps(payload))
+    at.run()
+    assert sorted(t["name"] for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]) == ["alibi", "rope"]
 
 
 def test_not_an_output_is_a_message(app, tmp_path):

@@ -30,7 +30,10 @@ def show_study(cells: list[dict], settings, key: str) -> None:
     task = st.selectbox("Task", tasks, key=f"{key}_task")
     of_task = [c for c in cells if c["task"] == task]
     pes = sorted({c["pe"] for c in of_task})
-    shown = st.multiselect("PEs in the charts (or click the legend)", pes, default=pes, key=f"{key}_pes")
+    # the PE set is part of the key: while a study runs, a PE whose first cell just finished is shown
+    # (a widget keeps its state under one key, so a selection made before that PE existed would hide it)
+    shown = st.multiselect("PEs in the charts (or click the legend)", pes, default=pes,
+                           key=f"{key}_pes_{'_'.join(pes)}")
     visible = [c for c in of_task if c["pe"] in shown]
     split = st.radio("Learning curve", ["OOD accuracy", "ID accuracy"], horizontal=True, key=f"{key}_split")
     st.plotly_chart(charts.learning_curves(visible, task, "ood_acc" if split.startswith("OOD") else "id_acc"),
