@@ -127,3 +127,24 @@ def test_a_mix_pretrained_checkpoint_is_asked_its_tasks_as_text(app, tmp_path):
     # the prompt in the mix's text format (bytes tokenizer: one token per byte, plus <|bos|>)
     assert f"({len(ex.prompt.encode()) + 1} tokens)" in shown and ex.prompt in shown
     assert f"**Expected**: `{ex.answer}`" in shown
+
+
+def test_algorithmic_results_of_same_named_checkpoints_side_by_side(app, tmp_path):
+    def cell(task, split, acc, beyond=None, na=None):
+        return {"task": task, "split": split, "shots": 0, "accuracy": acc, "na": na, "chance_per_token": 0.5,
+                "beyond_accuracy": beyond, "n_beyond": 4 if beyond is not None else 0}
+    paths = []
+    for sweep, cells in (("sweep_a", [cell("k_back", "id", 0.75), cell("k_back", "ood", 0.5, beyond=0.25)]),
+                         ("sweep_b", [cell("k_back", "id", 0.5), cell("k_back", "ood", None, na="too long")])):
+        out = tmp_path / sweep / "eval" / "nano_rope_s0"
+        out.mkdir(parents=True)
+        payload = {"label": "nano_rope_s0", "step": 9, "checkpoint": str(out),
+                   "suites": {"algorithmic": {"cells": cells}}}
+        (out / "results.json").write_text(json.dumps(payload))
+        paths.append(str(out))
+    at = explore(app, "\n".join(paths))
+    rows = at.table[0].value.to_dict("records")
+    other = "nano_rope_s0 (sweep_b/eval/nano_rope_s0)"  # the same label, told apart by its directory
+    assert [(r["split"], r["nano_rope_s0"], r[other]) for r in rows] == [("id", "75.0", "50.0"),
+                                                                         ("ood", "50.0", "n/a (too long)")]
+    assert rows[1]["nano_rope_s0 beyond"] == "25.0" and rows[0]["chance/token %"] == "50.0"

@@ -128,12 +128,32 @@ def open_output(path: str | Path) -> StudyOutput | EvalOutput:
 def merge_eval(outputs: list[EvalOutput]) -> EvalOutput:
     """Several eval outputs side by side (labels made unique by their directory)."""
     payloads, losses = [], {}
-    for out in outputs:
+    tails = _tails([out.path for out in outputs])
+    for out, tail in zip(outputs, tails):
         for payload in out.payloads:
-            label = payload.get("label", out.path.name)
-            if any(x.get("label") == label for x in payloads):
-                label = f"{label} ({out.path.name})"
+            label = _distinct(payload.get("label", out.path.name), tail, {x.get("label") for x in payloads})
             payloads.append({**payload, "label": label})
         for label, rows in out.losses.items():
-            losses[label if label not in losses else f"{label} ({out.path.name})"] = rows
+            losses[_distinct(label, tail, set(losses))] = rows
     return EvalOutput(outputs[0].path, payloads, losses)
+
+
+def _tails(paths: list[Path]) -> list[str]:
+    """The shortest path tails that tell the outputs apart: `sweep_a/eval/nano_rope_s0` and
+    `sweep_b/eval/nano_rope_s0` for two sweeps' evaluations of their `nano_rope_s0`."""
+    parts = [Path(p).resolve().parts for p in paths]
+    for k in range(1, max(map(len, parts)) + 1):
+        tails = ["/".join(p[-k:]) for p in parts]
+        if len(set(tails)) == len(tails):
+            return tails
+    return ["/".join(p) for p in parts]  # the same path twice
+
+
+def _distinct(label: str, tail: str, taken: set) -> str:
+    """`label`, or `label (tail)` when another output already has that label."""
+    if label not in taken:
+        return label
+    candidate, n = f"{label} ({tail})", 2
+    while candidate in taken:  # the same output given twice
+        candidate, n = f"{label} ({tail}, {n})", n + 1
+    return candidate

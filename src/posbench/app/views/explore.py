@@ -49,6 +49,25 @@ def eval_rows(payloads: list[dict]) -> list[dict]:
     return rows
 
 
+def algorithmic_rows(payloads: list[dict]) -> list[dict]:
+    """One row per (task, split, shots), one column per checkpoint: exact match %, n/a with its reason."""
+    rows: dict[tuple, dict] = {}
+    for p in payloads:
+        for c in ((p.get("suites", {}).get("algorithmic") or {}).get("cells") or []):
+            row = rows.setdefault((c["task"], c["split"], c["shots"]),
+                                  {"task": c["task"], "split": c["split"], "shots": c["shots"],
+                                   "chance/token %": _pct(c.get("chance_per_token"))})
+            label = str(p.get("label"))
+            row[label] = f"n/a ({c['na']})" if c.get("na") else _pct(c.get("accuracy"))
+            if c.get("n_beyond"):
+                row[f"{label} beyond"] = _pct(c.get("beyond_accuracy"))
+    return list(rows.values())
+
+
+def _pct(x) -> str:
+    return "n/a" if x is None else f"{100 * x:.1f}"
+
+
 def show_eval(out: EvalOutput) -> None:
     payloads = out.payloads
     if payloads:
@@ -66,6 +85,13 @@ def show_eval(out: EvalOutput) -> None:
             for col, p in zip(st.columns(len(have)), have):
                 col.plotly_chart(charts.retrieval_heatmap(p["suites"][name], str(p.get("label"))),
                                  key=f"ex_{name}_{p.get('label')}")
+        algorithmic = algorithmic_rows(payloads)
+        if algorithmic:
+            st.markdown("**Algorithmic tasks** (exact match %, greedy decoding; *beyond*: answer tokens past the "
+                        "training length right %)")
+            st.table(algorithmic)
+            st.download_button("Download algorithmic CSV", rows_csv(algorithmic), "algorithmic.csv", "text/csv",
+                               key="ex_alg_csv")
         rows = eval_rows(payloads)
         if rows:
             st.download_button("Download CSV", rows_csv(rows), "eval.csv", "text/csv", key="ex_eval_csv")
