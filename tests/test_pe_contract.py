@@ -3,6 +3,8 @@
 import pytest
 import torch
 
+from posbench.config_loader import ConfigError
+from posbench.model.kernels import EagerKernel, SDPAKernel, select_kernel
 from posbench.pe import PositionRangeError, pe_names
 from tests.conftest import build_test_model
 
@@ -68,3 +70,35 @@ def test_model_refuses_inputs_longer_than_a_learned_table():
     model(torch.randint(0, 61, (1, 64)))
     with pytest.raises(PositionRangeError, match="defined for positions 0..63"):
         model(torch.randint(0, 61, (1, 65)))
+
+
+@pytest.mark.parametrize("name", ALL_PES)
+def test_the_kernel_the_model_selects_computes_what_the_eager_reference_does(name):
+    """The model's own kernel choice (auto) against the eager kernel, which always applies the PE's bias:
+    a PE whose bias the chosen kernel dropped differs here (attention_scores alone would not show it)."""
+    model = build_test_model(name).eval()
+    idx = torch.randint(0, 61, (2, 20))
+    with torch.no_grad():
+        chosen = model(idx)
+        for layer, block in enumerate(model.blocks):
+            block.attn.kernel = EagerKernel(model.pe.layer_pe(layer), "cpu", 0.0)
+        eager = model(idx)
+    torch.testing.assert_close(chosen, eager, rtol=1e-4, atol=1e-4)
+
+
+def test_a_pe_that_adds_a_bias_cannot_land_on_a_kernel_that_ignores_it():
+    pe = build_test_model("rope").pe
+    assert not pe.has_score_mod and isinstance(select_kernel("auto", pe, "cpu"), SDPAKernel)
+
+    class BiasedRope(type(pe)):  # a new PE overriding score_mod and nothing else
+        def score_mod(self, layer, pos_q_T, pos_k_S):
+            return lambda score, b, h, q_idx, kv_idx: score + (q_idx - kv_idx) * -0.5
+
+    pe.__class__ = BiasedRope
+    assert pe.has_score_mod  # derived from the override, not declared
+    assert isinstance(select_kernel("auto", pe, "cpu"), EagerKernel)
+    with pytest.raises(ConfigError, match="adds a logit bias"):
+        select_kernel("sdpa", pe, "cpu")
+    q = k = v = torch.randn(1, 2, 4, 8)
+    with pytest.raises(RuntimeError, match="sdpa kernel got a score_mod"):  # and called directly, it refuses
+        SDPAKernel(pe, "cpu", 0.0)(q, k, v, pe.score_mod(0, torch.arange(4), torch.arange(4)), False)

@@ -90,6 +90,9 @@ class SDPAKernel(AttentionKernel):
         return "the PE adds a logit bias (score_mod)" if pe.has_score_mod else None
 
     def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training):
+        if score_mod is not None:  # SDPA has no place for a bias: running anyway would drop the PE
+            raise RuntimeError(f"the sdpa kernel got a score_mod from PE `{self.pe.name}`; select a kernel "
+                               "that applies it (model.attention=auto, eager or flex)")
         T, S = q_BHTK.shape[-2], k_BHSK.shape[-2]
         dropout = self.attn_dropout if training else 0.0
         if T == S:  # is_causal is top-left aligned, which equals bottom-right only when T == S

@@ -122,8 +122,10 @@ class PositionalEncoding(nn.Module):
 
     @property
     def has_score_mod(self) -> bool:
-        """Known at construction, so attention picks its kernel once."""
-        return False
+        """Whether this PE adds a logit bias: derived from the class overriding `score_mod`, never declared,
+        so a new bias PE cannot forget it and silently run on a kernel that ignores biases. Known at
+        construction, so attention picks its kernel once."""
+        return type(self).score_mod is not PositionalEncoding.score_mod
 
     def alibi_slopes(self) -> torch.Tensor | None:
         """Per-head slopes when the bias is exactly ALiBi's (lets flash-attn's ALiBi path run)."""

@@ -25,10 +25,6 @@ class BiasPE(PositionalEncoding):
     kind = "bias"
 
     @property
-    def has_score_mod(self) -> bool:
-        return True
-
-    @property
     def n_tables(self) -> int:
         return self.ctx.n_layers if getattr(self.cfg, "per_layer", False) else 1
 
