@@ -24,22 +24,18 @@ import numpy as np
 from posbench.data.tasks.base import (
     IGNORE,
     Example,
-    Task,
     TaskConfig,
-    Vocab,
     label_rows,
     register_task,
     require,
     uniform_int,
 )
-
-YES, NO = "<yes>", "<no>"
+from posbench.data.tasks.yes_no import YesNoTask
 
 
 @register_task("k_back")
-class KBack(Task):
+class KBack(YesNoTask):
     summary = "does each item equal the one k positions back (n-back)"
-    binary = True
 
     @dataclass
     class Config(TaskConfig):
@@ -56,16 +52,6 @@ class KBack(Task):
             require(self.id_range[0] > self.k, f"task `{self.name}`: id_range must start above k={self.k} "
                                                f"so every sequence has a target")
 
-    def build_vocab(self) -> Vocab:
-        return Vocab(string.ascii_lowercase[: self.cfg.n_symbols], [YES, NO])
-
-    def max_tokens(self, split: str) -> int:
-        return self.cfg.split_range(split)[1]
-
-    @property
-    def chance_accuracy(self) -> float:
-        return 0.5
-
     def generate(self, rng: np.random.Generator, split: str) -> Example:
         n, k, m = uniform_int(rng, self.cfg.split_range(split)), self.cfg.k, self.cfg.n_symbols
         xs = [int(v) for v in rng.integers(m, size=k)]
@@ -81,7 +67,7 @@ class KBack(Task):
             prompt = f"Does the last letter equal the one {k} back? {' '.join(items)} ->"
         else:
             prompt = f"Mark each letter that equals the one {k} back: {' '.join(items)} ->"
-        label_ids = [IGNORE] * (n - len(labels)) + [self.vocab.id(YES if s else NO) for s in labels]
+        label_ids = [IGNORE] * (n - len(labels)) + [self.label_id(s) for s in labels]
         tokens, targets = label_rows(self.vocab.ids(items), label_ids)
         return Example(prompt, " " + " ".join("yes" if s else "no" for s in labels), tokens, targets,
                        {"length": n, "positives": sum(labels), "labels": len(labels)})

@@ -18,22 +18,18 @@ import numpy as np
 from posbench.data.tasks.base import (
     IGNORE,
     Example,
-    Task,
     TaskConfig,
-    Vocab,
     label_rows,
     register_task,
     require,
     uniform_int,
 )
-
-YES, NO = "<yes>", "<no>"
+from posbench.data.tasks.yes_no import YesNoTask
 
 
 @register_task("long_range_match")
-class LongRangeMatch(Task):
+class LongRangeMatch(YesNoTask):
     summary = "does the last item equal the first"
-    binary = True
 
     @dataclass
     class Config(TaskConfig):
@@ -46,23 +42,13 @@ class LongRangeMatch(Task):
         def check(self) -> None:
             require(2 <= self.n_symbols <= 26, f"task `{self.name}`: n_symbols={self.n_symbols} must be in [2, 26]")
 
-    def build_vocab(self) -> Vocab:
-        return Vocab(string.ascii_lowercase[: self.cfg.n_symbols], [YES, NO])
-
-    def max_tokens(self, split: str) -> int:
-        return self.cfg.split_range(split)[1]
-
-    @property
-    def chance_accuracy(self) -> float:
-        return 0.5
-
     def generate(self, rng: np.random.Generator, split: str) -> Example:
         n, m = uniform_int(rng, self.cfg.split_range(split)), self.cfg.n_symbols
         xs = [int(v) for v in rng.integers(m, size=n)]
         same = bool(rng.integers(2))
         xs[-1] = xs[0] if same else (xs[0] + 1 + int(rng.integers(m - 1))) % m
         items = [string.ascii_lowercase[v] for v in xs]
-        labels = [IGNORE] * (n - 1) + [self.vocab.id(YES if same else NO)]
+        labels = [IGNORE] * (n - 1) + [self.label_id(same)]
         tokens, targets = label_rows(self.vocab.ids(items), labels)
         prompt = f"Is the last letter the same as the first? {' '.join(items)} ->"
         return Example(prompt, " yes" if same else " no", tokens, targets, {"length": n, "label": same})

@@ -20,16 +20,14 @@ import numpy as np
 from posbench.data.tasks.base import (
     IGNORE,
     Example,
-    Task,
     TaskConfig,
-    Vocab,
     label_rows,
     register_task,
     require,
     uniform_int,
 )
+from posbench.data.tasks.yes_no import YesNoTask
 
-YES, NO = "<yes>", "<no>"
 _MAX_REDRAWS = 1000
 
 
@@ -39,9 +37,8 @@ def occurs(pattern: list[int], xs: list[int]) -> bool:
 
 
 @register_task("shift_invariant")
-class ShiftInvariant(Task):
+class ShiftInvariant(YesNoTask):
     summary = "does a fixed pattern occur anywhere in the sequence"
-    binary = True
 
     @dataclass
     class Config(TaskConfig):
@@ -63,16 +60,6 @@ class ShiftInvariant(Task):
                     f"task `{self.name}`: pattern {self.pattern!r} over {self.n_symbols} symbols occurs by chance "
                     f"in most sequences of {self.ood_range[1]}; use a longer pattern or more symbols")
 
-    def build_vocab(self) -> Vocab:
-        return Vocab(string.ascii_lowercase[: self.cfg.n_symbols], [YES, NO])
-
-    def max_tokens(self, split: str) -> int:
-        return self.cfg.split_range(split)[1]
-
-    @property
-    def chance_accuracy(self) -> float:
-        return 0.5
-
     def generate(self, rng: np.random.Generator, split: str) -> Example:
         n, m = uniform_int(rng, self.cfg.split_range(split)), self.cfg.n_symbols
         pattern = [string.ascii_lowercase.index(c) for c in self.cfg.pattern]
@@ -89,7 +76,7 @@ class ShiftInvariant(Task):
             raise RuntimeError(f"shift_invariant: no sequence of {n} without {self.cfg.pattern!r} "
                                f"in {_MAX_REDRAWS} draws")
         items = [string.ascii_lowercase[v] for v in xs]
-        labels = [IGNORE] * (n - 1) + [self.vocab.id(YES if present else NO)]
+        labels = [IGNORE] * (n - 1) + [self.label_id(present)]
         tokens, targets = label_rows(self.vocab.ids(items), labels)
         prompt = f"Does {' '.join(self.cfg.pattern)} occur in: {' '.join(items)} ->"
         return Example(prompt, " yes" if present else " no", tokens, targets, {"length": n, "label": present})

@@ -1,0 +1,28 @@
+"""Base of the yes/no labelling tasks (k_back, long_range_match, shift_invariant): items are the first
+`cfg.n_symbols` letters, one token each; labels are the <yes>/<no> tokens, drawn ~50% positive by
+construction, so chance is 0.5 for every length."""
+
+from __future__ import annotations
+
+import string
+
+from posbench.data.tasks.base import Task, Vocab
+
+YES, NO = "<yes>", "<no>"
+
+
+class YesNoTask(Task):
+    binary = True
+
+    def build_vocab(self) -> Vocab:
+        return Vocab(string.ascii_lowercase[: self.cfg.n_symbols], [YES, NO])
+
+    def max_tokens(self, split: str) -> int:
+        return self.cfg.split_range(split)[1]  # one token per item
+
+    @property
+    def chance_accuracy(self) -> float:
+        return 0.5
+
+    def label_id(self, yes: bool) -> int:
+        return self.vocab.id(YES if yes else NO)
