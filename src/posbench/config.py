@@ -19,6 +19,7 @@ from posbench.data.splits import SplitsConfig
 from posbench.data.tasks import get_task_class
 from posbench.data.tasks.mix import TaskMixConfig
 from posbench.data.tokenizers import TokenizerConfig, TrainedBPE
+from posbench.model.arch import ArchConfig, DecoderArch
 from posbench.pe import PEConfig, PEContext, validate_pe
 from posbench.pe.rope import RoPE
 
@@ -50,6 +51,7 @@ class ModelConfig:
     norm_eps: float = 1e-6
     init_std: float = 0.02
     attention: AttentionChoice = "auto"
+    arch: ArchConfig = field(default_factory=DecoderArch)  # decoder | encoder_decoder | mamba (model/arch.py)
     head_dim: int = field(init=False, default=0)  # derived
 
     def __post_init__(self):
@@ -239,6 +241,7 @@ class RunConfig:
     def resolve(self) -> RunConfig:
         """Cross-field checks and derived values, once, before any work is done."""
         validate_pe(self.pe, self.model.pe_context())
+        self.model.arch.validate(self.model.pe_context(), self.pe)
         return self
 
     def to_yaml(self) -> str:

@@ -16,6 +16,7 @@ import torch
 
 from posbench.config import RunConfig
 from posbench.config_loader import ConfigError, from_dict, load_yaml
+from posbench.model.arch import build_model
 from posbench.model.transformer import Transformer
 from posbench.training.checkpoint import is_state_dict
 
@@ -86,7 +87,7 @@ def inspect_checkpoint(path: str | Path, overrides: dict | None = None) -> tuple
     cfg = _config(step_dir, overrides)
     state = _state(step_dir, mmap=True)  # memory-mapped: nothing read beyond the index
     with torch.device("meta"):
-        model = Transformer(cfg.model, cfg.pe, "cpu")
+        model = build_model(cfg.model, cfg.pe, "cpu")
     _load_into(model, {k: v.to("meta") for k, v in state.items()}, step_dir, assign=True)
     return step_dir, cfg, model
 
@@ -98,7 +99,7 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", overrides: 
     step_dir = resolve_checkpoint(path)
     cfg = _config(step_dir, overrides)
     device = torch.device(device)
-    model = Transformer(cfg.model, cfg.pe, device.type)
+    model = build_model(cfg.model, cfg.pe, device.type)
     _load_into(model, _state(step_dir, mmap=False), step_dir)
     meta = json.loads((step_dir / "meta.json").read_text()) if (step_dir / "meta.json").is_file() else {}
     return LoadedModel(step_dir, cfg, model.to(device).eval(), meta)

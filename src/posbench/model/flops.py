@@ -7,6 +7,12 @@ N_matmul counts every weight used in a matrix multiply: all non-embedding weight
 itself costs nothing). The second term is the attention scores and weighted sum (QK^T and AV,
 2 * 2 * T * D per layer forward, x3 for backward), counted over the full T x T square as PaLM does,
 not the causal half. Forward-only FLOPs are a third of each term.
+
+Other architectures (model.arch): the attention term is counted once per attention module (the
+encoder-decoder's encoder self-, decoder self- and cross-attention alike, over T x T), and is zero for
+Mamba, whose selective scan (about 9 * E * d_model * d_state per token and layer) is left out of this
+matmul-based estimate. PE parameters are those of every positional-encoding module (the
+encoder-decoder has two).
 """
 
 from __future__ import annotations
@@ -32,16 +38,21 @@ class ModelStats:
 
 def model_stats(cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cuda",
                 seq_len: int | None = None) -> ModelStats:
-    from posbench.model.transformer import Transformer
+    from posbench.model.arch import build_model
+    from posbench.model.attention import Attention
+    from posbench.model.cross_attention import CrossAttention
+    from posbench.pe.base import PositionalEncoding
 
     with torch.device("meta"):
-        model = Transformer(cfg, pe_cfg, device_type=device_type)
+        model = build_model(cfg, pe_cfg, device_type=device_type)
     total = sum(p.numel() for p in model.parameters())
     emb = model.tok_emb.weight.numel()
-    pe = sum(p.numel() for p in model.pe.parameters())
+    pe_params = {id(p): p for m in model.modules() if isinstance(m, PositionalEncoding) for p in m.parameters()}
+    pe = sum(p.numel() for p in pe_params.values())
     head = cfg.vocab_size * cfg.d_model
     matmul = total - emb - pe + head - sum(p.numel() for n, p in model.named_parameters() if "norm" in n)
     T = seq_len or cfg.seq_len
-    attn = 12 * cfg.n_layers * cfg.d_model * T
+    n_attn = sum(isinstance(m, (Attention, CrossAttention)) for m in model.modules())
+    attn = 12 * n_attn * cfg.d_model * T
     return ModelStats(total, emb, pe, matmul, 6 * matmul + attn, 2 * matmul + attn / 3,
                       list(model.kernel_names))

@@ -43,6 +43,7 @@ def cell_config(cell: Cell, task, work_dir: Path):
     if getattr(pe, "max_positions", 0) is None:
         pe.max_positions = task.max_tokens("ood")
     cfg.pe = pe
+    cfg.model.arch = cell.arch.for_task(task.source_end_token, task.max_tokens("ood"))
     return cfg.resolve()
 
 
@@ -112,7 +113,8 @@ def run_cell(cell: Cell, work_dir: Path) -> dict:
     attn = attention_probs(model, x[:1, :length])
     losses = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     shutil.rmtree(run_dir, ignore_errors=True)
-    return {"cell_id": cell.cell_id, "task": cell.task.name, "pe": cell.pe.name, "seed": cell.seed,
+    return {"cell_id": cell.cell_id, "task": cell.task.name, "pe": cell.label, "seed": cell.seed,
+            "arch": cfg.model.arch.name, "data_note": task.data_note,
             "axes": cell.axes, "chance": task.chance_accuracy, **final, "curve": curve,
             "train_loss": [{"step": r["step"], "loss": r["loss"]} for r in losses if "loss" in r],
             "acc_by_length": {int(k): float(np.mean(v)) for k, v in sorted(by_length.items())},

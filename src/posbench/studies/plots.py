@@ -136,12 +136,15 @@ def accuracy_by_position(results, out_dir: Path, confidence: float) -> str | Non
     return _save(fig, out_dir, "accuracy_by_position.png")
 
 
-def attention_maps(results, out_dir: Path, task: str) -> str:
-    """Layers x heads for one ID example per PE (first seed's final model)."""
+def attention_maps(results, out_dir: Path, task: str) -> str | None:
+    """Layers x heads for one ID example per PE (first seed's final model); rows without attention
+    (Mamba) are left out, and a task none of whose rows has attention gets no figure."""
     chosen = {}
     for r in sorted(results, key=lambda r: r["seed"]):
-        if r["task"] == task and r["pe"] not in chosen:
+        if r["task"] == task and r["pe"] not in chosen and r["attention"]["probs"]:
             chosen[r["pe"]] = r
+    if not chosen:
+        return None
     n_layers = max(len(r["attention"]["probs"]) for r in chosen.values())
     n_heads = max(len(r["attention"]["probs"][0]) for r in chosen.values())
     cols = n_layers * n_heads
@@ -172,4 +175,4 @@ def all_plots(results, out_dir: Path, confidence: float) -> list[str]:
     tasks, _ = _tasks_pes(results)
     names = [learning_curves(results, out_dir, confidence), id_ood_bars(results, out_dir, confidence),
              accuracy_vs_length(results, out_dir), accuracy_by_position(results, out_dir, confidence)]
-    return [n for n in names if n] + [attention_maps(results, out_dir, t) for t in tasks]
+    return [n for n in names + [attention_maps(results, out_dir, t) for t in tasks] if n]

@@ -69,7 +69,7 @@ def reference_table(rows: list[dict], study: StudyConfig) -> str:
              "ours OOD beyond train length | verdict (same metric) |", "|---|---|---|---|---|---|---|---|"]
     for r in rows:
         ref = study.reference.get(r["task"], {}).get(r["pe"])
-        if not ref:
+        if not ref or not {"id", "ood"} & set(ref):  # exact-match references: exact_reference_table
             continue
         verdicts = []
         for split in ("id", "ood"):
@@ -81,6 +81,36 @@ def reference_table(rows: list[dict], study: StudyConfig) -> str:
                      f"{fmt(ref.get('ood'))} | {r['ood_acc'].fmt()} | {r['ood_beyond_acc'].fmt()} | "
                      f"{'; '.join(verdicts)} |")
     return "\n".join(lines)
+
+
+def exact_reference_table(results: list[dict], study: StudyConfig) -> str:
+    """Whole-answer exact match (a word translated right, every character) and the per-character loss
+    against references given as `id_exact` / `ood_exact` / `id_loss` (e.g. the Pig Latin write-up's word
+    accuracy); the verdict rule is `_verdict`'s, on the exact-match CI over seeds."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in results:
+        groups[group_key(r)].append(r)
+    ev, fmt = study.eval, (lambda v: "-" if v is None else f"{100 * v:.1f}")
+    lines = []
+    for (task, pe, _axes), cells in groups.items():
+        ref = study.reference.get(task, {}).get(pe, {})
+        if not {"id_exact", "ood_exact"} & set(ref):
+            continue
+        stats = {m: bootstrap_ci([c.get(m) for c in cells], ev.confidence, ev.n_boot)
+                 for m in ("id_exact", "ood_exact", "id_loss")}
+        verdict = "; ".join(
+            f"{m.split('_')[0].upper()}: " + _verdict(ref[m], stats[m], {c["seed"]: c.get(m) for c in cells})
+            for m in ("id_exact", "ood_exact") if m in ref)
+        loss = "-" if ref.get("id_loss") is None else f"{ref['id_loss']:.3f}"
+        lines.append(f"| {task} | {pe} | {cells[0].get('params', '-')} | {fmt(ref.get('id_exact'))} | "
+                     f"{stats['id_exact'].fmt()} | {stats['ood_exact'].fmt()} | {loss} | "
+                     f"{stats['id_loss'].fmt(False)} | {verdict} |")
+    if not lines:
+        return ""
+    pct = int(100 * ev.confidence)
+    return "\n".join([f"| task | row | params | reference exact % | ours ID exact % [{pct}% CI] | ours OOD exact % | "
+                      "reference loss/char | ours ID loss/target | verdict |", "|---|---|---|---|---|---|---|---|---|",
+                      *lines])
 
 
 def _verdict(reference: float, ours, by_seed: dict) -> str:
@@ -169,7 +199,8 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
     rows = summarize(results, study)
     pct = int(100 * study.eval.confidence)
     parts = [f"# Study `{study.name}`", "",
-             f"{len(results)} cells: {len(study.tasks)} tasks x {len(study.pes)} PEs x {len(study.seeds)} seeds"
+             f"{len(results)} cells: {len(study.tasks)} tasks x {len(study.rows())} rows (PEs, arms) x "
+             f"{len(study.seeds)} seeds"
              + (f" x {', '.join(f'{k} {v}' for k, v in study.vary.items())}" if study.vary else "")
              + f"; {study.train.steps} steps, batch {study.train.batch_size}, lr {study.train.lr}; "
              f"{study.eval.n_examples} evaluation examples per split. Accuracy is per target position "
@@ -180,6 +211,9 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
     ref = reference_table(rows, study)
     if ref:
         parts += ["## Against the reference", "", study.reference_note, "", ref, ""]
+    exact = exact_reference_table(results, study)
+    if exact:
+        parts += ["## Exact match against the reference", "", study.reference_note, "", exact, ""]
     if study.claims:
         parts += ["## Published claims, reproduced or not", "", claims_report(results, study), ""]
     parts += [f"## PEs that cannot be told apart on OOD accuracy beyond the training length ({pct}% paired "

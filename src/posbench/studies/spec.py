@@ -6,6 +6,15 @@
     seeds: [0, 1, 2]
     overrides: [model.d_model=128, model.n_heads=4]       # dotted RunConfig overrides for every cell
     vary: {model.n_layers: [1, 4, 16], study.train.steps: [100, 300]}   # extra grid axes
+    arms:                                                   # rows that are not a decoder PE (model.arch)
+      - {label: mamba, arch: {name: mamba}, overrides: [model.n_layers=4]}
+      - {label: encdec_nope, pe: {name: sinusoidal}, arch: {name: encoder_decoder, decoder_pe: {name: none}},
+         tasks: [reverse]}
+
+Rows of the grid are `pes` (the decoder-only transformer with that PE) followed by `arms`: an arm fixes an
+architecture with its PE (and overrides of its own) under a label, so rows that are not a product (Mamba
+takes no PE; the encoder-decoder's decoder PE is its own axis) sit in the same table, seeds and report.
+An arm with `tasks` runs only on those tasks (the encoder-decoder needs a task with a source/target form).
 """
 
 from __future__ import annotations
@@ -18,10 +27,13 @@ from typing import Any
 from posbench.config import load_preset
 from posbench.config_loader import ConfigError
 from posbench.data.tasks.base import TaskConfig
+from posbench.model.arch import ArchConfig, DecoderArch
 from posbench.pe import PEConfig
+from posbench.pe.none import NoPE
 from posbench.studies.claims import ClaimConfig, check_names
 
 METRICS = ("id_acc", "ood_beyond_acc", "ood_acc", "ood_within_acc", "id_loss", "ood_loss", "gap")  # per cell
+
 
 @dataclass
 class StudyTrain:
@@ -51,6 +63,22 @@ class StudyEval:
 
 
 @dataclass
+class StudyArm:
+    """One labelled row: an architecture, its PE (the encoder's for encoder_decoder) and its own overrides."""
+
+    label: str = ""
+    pe: PEConfig = field(default_factory=NoPE.Config)
+    arch: ArchConfig = field(default_factory=DecoderArch)
+    overrides: list[str] = field(default_factory=list)
+    tasks: list[str] = field(default_factory=list)  # only these tasks (empty: every task of the study)
+
+    def __post_init__(self):
+        if not self.label or not self.label.replace("_", "").replace("-", "").isalnum():
+            raise ConfigError(f"study.arms: label {self.label!r} must be a non-empty name of letters, digits, "
+                              f"`_` and `-` (it names the cell files)")
+
+
+@dataclass
 class StudyConfig:
     name: str = "study"
     tasks: list[TaskConfig] = field(default_factory=list)
@@ -58,6 +86,7 @@ class StudyConfig:
     seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
     overrides: list[str] = field(default_factory=list)
     vary: dict[str, Any] = field(default_factory=dict)
+    arms: list[StudyArm] = field(default_factory=list)
     train: StudyTrain = field(default_factory=StudyTrain)
     eval: StudyEval = field(default_factory=StudyEval)
     workers: int = 2
@@ -68,19 +97,29 @@ class StudyConfig:
     claims: list[ClaimConfig] = field(default_factory=list)
 
     def __post_init__(self):
-        if not self.tasks or not self.pes or not self.seeds:
-            raise ConfigError("a study needs at least one task, one PE and one seed")
+        if not self.tasks or not (self.pes or self.arms) or not self.seeds:
+            raise ConfigError("a study needs at least one task, one PE (or arm) and one seed")
+        names = {t.name for t in self.tasks}
+        for arm in self.arms:
+            unknown = sorted(set(arm.tasks) - names)
+            if unknown:
+                raise ConfigError(f"study.arms `{arm.label}`: tasks {unknown} are not in the study's tasks "
+                                  f"{sorted(names)}")
         for key, values in self.vary.items():
             if not isinstance(values, list) or not values:
                 raise ConfigError(f"study.vary.{key} must be a non-empty list of values")
         if self.workers < 1:
             raise ConfigError("study.workers must be >= 1")
-        pes, tasks = [p.name for p in self.pes], [t.name for t in self.tasks]
+        pes, tasks = [row.label for row in self.rows()], [t.name for t in self.tasks]
         for claim in self.claims:
             check_names(claim.names, pes, f"claim `{claim.order}`", "PE")
             check_names(claim.tasks, tasks, f"claim `{claim.order}`", "task")
             if claim.metric not in METRICS:
                 raise ConfigError(f"claim `{claim.order}`: metric `{claim.metric}` is not one of {METRICS}")
+
+    def rows(self) -> list[StudyArm]:
+        """Every row of the grid: one decoder arm per entry of `pes` (labelled by the PE), then `arms`."""
+        return [StudyArm(pe.name, pe) for pe in self.pes] + list(self.arms)
 
 
 @dataclass
@@ -90,15 +129,26 @@ class Cell:
     seed: int
     axes: dict[str, Any]  # the `vary` values of this cell
     study: StudyConfig  # with study.* axes applied
+    arm: StudyArm | None = None  # None: the decoder-only transformer with `pe`
+
+    @property
+    def label(self) -> str:
+        """The row's name in reports: the PE's name, or the arm's label."""
+        return self.arm.label if self.arm is not None else self.pe.name
+
+    @property
+    def arch(self) -> ArchConfig:
+        return self.arm.arch if self.arm is not None else DecoderArch()
 
     @property
     def cell_id(self) -> str:
         extra = "".join(f"_{k.split('.')[-1]}{v}" for k, v in sorted(self.axes.items()))
-        return f"{self.task.name}_{self.pe.name}{extra}_s{self.seed}"
+        return f"{self.task.name}_{self.label}{extra}_s{self.seed}"
 
     @property
     def overrides(self) -> list[str]:
-        return self.study.overrides + [f"{k}={v}" for k, v in self.axes.items() if not k.startswith("study.")]
+        own = self.arm.overrides if self.arm is not None else []
+        return self.study.overrides + own + [f"{k}={v}" for k, v in self.axes.items() if not k.startswith("study.")]
 
 
 def load_study(path_or_preset: str) -> StudyConfig:
@@ -126,10 +176,12 @@ def expand(study: StudyConfig) -> list[Cell]:
         axes = dict(zip(keys, values))
         sub = _with_study_axes(study, axes)
         for task in study.tasks:
-            for pe in study.pes:
+            for arm in study.rows():
+                if arm.tasks and task.name not in arm.tasks:
+                    continue
                 for seed in study.seeds:
-                    cells.append(Cell(task, pe, seed, axes, sub))
+                    cells.append(Cell(task, arm.pe, seed, axes, sub, arm))
     ids = [c.cell_id for c in cells]
     if len(set(ids)) != len(ids):
-        raise ConfigError("two cells of the study have the same id (duplicate task/PE/seed entries?)")
+        raise ConfigError("two cells of the study have the same id (duplicate task/PE/arm label/seed entries?)")
     return cells

@@ -10,7 +10,7 @@ import time
 import torch
 
 from posbench.config import RunConfig
-from posbench.model.transformer import Transformer
+from posbench.model.arch import build_model
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
 from posbench.training import session as ses
@@ -46,7 +46,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
         ses.check_resume_compatible(cfg, loaded, ident)
 
     torch.manual_seed(cfg.seed)
-    model = Transformer(cfg.model, cfg.pe, device_type).to(device)
+    model = build_model(cfg.model, cfg.pe, device_type).to(device)
     wrapped = dist.wrap_model(model, cfg.train.parallel, device)
     optimizer = build_optimizer(model, cfg.optim, device_type)
     precision = choose_precision(cfg.train.precision, device_type)

@@ -3,7 +3,9 @@
 Weight decay applies to the matrices of the transformer (attention, MLP, token embedding / tied
 head). It does not apply to norm gains, and not to PE parameters: a learned position table, T5 or
 KERPLE biases and RoPE frequencies encode *where*, and decaying them toward zero would quietly pull
-every PE toward NoPE, confounding the comparison this project exists for.
+every PE toward NoPE, confounding the comparison this project exists for. A parameter marked
+`_no_weight_decay` (mambapy's convention: Mamba's A_log and D; the encoder-decoder's decoder PE) is not
+decayed either.
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:
     for _, p in model.named_parameters():
         if not p.requires_grad:
             continue
-        (decay if p.ndim >= 2 and id(p) not in pe_params else no_decay).append(p)
+        marked = getattr(p, "_no_weight_decay", False)
+        (decay if p.ndim >= 2 and id(p) not in pe_params and not marked else no_decay).append(p)
     return [{"params": decay, "weight_decay": weight_decay, "name": "decay"},
             {"params": no_decay, "weight_decay": 0.0, "name": "no_decay"}]
 

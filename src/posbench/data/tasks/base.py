@@ -151,6 +151,7 @@ class Task:
     Config: ClassVar[type[TaskConfig]] = TaskConfig
     binary: ClassVar[bool] = False  # targets are yes/no labels drawn ~50% positive
     uses_filler: ClassVar[bool] = False  # renders its text inside a Filler's words
+    data_note: str = ""  # where the examples' content came from, when that can vary (reports)
 
     def __init__(self, cfg: TaskConfig, filler: Filler | None = None):
         if not isinstance(cfg, self.Config):
@@ -173,6 +174,12 @@ class Task:
     @property
     def chance_accuracy(self) -> float:
         raise NotImplementedError
+
+    @property
+    def source_end_token(self) -> int | None:
+        """The token that ends the source in rows `source <it> target` (the encoder-decoder's split,
+        model/encdec.py); None: the task has no source/target form (labelling tasks)."""
+        return None
 
     def default_filler(self) -> Filler:
         return GeneratedFiller()

@@ -40,6 +40,10 @@ class SequenceTransform(Task):
     def build_vocab(self) -> Vocab:
         return Vocab(self.symbols(), [SEP, END])
 
+    @property
+    def source_end_token(self) -> int:
+        return self.vocab.id(SEP)
+
     def max_tokens(self, split: str) -> int:
         return 2 * self.cfg.split_range(split)[1] + 2
 

@@ -1,0 +1,178 @@
+"""`model.arch`: which sequence model a run builds, a polymorphic config section like `pe`.
+
+    model.arch.name=decoder                                   # the decoder-only transformer (default)
+    model.arch.name=encoder_decoder model.arch.decoder_pe.name=sininit
+    model.arch.name=mamba model.arch.d_state=16
+
+Each architecture is a registered Config dataclass with its own options (strict: `mamba` has no
+`decoder_pe`); `build(model_cfg, pe_cfg, device_type)` makes the module. The model classes are
+imported inside `build` because they import `config.py`, which declares `ModelConfig.arch` with these
+classes (a module-level import would be circular).
+
+Every architecture speaks the decoder's interface, so the training loop, the checkpoint loader and the
+study scorer need no branch on the name: `forward(idx_BT, targets_BT=None)` -> logits (B, T, V)
+[, loss], `new_cache()`, `attention_scores(idx_BT)` (a list, empty when there is no attention).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from posbench.config_loader import ConfigError
+from posbench.pe.base import PEConfig, PEContext
+from posbench.pe.none import NoPE
+from posbench.registry import Registry
+
+
+@dataclass
+class ArchConfig:
+    """Base of every architecture's Config; `name` selects the registered architecture."""
+
+    name: str = "decoder"
+    default_name: ClassVar[str] = "decoder"
+    summary: ClassVar[str] = ""
+    # what a reader of a report should know about the PE axis for this architecture
+    pe_note: ClassVar[str] = ""
+
+    def __post_init__(self):
+        self.check()
+
+    def check(self) -> None:
+        """Validate this architecture's own fields; raise ConfigError with what to change."""
+
+    def validate(self, ctx: PEContext, pe_cfg: PEConfig) -> None:
+        """Checks that need the model's dimensions or the run's PE (config.resolve(), before any work)."""
+
+    def for_task(self, source_end: int | None, ood_len: int) -> ArchConfig:
+        """This config bound to a task (studies): `source_end` ends the source in `source <source_end>
+        target` rows (None: the task has no such form), `ood_len` is the longest row evaluated. Most
+        architectures read the row as one sequence and need neither."""
+        return self
+
+    def build(self, model_cfg, pe_cfg: PEConfig, device_type: str):
+        raise NotImplementedError
+
+    @classmethod
+    def registry_lookup(cls, name: str, where: str = "model.arch") -> type[ArchConfig]:
+        return ARCHS.get(name, f"{where}.name")
+
+
+def _check(name: str, cls) -> None:
+    if not (isinstance(cls, type) and issubclass(cls, ArchConfig)):
+        raise TypeError(f"{cls!r} must subclass ArchConfig")
+    if not cls.summary:
+        raise TypeError(f"{cls.__name__} needs a one-line `summary`")
+
+
+class _ConfigRegistry(Registry):
+    """The registry's Config-name check applies to classes with a nested Config; here the registered
+    class *is* the config, so its own `name` default is what must match."""
+
+    def register(self, name: str):
+        def wrap(cls):
+            if cls.__dataclass_fields__["name"].default != name:
+                raise TypeError(f"{cls.__name__} must declare `name: str = \"{name}\"`")
+            if name in self._classes:
+                raise RuntimeError(f"{self.kind} `{name}` registered twice")
+            self._check(name, cls)
+            self._classes[name] = cls
+            return cls
+        return wrap
+
+
+ARCHS = _ConfigRegistry("model architecture", _check)
+
+
+@ARCHS.register("decoder")
+@dataclass
+class DecoderArch(ArchConfig):
+    name: str = "decoder"
+    summary: ClassVar[str] = "decoder-only transformer (model/transformer.py)"
+
+    def build(self, model_cfg, pe_cfg, device_type):
+        from posbench.model.transformer import Transformer
+
+        return Transformer(model_cfg, pe_cfg, device_type)
+
+
+@ARCHS.register("encoder_decoder")
+@dataclass
+class EncoderDecoderArch(ArchConfig):
+    name: str = "encoder_decoder"
+    n_decoder_layers: int = 0  # 0: model.n_layers (the encoder's depth)
+    # the decoder stack's PE; `pe` is the encoder's. Any registered PE.
+    decoder_pe: PEConfig = field(default_factory=NoPE.Config)
+    # token id that ends the source part of a row (`source <source_end> target`); set from the task
+    # by the study runner (Task.source_end_token), -1 = not bound yet
+    source_end: int = -1
+    summary: ClassVar[str] = "encoder-decoder transformer: bidirectional encoder, causal decoder, cross-attention"
+    pe_note: ClassVar[str] = ("`pe` is the encoder's PE, `model.arch.decoder_pe` the decoder's; absolute PEs add to "
+                              "each stack's embeddings, rotary and bias PEs act in self-attention only; "
+                              "cross-attention is content-only")
+
+    def check(self):
+        if self.n_decoder_layers < 0:
+            raise ConfigError(f"model.arch.n_decoder_layers must be >= 0, got {self.n_decoder_layers}")
+
+    def validate(self, ctx, pe_cfg):
+        from posbench.pe import validate_pe
+
+        validate_pe(self.decoder_pe, ctx)
+
+    def for_task(self, source_end, ood_len):
+        if source_end is None:
+            raise ConfigError("model.arch.name=encoder_decoder needs a task with a source/target form "
+                              "(rows `source <sep> target`, e.g. pig_latin, reverse, sort); this task has none")
+        decoder_pe = dataclasses.replace(self.decoder_pe)
+        # as for `pe` (studies/cell.py): a table PE must cover the OOD rows for OOD to be measurable; its
+        # rows past the training length stay untrained, which is what the study probes
+        if getattr(decoder_pe, "max_positions", 0) is None:
+            decoder_pe.max_positions = ood_len
+        return dataclasses.replace(self, source_end=source_end, decoder_pe=decoder_pe)
+
+    def build(self, model_cfg, pe_cfg, device_type):
+        from posbench.model.encdec import EncoderDecoder
+
+        return EncoderDecoder(model_cfg, pe_cfg, self, device_type)
+
+
+@ARCHS.register("mamba")
+@dataclass
+class MambaArch(ArchConfig):
+    """Mamba (Gu & Dao 2023) blocks from the `mambapy` package; `model.n_layers` blocks of width d_model."""
+
+    name: str = "mamba"
+    d_state: int = 16  # N, the SSM state size per channel
+    expand: int = 2  # E: the block's inner width is E * d_model
+    d_conv: int = 4  # the causal depthwise convolution's width
+    dt_rank: int = 0  # 0: ceil(d_model / 16), the paper's default
+    summary: ClassVar[str] = "Mamba selective state-space blocks (mambapy; mamba-ssm CUDA kernels when installed)"
+    pe_note: ClassVar[str] = "a state-space model has no positional encoding: `pe` must be `none`"
+
+    def check(self):
+        for key in ("d_state", "expand", "d_conv"):
+            if getattr(self, key) < 1:
+                raise ConfigError(f"model.arch.{key} must be >= 1, got {getattr(self, key)}")
+        if self.dt_rank < 0:
+            raise ConfigError(f"model.arch.dt_rank must be >= 0 (0: auto), got {self.dt_rank}")
+
+    def validate(self, ctx, pe_cfg):
+        if pe_cfg.name != "none":
+            raise ConfigError(f"model.arch.name=mamba takes no positional encoding (its recurrence orders the "
+                              f"tokens); set pe.name=none, not `{pe_cfg.name}`")
+
+    def build(self, model_cfg, pe_cfg, device_type):
+        from posbench.model.mamba import MambaLM
+
+        return MambaLM(model_cfg, pe_cfg, self, device_type)
+
+
+def build_model(model_cfg, pe_cfg: PEConfig, device_type: str = "cpu"):
+    """The one factory: the module `model.arch` names (Transformer, EncoderDecoder or MambaLM)."""
+    return model_cfg.arch.build(model_cfg, pe_cfg, device_type)
+
+
+def arch_names() -> list[str]:
+    return ARCHS.names()
