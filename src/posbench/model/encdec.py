@@ -33,9 +33,9 @@ from posbench.config import ModelConfig
 from posbench.model.arch import EncoderDecoderArch
 from posbench.model.attention import Attention, KVCache
 from posbench.model.cross_attention import BidirectionalAttention, CrossAttention
-from posbench.model.kernels import select_kernel
 from posbench.model.mlp import SwiGLU
 from posbench.model.norms import RMSNorm
+from posbench.model.transformer import causal_blocks
 from posbench.pe import PEConfig, PositionalEncoding, build_pe
 
 
@@ -94,13 +94,7 @@ class EncoderDecoder(nn.Module):
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.emb_dropout = nn.Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderBlock(cfg, layer) for layer in range(cfg.n_layers))
-        self.kernel_names = []
-        blocks = []
-        for layer in range(self.n_dec):
-            kernel = select_kernel(cfg.attention, self.dec_pe.layer_pe(layer), device_type, cfg.attn_dropout)
-            self.kernel_names.append(kernel.name)
-            blocks.append(DecoderBlock(cfg, layer, kernel))
-        self.decoder = nn.ModuleList(blocks)
+        self.decoder, self.kernel_names = causal_blocks(cfg, self.dec_pe, self.n_dec, device_type, DecoderBlock)
         self.enc_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)

@@ -38,6 +38,17 @@ class Block(nn.Module):
         return x_BTD + self.mlp(self.mlp_norm(x_BTD))
 
 
+def causal_blocks(cfg: ModelConfig, pe: PositionalEncoding, n_layers: int, device_type: str, block_cls):
+    """`n_layers` blocks of causal self-attention, each with the kernel chosen once for its layer's PE;
+    returns them and the kernel names (reported by describe_model and the run log)."""
+    blocks, names = [], []
+    for layer in range(n_layers):
+        kernel = select_kernel(cfg.attention, pe.layer_pe(layer), device_type, cfg.attn_dropout)
+        names.append(kernel.name)
+        blocks.append(block_cls(cfg, layer, kernel))
+    return nn.ModuleList(blocks), names
+
+
 class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cpu"):
         super().__init__()
@@ -45,13 +56,7 @@ class Transformer(nn.Module):
         self.pe: PositionalEncoding = build_pe(pe_cfg, cfg.pe_context())
         self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
         self.emb_dropout = nn.Dropout(cfg.dropout)
-        self.kernel_names = []
-        blocks = []
-        for layer in range(cfg.n_layers):
-            kernel = select_kernel(cfg.attention, self.pe.layer_pe(layer), device_type, cfg.attn_dropout)
-            self.kernel_names.append(kernel.name)
-            blocks.append(Block(cfg, layer, kernel))
-        self.blocks = nn.ModuleList(blocks)
+        self.blocks, self.kernel_names = causal_blocks(cfg, self.pe, cfg.n_layers, device_type, Block)
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
