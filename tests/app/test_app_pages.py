@@ -148,3 +148,16 @@ def test_algorithmic_results_of_same_named_checkpoints_side_by_side(app, tmp_pat
     assert [(r["split"], r["nano_rope_s0"], r[other]) for r in rows] == [("id", "75.0", "50.0"),
                                                                          ("ood", "50.0", "n/a (too long)")]
     assert rows[1]["nano_rope_s0 beyond"] == "25.0" and rows[0]["chance/token %"] == "50.0"
+
+
+def test_a_checkpoint_without_attention_continues_and_says_so(app, tmp_path):
+    from tests.evaluation.helpers import nano_checkpoint
+
+    run = nano_checkpoint(tmp_path, "none", "model.arch.name=mamba", "model.arch.d_state=4", run_name="mamba")
+    at = app.run()
+    at.sidebar.radio(key="page").set_value("Try a checkpoint").run()
+    at.text_input(key="try_path").set_value(str(run)).run()
+    at.text_area(key="try_text").set_value("The cat").run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any("Greedy continuation" in m.value for m in at.markdown)
+    assert "`mamba` has no attention layers" in at.info[0].value

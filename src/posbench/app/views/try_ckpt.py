@@ -5,6 +5,8 @@ task's own symbols, is asked in those symbols."""
 
 from __future__ import annotations
 
+import functools
+
 import streamlit as st
 import yaml
 
@@ -15,6 +17,7 @@ from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
 from posbench.data.tasks.base import TaskConfig, build_task, task_names
 from posbench.evaluation.algorithmic import pretrained_with_mix
+from posbench.evaluation.base import decode as decode_ids
 from posbench.evaluation.loading import CheckpointError, load_model, resolve_checkpoint
 
 
@@ -55,6 +58,9 @@ def page() -> None:
         right = sum(a == b for a, b in zip(new, expected))
         st.markdown(f"**Expected**: `{decode(expected)}` — {right} / {len(expected)} tokens right")
     probs = generated_attention(loaded.model, prompt, new)
+    if not probs:
+        st.info(f"`{cfg.model.arch.name}` has no attention layers: no attention map.")
+        return
     cols = st.columns(2)
     layer = cols[0].selectbox("Layer", list(range(len(probs))), key="try_layer")
     head = cols[1].selectbox("Head", list(range(len(probs[layer]))), key="try_head")
@@ -82,7 +88,7 @@ def _typed(cfg):
     if not ids or max(ids) >= cfg.model.vocab_size:
         st.error(f"The prompt encodes to ids outside the model's vocabulary ({cfg.model.vocab_size})")
         return None
-    return ids, None, int(n_new), tok.decode
+    return ids, None, int(n_new), functools.partial(decode_ids, tok)
 
 
 def _mix_example(cfg):
@@ -96,7 +102,7 @@ def _mix_example(cfg):
         return None
     ex = build_task(tasks[name]).example(0, int(index), split)
     expected = tok.encode(ex.answer)
-    return [tok.bos_id, *tok.encode(ex.prompt)], expected, len(expected), tok.decode
+    return [tok.bos_id, *tok.encode(ex.prompt)], expected, len(expected), functools.partial(decode_ids, tok)
 
 
 def _task_example(cfg):
