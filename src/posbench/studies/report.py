@@ -80,7 +80,7 @@ def reference_table(rows: list[dict], study: StudyConfig) -> str:
         lines.append(f"| {r['task']} | {r['pe']} | {fmt(ref.get('id'))} | {r['id_acc'].fmt()} | "
                      f"{fmt(ref.get('ood'))} | {r['ood_acc'].fmt()} | {r['ood_beyond_acc'].fmt()} | "
                      f"{'; '.join(verdicts)} |")
-    return "\n".join(lines)
+    return "\n".join(lines) if len(lines) > 2 else ""  # only exact-match references: no empty table
 
 
 def exact_reference_table(results: list[dict], study: StudyConfig) -> str:
