@@ -78,3 +78,13 @@ def test_refuses_a_positional_encoding_and_keeps_A_and_D_out_of_weight_decay():
     mixer = model.mamba.layers[0].mixer
     assert id(mixer.A_log) in no_decay and id(mixer.D) in no_decay  # A_log is a matrix, still not decayed
     assert id(mixer.in_proj.weight) not in no_decay
+
+
+def test_per_token_losses_for_perplexity_equal_the_forward_logits():
+    from posbench.evaluation.ppl import token_losses
+
+    model = mamba()
+    g = torch.Generator().manual_seed(5)
+    x, y = torch.randint(0, 20, (2, 17), generator=g), torch.randint(0, 20, (2, 17), generator=g)
+    expected = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten(), reduction="none").view(2, 17)
+    torch.testing.assert_close(token_losses(model, x, y), expected)

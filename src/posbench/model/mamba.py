@@ -80,15 +80,21 @@ class MambaLM(nn.Module):
         cache.length += 1
         return y_BD
 
-    def forward(self, idx_BT, targets_BT=None, pos_T=None, cache: MambaCache | None = None):
-        """Logits (B, T, V); with targets also the mean cross-entropy over targets != -100. `pos_T` is
-        ignored (a recurrence has no positions to move)."""
+    def hidden(self, idx_BT, pos_T=None, cache: MambaCache | None = None):
+        """The final normed states (B, T, D) and the positions, as the decoder's `hidden` (evaluation
+        computes chunked per-token losses from them). `pos_T` is ignored: a recurrence has no positions
+        to move."""
         x_BTD = self.emb_dropout(self.tok_emb(idx_BT))
         if cache is None:
             h_BTD = self.mamba(x_BTD)
         else:
             h_BTD = torch.stack([self._step(x_BTD[:, t], cache) for t in range(idx_BT.shape[1])], dim=1)
-        logits_BTV = self.lm_head(self.norm(h_BTD))
+        return self.norm(h_BTD), self.positions(idx_BT.shape[1], idx_BT.device)
+
+    def forward(self, idx_BT, targets_BT=None, pos_T=None, cache: MambaCache | None = None):
+        """Logits (B, T, V); with targets also the mean cross-entropy over targets != -100."""
+        h_BTD, _ = self.hidden(idx_BT, pos_T, cache)
+        logits_BTV = self.lm_head(h_BTD)
         if targets_BT is None:
             return logits_BTV
         loss = F.cross_entropy(logits_BTV.float().flatten(0, 1), targets_BT.flatten(), ignore_index=-100)
