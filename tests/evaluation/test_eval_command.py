@@ -160,3 +160,21 @@ def test_a_retrained_tokenizer_is_refused_unless_allowed(tmp_path, capsys):
     assert f"trained with tokenizer {trained_with[:16]}" in err and now[:16] in err
     assert "--allow-tokenizer-mismatch" in err and not (tmp_path / "after").exists()
     assert main_eval([*args, "--out", str(tmp_path / "allowed"), "--allow-tokenizer-mismatch"]) == 0
+
+
+def test_an_encoder_decoder_checkpoint_is_refused_with_the_reason(tmp_path, capsys):
+    from posbench.config import load_config
+    from posbench.model.arch import build_model
+    from posbench.training import checkpoint as ckpt
+
+    cfg = load_config(model_size="nano", pe_type="none", overrides=[
+        "model.arch.name=encoder_decoder", "model.arch.source_end=3", "data.tokenizer.name=bytes",
+        "model.vocab_size=512"])
+    model = build_model(cfg.model, cfg.pe)
+    ckpt.save(tmp_path / "encdec", 1, model.state_dict(), {"state": {}, "param_groups": []},
+              {"step": 1, "tokens": 0}, cfg.to_yaml())
+    text = write_text(tmp_path / "text.txt")
+    assert main_eval([str(tmp_path / "encdec"), "--ppl-text", str(text), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "eval.py scores language models; this checkpoint's model.arch is `encoder_decoder`" in err
+    assert "the study runner scores it" in err and not (tmp_path / "encdec" / "eval").exists()

@@ -83,6 +83,9 @@ def plan(paths: list[str], cfg: EvalConfig) -> list[Planned]:
     for path, label, (step_dir, run_cfg, meta_model) in zip(paths, labels_for([i[0] for i in inspected]),
                                                             inspected, strict=True):
         check_rope_scaling(meta_model, cfg.rope_scaling, str(path))
+        if run_cfg.model.arch.not_a_language_model:
+            raise ConfigError(f"{path}: eval.py scores language models; this checkpoint's model.arch is "
+                              f"`{run_cfg.model.arch.name}`: {run_cfg.model.arch.not_a_language_model}")
         try:
             tokenizer = DataLayout.from_config(run_cfg.data).tokenizer.build()
         except DataError as e:

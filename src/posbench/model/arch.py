@@ -35,6 +35,8 @@ class ArchConfig:
     summary: ClassVar[str] = ""
     # what a reader of a report should know about the PE axis for this architecture
     pe_note: ClassVar[str] = ""
+    # why eval.py (text in, next token out) cannot score it; "" for a language model
+    not_a_language_model: ClassVar[str] = ""
 
     def __post_init__(self):
         self.check()
@@ -108,6 +110,9 @@ class EncoderDecoderArch(ArchConfig):
     # by the study runner (Task.source_end_token), -1 = not bound yet
     source_end: int = -1
     summary: ClassVar[str] = "encoder-decoder transformer: bidirectional encoder, causal decoder, cross-attention"
+    not_a_language_model: ClassVar[str] = (
+        "it maps a source to a target (rows `source <source_end> target`), so perplexity of free text, "
+        "passkey and needle retrieval do not apply; the study runner scores it (scripts/study.py)")
     pe_note: ClassVar[str] = ("`pe` is the encoder's PE, `model.arch.decoder_pe` the decoder's; absolute PEs add to "
                               "each stack's embeddings, rotary and bias PEs act in self-attention only; "
                               "cross-attention is content-only")
