@@ -1,24 +1,31 @@
-"""A posbench checkpoint as a Hugging Face `transformers` model directory, loadable with no posbench.
+"""A posbench checkpoint as a Hugging Face `transformers` model directory.
 
-posbench's decoder is Qwen3's architecture (RMSNorm, SwiGLU, per-head QK RMSNorm before half-split RoPE,
-tied embeddings, no biases), so a RoPE checkpoint becomes a standard `Qwen3ForCausalLM` by renaming
-weights: `AutoModelForCausalLM.from_pretrained(OUT)` loads it with no remote code. RoPE scaling is mapped
-to transformers' `rope_parameters` only where the formulas are the same (none; pi = `linear`; yarn, which
-posbench computes as transformers does, docs/pe_defaults.md). NoPE is Qwen3 with `linear` scaling by
-1e30: every rotation angle is then below 1e-25 rad, so cos = 1 and sin < 1e-25 in fp32, which is no
-rotation to within fp32 rounding. Other PEs (ALiBi, T5, KERPLE, FIRE, the absolute tables, ...) have no
-transformers architecture; exporting them is refused with that reason rather than written as a model that
-would compute something else.
+Two paths, chosen by what transformers can express:
+- Qwen3 (no remote code). posbench's decoder is Qwen3's architecture (RMSNorm, SwiGLU, per-head QK RMSNorm
+  before half-split RoPE, tied embeddings, no biases), so a RoPE checkpoint becomes a standard
+  `Qwen3ForCausalLM` by renaming weights. RoPE scaling maps to transformers' `rope_parameters` only where
+  the formulas are the same (none; pi = `linear`; yarn, computed as transformers does, docs/pe_defaults.md).
+  NoPE is Qwen3 with `linear` scaling by 1e30: every angle is below 1e-25 rad, no rotation in fp32.
+- Remote code, for every other PE (ALiBi, T5, KERPLE, FIRE, absolute tables, xPos, hybrids, ...), other
+  RoPE scalings, untied embeddings or no QK-norm: posbench's own parameter names, plus
+  `modeling_posbench.py` / `configuration_posbench.py` (hf_remote/; torch + transformers only) that
+  implement every PE family, loaded with `trust_remote_code=True` through `auto_map`.
+Nothing is ever written as a model that computes something else: the remote code refuses PE options it does
+not implement, other architectures (encoder-decoder, Mamba) are refused, and every export is loaded back and
+compared with posbench on random ids before it is moved into place.
 
-    config.json, generation_config.json   Qwen3Config (transformers' own save_pretrained)
+    config.json, generation_config.json   Qwen3Config or PosbenchConfig (+ auto_map)
     model.safetensors                     weights, fp32, tied head not duplicated
     tokenizer.json (+ tokenizer_config)   the checkpoint's tokenizer for PreTrainedTokenizerFast
     README.md                             a model card: training config, tokens seen, eval results if present
+    modeling_posbench.py, configuration_posbench.py   remote-code path only
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import shutil
 import tempfile
 from base64 import b64encode
 from pathlib import Path
@@ -30,6 +37,12 @@ from posbench.config_loader import ConfigError, dump_yaml
 from posbench.data.tokenizers import BOS, Tokenizer
 
 NOPE_FACTOR = 1e30  # linear RoPE scaling that makes every angle vanish (see the module docstring)
+REMOTE_DIR = Path(__file__).parent / "hf_remote"
+REMOTE_FILES = ("modeling_posbench.py", "configuration_posbench.py")
+QWEN3, REMOTE = "Qwen3ForCausalLM", "PosbenchForCausalLM"
+# export check: random ids through posbench and the written directory; far above fp32 kernel noise (~1e-6),
+# far below what a wrong weight or PE would give
+VERIFY_TOLERANCE = 1e-3
 
 
 def rope_parameters(run_cfg: RunConfig) -> dict:
@@ -39,8 +52,7 @@ def rope_parameters(run_cfg: RunConfig) -> dict:
         return {"rope_type": "linear", "rope_theta": 10000.0, "factor": NOPE_FACTOR}
     if pe.name != "rope":
         raise ConfigError(f"PE `{pe.name}` has no architecture in transformers (only RoPE and NoPE map onto "
-                          "Qwen3); exporting it would need posbench's own modeling code, which this exporter "
-                          "does not write yet. Nothing was exported")
+                          "Qwen3)")
     scaling = pe.scaling
     base = {"rope_theta": float(pe.theta)}
     if scaling.name == "none":
@@ -75,11 +87,54 @@ def hf_state_dict(state: dict[str, torch.Tensor], n_layers: int) -> dict[str, to
     return {k: v.detach().to(torch.float32).contiguous().clone() for k, v in out.items()}
 
 
-def check_exportable(run_cfg: RunConfig) -> None:
+def qwen3_reason(run_cfg: RunConfig) -> str | None:
+    """None when the checkpoint is a standard Qwen3ForCausalLM, else why not (the remote-code path is used)."""
     m = run_cfg.model
     if not (m.tie_embeddings and m.qk_norm):
-        raise ConfigError("only models with tied embeddings and QK-norm map onto Qwen3 (model.tie_embeddings, "
-                          "model.qk_norm); nothing was exported")
+        return "untied embeddings or no QK-norm (model.tie_embeddings, model.qk_norm) do not map onto Qwen3"
+    try:
+        rope_parameters(run_cfg)
+    except ConfigError as e:
+        return str(e)
+    return None
+
+
+def remote_pe_config(run_cfg: RunConfig) -> dict:
+    """The PE config as the plain dict the remote code reads; ConfigError when it cannot express the model."""
+    from posbench.interop.hf_remote.modeling_posbench import check_pe_config
+
+    arch = run_cfg.model.arch.name
+    if arch != "decoder":
+        raise ConfigError(f"model.arch={arch} is not a decoder-only transformer; neither transformers' Qwen3 nor "
+                          "posbench's remote modeling code computes it. Nothing was exported")
+    pe = dataclasses.asdict(run_cfg.pe)
+    try:
+        check_pe_config(pe)
+    except ValueError as e:
+        raise ConfigError(f"{e}. Nothing was exported") from None
+    return pe
+
+
+def remote_config(run_cfg: RunConfig, tokenizer: Tokenizer, pe: dict, whole_sequence: bool):
+    from posbench.interop.hf_remote.configuration_posbench import PosbenchConfig
+
+    m = run_cfg.model
+    return PosbenchConfig(vocab_size=m.vocab_size, hidden_size=m.d_model, intermediate_size=m.d_ff,
+                          num_hidden_layers=m.n_layers, num_attention_heads=m.n_heads,
+                          max_position_embeddings=m.seq_len, rms_norm_eps=m.norm_eps, qk_norm=m.qk_norm,
+                          init_std=m.init_std, pe=pe,
+                          tie_word_embeddings=m.tie_embeddings, bos_token_id=tokenizer.bos_id,
+                          eos_token_id=tokenizer.bos_id, use_cache=not whole_sequence, architectures=[REMOTE],
+                          auto_map={"AutoConfig": "configuration_posbench.PosbenchConfig",
+                                    "AutoModelForCausalLM": "modeling_posbench.PosbenchForCausalLM"})
+
+
+def remote_state_dict(model) -> dict[str, torch.Tensor]:
+    """posbench's own names (the remote code uses them); a tied head is left out (transformers re-ties it)."""
+    state = model.state_dict()
+    if model.cfg.tie_embeddings:
+        state.pop("lm_head.weight")
+    return {k: v.detach().to(torch.float32).contiguous().clone() for k, v in state.items()}
 
 
 def qwen3_config(run_cfg: RunConfig, tokenizer: Tokenizer):
@@ -112,20 +167,44 @@ def hf_tokenizer(tokenizer: Tokenizer):
     return PreTrainedTokenizerFast(tokenizer_object=converted, bos_token=BOS, eos_token=BOS)
 
 
-def model_card(run_cfg: RunConfig, meta: dict, step_dir: Path, kind: str) -> str:
+def model_card(run_cfg: RunConfig, meta: dict, step_dir: Path, kind: str, why_remote: str | None = None) -> str:
+    load = "from_pretrained(path, trust_remote_code=True)" if why_remote else "from_pretrained(path)"
     evals = sorted((step_dir.parent / "eval").glob("*/summary.md")) if (step_dir.parent / "eval").is_dir() else []
     parts = [f"# {step_dir.parent.name} (posbench export)", "",
              f"A decoder-only language model trained with pos-enc-bench, positional encoding `{run_cfg.pe.name}`, "
-             f"exported as `{kind}`: `AutoModelForCausalLM.from_pretrained(path)` loads it without posbench.", "",
+             f"exported as `{kind}`: `AutoModelForCausalLM.{load}` "
+             "loads it without posbench.", "",
              f"- step {meta.get('step')}, {meta.get('tokens', 0):,} training tokens, training length "
              f"{run_cfg.model.seq_len} tokens", f"- tokenizer `{run_cfg.data.tokenizer.tag()}`", ""]
-    if run_cfg.pe.name == "none":
+    if why_remote:
+        parts += [f"Remote code: {why_remote}. `modeling_posbench.py` (torch and transformers only) implements "
+                  "posbench's decoder and this PE; greedy generation uses the KV cache"
+                  + (" except for randomized positions, which are drawn per sequence" if "randomized" in
+                     json.dumps(dataclasses.asdict(run_cfg.pe)) else "") + ".", ""]
+    elif run_cfg.pe.name == "none":
         parts += ["NoPE is written as Qwen3 with linear RoPE scaling by 1e30: every rotation angle is below 1e-25 "
                   "rad, so the model attends without positional information, as trained.", ""]
     parts += ["## Training configuration", "", "```yaml", dump_yaml(run_cfg).rstrip(), "```", ""]
     for summary in evals:
         parts += [f"## Evaluation ({summary.parent.name})", "", summary.read_text().strip(), ""]
     return "\n".join(parts)
+
+
+def verify(out: Path, model, max_positions: int | None, trust_remote_code: bool) -> float:
+    """Load the written directory with transformers and compare its logits with posbench's on random ids;
+    returns max |difference|, ConfigError beyond VERIFY_TOLERANCE (the directory is then not kept)."""
+    from transformers import AutoModelForCausalLM
+
+    hf = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32, trust_remote_code=trust_remote_code).eval()
+    T = min(32, max_positions or 32)
+    ids = torch.randint(0, model.cfg.vocab_size, (2, T), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        want, got = model(ids).float(), hf(ids).logits.float()
+    diff = (got - want).abs().max().item()
+    if not diff <= VERIFY_TOLERANCE * max(1.0, want.abs().max().item()):
+        raise ConfigError(f"the exported model's logits differ from posbench's by {diff:.3g} on random ids; "
+                          "nothing was exported (please report this as a bug)")
+    return diff
 
 
 def export(checkpoint: str | Path, out_dir: str | Path, log=print) -> Path:
@@ -135,23 +214,41 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print) -> Path:
     from transformers import GenerationConfig
 
     from posbench.data.layout import DataLayout
+    from posbench.evaluation.generate import supports_cache
     from posbench.evaluation.loading import load_model
 
     loaded = load_model(checkpoint, "cpu")
-    run_cfg = loaded.cfg
-    check_exportable(run_cfg)
-    rope_parameters(run_cfg)  # refuses before any file is written
+    run_cfg, model = loaded.cfg, loaded.model
+    why_remote = qwen3_reason(run_cfg)
+    pe = remote_pe_config(run_cfg) if why_remote else None  # refuses before any file is written
     tokenizer = DataLayout.from_config(run_cfg.data).tokenizer.build()
+    whole_sequence = not supports_cache(model)
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    config = qwen3_config(run_cfg, tokenizer)
-    config.save_pretrained(out)
-    GenerationConfig(bos_token_id=tokenizer.bos_id, eos_token_id=tokenizer.bos_id, do_sample=False).save_pretrained(out)
-    save_file(hf_state_dict(loaded.model.state_dict(), run_cfg.model.n_layers), str(out / "model.safetensors"),
-              metadata={"format": "pt"})
-    hf_tokenizer(tokenizer).save_pretrained(out)
-    (out / "README.md").write_text(model_card(run_cfg, loaded.meta, loaded.path, "Qwen3ForCausalLM"))
-    (out / "posbench_export.json").write_text(json.dumps({"checkpoint": str(loaded.path), "pe": run_cfg.pe.name,
-                                                          "architecture": "Qwen3ForCausalLM"}, indent=1))
-    log(f"exported {loaded.path} ({run_cfg.pe.name}) as Qwen3ForCausalLM to {out}")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
+        tmp = Path(tmp)
+        if why_remote:
+            kind = REMOTE
+            remote_config(run_cfg, tokenizer, pe, whole_sequence).save_pretrained(tmp)
+            state = remote_state_dict(model)
+            for name in REMOTE_FILES:
+                shutil.copyfile(REMOTE_DIR / name, tmp / name)
+        else:
+            kind = QWEN3
+            qwen3_config(run_cfg, tokenizer).save_pretrained(tmp)
+            state = hf_state_dict(model.state_dict(), run_cfg.model.n_layers)
+        GenerationConfig(bos_token_id=tokenizer.bos_id, eos_token_id=tokenizer.bos_id, do_sample=False,
+                         use_cache=not whole_sequence).save_pretrained(tmp)
+        save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
+        hf_tokenizer(tokenizer).save_pretrained(tmp)
+        (tmp / "README.md").write_text(model_card(run_cfg, loaded.meta, loaded.path, kind, why_remote))
+        (tmp / "posbench_export.json").write_text(json.dumps({"checkpoint": str(loaded.path), "pe": run_cfg.pe.name,
+                                                              "architecture": kind}, indent=1))
+        diff = verify(tmp, model, model.pe.max_positions, trust_remote_code=bool(why_remote))
+        out.mkdir(exist_ok=True)
+        for f in tmp.iterdir():
+            f.replace(out / f.name)
+    how = f"{REMOTE} (remote code: {why_remote})" if why_remote else QWEN3
+    log(f"exported {loaded.path} ({run_cfg.pe.name}) as {how} to {out}; max |logit difference| on random ids "
+        f"{diff:.2g}")
     return out

@@ -1,0 +1,31 @@
+"""Configuration of a pos-enc-bench decoder exported for `transformers` (remote code; no posbench import).
+
+The architecture is posbench's decoder (pre-norm RMSNorm, SwiGLU, optional per-head QK RMSNorm, optionally
+tied embeddings, no biases); `pe` is the checkpoint's positional-encoding config as saved by posbench, a
+plain dict (nested for `hybrid` and `randomized`), interpreted by modeling_posbench.py.
+"""
+
+from transformers import PretrainedConfig
+
+
+class PosbenchConfig(PretrainedConfig):
+    model_type = "posbench"
+
+    def __init__(self, vocab_size=256, hidden_size=64, intermediate_size=256, num_hidden_layers=2,
+                 num_attention_heads=4, max_position_embeddings=64, rms_norm_eps=1e-6, qk_norm=True,
+                 init_std=0.02, pe=None, tie_word_embeddings=True, use_cache=True, **kwargs):
+        self.vocab_size = vocab_size
+        self.hidden_size = hidden_size
+        self.intermediate_size = intermediate_size
+        self.num_hidden_layers = num_hidden_layers
+        self.num_attention_heads = num_attention_heads
+        self.num_key_value_heads = num_attention_heads  # DynamicCache reads it
+        self.head_dim = hidden_size // num_attention_heads
+        # the training length: the default extent of fixed tables and the `original` length of RoPE scaling
+        self.max_position_embeddings = max_position_embeddings
+        self.rms_norm_eps = rms_norm_eps
+        self.qk_norm = qk_norm
+        self.init_std = init_std
+        self.pe = pe if pe is not None else {"name": "none"}
+        self.use_cache = use_cache  # False for randomized positions, which are drawn per whole sequence
+        super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)

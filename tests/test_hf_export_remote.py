@@ -1,0 +1,152 @@
+"""Export through remote code: for every registered PE (and RoPE scalings / model options Qwen3 cannot express),
+a tiny random checkpoint is exported, loaded by transformers with trust_remote_code, and compared with posbench:
+max |logit difference| <= 1e-4 in fp32 on random ids, the same 32 greedy tokens (transformers' generate with its
+KV cache). Bad input: what cannot be expressed is refused before anything is written, with one line on stderr."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from posbench.config import load_config  # noqa: E402
+from posbench.config_loader import ConfigError, dump_yaml  # noqa: E402
+from posbench.evaluation.generate import greedy_generate  # noqa: E402
+from posbench.evaluation.loading import load_model  # noqa: E402
+from posbench.interop.hf_export import export  # noqa: E402
+from posbench.interop.hf_remote.modeling_posbench import PE_CLASSES, check_pe_config  # noqa: E402
+from posbench.model.arch import build_model  # noqa: E402
+from posbench.pe import pe_names  # noqa: E402
+from posbench.training import checkpoint as ckpt  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TINY = ["model.d_model=32", "model.n_heads=4", "model.n_layers=2", "model.d_ff=64", "model.seq_len=64",
+        "model.vocab_size=300", "data.tokenizer.name=bytes"]
+
+
+def random_checkpoint(tmp_path: Path, *overrides, name="run") -> Path:
+    """A checkpoint straight from random init, every parameter then perturbed, so that zero-initialised PE
+    tables (T5, clipped bias) and unit norm weights carry values a mapping error could not hide behind."""
+    cfg = load_config(model_size="nano", overrides=[*TINY, *overrides])
+    model = build_model(cfg.model, cfg.pe, "cpu")
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=g))
+    run = tmp_path / name
+    run.mkdir()
+    ckpt.save(run, 0, model.state_dict(), {}, {"step": 0, "tokens": 0}, dump_yaml(cfg))
+    return run
+
+
+CASES = {
+    "alibi": ["pe.name=alibi"], "t5": ["pe.name=t5"], "t5_per_layer": ["pe.name=t5", "pe.per_layer=true"],
+    "kerple_log": ["pe.name=kerple_log"], "kerple_power": ["pe.name=kerple_power"], "fire": ["pe.name=fire"],
+    "relative_learned": ["pe.name=relative_learned", "pe.max_distance=8"],
+    "learned": ["pe.name=learned"], "learned_ln": ["pe.name=learned", "pe.layer_norm=true", "pe.scale=2"],
+    "sininit": ["pe.name=sininit"], "sinusoidal": ["pe.name=sinusoidal"], "sinonly": ["pe.name=sinonly"],
+    "binary": ["pe.name=binary"], "binary_norm": ["pe.name=binary_norm"], "decimal": ["pe.name=decimal"],
+    "decimal_norm": ["pe.name=decimal_norm"], "integer": ["pe.name=integer"],
+    "xpos": ["pe.name=xpos", "pe.scale_base=16"], "lrope": ["pe.name=lrope"], "prope": ["pe.name=prope"],
+    "rope_ntk": ["pe.name=rope", "pe.scaling.name=ntk", "pe.scaling.factor=2"],
+    "rope_dynamic": ["pe.name=rope", "pe.scaling.name=dynamic", "pe.scaling.factor=2",
+                     "pe.scaling.original_max_positions=16"],
+    "rope_yarn_paper": ["pe.name=rope", "pe.scaling.name=yarn_paper", "pe.scaling.factor=4"],
+    "lrope_yarn": ["pe.name=lrope", "pe.scaling.name=yarn", "pe.scaling.factor=4"],
+    "rope_untied": ["pe.name=rope", "model.tie_embeddings=false"],
+    "none_no_qk_norm": ["pe.name=none", "model.qk_norm=false"],
+    "hybrid": ["pe.name=hybrid", "pe.pattern=[{name: rope}, {name: none}]"],
+    "hybrid_bias": ["pe.name=hybrid", "pe.pattern=[{name: alibi}, {name: kerple_log, per_layer: true}]"],
+    "randomized": ["pe.name=randomized"],
+    "randomized_learned_dense": ["pe.name=randomized", "pe.inner={name: learned}", "pe.sample_at_eval=false"],
+}
+
+
+def test_every_registered_pe_has_a_remote_class_and_a_parity_case():
+    assert set(pe_names()) <= set(PE_CLASSES)
+    covered = {next(o for o in opts if o.startswith("pe.name=")).split("=")[1] for opts in CASES.values()}
+    assert set(pe_names()) - {"rope", "none"} <= covered  # rope and none are the Qwen3 path (test_hf_export)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_remote_code_export_equals_posbench(tmp_path, case):
+    run = random_checkpoint(tmp_path, *CASES[case])
+    out = export(run, tmp_path / "hf", log=lambda *_: None)
+    assert {p.name for p in out.iterdir()} >= {"config.json", "model.safetensors", "generation_config.json",
+                                               "tokenizer.json", "README.md", "modeling_posbench.py",
+                                               "configuration_posbench.py"}
+    assert "import posbench" not in (out / "modeling_posbench.py").read_text()
+    assert json.loads((out / "config.json").read_text())["auto_map"]["AutoModelForCausalLM"] == \
+        "modeling_posbench.PosbenchForCausalLM"
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32, trust_remote_code=True).eval()
+    assert type(hf).__name__ == "PosbenchForCausalLM"
+    ours = load_model(run, "cpu").model
+    T = min(100, ours.pe.max_positions or 100)  # past the training length 64 where the PE is defined there
+    ids = torch.randint(0, 257, (2, T), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        want, got = ours(ids), hf(ids).logits
+    diff = (got - want).abs().max().item()
+    print(f"PARITY {case}: max|dlogit|={diff:.3g}")
+    assert got.shape == want.shape and diff <= 1e-4
+    prompt = ids[0, :20].tolist()
+    (ours_new,) = greedy_generate(ours, [prompt], [32], torch.device("cpu"))
+    hf_new = hf.generate(torch.tensor([prompt]), max_new_tokens=32, do_sample=False, eos_token_id=None,
+                         pad_token_id=0)[0, 20:].tolist()
+    assert hf_new == ours_new
+    assert "trust_remote_code=True" in (out / "README.md").read_text()
+
+
+def test_remote_code_refuses_options_it_does_not_implement():
+    check_pe_config({"name": "t5", "num_buckets": 32, "max_distance": 128, "per_layer": False})
+    with pytest.raises(ValueError, match="not implemented"):
+        check_pe_config({"name": "t5", "num_buckets": 32, "max_distance": 128, "bidirectional": True})
+    with pytest.raises(ValueError, match="not implemented"):
+        check_pe_config({"name": "rope", "theta": 1e4, "scaling": {"name": "longrope", "factor": 2}})
+    with pytest.raises(ValueError, match=r"pattern\[1\]"):
+        check_pe_config({"name": "hybrid", "pattern": [{"name": "none"}, {"name": "cope"}]})
+
+
+def test_an_architecture_that_cannot_be_expressed_is_refused_before_writing(tmp_path):
+    cfg = load_config(model_size="nano", overrides=[*TINY, "pe.name=none", "model.arch.name=mamba"])
+    from posbench.interop.hf_export import remote_pe_config
+
+    with pytest.raises(ConfigError, match="model.arch=mamba is not a decoder-only transformer"):
+        remote_pe_config(cfg)
+
+
+def run_export(*args):
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "export_hf.py"), *map(str, args)],
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_missing_or_corrupt_checkpoint_is_one_line(tmp_path):
+    proc = run_export(tmp_path / "nowhere", tmp_path / "hf")
+    assert proc.returncode != 0 and proc.stderr.count("\n") == 1 and "no such checkpoint" in proc.stderr
+    run = random_checkpoint(tmp_path, "pe.name=alibi")
+    (run / "latest" / "model.pt").write_bytes(b"not a torch file")
+    proc = run_export(run, tmp_path / "hf")
+    assert proc.returncode != 0 and proc.stderr.count("\n") == 1 and "cannot be read as model weights" in proc.stderr
+    assert not (tmp_path / "hf").exists()
+
+
+def test_missing_tokenizer_is_one_line(tmp_path):
+    run = random_checkpoint(tmp_path, "pe.name=alibi", "data.tokenizer.name=bpe",
+                            f"data.tokenizer.path={tmp_path / 'no_bpe'}")
+    proc = run_export(run, tmp_path / "hf")
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and proc.stderr.startswith("error: ")
+    assert not (tmp_path / "hf").exists()
+
+
+def test_cli_exports_a_pe_qwen3_cannot_express_as_remote_code_not_as_qwen3(tmp_path):
+    run = random_checkpoint(tmp_path, "pe.name=alibi")
+    proc = run_export(run, tmp_path / "hf")
+    assert proc.returncode == 0, proc.stderr
+    assert "as PosbenchForCausalLM (remote code: PE `alibi` has no architecture in transformers" in proc.stdout
+    config = json.loads((tmp_path / "hf" / "config.json").read_text())
+    assert config["architectures"] == ["PosbenchForCausalLM"] and config["model_type"] == "posbench"
+    assert config["pe"] == {"name": "alibi", "per_layer": False}
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".hf.")]  # the staging directory is gone
