@@ -4,7 +4,8 @@ Studies run their cells this way and sweeps their runs (`--workers`). Workers ar
 the parent may hold torch/OpenMP thread pools that fork would copy broken. Each worker gets
 `threads` intra-op threads: on a small CPU, N single-thread processes of small models beat one
 N-thread process (two 1-thread trainings of the CPU demo's model: 13.7k tokens/s together, one
-2-thread training: 10-11k).
+2-thread training: 10-11k). Workers exit when their parent dies: a killed study or sweep (SIGKILL, a
+closed terminal) must not leave orphans training on, holding cores and writing into its directory.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -19,6 +22,22 @@ from pathlib import Path
 
 def threads_per_worker(workers: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, workers))
+
+
+PARENT_POLL_S = 0.5  # how often a worker checks that the process that started it is still alive
+
+
+def exit_with_parent(parent: int) -> None:
+    """Pool initializer: end this worker when `parent` is gone. A daemon thread polls the parent pid,
+    because Python offers no portable parent-death signal (prctl PDEATHSIG is Linux-only and fires when
+    the *thread* that spawned the worker exits, which in a pool is not the parent's death)."""
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(PARENT_POLL_S)
+        os._exit(1)  # reparented: the parent died without shutting the pool down
+
+    threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
 def call_logged(fn: Callable, args: tuple, log_path: str, threads: int):
@@ -37,7 +56,8 @@ def run_jobs(fn: Callable, jobs: dict[str, tuple], workers: int, log_dir: Path,
     log_dir.mkdir(parents=True, exist_ok=True)
     threads = threads_per_worker(workers)
     failures = []
-    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn")) as pool:
+    with ProcessPoolExecutor(workers, mp_context=mp.get_context("spawn"), initializer=exit_with_parent,
+                             initargs=(os.getpid(),)) as pool:
         futures = {pool.submit(call_logged, fn, args, str(log_dir / f"{name}.log"), threads): name
                    for name, args in jobs.items()}
         for fut in as_completed(futures):
