@@ -125,6 +125,7 @@ class TrainConfig:
     eval_batches: int = 8
     ckpt_interval: int = 500  # steps; 0: only branch, signal and final checkpoints
     keep_last: int = 3
+    keep_best: bool = True  # on each validation that improves the loss: a checkpoint and the `best` link
     resume: str = ""  # "", "auto" or a checkpoint path
     allow_resume_mismatch: bool = False
     branch_from: str = ""  # checkpoint saved before a budget's decay
