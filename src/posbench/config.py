@@ -20,6 +20,7 @@ from posbench.data.tasks import get_task_class
 from posbench.data.tasks.mix import TaskMixConfig
 from posbench.data.tokenizers import TokenizerConfig, TrainedBPE
 from posbench.model.arch import ArchConfig, DecoderArch
+from posbench.model.embedding import EMBED_SCALES
 from posbench.pe import PEConfig, PEContext, validate_pe
 from posbench.pe.rope import RoPE
 
@@ -33,6 +34,7 @@ def _config_dir() -> Path:
 CONFIG_DIR = _config_dir()
 
 AttentionChoice = Literal["auto", "sdpa", "flex", "flash_alibi", "eager"]
+EmbedScale = Literal[tuple(EMBED_SCALES)]  # the names are written once, in model/embedding.py
 
 
 @dataclass
@@ -51,6 +53,7 @@ class ModelConfig:
     norm_eps: float = 1e-6
     init_std: float = 0.02
     attention: AttentionChoice = "auto"
+    embed_scale: EmbedScale = "none"  # sqrt_d: tokens x sqrt(d_model) as Vaswani et al. (model/embedding.py)
     arch: ArchConfig = field(default_factory=DecoderArch)  # decoder | encoder_decoder | mamba (model/arch.py)
     head_dim: int = field(init=False, default=0)  # derived
 
