@@ -3,8 +3,10 @@
     python train.py configs/base.yaml configs/model/tiny.yaml pe.name=alibi model.dropout=0.1
     python train.py --model-size tiny --pe-type alibi          # the same fields, familiar flags
 
-Sources merge left to right: dataclass defaults <- YAML files <- --model-size / --pe-type <- dotted
-overrides. Unknown keys and wrong types fail before any work, naming the nearest valid key.
+Sources merge left to right: dataclass defaults <- --model-size preset <- YAML files <- --pe-type <-
+dotted overrides. The size preset comes first because it also carries per-size lr, batch and warmup
+(configs/model/*.yaml): a YAML file that sets optim.lr must win over it. Unknown keys and wrong types
+fail before any work, naming the nearest valid key.
 """
 
 from __future__ import annotations
@@ -275,7 +277,7 @@ def load_config(files: list[str | Path] = (), overrides: list[str] = (), model_s
     """Merge sources, build the typed config strictly, resolve it."""
     files = list(files)
     if model_size:
-        files.append(preset_path("model", model_size))
+        files.insert(0, preset_path("model", model_size))
     shortcuts = [f"pe.name={pe_type}"] if pe_type else []
     merged = merge_sources(files, shortcuts + list(overrides))
     return from_dict(RunConfig, merged).resolve()
