@@ -150,7 +150,8 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
                     row.update(logit_stats(logits))
                     row["output_entropy"] = output_entropy(logits)
                 logger.log(row)
-            if cfg.train.eval_interval and step % cfg.train.eval_interval == 0:
+            # and once at the end, so a sweep's metric is the final model's
+            if cfg.train.eval_interval and (step % cfg.train.eval_interval == 0 or tokens >= plan.end_tokens):
                 val = evaluate(cfg, wrapped, source, device, precision)
                 # `val/loss` is what sweeps optimise (configs/sweeps/); `val_loss` stays for older readers
                 logger.log({"step": step, "tokens": tokens, "val/loss": val, "val_loss": val,
