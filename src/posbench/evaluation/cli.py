@@ -19,7 +19,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="eval.py", description="Evaluate checkpoints: perplexity vs length, "
                                 "algorithmic tasks in/out of distribution, passkey, needle in a haystack.")
     p.add_argument("checkpoints", nargs="*", metavar="CKPT", help="run directory, its `latest`, or a step_N dir")
-    p.add_argument("--suite", help="comma-separated: ppl, algorithmic, passkey, niah, all (default all)")
+    p.add_argument("--suite", help="comma-separated: ppl, algorithmic, passkey, niah, all (default all); "
+                                   "lambada by name only (data: python -m posbench.evaluation.prepare_data)")
     p.add_argument("--lengths", help="context lengths in tokens, e.g. 512,1024,2048 (default 0.5x..8x seq_len)")
     p.add_argument("--rope-scaling",
                    help="RoPE length extension at evaluation time: pi, ntk, dynamic, yarn, yarn_paper, none")
