@@ -12,6 +12,7 @@ transformers = pytest.importorskip("transformers")
 
 from posbench.cli import build_stream  # noqa: E402
 from posbench.config import load_config  # noqa: E402
+from posbench.config_loader import ConfigError  # noqa: E402
 from posbench.data.tokenizers import TokenizerConfig, build_tokenizer  # noqa: E402
 from posbench.evaluation.generate import greedy_generate  # noqa: E402
 from posbench.evaluation.loading import load_model  # noqa: E402
@@ -97,3 +98,11 @@ def test_a_pe_transformers_cannot_express_is_refused(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().startswith("error: PE `alibi` has no architecture in transformers")
     assert not (tmp_path / "hf").exists()
+
+
+def test_scaled_token_embeddings_are_refused(tmp_path):
+    from posbench.interop.hf_export import check_exportable
+
+    check_exportable(load_config(model_size="nano", pe_type="rope"))
+    with pytest.raises(ConfigError, match="model.embed_scale=sqrt_d has no counterpart in Qwen3"):
+        check_exportable(load_config(model_size="nano", pe_type="rope", overrides=["model.embed_scale=sqrt_d"]))

@@ -80,6 +80,9 @@ def check_exportable(run_cfg: RunConfig) -> None:
     if not (m.tie_embeddings and m.qk_norm):
         raise ConfigError("only models with tied embeddings and QK-norm map onto Qwen3 (model.tie_embeddings, "
                           "model.qk_norm); nothing was exported")
+    if m.embed_scale != "none":  # Qwen3 adds nothing to its embeddings and never scales them
+        raise ConfigError(f"model.embed_scale={m.embed_scale} has no counterpart in Qwen3 (its token embeddings are "
+                          "not scaled); nothing was exported")
 
 
 def qwen3_config(run_cfg: RunConfig, tokenizer: Tokenizer):
