@@ -77,5 +77,6 @@ def test_best_link_follows_the_lowest_validation_loss_and_survives_pruning(tmp_p
     assert best.is_symlink() and best.resolve().name == f"step_{best_step:08d}"
     meta = json.loads((best / "meta.json").read_text())
     assert meta["best_val_loss"] == vals[best_step]
+    assert meta["kind"] != "periodic"  # not saved a second time as periodic at the same step (branch, final may)
     assert meta["provenance"]["packages"]["torch"] == torch.__version__
     assert len(meta["provenance"]["git"].get("commit", "0" * 40)) == 40

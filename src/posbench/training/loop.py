@@ -60,7 +60,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
     precision = choose_precision(cfg.train.precision, device_type)
     step_fn = torch.compile(wrapped) if cfg.train.compile else wrapped
 
-    step, tokens, parent, run_id, best_val = 0, 0, None, "", math.inf
+    step, tokens, parent, run_id, best_val, best_step = 0, 0, None, "", math.inf, -1
     if loaded is not None:
         dist.load_full_state(wrapped, optimizer, loaded.model, loaded.optim)
         step, tokens = loaded.meta["step"], loaded.meta["tokens"]
@@ -153,11 +153,11 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
             # and once at the end, so a sweep's metric is the final model's
             if cfg.train.eval_interval and (step % cfg.train.eval_interval == 0 or tokens >= plan.end_tokens):
                 val = evaluate(cfg, wrapped, source, device, precision)
-                # `val/loss` is what sweeps optimise (configs/sweeps/); `val_loss` stays for older readers
+                # `val/loss` is what WandB sweeps optimise (configs/wandb_sweeps/); `val_loss` stays for old readers
                 logger.log({"step": step, "tokens": tokens, "val/loss": val, "val_loss": val,
                             "val/ppl": math.exp(min(val, 80.0))})
                 if cfg.train.keep_best and val < best_val:
-                    best_val = val
+                    best_val, best_step = val, step  # same on every rank: val is averaged over ranks
                     save("best")
                     ckpt.point_link(run_dir, "best", ckpt.step_dir(run_dir, step))
             if dist.any_rank(stop.raised, device):
@@ -167,7 +167,8 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
             if cfg.train.max_steps and steps_this_run >= cfg.train.max_steps:
                 save("periodic")
                 return {"run_dir": str(run_dir), "step": step, "tokens": tokens, "stopped": True}
-            if cfg.train.ckpt_interval and step % cfg.train.ckpt_interval == 0 and tokens < plan.end_tokens:
+            if cfg.train.ckpt_interval and step % cfg.train.ckpt_interval == 0 and tokens < plan.end_tokens \
+                    and best_step != step:  # not twice: this very step was just saved as `best`
                 save("periodic")
         save("final")
         return {"run_dir": str(run_dir), "step": step, "tokens": tokens, "stopped": False}
