@@ -85,3 +85,13 @@ def test_exported_tokenizer_gives_the_same_ids(tmp_path):
         fast.save_pretrained(saved)
         again = transformers.PreTrainedTokenizerFast.from_pretrained(saved)
         assert again.encode(sample, add_special_tokens=False) == tok.encode(sample)
+
+
+def test_scaled_token_embeddings_take_the_remote_code_path():
+    """Qwen3 never scales its token embeddings, so a model.embed_scale=sqrt_d RoPE model is not a Qwen3 model:
+    it goes through modeling_posbench.py (its parity is in test_hf_export_remote.py)."""
+    from posbench.interop.hf_export import qwen3_reason
+
+    assert qwen3_reason(load_config(model_size="nano", pe_type="rope")) is None
+    reason = qwen3_reason(load_config(model_size="nano", pe_type="rope", overrides=["model.embed_scale=sqrt_d"]))
+    assert reason and "model.embed_scale=sqrt_d has no counterpart in Qwen3" in reason

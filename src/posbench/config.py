@@ -3,8 +3,10 @@
     python train.py configs/base.yaml configs/model/tiny.yaml pe.name=alibi model.dropout=0.1
     python train.py --model-size tiny --pe-type alibi          # the same fields, familiar flags
 
-Sources merge left to right: dataclass defaults <- YAML files <- --model-size / --pe-type <- dotted
-overrides. Unknown keys and wrong types fail before any work, naming the nearest valid key.
+Sources merge left to right: dataclass defaults <- --model-size preset <- YAML files <- --pe-type <-
+dotted overrides. The size preset comes first because it also carries per-size lr, batch and warmup
+(configs/model/*.yaml): a YAML file that sets optim.lr must win over it. Unknown keys and wrong types
+fail before any work, naming the nearest valid key.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from posbench.data.tasks import get_task_class
 from posbench.data.tasks.mix import TaskMixConfig
 from posbench.data.tokenizers import TokenizerConfig, TrainedBPE
 from posbench.model.arch import ArchConfig, DecoderArch
+from posbench.model.embedding import EMBED_SCALES
 from posbench.pe import PEConfig, PEContext, validate_pe
 from posbench.pe.rope import RoPE
 
@@ -33,6 +36,7 @@ def _config_dir() -> Path:
 CONFIG_DIR = _config_dir()
 
 AttentionChoice = Literal["auto", "sdpa", "flex", "flash_alibi", "eager"]
+EmbedScale = Literal[tuple(EMBED_SCALES)]  # the names are written once, in model/embedding.py
 
 
 @dataclass
@@ -51,6 +55,7 @@ class ModelConfig:
     norm_eps: float = 1e-6
     init_std: float = 0.02
     attention: AttentionChoice = "auto"
+    embed_scale: EmbedScale = "none"  # sqrt_d: tokens x sqrt(d_model) as Vaswani et al. (model/embedding.py)
     arch: ArchConfig = field(default_factory=DecoderArch)  # decoder | encoder_decoder | mamba (model/arch.py)
     head_dim: int = field(init=False, default=0)  # derived
 
@@ -125,6 +130,7 @@ class TrainConfig:
     eval_batches: int = 8
     ckpt_interval: int = 500  # steps; 0: only branch, signal and final checkpoints
     keep_last: int = 3
+    keep_best: bool = True  # on each validation that improves the loss: a checkpoint and the `best` link
     resume: str = ""  # "", "auto" or a checkpoint path
     allow_resume_mismatch: bool = False
     branch_from: str = ""  # checkpoint saved before a budget's decay
@@ -271,7 +277,7 @@ def load_config(files: list[str | Path] = (), overrides: list[str] = (), model_s
     """Merge sources, build the typed config strictly, resolve it."""
     files = list(files)
     if model_size:
-        files.append(preset_path("model", model_size))
+        files.insert(0, preset_path("model", model_size))
     shortcuts = [f"pe.name={pe_type}"] if pe_type else []
     merged = merge_sources(files, shortcuts + list(overrides))
     return from_dict(RunConfig, merged).resolve()

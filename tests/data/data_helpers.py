@@ -61,11 +61,13 @@ class FakeHub:
     """Serves `files` at {base}/datasets/{repo}/resolve/{rev}/{path} and the tree API at
     {base}/api/datasets/{repo}/tree/{rev}. `faults[path]` is a queue of behaviours for successive
     GETs of that file: "drop:N" (send N bytes, then close), "503", "429", "corrupt" (one byte flipped).
-    `tree_size` overrides listed sizes; `redirect` answers 302 to a /cdn/ URL like the real hub."""
+    `tree_size` overrides listed sizes; `redirect` answers 302 to a /cdn/ URL like the real hub.
+    `add_repo(repo, files)` serves more dataset repos from the same endpoint (the evaluation sets)."""
 
     def __init__(self, files: dict[str, bytes], repo: str = REPO, revision: str = "main", page_size: int = 1000,
                  redirect: bool = True, tree: bool = True):
         self.files, self.repo, self.revision = dict(files), repo, revision
+        self.repos = {repo: self.files}
         self.page_size, self.redirect, self.tree = page_size, redirect, tree
         self.faults: dict[str, list[str]] = {}
         self.tree_size: dict[str, int] = {}
@@ -101,36 +103,51 @@ class FakeHub:
     def sha(data: bytes) -> str:
         return hashlib.sha256(data).hexdigest()
 
+    def add_repo(self, repo: str, files: dict[str, bytes]) -> None:
+        self.repos[repo] = dict(files)
+
     def _handle(self, h: BaseHTTPRequestHandler) -> None:
+        for repo, files in self.repos.items():
+            if self._handle_repo(h, repo, files):
+                return
+        self._send(h, 404, b"no route")
+
+    def _handle_repo(self, h: BaseHTTPRequestHandler, repo: str, files: dict[str, bytes]) -> bool:
         url = urlparse(h.path)
-        resolve = f"/datasets/{self.repo}/resolve/{self.revision}/"
-        tree = f"/api/datasets/{self.repo}/tree/{self.revision}"
+        resolve = f"/datasets/{repo}/resolve/{self.revision}/"
+        tree = f"/api/datasets/{repo}/tree/{self.revision}"
+        cdn = "/cdn/" if repo == self.repo else f"/cdn/{repo}/"
         if url.path.startswith(resolve):
             path = unquote(url.path[len(resolve):])
-            if path not in self.files:
-                return self._send(h, 404, b"not found")
-            if self.redirect:  # the hub itself answers with the X-Linked-* headers, the CDN with bytes
-                data = self.files[path]
-                return self._send(h, 302, b"", {"Location": f"/cdn/{path}", "X-Linked-Size": str(len(data)),
-                                                "X-Linked-ETag": f'"{self.sha(data)}"'})
-            return self._serve_file(h, path)
-        if url.path.startswith("/cdn/"):
-            return self._serve_file(h, unquote(url.path[len("/cdn/"):]))
+            if path not in files:
+                self._send(h, 404, b"not found")
+            elif self.redirect:  # the hub itself answers with the X-Linked-* headers, the CDN with bytes
+                data = files[path]
+                self._send(h, 302, b"", {"Location": f"{cdn}{path}", "X-Linked-Size": str(len(data)),
+                                         "X-Linked-ETag": f'"{self.sha(data)}"'})
+            else:
+                self._serve_file(h, path, files)
+            return True
+        if url.path.startswith(cdn) and unquote(url.path[len(cdn):]) in files:
+            self._serve_file(h, unquote(url.path[len(cdn):]), files)
+            return True
         if url.path.startswith(tree) and self.tree:
             folder = unquote(url.path[len(tree):]).strip("/")
             items = [{"type": "file", "path": p, "size": self.tree_size.get(p, len(d)), "oid": "0" * 40,
                       "lfs": {"oid": self.sha(d), "size": self.tree_size.get(p, len(d)), "pointerSize": 134}}
-                     for p, d in sorted(self.files.items()) if p.startswith(folder)]
+                     for p, d in sorted(files.items()) if p.startswith(folder)]
             start = int(parse_qs(url.query).get("cursor", ["0"])[0])
             page, rest = items[start:start + self.page_size], items[start + self.page_size:]
             headers = {"Content-Type": "application/json"}
             if rest:
                 headers["Link"] = f'<{self.url}{url.path}?recursive=true&cursor={start + self.page_size}>; rel="next"'
-            return self._send(h, 200, json.dumps(page).encode(), headers)
-        self._send(h, 404, b"no route")
+            self._send(h, 200, json.dumps(page).encode(), headers)
+            return True
+        return False
 
-    def _serve_file(self, h: BaseHTTPRequestHandler, path: str) -> None:
-        data = self.files[path]
+    def _serve_file(self, h: BaseHTTPRequestHandler, path: str, files: dict[str, bytes] | None = None) -> None:
+        files = self.files if files is None else files
+        data = files[path]
         with self.lock:
             self.gets.append(path)
             self.ranges.append((path, h.headers.get("Range", "")))
@@ -142,7 +159,7 @@ class FakeHub:
             data = data[:100] + bytes([data[100] ^ 0xFF]) + data[101:]
         start = 0
         m = re.match(r"bytes=(\d+)-$", h.headers.get("Range", ""))
-        status, headers = 200, {"ETag": f'"{self.sha(self.files[path])}"'}
+        status, headers = 200, {"ETag": f'"{self.sha(files[path])}"'}
         if m:
             start = int(m.group(1))
             if start >= len(data):

@@ -51,6 +51,16 @@ def test_prune_keeps_last_k_and_branch_and_final(tmp_path):
     assert kept == [2, 4, 5, 6]
 
 
+def test_prune_spares_the_best_link_target_only(tmp_path):
+    for step, kind in [(1, "best"), (2, "best"), (3, "periodic"), (4, "periodic"), (5, "periodic")]:
+        _save(tmp_path, step, kind)
+    ckpt.point_link(tmp_path, "best", ckpt.step_dir(tmp_path, 2))
+    ckpt.prune(tmp_path, keep_last=2)
+    kept = [json.loads((p / "meta.json").read_text())["step"] for p in ckpt.list_checkpoints(tmp_path)]
+    assert kept == [2, 4, 5]  # the superseded best (1) is pruned like any periodic checkpoint
+    assert ckpt.load(tmp_path / "best").meta["step"] == 2
+
+
 def test_disk_full_reports_path_and_keeps_previous(tmp_path, monkeypatch):
     _save(tmp_path, 1)
     # ENOSPC at the file write inside the real torch.save, which surfaces as RuntimeError, not OSError

@@ -1,6 +1,6 @@
 """eval.py's command line: checkpoints and familiar flags, mapped onto EvalConfig fields.
 
-    python eval.py checkpoints/tiny_rope_2.4B_s42/latest --suite all
+    python eval.py checkpoints/tiny_rope_2.35B_s42/latest --suite all
     python eval.py ckpt_a ckpt_b ckpt_c --suite ppl --lengths 512,1024,2048,4096,8192
     python eval.py ckpt --suite ppl --rope-scaling yarn --rope-factor 4 --ppl-text notes/*.txt
     python eval.py ckpt --suite algorithmic --tasks reverse,sort --set algorithmic.shots=[0,5]
@@ -19,7 +19,8 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="eval.py", description="Evaluate checkpoints: perplexity vs length, "
                                 "algorithmic tasks in/out of distribution, passkey, needle in a haystack.")
     p.add_argument("checkpoints", nargs="*", metavar="CKPT", help="run directory, its `latest`, or a step_N dir")
-    p.add_argument("--suite", help="comma-separated: ppl, algorithmic, passkey, niah, all (default all)")
+    p.add_argument("--suite", help="comma-separated: ppl, algorithmic, passkey, niah, all (default all); "
+                                   "lambada by name only (data: python -m posbench.evaluation.prepare_data)")
     p.add_argument("--lengths", help="context lengths in tokens, e.g. 512,1024,2048 (default 0.5x..8x seq_len)")
     p.add_argument("--rope-scaling",
                    help="RoPE length extension at evaluation time: pi, ntk, dynamic, yarn, yarn_paper, none")

@@ -13,6 +13,7 @@ from typing import Literal
 
 from posbench.config_loader import ConfigError, deep_merge, from_dict, load_yaml, parse_override, to_dict
 from posbench.evaluation.algorithmic import AlgorithmicConfig
+from posbench.evaluation.lambada import LambadaConfig
 from posbench.evaluation.niah import NiahConfig
 from posbench.evaluation.passkey import PasskeyConfig
 from posbench.evaluation.ppl import PplConfig
@@ -22,7 +23,7 @@ from posbench.pe.rope_scaling import ScalingConfig
 
 @dataclass
 class EvalConfig:
-    suites: list[str] = field(default_factory=lambda: ["all"])  # ppl, algorithmic, passkey, niah, or all
+    suites: list[str] = field(default_factory=lambda: ["all"])  # ppl, algorithmic, passkey, niah, lambada, or all
     lengths: list[int] = field(default_factory=list)  # [] = 0.5x, 1x, 2x, 4x, 8x each checkpoint's seq_len
     device: Literal["auto", "cpu", "cuda"] = "auto"
     precision: Literal["auto", "fp32", "bf16"] = "auto"  # auto: bf16 autocast on CUDA, fp32 on CPU
@@ -37,6 +38,7 @@ class EvalConfig:
     algorithmic: AlgorithmicConfig = field(default_factory=AlgorithmicConfig)
     passkey: PasskeyConfig = field(default_factory=PasskeyConfig)
     niah: NiahConfig = field(default_factory=NiahConfig)
+    lambada: LambadaConfig = field(default_factory=LambadaConfig)  # --suite lambada (not part of `all`)
 
     def __post_init__(self):
         for name in self.suites:
@@ -54,7 +56,8 @@ class EvalConfig:
         return list(dict.fromkeys(names))
 
     def suite_config(self, name: str):
-        return {"ppl": self.ppl, "algorithmic": self.algorithmic, "passkey": self.passkey, "niah": self.niah}[name]
+        return {"ppl": self.ppl, "algorithmic": self.algorithmic, "passkey": self.passkey, "niah": self.niah,
+                "lambada": self.lambada}[name]
 
     def lengths_for(self, train_len: int) -> list[int]:
         if self.lengths:

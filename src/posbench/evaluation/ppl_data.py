@@ -7,8 +7,10 @@ exactly as the training shards are).
     wikitext103  WikiText-103 test (Merity et al. 2016) through `datasets`, from the local cache only
     pg19         PG-19 test books (Rae et al. 2019) through `datasets`, from the local cache only
 
-The `datasets` sources never download: they load under HF offline mode (or from `path`, a local
-`save_to_disk` folder or parquet/jsonl files) and fail with what to do when the data is not there.
+The `datasets` sources never download: they read the verified files `python -m
+posbench.evaluation.prepare_data` fetched under data.root when present, else load under HF offline mode
+(or from `path`, a local `save_to_disk` folder or parquet/jsonl files), and fail with what to do when the
+data is not there.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from posbench.data.loader import split_shards
 from posbench.data.readers import reader_for
 from posbench.data.shards import open_shard
 from posbench.data.tokenizers import Tokenizer
+from posbench.evaluation.prepare_data import EVAL_SETS, prepared_files
 
 
 @dataclass
@@ -201,14 +204,19 @@ class HubDataset(PplData):
                 if cfg.path:
                     kind = "json" if cfg.path.endswith((".jsonl", ".json")) else "parquet"
                     return datasets.load_dataset(kind, data_files=cfg.path, split="train")
+                prepared = prepared_files(self.name, self.run_cfg.data.root) if self.name in EVAL_SETS else []
+                if prepared:  # fetched and verified by prepare_data
+                    kind = "json" if prepared[0].suffix in (".jsonl", ".json") else "parquet"
+                    return datasets.load_dataset(kind, data_files=[str(p) for p in prepared], split="train")
                 return datasets.load_dataset(cfg.dataset, cfg.subset or None, split=cfg.split)
             except Exception as e:  # datasets raises several kinds for "not cached"; all mean the same here
                 raise DataError(
                     f"perplexity data `{self.name}`: {self.describe()} is not available locally "
                     f"({type(e).__name__}: {str(e)[:200]}). Evaluation never downloads: fetch it once with "
                     f"`datasets.load_dataset({cfg.dataset!r}, {cfg.subset or None!r}, split={cfg.split!r})` on "
-                    "a machine with network access (same HF_HOME), set ppl.data.path to a local copy, or use "
-                    "--ppl-text FILE") from None
+                    f"a machine with network access (same HF_HOME), run `python -m posbench.evaluation.prepare_data "
+                    f"{self.name}` (files under data.root), set ppl.data.path to a local copy, or use --ppl-text "
+                    "FILE") from None
 
     def documents(self) -> Iterator[str]:
         ds = self._load()

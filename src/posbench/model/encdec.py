@@ -33,6 +33,7 @@ from posbench.config import ModelConfig
 from posbench.model.arch import EncoderDecoderArch
 from posbench.model.attention import Attention, KVCache
 from posbench.model.cross_attention import BidirectionalAttention, CrossAttention
+from posbench.model.embedding import TokenEmbedding
 from posbench.model.mlp import SwiGLU
 from posbench.model.norms import RMSNorm
 from posbench.model.transformer import causal_blocks
@@ -91,7 +92,7 @@ class EncoderDecoder(nn.Module):
         self.dec_pe: PositionalEncoding = build_pe(arch.decoder_pe, cfg.pe_context())
         for p in self.dec_pe.parameters():  # a PE encodes *where*: never decayed (training/optim.py)
             p._no_weight_decay = True
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.tok_emb = TokenEmbedding(cfg.vocab_size, cfg.d_model, cfg.embed_scale)
         self.emb_dropout = nn.Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderBlock(cfg, layer) for layer in range(cfg.n_layers))
         self.decoder, self.kernel_names = causal_blocks(cfg, self.dec_pe, self.n_dec, device_type, DecoderBlock)

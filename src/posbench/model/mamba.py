@@ -26,6 +26,7 @@ from torch import nn
 
 from posbench.config import ModelConfig
 from posbench.model.arch import MambaArch
+from posbench.model.embedding import TokenEmbedding
 from posbench.model.norms import RMSNorm
 from posbench.pe import PEConfig, PositionalEncoding, build_pe
 
@@ -45,7 +46,7 @@ class MambaLM(nn.Module):
         super().__init__()
         self.cfg, self.arch = cfg, arch
         self.pe: PositionalEncoding = build_pe(pe_cfg, cfg.pe_context())  # `none`: only its positions()
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.tok_emb = TokenEmbedding(cfg.vocab_size, cfg.d_model, cfg.embed_scale)
         self.emb_dropout = nn.Dropout(cfg.dropout)
         self.mcfg = MambaConfig(d_model=cfg.d_model, n_layers=cfg.n_layers, dt_rank=arch.dt_rank or "auto",
                                 d_state=arch.d_state, expand_factor=arch.expand, d_conv=arch.d_conv,

@@ -19,6 +19,7 @@ from torch import nn
 
 from posbench.config import ModelConfig
 from posbench.model.attention import Attention, KVCache
+from posbench.model.embedding import TokenEmbedding
 from posbench.model.kernels import select_kernel
 from posbench.model.mlp import SwiGLU
 from posbench.model.norms import RMSNorm
@@ -54,7 +55,7 @@ class Transformer(nn.Module):
         super().__init__()
         self.cfg = cfg
         self.pe: PositionalEncoding = build_pe(pe_cfg, cfg.pe_context())
-        self.tok_emb = nn.Embedding(cfg.vocab_size, cfg.d_model)
+        self.tok_emb = TokenEmbedding(cfg.vocab_size, cfg.d_model, cfg.embed_scale)
         self.emb_dropout = nn.Dropout(cfg.dropout)
         self.blocks, self.kernel_names = causal_blocks(cfg, self.pe, cfg.n_layers, device_type, Block)
         self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)

@@ -6,11 +6,19 @@ study check *why* an encoding fails (magnitude, lack of smoothness, no relative 
 - normalised digits: digit mapped to [-1, 1] and the vector divided by sqrt(n_digits), so its norm
   is at most 1 whatever the position;
 - integer: every channel holds p / max_positions, in [0, 1).
+
+`pe.layout=reference` computes the reference framework's tables exactly instead: the position written
+most significant digit first across *all* d_model channels (position 7 in 8 channels: 0,0,0,0,0,1,1,1;
+leading channels hold leading zeros), `_norm` mapping every digit to 2d/(b-1) - 1 (bits to +-1, decimal
+digits to (d-4.5)/4.5) with no 1/sqrt(n); n_digits is then unused. Pair it with model.embed_scale=sqrt_d
+(configs/pe/reference_*.yaml) to reproduce that framework's models.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 
@@ -19,10 +27,14 @@ from posbench.pe.absolute import FixedTablePE, TableConfig
 from posbench.pe.base import require
 from posbench.pe.registry import register
 
+# float32 positions are exact integers below 2**24: no position has a nonzero digit beyond these
+EXACT_POSITIONS = 2**24
+
 
 @dataclass
 class DigitsConfig(TableConfig):
     n_digits: int = 16
+    layout: Literal["ours", "reference"] = "ours"  # see the module docstring
 
     def check(self) -> None:
         super().check()
@@ -36,23 +48,43 @@ class DigitsPE(FixedTablePE):
 
     @property
     def max_positions(self):
+        if self.cfg.layout == "reference":
+            return min(self.digit_base ** min(self.ctx.d_model, 32), EXACT_POSITIONS)
         return self.digit_base ** self.cfg.n_digits
 
     @classmethod
     def validate(cls, cfg, ctx):
-        require(cfg.n_digits <= ctx.d_model,
+        require(cfg.layout == "reference" or cfg.n_digits <= ctx.d_model,
                 f"`{cfg.name}` writes {cfg.n_digits} digits into model.d_model={ctx.d_model} channels; "
                 f"lower pe.n_digits")
 
-    def table(self, pos_T):
+    def digits(self, pos_T, n: int):
+        """(T, n) digits of each position, least significant first, as float32."""
         p = pos_T.long()
-        powers = self.digit_base ** torch.arange(self.cfg.n_digits, device=p.device)
-        digits_TN = ((p[:, None] // powers[None, :]) % self.digit_base).float()
+        powers = self.digit_base ** torch.arange(n, device=p.device)
+        return ((p[:, None] // powers[None, :]) % self.digit_base).float()
+
+    def to_unit(self, digits):
+        return 2 * digits / (self.digit_base - 1) - 1  # bits -> +-1, decimal d -> (d - 4.5) / 4.5
+
+    def table(self, pos_T):
+        if self.cfg.layout == "reference":
+            return self.reference_table(pos_T)
+        digits_TN = self.digits(pos_T, self.cfg.n_digits)
         if self.normalised:
-            digits_TN = (2 * digits_TN / (self.digit_base - 1) - 1) / self.cfg.n_digits ** 0.5
-        out = torch.zeros(p.shape[0], self.ctx.d_model, device=p.device, dtype=torch.float32)
+            digits_TN = self.to_unit(digits_TN) / self.cfg.n_digits ** 0.5
+        out = torch.zeros(pos_T.shape[0], self.ctx.d_model, device=pos_T.device, dtype=torch.float32)
         out[:, : self.cfg.n_digits] = digits_TN
         return out
+
+    def reference_table(self, pos_T):
+        d = self.ctx.d_model
+        # digits beyond those any exact position needs are zeros; computing only these keeps the powers
+        # inside int64 at any d_model
+        n = min(d, math.ceil(math.log(EXACT_POSITIONS, self.digit_base)))
+        out = torch.zeros(pos_T.shape[0], d, device=pos_T.device, dtype=torch.float32)
+        out[:, d - n:] = self.digits(pos_T, n).flip(-1)  # most significant first, ending in the last channel
+        return self.to_unit(out) if self.normalised else out
 
 
 @register("binary")

@@ -14,8 +14,10 @@ new one is in place; a start after a crash in between restores it. Stale temp di
 the next start. A failed write (disk full inside torch.save included) is agreed on by every rank,
 each removes its part, and all raise CheckpointError (DiskFullError for ENOSPC: exit code 5).
 
-Pruning keeps the newest `keep_last` *valid* periodic checkpoints by step; one whose meta.json is
-unreadable is moved to `.quarantine_step_<N>` with a warning instead of crashing every later save.
+A `best` symlink (train.keep_best) points to the checkpoint with the lowest validation loss so far;
+pruning never removes its target. Pruning keeps the newest `keep_last` *valid* periodic checkpoints by
+step (superseded `best` ones count as periodic); one whose meta.json is unreadable is moved to
+`.quarantine_step_<N>` with a warning instead of crashing every later save.
 """
 
 from __future__ import annotations
@@ -173,8 +175,15 @@ def _maybe_crash_for_test(step: int) -> None:
 
 
 def _point_latest(run_dir: Path, target: Path) -> None:
-    link = run_dir / "latest"
-    tmp_link = run_dir / ".latest.tmp"
+    point_link(run_dir, "latest", target)
+
+
+def point_link(run_dir: Path, name: str, target: Path) -> None:
+    """Swap the symlink `run_dir/name` to `target` atomically (rank 0 only): `latest`, `best`."""
+    if not dist.is_main():
+        return
+    link = run_dir / name
+    tmp_link = run_dir / f".{name}.tmp"
     if tmp_link.is_symlink() or tmp_link.exists():
         tmp_link.unlink()
     os.symlink(target.name, tmp_link)
@@ -264,7 +273,11 @@ def prune(run_dir: Path, keep_last: int, log=print) -> None:
     if not dist.is_main():
         return
     periodic = []
+    best = run_dir / "best"
+    best_target = best.resolve() if best.is_symlink() else None
     for p in list_checkpoints(run_dir):
+        if best_target is not None and p.resolve() == best_target:
+            continue
         meta = read_meta(p)
         if meta is None:
             aside = run_dir / f".quarantine_{p.name}"

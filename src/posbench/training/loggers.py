@@ -3,7 +3,8 @@
 Every metric dict carries `tokens` (the x-axis) and `step`. Implementations:
   JsonlLogger   metrics.jsonl in the run directory, always (on rank 0)
   ConsoleLogger one line per log interval
-  WandbLogger   online when WANDB_API_KEY is set, else offline; tokens as the step metric
+  WandbLogger   online when WANDB_API_KEY (or a sweep agent's WANDB_SWEEP_ID) is set, else offline;
+                tokens as the step metric
   NullLogger    for ranks other than 0
 No configs or logs ever contain the environment or API keys: WandB reads its key itself.
 """
@@ -64,7 +65,8 @@ class WandbLogger(Logger):
         import wandb
 
         if mode == "auto":
-            mode = "online" if os.environ.get("WANDB_API_KEY") else "offline"
+            # a sweep agent's trial must report to the sweep, whatever holds the key (env or netrc)
+            mode = "online" if os.environ.get("WANDB_API_KEY") or os.environ.get("WANDB_SWEEP_ID") else "offline"
         self.wandb = wandb
         self.run = wandb.init(project=project, entity=entity or None, name=name, id=run_id or None,
                               resume="allow", mode=mode, dir=str(run_dir), config=config, group=group or None,

@@ -14,7 +14,15 @@ from posbench.model.arch import build_model
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
 from posbench.training import session as ses
-from posbench.training.metrics import grad_norms_by_layer, logit_stats, mfu, peak_flops
+from posbench.training.metrics import (
+    grad_norms_by_layer,
+    logit_stats,
+    mfu,
+    output_entropy,
+    peak_flops,
+    peak_memory_gib,
+    weight_norm,
+)
 from posbench.training.optim import build_optimizer, set_lr
 from posbench.training.precision import choose_precision
 from posbench.training.rundir import format_tokens
@@ -52,10 +60,12 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
     precision = choose_precision(cfg.train.precision, device_type)
     step_fn = torch.compile(wrapped) if cfg.train.compile else wrapped
 
-    step, tokens, parent, run_id = 0, 0, None, ""
+    step, tokens, parent, run_id, best_val, best_step = 0, 0, None, "", math.inf, -1
     if loaded is not None:
         dist.load_full_state(wrapped, optimizer, loaded.model, loaded.optim)
         step, tokens = loaded.meta["step"], loaded.meta["tokens"]
+        if loaded.path.parent == run_dir:  # a branch starts its own record
+            best_val = loaded.meta.get("best_val_loss") or math.inf
         run_id = loaded.meta.get("wandb_id", "") if loaded.path.parent == run_dir else ""
         parent = loaded.meta.get("parent")
         if cfg.train.branch_from and loaded.path.parent != run_dir:  # a new branch run starts here
@@ -70,7 +80,8 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
 
     def save(kind: str) -> None:
         model_state, optim_state = dist.full_state(wrapped, optimizer)
-        meta = ses.meta_json(step, tokens, plan, kind, ident, run_id, parent, source.tokenizer_fingerprint)
+        meta = ses.meta_json(step, tokens, plan, kind, ident, run_id, parent, source.tokenizer_fingerprint,
+                             best_val if math.isfinite(best_val) else None)
         path = ckpt.save(run_dir, step, model_state, optim_state, meta, cfg.to_yaml())
         ckpt.prune(run_dir, cfg.train.keep_last)
         logger.message(f"saved {kind} checkpoint {path}")
@@ -106,6 +117,10 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
                 loss_sum += loss.detach() / accum
 
             precision.unscale(optimizer)
+            log_now = (step + 1) % cfg.train.log_interval == 0 or tokens + gbt >= plan.end_tokens
+            # per-group norms of the unclipped gradients, read here because clipping rescales them and
+            # zero_grad frees them; collective under FSDP, so every rank computes them
+            layer_norms = grad_norms_by_layer(model) if log_now else {}
             clip = cfg.train.grad_clip if cfg.train.grad_clip > 0 else float("inf")
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
             grad_norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
@@ -121,21 +136,30 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
             optimizer.zero_grad(set_to_none=True)
             step, tokens, steps_this_run = step + 1, tokens + gbt, steps_this_run + 1
 
-            if step % cfg.train.log_interval == 0 or tokens >= plan.end_tokens:
+            if log_now:
+                wnorm = weight_norm(model)  # after the step: the weights the next step starts from
                 mean_loss = dist.all_reduce_sum(loss_sum.clone()).item() / world
                 now = time.perf_counter()
                 tps = (tokens - tokens_last) / max(now - t_last, 1e-9)
                 t_last, tokens_last = now, tokens
-                row = {"step": step, "tokens": tokens, "loss": mean_loss, "lr": lr, "grad_norm": grad_norm.item(),
+                row = {"step": step, "tokens": tokens, "loss": mean_loss, "ppl": math.exp(min(mean_loss, 80.0)),
+                       "lr": lr, "grad_norm": grad_norm.item(), "weight_norm": wnorm, **layer_norms,
                        "tokens_per_s": tps, "mfu": mfu(plan.flops_per_token, tps, peak, world),
-                       "eta_s": (plan.end_tokens - tokens) / max(tps, 1e-9)}
+                       "eta_s": (plan.end_tokens - tokens) / max(tps, 1e-9), **peak_memory_gib(device)}
                 if dist.is_main():
-                    row.update(grad_norms_by_layer(model) if not dist.is_fsdp(wrapped) else {})
                     row.update(logit_stats(logits))
+                    row["output_entropy"] = output_entropy(logits)
                 logger.log(row)
-            if cfg.train.eval_interval and step % cfg.train.eval_interval == 0:
-                logger.log({"step": step, "tokens": tokens, "val_loss": evaluate(cfg, wrapped, source, device,
-                                                                                   precision)})
+            # and once at the end, so a sweep's metric is the final model's
+            if cfg.train.eval_interval and (step % cfg.train.eval_interval == 0 or tokens >= plan.end_tokens):
+                val = evaluate(cfg, wrapped, source, device, precision)
+                # `val/loss` is what WandB sweeps optimise (configs/wandb_sweeps/); `val_loss` stays for old readers
+                logger.log({"step": step, "tokens": tokens, "val/loss": val, "val_loss": val,
+                            "val/ppl": math.exp(min(val, 80.0))})
+                if cfg.train.keep_best and val < best_val:
+                    best_val, best_step = val, step  # same on every rank: val is averaged over ranks
+                    save("best")
+                    ckpt.point_link(run_dir, "best", ckpt.step_dir(run_dir, step))
             if dist.any_rank(stop.raised, device):
                 save("signal")
                 logger.message(f"stopped by signal at step {step}; resume with --resume auto")
@@ -143,7 +167,8 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
             if cfg.train.max_steps and steps_this_run >= cfg.train.max_steps:
                 save("periodic")
                 return {"run_dir": str(run_dir), "step": step, "tokens": tokens, "stopped": True}
-            if cfg.train.ckpt_interval and step % cfg.train.ckpt_interval == 0 and tokens < plan.end_tokens:
+            if cfg.train.ckpt_interval and step % cfg.train.ckpt_interval == 0 and tokens < plan.end_tokens \
+                    and best_step != step:  # not twice: this very step was just saved as `best`
                 save("periodic")
         save("final")
         return {"run_dir": str(run_dir), "step": step, "tokens": tokens, "stopped": False}

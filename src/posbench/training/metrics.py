@@ -29,19 +29,59 @@ def mfu(flops_per_token: float, tokens_per_s: float, peak_per_device: float, wor
     return flops_per_token * tokens_per_s / (peak_per_device * world) if peak_per_device else 0.0
 
 
+def _local_sq(t: torch.Tensor) -> torch.Tensor:
+    # an FSDP2 DTensor's sum is a partial value: full_tensor() all-reduces it (a collective, so every
+    # rank must call these functions on the same steps)
+    sq = t.detach().float().pow(2).sum()
+    return sq.full_tensor() if hasattr(sq, "full_tensor") else sq
+
+
+def param_group(name: str) -> str:
+    """Which log group a parameter belongs to: `blocks.3.attn.qkv.weight` -> layer3 (other stacks, e.g. the
+    encoder's, keep their own name: encoder3); embeddings, PE, and the rest (final norm, untied head)."""
+    parts = name.split(".")
+    if len(parts) > 2 and parts[1].isdigit():
+        return ("layer" if parts[0] == "blocks" else parts[0]) + parts[1]
+    if parts[0] == "tok_emb":
+        return "embedding"
+    if parts[0] in ("pe", "dec_pe"):
+        return "pe"
+    return "other"
+
+
 @torch.no_grad()
 def grad_norms_by_layer(model) -> dict[str, float]:
-    """L2 norm of the gradient of each block (and of embeddings / PE), for spotting unstable layers."""
-    out = {}
-    groups = {f"grad_norm/layer{i}": block.parameters() for i, block in enumerate(model.blocks)}
-    groups["grad_norm/embedding"] = model.tok_emb.parameters()
-    groups["grad_norm/pe"] = model.pe.parameters()
-    for name, params in groups.items():
-        sq = [p.grad.detach().float().pow(2).sum() for p in params if p.grad is not None]
-        if sq:
-            total = torch.stack([s.full_tensor() if hasattr(s, "full_tensor") else s for s in sq]).sum()
-            out[name] = total.sqrt().item()
-    return out
+    """L2 norm of the gradient of each block (and of embeddings / PE / the rest), for spotting unstable
+    layers. Call it between backward and zero_grad, before clipping: the groups' norms then combine
+    (root of the sum of squares) to the total norm that clip_grad_norm_ returns."""
+    sums: dict[str, torch.Tensor] = {}
+    for name, p in model.named_parameters():
+        if p.grad is not None:
+            key = f"grad_norm/{param_group(name)}"
+            sums[key] = sums.get(key, 0.0) + _local_sq(p.grad)
+    return {k: float(v) ** 0.5 for k, v in sums.items()}
+
+
+@torch.no_grad()
+def weight_norm(model) -> float:
+    """L2 norm of all parameters together (tied weights once): weight decay's target, and a slow drift
+    that precedes loss spikes."""
+    return float(sum(_local_sq(p) for p in model.parameters())) ** 0.5
+
+
+@torch.no_grad()
+def output_entropy(logits_BTV: torch.Tensor) -> float:
+    """Mean entropy (nats) of the next-token distribution over the first sequence of the batch: one row
+    bounds the float32 copy to T x V; collapse towards 0 or stuck at log V are both warning signs."""
+    logp = torch.log_softmax(logits_BTV[0].detach().float(), dim=-1)
+    return float(-(logp.exp() * logp).sum(-1).mean())
+
+
+def peak_memory_gib(device: torch.device) -> dict[str, float]:
+    """Peak allocated CUDA memory since the start (GiB); nothing on CPU, where torch does not track it."""
+    if device.type != "cuda":
+        return {}
+    return {"memory/peak_gib": torch.cuda.max_memory_allocated(device) / 2**30}
 
 
 @torch.no_grad()

@@ -18,7 +18,9 @@ _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
 
 def format_tokens(n: float) -> str:
-    """2.4B, 590M, 12K: the budget as it appears in run names."""
+    """2.35B, 590M, 12K: the budget as it appears in run names, 3 significant digits of the exact token
+    count (tiny: 40 x 58,727,680 params = 2.349e9 -> 2.35B; the reference framework rounds params to 59M
+    first and prints 2.4B)."""
     for unit, div in (("T", 1e12), ("B", 1e9), ("M", 1e6), ("K", 1e3)):
         if n >= div:
             return f"{n / div:.3g}{unit}"

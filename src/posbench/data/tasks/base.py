@@ -58,6 +58,9 @@ class TaskConfig:
 
     name: str = ""
     range_min: ClassVar[float] = 1
+    # options added after shards were made, with the default that reproduces the old examples: left out
+    # of the fingerprint at that default, so existing shard directories (mix-<fingerprint>) stay valid
+    new_option_defaults: ClassVar[dict] = {}
 
     def __post_init__(self):
         if hasattr(self, "id_range"):
@@ -212,7 +215,11 @@ class Task:
     @property
     def fingerprint(self) -> str:
         """Identifies the examples this task produces: name, config and filler."""
-        blob = {"task": self.name, "config": to_dict(self.cfg),
+        config = to_dict(self.cfg)
+        for key, default in type(self.cfg).new_option_defaults.items():
+            if config.get(key) == default:  # data made before the option existed keeps its identity
+                config.pop(key)
+        blob = {"task": self.name, "config": config,
                 "filler": self.filler.fingerprint if self.filler is not None else None}
         return hashlib.sha256(json.dumps(blob, sort_keys=True).encode()).hexdigest()[:16]
 

@@ -9,7 +9,8 @@ The distance (filler units between the key and the question) is a fraction of th
 for filler after the fixed tokens: ID 0.25-1.0, OOD 1.5-2.0 (issue 5), so ID examples fit in `context`
 tokens and OOD ones run to twice that. One unit is one filler token, or one filler word in the text
 (the classic "The grass is green..." haystack unless a filler is given). `example_at` places a key at
-any distance for the passkey evaluator's length x depth grid.
+any distance for the passkey evaluator's length x depth grid. `min_key_digits` > 0 draws the key's length
+uniformly from min_key_digits..key_digits (the reference framework's 1-5 digit codes).
 """
 
 from __future__ import annotations
@@ -52,10 +53,14 @@ class Passkey(Task):
         id_range: tuple[float, float] = (0.25, 1.0)  # key-to-question distance / room for filler
         ood_range: tuple[float, float] = (1.5, 2.0)
         key_digits: int = 5
+        min_key_digits: int = 0  # 0: every key has key_digits digits
+        new_option_defaults: ClassVar[dict] = {"min_key_digits": 0}
         range_min: ClassVar[float] = 0.0  # fractions; check_gap_config wants a whole distance >= 1
 
         def check(self) -> None:
             require(1 <= self.key_digits <= 18, f"task `{self.name}`: key_digits={self.key_digits} must be in [1, 18]")
+            require(0 <= self.min_key_digits <= self.key_digits,
+                    f"task `{self.name}`: min_key_digits={self.min_key_digits} must be in [0, key_digits]")
             check_gap_config(self, 2 * self.key_digits + 3)
 
     @property
@@ -87,6 +92,8 @@ class Passkey(Task):
 
     def render(self, rng: np.random.Generator, prefix: int, gap: int) -> Example:
         d = self.cfg.key_digits
+        if self.cfg.min_key_digits:  # drawn only with the option, so default examples are unchanged
+            d = int(rng.integers(self.cfg.min_key_digits, self.cfg.key_digits + 1))
         key = str(int(rng.integers(10 ** (d - 1), 10**d)))
         fill = [FILL[i] for i in rng.integers(len(FILL), size=prefix + gap)]
         tokens, targets = answer_rows(self.vocab.ids(fill[:prefix] + [KEY, *key] + fill[prefix:] + [ASK]),

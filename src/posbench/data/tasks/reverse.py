@@ -15,7 +15,8 @@ from posbench.data.tasks.transform import SequenceTransform, TransformConfig
 @register_task("reverse")
 class Reverse(SequenceTransform):
     summary = "reverse a string of letters"
-    instruction = "Reverse the letters"
+    instruction = "Reverse the"
+    noun = "letters"
 
     @dataclass
     class Config(TransformConfig):

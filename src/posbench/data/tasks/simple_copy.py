@@ -15,7 +15,8 @@ from posbench.data.tasks.transform import SequenceTransform, TransformConfig
 @register_task("simple_copy")
 class SimpleCopy(SequenceTransform):
     summary = "copy a string of letters"
-    instruction = "Copy the letters"
+    instruction = "Copy the"
+    noun = "letters"
 
     @dataclass
     class Config(TransformConfig):

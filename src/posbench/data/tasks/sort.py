@@ -16,7 +16,8 @@ from posbench.data.tasks.transform import SequenceTransform, TransformConfig
 @register_task("sort")
 class Sort(SequenceTransform):
     summary = "sort a list of small numbers ascending"
-    instruction = "Sort the numbers"
+    instruction = "Sort the"
+    noun = "numbers"
 
     @dataclass
     class Config(TransformConfig):
@@ -30,4 +31,4 @@ class Sort(SequenceTransform):
         return [str(v) for v in range(self.cfg.n_symbols)]
 
     def transform(self, xs: list[str]) -> list[str]:
-        return sorted(xs, key=int)
+        return sorted(xs, key=lambda x: (0, int(x), "") if x.isdigit() else (1, 0, x))  # numbers by value

@@ -76,6 +76,10 @@ def check_pe_config(cfg: dict, where: str = "pe") -> None:
         check_pe_config(cfg["inner"], f"{where}.inner")
 
 
+# model.embed_scale -> the token embeddings' multiplier for a model width d (Vaswani et al. 2017, section 3.4)
+EMBED_SCALES = {"none": lambda d: 1.0, "sqrt_d": lambda d: math.sqrt(d)}
+
+
 def build_pe(cfg: dict, dims: Dims) -> PE:
     return PE_CLASSES[cfg["name"]](cfg, dims)
 
@@ -421,26 +425,47 @@ class SineOnly(Sinusoidal):
 
 @register("binary", "binary_norm", "decimal", "decimal_norm")
 class Digits(Table):
-    """Digit j of the position (least significant first) in channel j; `_norm`: mapped to [-1, 1]/sqrt(n)."""
+    """layout `ours`: digit j of the position (least significant first) in channel j, `_norm` mapped to
+    [-1, 1] / sqrt(n). layout `reference`: most significant first across all d_model channels (the last
+    channel holds the lowest digit), `_norm` mapped to [-1, 1] with no 1/sqrt(n)."""
 
-    options = Table.options | {"n_digits"}
+    options = Table.options | {"n_digits", "layout"}
+    EXACT_POSITIONS = 2**24  # float32 positions are exact integers below this: no higher digit is ever nonzero
 
     @property
     def digit_base(self):
         return 2 if self.cfg["name"].startswith("binary") else 10
 
     @property
+    def reference(self) -> bool:
+        layout = self.cfg.get("layout", "ours")
+        if layout not in ("ours", "reference"):
+            raise ValueError(f"pe.layout={layout!r} is not implemented by modeling_posbench.py")
+        return layout == "reference"
+
+    @property
     def max_positions(self):
+        if self.reference:
+            return min(self.digit_base ** min(self.dims.d_model, 32), self.EXACT_POSITIONS)
         return self.digit_base ** self.cfg["n_digits"]
 
+    def digits(self, pos_T, n):
+        p = pos_T.long()
+        return ((p[:, None] // self.digit_base ** torch.arange(n, device=p.device)[None, :]) % self.digit_base).float()
+
+    def to_unit(self, digits):
+        return 2 * digits / (self.digit_base - 1) - 1
+
     def table(self, pos_T):
-        p, n = pos_T.long(), self.cfg["n_digits"]
-        digits_TN = ((p[:, None] // self.digit_base ** torch.arange(n, device=p.device)[None, :])
-                     % self.digit_base).float()
-        if self.cfg["name"].endswith("_norm"):
-            digits_TN = (2 * digits_TN / (self.digit_base - 1) - 1) / n ** 0.5
-        out = torch.zeros(p.shape[0], self.dims.d_model, device=p.device, dtype=torch.float32)
-        out[:, :n] = digits_TN
+        d, norm = self.dims.d_model, self.cfg["name"].endswith("_norm")
+        out = torch.zeros(pos_T.shape[0], d, device=pos_T.device, dtype=torch.float32)
+        if self.reference:
+            n = min(d, math.ceil(math.log(self.EXACT_POSITIONS, self.digit_base)))
+            out[:, d - n:] = self.digits(pos_T, n).flip(-1)
+            return self.to_unit(out) if norm else out
+        n = self.cfg["n_digits"]
+        digits_TN = self.digits(pos_T, n)
+        out[:, :n] = self.to_unit(digits_TN) / n ** 0.5 if norm else digits_TN
         return out
 
 
@@ -606,6 +631,9 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
         dims = Dims(config.hidden_size, config.num_attention_heads, config.num_hidden_layers,
                     config.max_position_embeddings, config.init_std)
         self.pe = build_pe(config.pe, dims)
+        if config.embed_scale not in EMBED_SCALES:
+            raise ValueError(f"embed_scale={config.embed_scale!r} is not implemented by modeling_posbench.py")
+        self.embed_scale = EMBED_SCALES[config.embed_scale](config.hidden_size)
         self.tok_emb = nn.Embedding(config.vocab_size, config.hidden_size)
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
@@ -644,7 +672,8 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
             past_key_values = None
         offset = past_key_values.get_seq_length() if past_key_values is not None else 0
         pos_T = self.pe.positions(input_ids.shape[1], offset, input_ids.device)
-        x = self.pe.embed(self.tok_emb(input_ids), pos_T)
+        x = self.tok_emb(input_ids)
+        x = self.pe.embed(x * self.embed_scale if self.embed_scale != 1.0 else x, pos_T)
         for layer, block in enumerate(self.blocks):
             x = block(x, pos_T, self.pe.layer_pe(layer), layer, past_key_values)
         h = self.norm(x)
