@@ -32,20 +32,27 @@ def mfu(flops_per_token: float, tokens_per_s: float, peak_per_device: float, wor
 @torch.no_grad()
 def grad_norms_by_layer(model) -> dict[str, float]:
     """L2 norm of the gradient of each block (and of embeddings / PE), for spotting unstable layers."""
-    out = {}
+    names, norms = [], []
     groups = {f"grad_norm/layer{i}": block.parameters() for i, block in enumerate(model.blocks)}
     groups["grad_norm/embedding"] = model.tok_emb.parameters()
     groups["grad_norm/pe"] = model.pe.parameters()
     for name, params in groups.items():
         sq = [p.grad.detach().float().pow(2).sum() for p in params if p.grad is not None]
         if sq:
-            total = torch.stack([s.full_tensor() if hasattr(s, "full_tensor") else s for s in sq]).sum()
-            out[name] = total.sqrt().item()
-    return out
+            names.append(name)
+            norms.append(torch.stack([s.full_tensor() if hasattr(s, "full_tensor") else s for s in sq]).sum().sqrt())
+    return dict(zip(names, torch.stack(norms).tolist())) if norms else {}  # one transfer for all groups
 
 
 @torch.no_grad()
 def logit_stats(logits_BTV: torch.Tensor) -> dict[str, float]:
+    """max |z|, std and mean of the logits; from the logits themselves or, with the fused chunked loss,
+    from its moments [max |z|, sum z, sum z^2, count] (model/loss.py): one transfer either way."""
+    if logits_BTV.ndim == 1:
+        max_abs, s, sq, n = logits_BTV.double().tolist()
+        mean = s / n
+        return {"logits/max_abs": max_abs, "logits/std": max(sq - n * mean * mean, 0.0) ** 0.5 / max(n - 1, 1) ** 0.5,
+                "logits/mean": mean}
     lf = logits_BTV.detach().float()
-    return {"logits/max_abs": lf.abs().max().item(), "logits/std": lf.std().item(),
-            "logits/mean": lf.mean().item()}
+    max_abs, std, mean = torch.stack((lf.abs().max(), lf.std(), lf.mean())).tolist()
+    return {"logits/max_abs": max_abs, "logits/std": std, "logits/mean": mean}
