@@ -120,7 +120,7 @@ class TrainConfig:
     # LM head + cross-entropy: "chunked" fuses them over chunks of loss_chunk_tokens tokens so the (B, T, V)
     # logits never exist (model/loss.py); "auto" = chunked iff model.vocab_size >= 32768; "full" = plain
     loss: Literal["auto", "chunked", "full"] = "auto"
-    loss_chunk_tokens: int = 2048
+    loss_chunk_tokens: int = 512
     parallel: Literal["ddp", "fsdp"] = "ddp"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     grad_clip: float = 1.0  # 0 disables clipping (the finite check stays)

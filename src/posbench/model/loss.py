@@ -30,7 +30,7 @@ import torch.nn.functional as F
 
 IGNORE = -100
 FUSED_MIN_VOCAB = 32768  # model.vocab_size from which the fused loss is the default
-DEFAULT_CHUNK_TOKENS = 2048  # (C, V) fp32 block: 2048 x 65536 x 4 B = 512 MiB at the presets' V
+DEFAULT_CHUNK_TOKENS = 512  # (C, V) fp32 block: 512 x 65536 x 4 B = 128 MiB at the presets' V
 
 
 def auto_chunk_tokens(vocab_size: int, mode: str = "auto", chunk_tokens: int = DEFAULT_CHUNK_TOKENS) -> int:
@@ -45,15 +45,23 @@ def _compute_dtype(t: torch.Tensor) -> torch.dtype:
     return torch.get_autocast_dtype(dev) if torch.is_autocast_enabled(dev) else t.dtype
 
 
-def _chunk_terms(z_CV, y_C):
-    """float32 logits of one chunk -> (per-row logsumexp, summed loss, moments (4,), valid mask)."""
+def _chunk_terms(z_CV, y_C, softmax: bool):
+    """Fresh float32 logits of one chunk -> (summed loss, moments (4,), valid mask), overwriting z_CV by
+    exp(z - max) (by softmax(z) with softmax=True). Every step is a reduction or in place, so a chunk
+    never needs a second (C, V) buffer (torch.logsumexp, abs() or square() would allocate one)."""
     valid_C = y_C != IGNORE
-    lse_C = torch.logsumexp(z_CV, dim=-1)
+    moments = torch.stack((torch.maximum(z_CV.amax(), -z_CV.amin()), z_CV.sum(),
+                           torch.dot(z_CV.view(-1), z_CV.view(-1)),
+                           torch.full((), float(z_CV.numel()), device=z_CV.device)))
     z_true_C = z_CV.gather(1, y_C.clamp(min=0)[:, None]).squeeze(1)
+    max_C = z_CV.amax(dim=-1, keepdim=True)
+    e_CV = z_CV.sub_(max_C).exp_()
+    sum_C = e_CV.sum(dim=-1, keepdim=True)
+    lse_C = (max_C + sum_C.log()).squeeze(1)
     loss = torch.where(valid_C, lse_C - z_true_C, 0.0).sum()
-    moments = torch.stack((z_CV.abs().amax(), z_CV.sum(), z_CV.square().sum(),
-                           torch.tensor(float(z_CV.numel()), device=z_CV.device)))
-    return lse_C, loss, moments, valid_C
+    if softmax:
+        e_CV.div_(sum_C)
+    return loss, moments, valid_C
 
 
 def _merge(acc, moments):
@@ -74,15 +82,17 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
         for s in range(0, h_ND.shape[0], chunk):
             h_c = h_ND[s:s + chunk].to(dtype)
             z_CV = (h_c @ w_c.t()).float()
-            lse_C, loss_c, mom_c, valid_C = _chunk_terms(z_CV, y_N[s:s + chunk])
+            loss_c, mom_c, valid_C = _chunk_terms(z_CV, y_N[s:s + chunk], softmax=True)
             loss, moments = loss + loss_c, _merge(moments, mom_c)
             # d(sum of chunk losses)/dz = softmax(z) - onehot(y) on valid rows, 0 on ignored ones
-            g_CV = z_CV.sub_(lse_C[:, None]).exp_()
-            g_CV.scatter_add_(1, y_N[s:s + chunk].clamp(min=0)[:, None], -valid_C.float()[:, None])
+            g_CV = z_CV.scatter_add_(1, y_N[s:s + chunk].clamp(min=0)[:, None], -valid_C.float()[:, None])
             g_CV.mul_(valid_C.float()[:, None])
             g_c = g_CV.to(dtype)
             grad_h[s:s + chunk] = g_c @ w_c
-            grad_w += (g_c.t() @ h_c).float()
+            if dtype == torch.float32:
+                grad_w.addmm_(g_c.t(), h_c)  # no (V, D) temporary
+            else:
+                grad_w += (g_c.t() @ h_c).float()
         n_valid = (y_N != IGNORE).sum().float()
         ctx.save_for_backward(grad_h, grad_w, n_valid)
         ctx.w_dtype = w_VD.dtype
@@ -102,7 +112,7 @@ def _chunked_loss_no_grad(h_ND, w_VD, y_N, chunk: int, dtype: torch.dtype):
     moments = h_ND.new_zeros(4, dtype=torch.float32)
     for s in range(0, h_ND.shape[0], chunk):
         z_CV = (h_ND[s:s + chunk].to(dtype) @ w_c.t()).float()
-        _, loss_c, mom_c, _ = _chunk_terms(z_CV, y_N[s:s + chunk])
+        loss_c, mom_c, _ = _chunk_terms(z_CV, y_N[s:s + chunk], softmax=False)
         loss, moments = loss + loss_c, _merge(moments, mom_c)
     return loss / (y_N != IGNORE).sum().float(), moments
 
