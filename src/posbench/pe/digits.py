@@ -46,7 +46,11 @@ class DigitsPE(FixedTablePE):
 
     def table(self, pos_T):
         p = pos_T.long()
-        powers = self.digit_base ** torch.arange(self.cfg.n_digits, device=p.device)
+        # exact integer powers made in Python (a constant under torch.compile, where inductor's integer pow
+        # of arange came out 0 and divided by zero), capped below int64's range: for base 10 and n_digits
+        # >= 19, 10**k would wrap; every position (< 2**24) has digit 0 there, which the cap gives
+        powers = torch.tensor([min(self.digit_base ** k, 2 ** 62) for k in range(self.cfg.n_digits)],
+                              device=p.device)
         digits_TN = ((p[:, None] // powers[None, :]) % self.digit_base).float()
         if self.normalised:
             digits_TN = (2 * digits_TN / (self.digit_base - 1) - 1) / self.cfg.n_digits ** 0.5
