@@ -62,3 +62,18 @@ def test_model_tied_embedding_gradient_matches_full_loss():
 def test_auto_is_chunked_from_vocab_32768():
     assert auto_chunk_tokens(32767) == 0 and auto_chunk_tokens(32768) > 0
     assert auto_chunk_tokens(65536, "full") == 0 and auto_chunk_tokens(512, "chunked", 64) == 64
+
+
+def test_loop_with_chunked_loss_logs_logit_stats(tmp_path):
+    import json
+    from pathlib import Path
+
+    from posbench.training.loop import train
+    from posbench.training.sources import RandomTokens
+    from tests.training.helpers import nano_config
+
+    cfg = nano_config(tmp_path, "train.loss=chunked", "train.loss_chunk_tokens=48", "train.max_steps=2")
+    out = train(cfg, RandomTokens(512, 64))
+    rows = [json.loads(x) for x in (Path(out["run_dir"]) / "metrics.jsonl").read_text().splitlines()]
+    logged = [r for r in rows if "loss" in r]
+    assert len(logged) == 2 and all(r["logits/std"] > 0 and r["logits/max_abs"] > 0 for r in logged)

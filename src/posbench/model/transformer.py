@@ -63,6 +63,7 @@ class Transformer(nn.Module):
             self.lm_head.weight = self.tok_emb.weight
         # tokens per chunk of the fused head + loss (model/loss.py), 0 = plain logits; train.loss sets it
         self.loss_chunk_tokens = auto_chunk_tokens(cfg.vocab_size)
+        self.logit_moments = True  # the fused loss also returns logit moments; the loop asks on log steps only
         self.reset_parameters()
 
     @torch.no_grad()
@@ -97,11 +98,12 @@ class Transformer(nn.Module):
     def forward(self, idx_BT, targets_BT=None, pos_T=None, cache: KVCache | None = None):
         """Logits (B, T, V); with targets also the mean cross-entropy over targets != -100, returned as
         (logits, loss), or (logit moments, loss) when `loss_chunk_tokens` > 0 (fused head + loss, the
-        logits never materialised: model/loss.py)."""
+        logits never materialised: model/loss.py; None for the moments when `logit_moments` is False)."""
         h_BTD, _ = self.hidden(idx_BT, pos_T, cache)
         if targets_BT is None:
             return self.lm_head(h_BTD)
-        return head_loss(h_BTD, self.lm_head.weight, targets_BT, self.loss_chunk_tokens, self.lm_head)
+        return head_loss(h_BTD, self.lm_head.weight, targets_BT, self.loss_chunk_tokens, self.lm_head,
+                         self.logit_moments)
 
     def new_cache(self) -> KVCache:
         return KVCache.empty(self.cfg.n_layers)

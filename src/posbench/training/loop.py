@@ -95,6 +95,9 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
             set_lr(optimizer, lr)
 
             loss_sum = torch.zeros((), device=device)
+            log_now = (step + 1) % cfg.train.log_interval == 0 or tokens + gbt >= plan.end_tokens
+            if hasattr(model, "logit_moments"):  # the fused loss's logit statistics cost passes: log steps only
+                model.logit_moments = log_now
             for micro in range(accum):
                 x, y = source.samples(micro_indices(step, micro, mb, accum, rank, world))
                 x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
@@ -123,7 +126,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
             optimizer.zero_grad(set_to_none=True)
             step, tokens, steps_this_run = step + 1, tokens + gbt, steps_this_run + 1
 
-            if step % cfg.train.log_interval == 0 or tokens >= plan.end_tokens:
+            if log_now:
                 loss_total, grad_norm_value = torch.stack((dist.all_reduce_sum(loss_sum.clone()), grad_norm)).tolist()
                 now = time.perf_counter()
                 tps = (tokens - tokens_last) / max(now - t_last, 1e-9)
