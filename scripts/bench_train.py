@@ -15,7 +15,9 @@ posbench's RoPE decoder and of `transformers.Qwen3ForCausalLM` with identical di
 one process so both see the same machine load, at cpu-small and at `peer-512` (d_model 512, 6 layers,
 T 512, V 32768). posbench runs as the loop would (train.loss=auto: the fused chunked loss from V 32768);
 --compile adds the torch.compile'd posbench step (train.compile=true). The MFU column is the fraction of
-this machine's measured matmul peak (median of big fp32 matmuls, timed in the same process).
+this machine's measured matmul peak (median of big fp32 matmuls, timed in the same process, same clock and
+threads). On a shared CPU, `--threads 1 --clock thread` times the step's own compute (wall time there
+swings 2x from step to step with the neighbours' load); the order of the variants rotates every step.
 """
 
 from __future__ import annotations
@@ -107,16 +109,16 @@ def bare(cfg, source, steps, device) -> list[float]:
     return rates
 
 
-def matmul_peak(device, n=2048, repeats=5) -> float:
+def matmul_peak(device, n=2048, repeats=5, clock=time.perf_counter) -> float:
     """Measured fp32 matmul FLOP/s of this device (median of `repeats` n x n x n products)."""
     a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
     times = []
     for _ in range(repeats + 1):
         if device.type == "cuda":
             torch.cuda.synchronize()
-        t0 = time.perf_counter()
+        t0 = clock()
         (a @ b).sum().item()
-        times.append(time.perf_counter() - t0)
+        times.append(clock() - t0)
     return 2 * n ** 3 / statistics.median(times[1:])
 
 
@@ -145,7 +147,7 @@ def peer_bench(args, device) -> list[dict]:
     """posbench vs Qwen3ForCausalLM (and compiled posbench), one step each in turn; see the docstring."""
     from posbench.model.loss import auto_chunk_tokens
 
-    peak = matmul_peak(device)
+    peak = matmul_peak(device, clock=time.thread_time if args.clock == "thread" else time.perf_counter)
     results = []
     with tempfile.TemporaryDirectory() as tmp:
         for size in args.sizes or PEER_SIZES:
@@ -156,6 +158,7 @@ def peer_bench(args, device) -> list[dict]:
             ours = Transformer(cfg.model, cfg.pe, device.type).to(device)
             t = cfg.train
             ours.loss_chunk_tokens = auto_chunk_tokens(cfg.model.vocab_size, t.loss, t.loss_chunk_tokens)
+            ours.logit_moments = False  # as on the loop's non-log steps
             peer = peer_model(cfg, ours, device)
             with torch.no_grad():
                 diff = abs(ours(x, y)[1].item() - peer(input_ids=x, labels=y, shift_labels=y).loss.item())
@@ -165,18 +168,21 @@ def peer_bench(args, device) -> list[dict]:
             if args.compile:
                 twin = Transformer(cfg.model, cfg.pe, device.type).to(device)
                 twin.load_state_dict(ours.state_dict())
-                twin.loss_chunk_tokens = ours.loss_chunk_tokens
+                twin.loss_chunk_tokens, twin.logit_moments = ours.loss_chunk_tokens, False
                 compiled = torch.compile(twin)
                 variants["compiled"] = (twin, lambda m=compiled, x=x, y=y: m(x, y)[1])
             opts = {k: build_optimizer(m, cfg.optim, device.type) if k != "peer" else
                     torch.optim.AdamW(m.parameters(), lr=cfg.optim.lr, fused=device.type == "cuda")
                     for k, (m, _) in variants.items()}
             times = {k: [] for k in variants}
-            for _ in range(args.steps):
-                for k, (m, loss_fn) in variants.items():
+            clock = time.thread_time if args.clock == "thread" else time.perf_counter
+            names = list(variants)
+            for i in range(args.steps):
+                for k in names[i % len(names):] + names[:i % len(names)]:  # rotate who goes first
+                    m, loss_fn = variants[k]
                     if device.type == "cuda":
                         torch.cuda.synchronize()
-                    t0 = time.perf_counter()
+                    t0 = clock()
                     with precision.autocast():
                         loss = loss_fn()
                     loss.backward()
@@ -184,7 +190,7 @@ def peer_bench(args, device) -> list[dict]:
                     opts[k].step()
                     opts[k].zero_grad(set_to_none=True)
                     loss.item()
-                    times[k].append(time.perf_counter() - t0)
+                    times[k].append(clock() - t0)
             stats = model_stats(cfg.model, cfg.pe, args.device)
             tok_s = {k: x.numel() / statistics.median(v[args.warmup:]) for k, v in times.items()}
             results.append({"size": size, "params": stats.params_total, "loss_diff": diff,
@@ -193,7 +199,7 @@ def peer_bench(args, device) -> list[dict]:
                             **{f"{k}_mfu": stats.flops_per_token_train * v / peak for k, v in tok_s.items()}})
     print(f"device: {torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}, threads "
           f"{torch.get_num_threads()}, micro-batch {args.micro_batch}, median of steps {args.warmup}..{args.steps} "
-          f"(interleaved), measured matmul peak {peak / 1e9:,.0f} GFLOP/s")
+          f"(interleaved), {args.clock} clock, measured matmul peak {peak / 1e9:,.0f} GFLOP/s")
     cols = ["posbench", "peer"] + (["compiled"] if args.compile else [])
     header = f"{'size':<10} {'params':>11} {'loss':>8} " + " ".join(f"{c + ' tok/s':>15} {'MFU':>5}" for c in cols)
     header += f" {'ours/peer':>9}" + (f" {'compiled/peer':>13} {'compile x':>9}" if args.compile else "")
@@ -224,7 +230,15 @@ def main(argv=None):
     p.add_argument("--json", default="")
     p.add_argument("--peer", action="store_true", help="against transformers' Qwen3ForCausalLM (see above)")
     p.add_argument("--compile", action="store_true", help="with --peer: also the compiled posbench step")
+    p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+    p.add_argument("--clock", default="wall", choices=["wall", "thread"],
+                   help="thread: CPU time of the calling thread, with --threads 1 the step's compute; steadier "
+                        "than wall time on a shared machine (CPU only)")
     args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.clock == "thread" and (args.device != "cpu" or torch.get_num_threads() != 1):
+        raise SystemExit("--clock thread measures one CPU thread: use it with --device cpu --threads 1")
     if args.peer:
         results = peer_bench(args, torch.device(args.device))
         if args.json:
