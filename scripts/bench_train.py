@@ -5,8 +5,19 @@ framework's overhead (schedule, finite checks, logging, metrics), not data gener
 
     python scripts/bench_train.py                          # CPU: nano and a small CPU model, rope + alibi
     python scripts/bench_train.py --device cuda --sizes tiny small --pes rope alibi --json out.json
+    python scripts/bench_train.py --peer [--compile]       # against transformers' Qwen3ForCausalLM
 
 Prints one table; tokens/s is the median over measured steps (after warmup steps).
+
+--peer: the same training step (forward, loss, backward, clip 1.0, AdamW, zero_grad, one .item()) of
+posbench's RoPE decoder and of `transformers.Qwen3ForCausalLM` with identical dimensions and weights
+(interop/hf_export.py's mapping; the script checks the two losses agree first), steps interleaved in
+one process so both see the same machine load, at cpu-small and at `peer-512` (d_model 512, 6 layers,
+T 512, V 32768). posbench runs as the loop would (train.loss=auto: the fused chunked loss from V 32768);
+--compile adds the torch.compile'd posbench step (train.compile=true). The MFU column is the fraction of
+this machine's measured matmul peak (median of big fp32 matmuls, timed in the same process, same clock and
+threads). On a shared CPU, `--threads 1 --clock thread` times the step's own compute (wall time there
+swings 2x from step to step with the neighbours' load); the order of the variants rotates every step.
 """
 
 from __future__ import annotations
@@ -33,7 +44,10 @@ CPU_SIZES = {
     "nano": ["model.seq_len=128"],
     "cpu-small": ["model.d_model=256", "model.n_layers=4", "model.n_heads=4", "model.d_ff=1024",
                   "model.vocab_size=8192", "model.seq_len=256"],
+    "peer-512": ["model.d_model=512", "model.n_layers=6", "model.n_heads=8", "model.d_ff=2048",
+                 "model.vocab_size=32768", "model.seq_len=512"],
 }
+PEER_SIZES = ["cpu-small", "peer-512"]
 
 
 class FixedBatch:
@@ -95,6 +109,115 @@ def bare(cfg, source, steps, device) -> list[float]:
     return rates
 
 
+def matmul_peak(device, n=2048, repeats=5, clock=time.perf_counter) -> float:
+    """Measured fp32 matmul FLOP/s of this device (median of `repeats` n x n x n products)."""
+    a, b = torch.randn(n, n, device=device), torch.randn(n, n, device=device)
+    times = []
+    for _ in range(repeats + 1):
+        if device.type == "cuda":
+            torch.cuda.synchronize()
+        t0 = clock()
+        (a @ b).sum().item()
+        times.append(clock() - t0)
+    return 2 * n ** 3 / statistics.median(times[1:])
+
+
+def peer_model(cfg, ours_model, device):
+    """transformers' Qwen3ForCausalLM with posbench's dimensions and (renamed) weights."""
+    from transformers import Qwen3Config, Qwen3ForCausalLM
+
+    from posbench.interop.hf_export import hf_state_dict, rope_parameters
+
+    m = cfg.model
+    hf_cfg = Qwen3Config(vocab_size=m.vocab_size, hidden_size=m.d_model, intermediate_size=m.d_ff,
+                         num_hidden_layers=m.n_layers, num_attention_heads=m.n_heads, num_key_value_heads=m.n_heads,
+                         head_dim=m.head_dim, hidden_act="silu", max_position_embeddings=m.seq_len,
+                         rms_norm_eps=m.norm_eps, tie_word_embeddings=True, rope_parameters=rope_parameters(cfg),
+                         attention_bias=False, attention_dropout=0.0, use_sliding_window=False)
+    hf_cfg._attn_implementation = "sdpa"
+    peer = Qwen3ForCausalLM(hf_cfg).to(device)
+    missing, unexpected = peer.load_state_dict(hf_state_dict(ours_model.state_dict(), m.n_layers), strict=False)
+    if unexpected or any(k != "lm_head.weight" for k in missing):
+        raise RuntimeError(f"weight mapping failed: missing {missing}, unexpected {unexpected}")
+    peer.tie_weights()
+    return peer.train()
+
+
+def peer_bench(args, device) -> list[dict]:
+    """posbench vs Qwen3ForCausalLM (and compiled posbench), one step each in turn; see the docstring."""
+    from posbench.model.loss import auto_chunk_tokens
+
+    peak = matmul_peak(device, clock=time.thread_time if args.clock == "thread" else time.perf_counter)
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in args.sizes or PEER_SIZES:
+            cfg = config_for(size, "rope", args.device, args.micro_batch, args.steps, tmp)
+            source = FixedBatch(cfg.model.vocab_size, args.micro_batch, cfg.model.seq_len)
+            x, y = source.x.to(device), source.y.to(device)
+            torch.manual_seed(cfg.seed)
+            ours = Transformer(cfg.model, cfg.pe, device.type).to(device)
+            t = cfg.train
+            ours.loss_chunk_tokens = auto_chunk_tokens(cfg.model.vocab_size, t.loss, t.loss_chunk_tokens)
+            ours.logit_moments = False  # as on the loop's non-log steps
+            peer = peer_model(cfg, ours, device)
+            with torch.no_grad():
+                diff = abs(ours(x, y)[1].item() - peer(input_ids=x, labels=y, shift_labels=y).loss.item())
+            precision = choose_precision("auto", device.type)
+            variants = {"posbench": (ours, lambda m=ours, x=x, y=y: m(x, y)[1]),
+                        "peer": (peer, lambda m=peer, x=x, y=y: m(input_ids=x, labels=y, shift_labels=y).loss)}
+            if args.compile:
+                twin = Transformer(cfg.model, cfg.pe, device.type).to(device)
+                twin.load_state_dict(ours.state_dict())
+                twin.loss_chunk_tokens, twin.logit_moments = ours.loss_chunk_tokens, False
+                compiled = torch.compile(twin)
+                variants["compiled"] = (twin, lambda m=compiled, x=x, y=y: m(x, y)[1])
+            opts = {k: build_optimizer(m, cfg.optim, device.type) if k != "peer" else
+                    torch.optim.AdamW(m.parameters(), lr=cfg.optim.lr, fused=device.type == "cuda")
+                    for k, (m, _) in variants.items()}
+            times = {k: [] for k in variants}
+            clock = time.thread_time if args.clock == "thread" else time.perf_counter
+            names = list(variants)
+            for i in range(args.steps):
+                for k in names[i % len(names):] + names[:i % len(names)]:  # rotate who goes first
+                    m, loss_fn = variants[k]
+                    if device.type == "cuda":
+                        torch.cuda.synchronize()
+                    t0 = clock()
+                    with precision.autocast():
+                        loss = loss_fn()
+                    loss.backward()
+                    torch.nn.utils.clip_grad_norm_(m.parameters(), 1.0)
+                    opts[k].step()
+                    opts[k].zero_grad(set_to_none=True)
+                    loss.item()
+                    times[k].append(clock() - t0)
+            stats = model_stats(cfg.model, cfg.pe, args.device)
+            tok_s = {k: x.numel() / statistics.median(v[args.warmup:]) for k, v in times.items()}
+            results.append({"size": size, "params": stats.params_total, "loss_diff": diff,
+                            "loss_chunk_tokens": ours.loss_chunk_tokens, "peak_tflops": peak / 1e12,
+                            **{f"{k}_tok_s": v for k, v in tok_s.items()},
+                            **{f"{k}_mfu": stats.flops_per_token_train * v / peak for k, v in tok_s.items()}})
+    print(f"device: {torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}, threads "
+          f"{torch.get_num_threads()}, micro-batch {args.micro_batch}, median of steps {args.warmup}..{args.steps} "
+          f"(interleaved), {args.clock} clock, measured matmul peak {peak / 1e9:,.0f} GFLOP/s")
+    cols = ["posbench", "peer"] + (["compiled"] if args.compile else [])
+    header = f"{'size':<10} {'params':>11} {'loss':>8} " + " ".join(f"{c + ' tok/s':>15} {'MFU':>5}" for c in cols)
+    header += f" {'ours/peer':>9}" + (f" {'compiled/peer':>13} {'compile x':>9}" if args.compile else "")
+    header += f" {'|dloss|':>8}"
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        loss = f"chunk{r['loss_chunk_tokens']}" if r["loss_chunk_tokens"] else "full"
+        line = f"{r['size']:<10} {r['params']:>11,} {loss:>8} " + " ".join(
+            f"{r[c + '_tok_s']:>15,.0f} {100 * r[c + '_mfu']:>4.0f}%" for c in cols)
+        line += f" {r['posbench_tok_s'] / r['peer_tok_s']:>8.2f}x"
+        if args.compile:
+            c, o, q = r["compiled_tok_s"], r["posbench_tok_s"], r["peer_tok_s"]
+            line += f" {c / q:>12.2f}x {c / o:>8.2f}x"
+        print(line + f" {r['loss_diff']:>8.1e}")
+    return results
+
+
 @cli_entry
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -105,7 +228,22 @@ def main(argv=None):
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--micro-batch", type=int, default=8)
     p.add_argument("--json", default="")
+    p.add_argument("--peer", action="store_true", help="against transformers' Qwen3ForCausalLM (see above)")
+    p.add_argument("--compile", action="store_true", help="with --peer: also the compiled posbench step")
+    p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+    p.add_argument("--clock", default="wall", choices=["wall", "thread"],
+                   help="thread: CPU time of the calling thread, with --threads 1 the step's compute; steadier "
+                        "than wall time on a shared machine (CPU only)")
     args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.clock == "thread" and (args.device != "cpu" or torch.get_num_threads() != 1):
+        raise SystemExit("--clock thread measures one CPU thread: use it with --device cpu --threads 1")
+    if args.peer:
+        results = peer_bench(args, torch.device(args.device))
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=1))
+        return 0
     sizes = args.sizes or (list(CPU_SIZES) if args.device == "cpu" else ["tiny", "small"])
     device = torch.device(args.device)
     if args.device == "cpu":

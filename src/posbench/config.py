@@ -121,7 +121,11 @@ class TrainConfig:
     global_batch_tokens: int = 524288
     micro_batch: int = 16  # sequences per rank per forward/backward
     precision: Literal["auto", "fp32", "bf16", "fp16"] = "auto"  # auto: bf16 on CUDA, fp32 on CPU
-    compile: bool = False
+    compile: bool = False  # torch.compile the model (inductor; every PE compiles with fullgraph=True)
+    # LM head + cross-entropy: "chunked" fuses them over chunks of loss_chunk_tokens tokens so the (B, T, V)
+    # logits never exist (model/loss.py); "auto" = chunked iff model.vocab_size >= 32768; "full" = plain
+    loss: Literal["auto", "chunked", "full"] = "auto"
+    loss_chunk_tokens: int = 512
     parallel: Literal["ddp", "fsdp"] = "ddp"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     grad_clip: float = 1.0  # 0 disables clipping (the finite check stays)
@@ -143,7 +147,7 @@ class TrainConfig:
     def __post_init__(self):
         if not self.target_budgets or any(b <= 0 for b in self.target_budgets):
             raise ConfigError(f"train.target_budgets must be positive numbers, got {self.target_budgets}")
-        positive = ("global_batch_tokens", "micro_batch", "log_interval", "eval_batches")
+        positive = ("global_batch_tokens", "micro_batch", "log_interval", "eval_batches", "loss_chunk_tokens")
         for name in positive:
             if getattr(self, name) <= 0:
                 raise ConfigError(f"train.{name} must be > 0, got {getattr(self, name)}")

@@ -14,13 +14,13 @@ from __future__ import annotations
 import math
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
 from posbench.config import ModelConfig
 from posbench.model.attention import Attention, KVCache
 from posbench.model.embedding import TokenEmbedding
 from posbench.model.kernels import select_kernel
+from posbench.model.loss import auto_chunk_tokens, head_loss
 from posbench.model.mlp import SwiGLU
 from posbench.model.norms import RMSNorm
 from posbench.pe import PEConfig, PositionalEncoding, build_pe
@@ -62,6 +62,9 @@ class Transformer(nn.Module):
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight
+        # tokens per chunk of the fused head + loss (model/loss.py), 0 = plain logits; train.loss sets it
+        self.loss_chunk_tokens = auto_chunk_tokens(cfg.vocab_size)
+        self.logit_moments = True  # the fused loss also returns logit moments; the loop asks on log steps only
         self.reset_parameters()
 
     @torch.no_grad()
@@ -94,13 +97,14 @@ class Transformer(nn.Module):
         return self.norm(x_BTD), pos_T
 
     def forward(self, idx_BT, targets_BT=None, pos_T=None, cache: KVCache | None = None):
-        """Logits (B, T, V); with targets also the mean cross-entropy over targets != -100."""
+        """Logits (B, T, V); with targets also the mean cross-entropy over targets != -100, returned as
+        (logits, loss), or (logit moments, loss) when `loss_chunk_tokens` > 0 (fused head + loss, the
+        logits never materialised: model/loss.py; None for the moments when `logit_moments` is False)."""
         h_BTD, _ = self.hidden(idx_BT, pos_T, cache)
-        logits_BTV = self.lm_head(h_BTD)
         if targets_BT is None:
-            return logits_BTV
-        loss = F.cross_entropy(logits_BTV.float().flatten(0, 1), targets_BT.flatten(), ignore_index=-100)
-        return logits_BTV, loss
+            return self.lm_head(h_BTD)
+        return head_loss(h_BTD, self.lm_head.weight, targets_BT, self.loss_chunk_tokens, self.lm_head,
+                         self.logit_moments)
 
     def new_cache(self) -> KVCache:
         return KVCache.empty(self.cfg.n_layers)

@@ -61,7 +61,10 @@ class DigitsPE(FixedTablePE):
     def digits(self, pos_T, n: int):
         """(T, n) digits of each position, least significant first, as float32."""
         p = pos_T.long()
-        powers = self.digit_base ** torch.arange(n, device=p.device)
+        # exact integer powers made in Python (a constant under torch.compile, where inductor's integer pow
+        # of arange came out 0 and divided by zero), capped below int64's range: for base 10 and n >= 19,
+        # 10**k would wrap; every position (< 2**24) has digit 0 there, which the cap gives
+        powers = torch.tensor([min(self.digit_base ** k, 2 ** 62) for k in range(n)], device=p.device)
         return ((p[:, None] // powers[None, :]) % self.digit_base).float()
 
     def to_unit(self, digits):

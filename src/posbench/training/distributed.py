@@ -78,6 +78,20 @@ def first_rank_with(flag: bool, device) -> int:
     return -1 if t.item() == float("inf") else int(t.item())
 
 
+def step_check(loss: torch.Tensor, grad_norm: torch.Tensor, stop: bool) -> tuple[int, int, bool]:
+    """The per-step control read, fused into one tensor, one all-reduce (MIN) and one device->host
+    transfer: (first rank with a non-finite loss or -1, first rank with a non-finite grad norm or -1,
+    whether any rank was asked to stop). The loop's only host sync on a step that does not log."""
+    me, inf = float(rank()), float("inf")
+    t = torch.stack((torch.where(torch.isfinite(loss.float()), inf, me),
+                     torch.where(torch.isfinite(grad_norm.float()), inf, me),
+                     torch.full((), -1.0 if stop else 0.0, device=loss.device)))
+    if is_distributed():
+        td.all_reduce(t, op=td.ReduceOp.MIN)
+    bad_loss, bad_grad, stop_min = t.tolist()
+    return (-1 if bad_loss == inf else int(bad_loss), -1 if bad_grad == inf else int(bad_grad), stop_min < 0)
+
+
 def wrap_model(model: nn.Module, parallel: str, device: torch.device) -> nn.Module:
     """DDP or FSDP2 around the plain model. Single process: the model itself."""
     if not is_distributed():

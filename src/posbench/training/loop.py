@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import math
 import os
 import time
 
@@ -11,6 +10,7 @@ import torch
 
 from posbench.config import RunConfig
 from posbench.model.arch import build_model
+from posbench.model.loss import auto_chunk_tokens
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
 from posbench.training import session as ses
@@ -58,6 +58,8 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
     wrapped = dist.wrap_model(model, cfg.train.parallel, device)
     optimizer = build_optimizer(model, cfg.optim, device_type)
     precision = choose_precision(cfg.train.precision, device_type)
+    if hasattr(model, "loss_chunk_tokens"):  # fused chunked head + loss (model/loss.py), train.loss
+        model.loss_chunk_tokens = auto_chunk_tokens(cfg.model.vocab_size, cfg.train.loss, cfg.train.loss_chunk_tokens)
     step_fn = torch.compile(wrapped) if cfg.train.compile else wrapped
 
     step, tokens, parent, run_id, best_val, best_step = 0, 0, None, "", math.inf, -1
@@ -104,6 +106,9 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
             set_lr(optimizer, lr)
 
             loss_sum = torch.zeros((), device=device)
+            log_now = (step + 1) % cfg.train.log_interval == 0 or tokens + gbt >= plan.end_tokens
+            if hasattr(model, "logit_moments"):  # the fused loss's logit statistics cost passes: log steps only
+                model.logit_moments = log_now
             for micro in range(accum):
                 x, y = source.samples(micro_indices(step, micro, mb, accum, rank, world))
                 x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
@@ -124,9 +129,9 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
             clip = cfg.train.grad_clip if cfg.train.grad_clip > 0 else float("inf")
             grad_norm = torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
             grad_norm = grad_norm.full_tensor() if hasattr(grad_norm, "full_tensor") else grad_norm
-            # the loss is local to a rank, gradients are already all-reduced: a NaN loss names its source
-            bad_loss = dist.first_rank_with(not math.isfinite(loss_sum.item()), device)
-            bad_grad = dist.first_rank_with(not math.isfinite(grad_norm.item()), device)
+            # the loss is local to a rank, gradients are already all-reduced: a NaN loss names its source.
+            # One host sync per step: the finite checks and the stop flag travel in one tensor.
+            bad_loss, bad_grad, stop_now = dist.step_check(loss_sum, grad_norm, stop.raised)
             if bad_loss >= 0 or bad_grad >= 0:
                 what, where = ("loss", bad_loss) if bad_loss >= 0 else ("gradient", bad_grad)
                 raise NonFiniteError(f"non-finite {what} at step {step} on rank {where} (loss {loss_sum.item()}, "
@@ -138,12 +143,14 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
 
             if log_now:
                 wnorm = weight_norm(model)  # after the step: the weights the next step starts from
-                mean_loss = dist.all_reduce_sum(loss_sum.clone()).item() / world
+                # one transfer for what this log row reads from the device (logging syncs on log steps only)
+                loss_total, grad_norm_value = torch.stack((dist.all_reduce_sum(loss_sum.clone()), grad_norm)).tolist()
+                mean_loss = loss_total / world
                 now = time.perf_counter()
                 tps = (tokens - tokens_last) / max(now - t_last, 1e-9)
                 t_last, tokens_last = now, tokens
                 row = {"step": step, "tokens": tokens, "loss": mean_loss, "ppl": math.exp(min(mean_loss, 80.0)),
-                       "lr": lr, "grad_norm": grad_norm.item(), "weight_norm": wnorm, **layer_norms,
+                       "lr": lr, "grad_norm": grad_norm_value, "weight_norm": wnorm, **layer_norms,
                        "tokens_per_s": tps, "mfu": mfu(plan.flops_per_token, tps, peak, world),
                        "eta_s": (plan.end_tokens - tokens) / max(tps, 1e-9), **peak_memory_gib(device)}
                 if dist.is_main():
@@ -160,7 +167,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
                     best_val, best_step = val, step  # same on every rank: val is averaged over ranks
                     save("best")
                     ckpt.point_link(run_dir, "best", ckpt.step_dir(run_dir, step))
-            if dist.any_rank(stop.raised, device):
+            if stop_now:  # read with the finite check above, on every rank alike
                 save("signal")
                 logger.message(f"stopped by signal at step {step}; resume with --resume auto")
                 return {"run_dir": str(run_dir), "step": step, "tokens": tokens, "stopped": True}

@@ -59,7 +59,9 @@ def grad_norms_by_layer(model) -> dict[str, float]:
         if p.grad is not None:
             key = f"grad_norm/{param_group(name)}"
             sums[key] = sums.get(key, 0.0) + _local_sq(p.grad)
-    return {k: float(v) ** 0.5 for k, v in sums.items()}
+    if not sums:
+        return {}
+    return dict(zip(sums, torch.stack(list(sums.values())).sqrt().tolist()))  # one transfer for all groups
 
 
 @torch.no_grad()
@@ -86,6 +88,13 @@ def peak_memory_gib(device: torch.device) -> dict[str, float]:
 
 @torch.no_grad()
 def logit_stats(logits_BTV: torch.Tensor) -> dict[str, float]:
+    """max |z|, std and mean of the logits; from the logits themselves or, with the fused chunked loss,
+    from its moments [max |z|, sum z, sum z^2, count] (model/loss.py): one transfer either way."""
+    if logits_BTV.ndim == 1:
+        max_abs, s, sq, n = logits_BTV.double().tolist()
+        mean = s / n
+        return {"logits/max_abs": max_abs, "logits/std": max(sq - n * mean * mean, 0.0) ** 0.5 / max(n - 1, 1) ** 0.5,
+                "logits/mean": mean}
     lf = logits_BTV.detach().float()
-    return {"logits/max_abs": lf.abs().max().item(), "logits/std": lf.std().item(),
-            "logits/mean": lf.mean().item()}
+    max_abs, std, mean = torch.stack((lf.abs().max(), lf.std(), lf.mean())).tolist()
+    return {"logits/max_abs": max_abs, "logits/std": std, "logits/mean": mean}
