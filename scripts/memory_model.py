@@ -7,8 +7,8 @@ and AdamW state, activation bytes per token (measured), and the micro-batch that
 
 Layer activations are *counted*, not guessed: one forward of the preset's blocks (B 1, T 256, CPU, bf16
 autocast, SDPA, which like flash/flex attention saves only its output and log-sum-exp, no T x T) under
-`torch.autograd.graph.saved_tensors_hooks`, summing each saved storage once; per layer = (2 layers) - (1 layer), at T 256
-and 512: the difference is the per-token part, the rest is fixed per layer (autocast's bf16 weight copies).
+`torch.autograd.graph.saved_tensors_hooks`, summing each saved storage once; per layer = (2 layers) - (1 layer), at T
+256 and 512: the difference is the per-token part, the rest is fixed per layer (autocast's bf16 weight copies).
 Per-token bytes do not depend on T for these kernels. The head + loss is counted from the code:
   plain loss: saved bf16 logits (2V) + their fp32 copy (4V) + fp32 log-softmax (4V) = 10 V bytes per token,
               plus in backward the fp32 gradient of the logits and of their copy (8 V per token, transient);
