@@ -7,7 +7,7 @@ import torch.nn.functional as F
 from posbench.config import load_config
 from posbench.model.loss import auto_chunk_tokens, head_loss
 from posbench.model.transformer import Transformer
-from posbench.training.metrics import logit_stats
+from posbench.training.metrics import logit_stats, output_entropy
 
 
 def _case(seed=0, N=37, D=16, V=101):
@@ -36,6 +36,13 @@ def test_value_and_gradients_match_cross_entropy(chunk):
     assert torch.allclose(loss_eval, ref, atol=1e-6, rtol=0)
     full = logit_stats((h @ w.t())[None])
     assert logit_stats(moments) == pytest.approx(full, rel=1e-5)
+    # the output entropy from the moments: the mean over every position of -sum p log p, written out here
+    p = torch.softmax((h @ w.t()).double(), dim=-1)
+    want = float(-(p * p.log()).sum(-1).mean())
+    assert output_entropy(moments) == pytest.approx(want, rel=1e-5)
+    with torch.no_grad():
+        moments_eval, _ = head_loss(h[None], w, y[None], chunk)
+    assert output_entropy(moments_eval) == pytest.approx(want, rel=1e-5)
 
 
 def test_model_tied_embedding_gradient_matches_full_loss():

@@ -14,9 +14,10 @@ Shape legend: B batch, T tokens, N = B * T tokens flattened, C tokens per chunk,
                      plain path's. Peak extra memory: one (C, V) float32 block plus dL/dh and dL/dW
                      (the size of h and of W), instead of several (N, V) tensors (logits, their float32
                      copy, log-softmax, its gradient). Returns (moments, loss) where moments is a
-                     detached float32 (4,) tensor [max |z|, sum z, sum z^2, count] of the logits z, which
-                     `training.metrics.logit_stats` turns into the same numbers it reports for full
-                     logits. Without autograd (evaluation) the chunks compute only the loss.
+                     detached float32 (6,) tensor [max |z|, sum z, sum z^2, count, sum of the rows'
+                     entropies, rows] of the logits z, which `training.metrics.logit_stats` and
+                     `output_entropy` turn into the numbers they report for full logits. Without
+                     autograd (evaluation) the chunks compute only the loss.
 
 Both paths: mean over targets != -100 (NaN when there are none, as F.cross_entropy), matmuls in the
 autocast dtype when autocast is on (as nn.Linear would), reductions in float32. `auto_chunk_tokens(V)`
@@ -46,9 +47,10 @@ def _compute_dtype(t: torch.Tensor) -> torch.dtype:
 
 
 def _chunk_terms(z_CV, y_C, softmax: bool, stats: bool = True):
-    """Fresh float32 logits of one chunk -> (summed loss, moments (4,), valid mask), overwriting z_CV by
+    """Fresh float32 logits of one chunk -> (summed loss, moments (6,), valid mask), overwriting z_CV by
     exp(z - max) (by softmax(z) with softmax=True). Every step is a reduction or in place, so a chunk
-    never needs a second (C, V) buffer (torch.logsumexp, abs() or square() would allocate one)."""
+    never needs a second (C, V) buffer (torch.logsumexp, abs() or square() would allocate one); only the
+    entropy of a stats (log) step takes one transient block."""
     valid_C = y_C != IGNORE
     moments = torch.stack((torch.maximum(z_CV.amax(), -z_CV.amin()), z_CV.sum(),
                            torch.dot(z_CV.view(-1), z_CV.view(-1)),
@@ -61,12 +63,17 @@ def _chunk_terms(z_CV, y_C, softmax: bool, stats: bool = True):
     loss = torch.where(valid_C, lse_C - z_true_C, 0.0).sum()
     if softmax:
         e_CV.div_(sum_C)
+    if stats:  # entropy of each row's next-token distribution, -sum p log p
+        p_CV = e_CV if softmax else e_CV / sum_C
+        entropy = torch.special.entr(p_CV).sum()
+        moments = torch.cat((moments, torch.stack((entropy, torch.full((), float(z_CV.shape[0]),
+                                                                       device=z_CV.device)))))
     return loss, moments, valid_C
 
 
 def _merge(acc, moments):
-    return torch.stack((torch.maximum(acc[0], moments[0]), acc[1] + moments[1], acc[2] + moments[2],
-                        acc[3] + moments[3]))
+    """Moments of two chunks as one: the max of max |z|, the sum of every other entry."""
+    return torch.cat((torch.maximum(acc[:1], moments[:1]), acc[1:] + moments[1:]))
 
 
 class FusedLinearCrossEntropy(torch.autograd.Function):
@@ -78,7 +85,7 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
         grad_h = torch.empty_like(h_ND)
         grad_w = torch.zeros(w_VD.shape, dtype=torch.float32, device=w_VD.device)
         loss = h_ND.new_zeros((), dtype=torch.float32)
-        moments = h_ND.new_zeros(4, dtype=torch.float32)
+        moments = h_ND.new_zeros(6, dtype=torch.float32)
         for s in range(0, h_ND.shape[0], chunk):
             h_c = h_ND[s:s + chunk].to(dtype)
             z_CV = (h_c @ w_c.t()).float()
@@ -109,7 +116,7 @@ class FusedLinearCrossEntropy(torch.autograd.Function):
 def _chunked_loss_no_grad(h_ND, w_VD, y_N, chunk: int, dtype: torch.dtype, stats: bool):
     w_c = w_VD.to(dtype)
     loss = h_ND.new_zeros((), dtype=torch.float32)
-    moments = h_ND.new_zeros(4, dtype=torch.float32)
+    moments = h_ND.new_zeros(6, dtype=torch.float32)
     for s in range(0, h_ND.shape[0], chunk):
         z_CV = (h_ND[s:s + chunk].to(dtype) @ w_c.t()).float()
         loss_c, mom_c, _ = _chunk_terms(z_CV, y_N[s:s + chunk], softmax=False, stats=stats)

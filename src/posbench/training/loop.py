@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import time
 
@@ -142,20 +143,20 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
             step, tokens, steps_this_run = step + 1, tokens + gbt, steps_this_run + 1
 
             if log_now:
-                wnorm = weight_norm(model)  # after the step: the weights the next step starts from
-                # one transfer for what this log row reads from the device (logging syncs on log steps only)
-                loss_total, grad_norm_value = torch.stack((dist.all_reduce_sum(loss_sum.clone()), grad_norm)).tolist()
-                mean_loss = loss_total / world
+                # what this log row reads from the device goes to the host in one transfer (log steps only)
+                on_device = {"loss": dist.all_reduce_sum(loss_sum.clone()) / world, "grad_norm": grad_norm,
+                             "weight_norm": weight_norm(model), **layer_norms}  # weights after the step
+                if dist.is_main():
+                    on_device["output_entropy"] = output_entropy(logits)
+                values = dict(zip(on_device, torch.stack([v.float().reshape(()) for v in on_device.values()]).tolist()))
                 now = time.perf_counter()
                 tps = (tokens - tokens_last) / max(now - t_last, 1e-9)
                 t_last, tokens_last = now, tokens
-                row = {"step": step, "tokens": tokens, "loss": mean_loss, "ppl": math.exp(min(mean_loss, 80.0)),
-                       "lr": lr, "grad_norm": grad_norm_value, "weight_norm": wnorm, **layer_norms,
+                row = {"step": step, "tokens": tokens, **values, "ppl": math.exp(min(values["loss"], 80.0)), "lr": lr,
                        "tokens_per_s": tps, "mfu": mfu(plan.flops_per_token, tps, peak, world),
                        "eta_s": (plan.end_tokens - tokens) / max(tps, 1e-9), **peak_memory_gib(device)}
                 if dist.is_main():
                     row.update(logit_stats(logits))
-                    row["output_entropy"] = output_entropy(logits)
                 logger.log(row)
             # and once at the end, so a sweep's metric is the final model's
             if cfg.train.eval_interval and (step % cfg.train.eval_interval == 0 or tokens >= plan.end_tokens):

@@ -50,7 +50,7 @@ def param_group(name: str) -> str:
 
 
 @torch.no_grad()
-def grad_norms_by_layer(model) -> dict[str, float]:
+def grad_norms_by_layer(model) -> dict[str, torch.Tensor]:
     """L2 norm of the gradient of each block (and of embeddings / PE / the rest), for spotting unstable
     layers. Call it between backward and zero_grad, before clipping: the groups' norms then combine
     (root of the sum of squares) to the total norm that clip_grad_norm_ returns."""
@@ -61,22 +61,27 @@ def grad_norms_by_layer(model) -> dict[str, float]:
             sums[key] = sums.get(key, 0.0) + _local_sq(p.grad)
     if not sums:
         return {}
-    return dict(zip(sums, torch.stack(list(sums.values())).sqrt().tolist()))  # one transfer for all groups
+    # 0-d tensors, left on the device: the loop moves them with the rest of a log row in one transfer
+    return dict(zip(sums, torch.stack(list(sums.values())).sqrt().unbind()))
 
 
 @torch.no_grad()
-def weight_norm(model) -> float:
+def weight_norm(model) -> torch.Tensor:
     """L2 norm of all parameters together (tied weights once): weight decay's target, and a slow drift
     that precedes loss spikes."""
-    return float(sum(_local_sq(p) for p in model.parameters())) ** 0.5
+    return torch.stack([_local_sq(p) for p in model.parameters()]).sum().sqrt()  # a 0-d tensor (one transfer later)
 
 
 @torch.no_grad()
-def output_entropy(logits_BTV: torch.Tensor) -> float:
-    """Mean entropy (nats) of the next-token distribution over the first sequence of the batch: one row
-    bounds the float32 copy to T x V; collapse towards 0 or stuck at log V are both warning signs."""
+def output_entropy(logits_BTV: torch.Tensor) -> torch.Tensor:
+    """Mean entropy (nats) of the next-token distribution: over the first sequence of the batch from full
+    logits (one row bounds the float32 copy to T x V), over every position from the fused loss's moments
+    (model/loss.py, entries 4 and 5: summed row entropies, rows). Collapse towards 0 or stuck at log V are
+    both warning signs."""
+    if logits_BTV.ndim == 1:
+        return logits_BTV[4] / logits_BTV[5].clamp(min=1.0)
     logp = torch.log_softmax(logits_BTV[0].detach().float(), dim=-1)
-    return float(-(logp.exp() * logp).sum(-1).mean())
+    return -(logp.exp() * logp).sum(-1).mean()  # a 0-d tensor (one transfer later)
 
 
 def peak_memory_gib(device: torch.device) -> dict[str, float]:
@@ -89,9 +94,9 @@ def peak_memory_gib(device: torch.device) -> dict[str, float]:
 @torch.no_grad()
 def logit_stats(logits_BTV: torch.Tensor) -> dict[str, float]:
     """max |z|, std and mean of the logits; from the logits themselves or, with the fused chunked loss,
-    from its moments [max |z|, sum z, sum z^2, count] (model/loss.py): one transfer either way."""
+    from its moments [max |z|, sum z, sum z^2, count, ...] (model/loss.py): one transfer either way."""
     if logits_BTV.ndim == 1:
-        max_abs, s, sq, n = logits_BTV.double().tolist()
+        max_abs, s, sq, n = logits_BTV[:4].double().tolist()
         mean = s / n
         return {"logits/max_abs": max_abs, "logits/std": max(sq - n * mean * mean, 0.0) ** 0.5 / max(n - 1, 1) ** 0.5,
                 "logits/mean": mean}
