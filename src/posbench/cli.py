@@ -6,7 +6,10 @@ import argparse
 
 from posbench.cli_errors import cli_entry
 from posbench.config import RunConfig, load_config
-from posbench.config_loader import ConfigError
+from posbench.config_loader import ConfigError, nested
+
+# main_train's own flags -> the config field each one sets (after every positional, as before)
+TRAIN_FLAGS = {"resume": "train.resume", "branch_from": "train.branch_from", "budget": "train.budget"}
 
 
 def config_parser(description: str) -> argparse.ArgumentParser:
@@ -18,10 +21,12 @@ def config_parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
-def config_from_args(args: argparse.Namespace) -> RunConfig:
+def config_from_args(args: argparse.Namespace, flags: list[dict] = ()) -> RunConfig:
+    """Positionals are YAML files and dotted text (parsed once, in the loader); `flags` are mappings of
+    the values argparse already holds, applied last, as they are."""
     files = [s for s in args.sources if "=" not in s]
     overrides = [s for s in args.sources if "=" in s]
-    return load_config(files, overrides, model_size=args.model_size, pe_type=args.pe_type)
+    return load_config(files, overrides + list(flags), model_size=args.model_size, pe_type=args.pe_type)
 
 
 def list_pe_types() -> str:
@@ -60,15 +65,15 @@ def main_train(argv: list[str] | None = None) -> int:
     if args.list_pe_types:
         print(list_pe_types())
         return 0
-    for flag, key in (("resume", "train.resume"), ("branch_from", "train.branch_from"), ("budget", "train.budget")):
-        if getattr(args, flag):
-            args.sources.append(f"{key}={getattr(args, flag)}")
+    # each flag's value goes to its field as the string argparse read; the strict loader types it
+    # (`--budget 2.5e9` -> 2.5e9), so a bad value fails with the same message as `train.budget=...`
+    flags = [nested(key, getattr(args, flag)) for flag, key in TRAIN_FLAGS.items() if getattr(args, flag)]
     from posbench.training import distributed as dist
     from posbench.training.loop import train
 
     # Errors become one line and a documented exit code in cli_errors.cli_entry.
     try:
-        cfg = config_from_args(args)
+        cfg = config_from_args(args, flags)
         if args.print_config:
             print(cfg.to_yaml(), end="")
             return 0

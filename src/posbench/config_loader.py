@@ -100,15 +100,35 @@ def parse_override(text: str) -> dict:
     return nested
 
 
-def merge_sources(files: list[str | Path], overrides: list[str]) -> dict:
-    """YAML files merged left to right, then dotted overrides in order."""
-    merged: dict = {}
+def nested(dotted: str, value: Any) -> dict:
+    """`model.d_model`, 128 -> {"model": {"d_model": 128}}: a typed value placed at a dotted key."""
+    out: Any = value
+    for part in reversed(dotted.split(".")):
+        out = {part: out}
+    return out
+
+
+# An override is either text the user typed (`pe.name=alibi`, parsed as YAML once, here) or a mapping of
+# values that are already typed (a CLI flag, a study cell, a sweep axis): those are merged as they are,
+# never formatted back into `key=value` text to be parsed again.
+Override = str | dict
+
+
+def merge_sources(files: list[str | Path], overrides: list[Override], base: dict | None = None) -> dict:
+    """`base`, then YAML files merged left to right, then overrides in order."""
+    merged: dict = dict(base or {})
     for f in files:
         merged = deep_merge(merged, load_yaml(f))
     for o in overrides:
         # `pe.name=alibi` arrives as {"pe": {"name": "alibi"}}: deep_merge drops the old variant's options.
-        merged = deep_merge(merged, parse_override(o))
+        merged = deep_merge(merged, parse_override(o) if isinstance(o, str) else o)
     return merged
+
+
+def load(cls, files: list[str | Path] = (), overrides: list[Override] = (), base: dict | None = None,
+         where: str = ""):
+    """The one loader of typed configs (train, eval, study, sweep): merge, then build `cls` strictly."""
+    return from_dict(cls, merge_sources(list(files), list(overrides), base), where)
 
 
 def _is_polymorphic(tp) -> bool:

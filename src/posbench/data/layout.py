@@ -30,7 +30,7 @@ class DataLayout:
 
     @classmethod
     def from_config(cls, cfg) -> DataLayout:
-        """`cfg` is a DataConfig (posbench.config); not imported here to keep workers torch-free."""
+        """`cfg` is a DataConfig (data/config.py), duck-typed: only its fields are read."""
         root = Path(cfg.root).expanduser()
         source = build_source(cfg.source, root)
         kind = tokenizer_kind(cfg.tokenizer, root / "tokenizers" / source.tag / cfg.tokenizer.tag())

@@ -12,7 +12,7 @@ import argparse
 import sys
 
 from posbench.cli_errors import cli_entry
-from posbench.config_loader import ConfigError, dump_yaml
+from posbench.config_loader import ConfigError, dump_yaml, nested
 
 
 def parser() -> argparse.ArgumentParser:
@@ -50,32 +50,34 @@ def _csv(text: str) -> list[str]:
     return [x.strip() for x in text.split(",") if x.strip()]
 
 
-def flag_overrides(args: argparse.Namespace) -> list[str]:
-    """Flags as dotted overrides, applied before --set (so --set wins)."""
+def flag_overrides(args: argparse.Namespace) -> list[dict]:
+    """Flags as mappings of the typed values argparse read, applied before --set (so --set wins).
+
+    The values are placed at their fields as they are (never written out as YAML text to be parsed
+    again), and the strict loader types and checks them like any other source."""
     out = []
     if args.suite:
-        out.append(f"suites=[{','.join(_csv(args.suite))}]")
+        out.append({"suites": _csv(args.suite)})
     if args.lengths:
-        out.append(f"lengths=[{','.join(_csv(args.lengths))}]")
+        out.append({"lengths": _csv(args.lengths)})  # "512" -> 512 in the loader; "abc" fails there by name
     if args.rope_factor is not None and not args.rope_scaling:
         raise ConfigError("--rope-factor needs --rope-scaling (pi, ntk, dynamic, yarn or yarn_paper)")
     if args.rope_scaling:
         factor = args.rope_factor if args.rope_factor is not None else 1.0
-        out.append(f"rope_scaling={{name: {args.rope_scaling}, factor: {factor}}}")
-    for flag, key in (("device", "device"), ("precision", "precision"), ("batch_size", "batch_size"),
-                      ("seed", "seed"), ("data_root", "data_root")):
+        out.append({"rope_scaling": {"name": args.rope_scaling, "factor": factor}})
+    for flag in ("device", "precision", "batch_size", "seed", "data_root"):
         if getattr(args, flag) is not None:
-            out.append(f"{key}={getattr(args, flag)}")
+            out.append({flag: getattr(args, flag)})
     if args.tasks:
-        out.append(f"algorithmic.tasks=[{','.join('{name: ' + t + '}' for t in _csv(args.tasks))}]")
+        out.append(nested("algorithmic.tasks", [{"name": t} for t in _csv(args.tasks)]))
     if args.ppl_text:
-        out.append("ppl.data={name: text, paths: [" + ", ".join(repr(p) for p in args.ppl_text) + "]}")
+        out.append(nested("ppl.data", {"name": "text", "paths": list(args.ppl_text)}))
     elif args.ppl_data:
-        out.append(f"ppl.data={{name: {args.ppl_data}}}")
+        out.append(nested("ppl.data", {"name": args.ppl_data}))
     if args.no_progress:
-        out.append("progress=false")
+        out.append({"progress": False})
     if args.allow_tokenizer_mismatch:
-        out.append("allow_tokenizer_mismatch=true")
+        out.append({"allow_tokenizer_mismatch": True})
     return out
 
 

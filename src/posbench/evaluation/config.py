@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from posbench.config_loader import ConfigError, deep_merge, from_dict, load_yaml, parse_override, to_dict
+from posbench.config_loader import ConfigError, Override, load, to_dict
 from posbench.evaluation.algorithmic import AlgorithmicConfig
 from posbench.evaluation.lambada import LambadaConfig
 from posbench.evaluation.niah import NiahConfig
@@ -66,10 +66,6 @@ class EvalConfig:
         return [max(2, train_len // 2), train_len, 2 * train_len, 4 * train_len, 8 * train_len]
 
 
-def load_eval_config(files: list[str] = (), overrides: list[str] = ()) -> EvalConfig:
-    raw = to_dict(EvalConfig())
-    for f in files:
-        raw = deep_merge(raw, load_yaml(f))
-    for o in overrides:
-        raw = deep_merge(raw, parse_override(o))
-    return from_dict(EvalConfig, raw)
+def load_eval_config(files: list[str] = (), overrides: list[Override] = ()) -> EvalConfig:
+    # the run config's loader, over the materialised defaults (see the module docstring)
+    return load(EvalConfig, files, overrides, base=to_dict(EvalConfig()))

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posbench.cli_errors import cli_entry
-from posbench.config import DownloadConfig
 from posbench.config_loader import ConfigError, nearest
+from posbench.data.config import DownloadConfig
 from posbench.data.errors import DataError
 from posbench.data.sources import HubFolder, RemoteFile
 

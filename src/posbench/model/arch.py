@@ -6,7 +6,7 @@
 
 Each architecture is a registered Config dataclass with its own options (strict: `mamba` has no
 `decoder_pe`); `build(model_cfg, pe_cfg, device_type)` makes the module. The model classes are
-imported inside `build` because they import `config.py`, which declares `ModelConfig.arch` with these
+imported inside `build` because they import `model/config.py`, which declares `ModelConfig.arch` with these
 classes (a module-level import would be circular).
 
 Every architecture speaks the decoder's interface, so the training loop, the checkpoint loader and the

@@ -29,9 +29,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posbench.config import ModelConfig
 from posbench.model.arch import EncoderDecoderArch
 from posbench.model.attention import Attention, KVCache
+from posbench.model.config import ModelConfig
 from posbench.model.cross_attention import BidirectionalAttention, CrossAttention
 from posbench.model.embedding import TokenEmbedding
 from posbench.model.mlp import SwiGLU

@@ -1,4 +1,4 @@
-"""Parameter and FLOP accounting, computed on the meta device (no weights allocated).
+"""Parameter and FLOP accounting from a built model's shapes (the run's own, or one on the meta device).
 
 FLOPs per token for one training step (forward + backward), Kaplan et al. 2020 / PaLM appendix B:
     6 * N_matmul + 12 * n_layers * d_model * seq_len
@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from posbench.config import ModelConfig
+from posbench.model.config import ModelConfig
 from posbench.pe import PEConfig
 
 
@@ -38,13 +38,21 @@ class ModelStats:
 
 def model_stats(cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cuda",
                 seq_len: int | None = None) -> ModelStats:
+    """Stats of a configuration that has no model yet (sweep planning, describe_model): built on meta."""
     from posbench.model.arch import build_model
+
+    with torch.device("meta"):
+        model = build_model(cfg, pe_cfg, device_type=device_type)
+    return stats_of(model, cfg, seq_len)
+
+
+def stats_of(model: torch.nn.Module, cfg: ModelConfig, seq_len: int | None = None) -> ModelStats:
+    """Stats of a model already built (the training run's own, before it is wrapped or sharded): only
+    shapes are read, so the device and the weights' values do not matter."""
     from posbench.model.attention import Attention
     from posbench.model.cross_attention import CrossAttention
     from posbench.pe.base import PositionalEncoding
 
-    with torch.device("meta"):
-        model = build_model(cfg, pe_cfg, device_type=device_type)
     total = sum(p.numel() for p in model.parameters())
     emb = model.tok_emb.weight.numel()
     pe_params = {id(p): p for m in model.modules() if isinstance(m, PositionalEncoding) for p in m.parameters()}

@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from mambapy.mamba import Mamba, MambaConfig
 from torch import nn
 
-from posbench.config import ModelConfig
 from posbench.model.arch import MambaArch
+from posbench.model.config import ModelConfig
 from posbench.model.embedding import TokenEmbedding
 from posbench.model.norms import RMSNorm
 from posbench.pe import PEConfig, PositionalEncoding, build_pe

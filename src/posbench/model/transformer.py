@@ -16,8 +16,8 @@ import math
 import torch
 from torch import nn
 
-from posbench.config import ModelConfig
 from posbench.model.attention import Attention, KVCache
+from posbench.model.config import ModelConfig
 from posbench.model.embedding import TokenEmbedding
 from posbench.model.kernels import select_kernel
 from posbench.model.loss import auto_chunk_tokens, head_loss

@@ -12,7 +12,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from posbench.config import load_config
+from posbench.config import RunConfig
+from posbench.config_loader import load
 from posbench.data.tasks.base import build_task
 from posbench.data.tasks.source import TaskSource, eval_batch
 from posbench.evaluation.loading import load_model
@@ -28,22 +29,28 @@ def cell_config(cell: Cell, task, work_dir: Path):
     tokens_per_step = st.batch_size * seq
     budget = st.steps * tokens_per_step
     interval = max(1, st.steps // st.curve_points)
-    overrides = [
-        "model.size=study", f"model.vocab_size={task.vocab.size}", f"model.seq_len={seq}", f"seed={cell.seed}",
-        f"train.out_dir={work_dir}", f"train.run_name={cell.cell_id}", "train.budget_unit=tokens",
-        f"train.target_budgets=[{budget}]", f"train.global_batch_tokens={tokens_per_step}",
-        f"train.micro_batch={st.batch_size}", f"train.log_interval={interval}", "train.eval_interval=0",
-        f"train.ckpt_interval={interval}", f"train.keep_last={st.curve_points + 2}", "train.device=cpu",
-        "logging.wandb=disabled", f"optim.lr={st.lr}", f"schedule.warmup_tokens={max(1, int(st.warmup_frac * budget))}",
-        f"schedule.decay_frac={st.decay_frac}", *cell.overrides]
-    cfg = load_config(overrides=overrides)
-    pe = dataclasses.replace(cell.pe)
-    # A table-based PE (learned, integer, ...) must cover the OOD lengths for OOD to be measurable at
-    # all: its rows past the training length stay untrained, which is exactly what the study probes.
-    if getattr(pe, "max_positions", 0) is None:
-        pe.max_positions = task.max_tokens("ood")
-    cfg.pe = pe
-    cfg.model.arch = cell.arch.for_task(task.source_end_token, task.max_tokens("ood"))
+    # the cell's own values, as the typed values they are; the study's dotted text and vary axes
+    # (cell.settings) come after them and win
+    cell_values = {
+        "model": {"size": "study", "vocab_size": task.vocab.size, "seq_len": seq},
+        "seed": cell.seed,
+        "train": {"out_dir": str(work_dir), "run_name": cell.cell_id, "budget_unit": "tokens",
+                  "target_budgets": [budget], "global_batch_tokens": tokens_per_step, "micro_batch": st.batch_size,
+                  "log_interval": interval, "eval_interval": 0, "ckpt_interval": interval,
+                  "keep_last": st.curve_points + 2, "device": "cpu"},
+        "logging": {"wandb": "disabled"},
+        "optim": {"lr": st.lr},
+        "schedule": {"warmup_tokens": max(1, int(st.warmup_frac * budget)), "decay_frac": st.decay_frac},
+    }
+    cfg = load(RunConfig, overrides=[cell_values, *cell.settings])
+    # The row's PE and architecture are typed objects already: set whole (a study override cannot leak
+    # options into them), once. A table-based PE (learned, integer, ...) must cover the OOD lengths for
+    # OOD to be measurable at all: its rows past the training length stay untrained, which is exactly
+    # what the study probes.
+    ood = task.max_tokens("ood")
+    unbounded = getattr(cell.pe, "max_positions", 0) is None
+    cfg.pe = dataclasses.replace(cell.pe, max_positions=ood) if unbounded else dataclasses.replace(cell.pe)
+    cfg.model.arch = cell.arch.for_task(task.source_end_token, ood)
     return cfg.resolve()
 
 

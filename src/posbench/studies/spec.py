@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posbench.config import load_preset
-from posbench.config_loader import ConfigError
+from posbench.config_loader import ConfigError, load, nested, to_dict
 from posbench.data.tasks.base import TaskConfig
 from posbench.model.arch import ArchConfig, DecoderArch
 from posbench.pe import PEConfig
@@ -146,9 +146,24 @@ class Cell:
         return f"{self.task.name}_{self.label}{extra}_s{self.seed}"
 
     @property
+    def run_axes(self) -> dict[str, Any]:
+        """The `vary` values of this cell that set RunConfig fields (the `study.*` ones are in `study`)."""
+        return {k: v for k, v in self.axes.items() if not k.startswith("study.")}
+
+    @property
     def overrides(self) -> list[str]:
-        own = self.arm.overrides if self.arm is not None else []
-        return self.study.overrides + own + [f"{k}={v}" for k, v in self.axes.items() if not k.startswith("study.")]
+        """This cell's RunConfig overrides as text, for reading (a report, a test); `settings` is what is
+        applied."""
+        return self._own_overrides() + [f"{k}={v}" for k, v in self.run_axes.items()]
+
+    @property
+    def settings(self) -> list[str | dict]:
+        """What the cell applies to its RunConfig: the dotted text the study author wrote (parsed once, by
+        the loader), then each `vary` value at its key as the typed value it already is."""
+        return self._own_overrides() + [nested(k, v) for k, v in self.run_axes.items()]
+
+    def _own_overrides(self) -> list[str]:
+        return self.study.overrides + (self.arm.overrides if self.arm is not None else [])
 
 
 def load_study(path_or_preset: str) -> StudyConfig:
@@ -156,17 +171,15 @@ def load_study(path_or_preset: str) -> StudyConfig:
 
 
 def _with_study_axes(study: StudyConfig, axes: dict) -> StudyConfig:
-    out = copy.deepcopy(study)
-    for key, value in axes.items():
-        if key.startswith("study."):
-            *parents, leaf = key.split(".")[1:]
-            target = out
-            for p in parents:
-                target = getattr(target, p)
-            if not hasattr(target, leaf):
-                raise ConfigError(f"study.vary: unknown key `{key}`")
-            setattr(target, leaf, type(getattr(target, leaf))(value))
-    return out
+    """The study with its `study.*` axes applied, rebuilt through the strict loader: a value is typed and
+    checked like one in the study file, and an unknown key names the nearest valid one."""
+    own = [nested(key.split(".", 1)[1], value) for key, value in axes.items() if key.startswith("study.")]
+    if not own:
+        return copy.deepcopy(study)
+    try:
+        return load(StudyConfig, overrides=own, base=to_dict(study), where="study")
+    except ConfigError as e:
+        raise ConfigError(f"study.vary: {e}") from None
 
 
 def expand(study: StudyConfig) -> list[Cell]:

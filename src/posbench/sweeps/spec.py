@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from posbench.config import RunConfig, load_preset, preset_path
-from posbench.config_loader import ConfigError, deep_merge, from_dict, load_yaml, to_dict
+from posbench.config_loader import ConfigError, load, load_yaml, nested, to_dict
 from posbench.evaluation.config import EvalConfig
 from posbench.pe import PEConfig
 from posbench.studies.claims import ClaimConfig, check_names
@@ -90,21 +90,12 @@ class Run:
         return f"{self.size} {self.budget}{extra}"
 
 
-def nested(dotted: str, value: Any) -> dict:
-    """`model.d_model`, 128 -> {"model": {"d_model": 128}}."""
-    out: Any = value
-    for part in reversed(dotted.split(".")):
-        out = {part: out}
-    return out
-
-
 def load_sweep(path_or_preset: str) -> SweepConfig:
     return load_preset("sweep", path_or_preset, SweepConfig, "sweep")
 
 
 def eval_config(sweep: SweepConfig) -> EvalConfig:
-    base = {"progress": False}
-    return from_dict(EvalConfig, deep_merge(base, copy.deepcopy(sweep.eval)), "sweep.eval")
+    return load(EvalConfig, overrides=[{"progress": False}, copy.deepcopy(sweep.eval)], where="sweep.eval")
 
 
 def _run_name(size: str, pe: str, axes: dict, seed: int) -> str:
@@ -119,16 +110,14 @@ def plan_runs(sweep: SweepConfig, out_dir: Path) -> list[Run]:
     for size, values, pe, seed in itertools.product(sweep.sizes, itertools.product(*(sweep.vary[k] for k in keys)),
                                                     sweep.pes, sweep.seeds):
         axes = dict(zip(keys, values))
-        merged = load_yaml(preset_path("model", size))
-        merged = deep_merge(merged, copy.deepcopy(sweep.run))
-        merged = deep_merge(merged, {"pe": to_dict(pe), "seed": seed})
-        for key, value in axes.items():
-            merged = deep_merge(merged, nested(key, value))
+        preset = load_yaml(preset_path("model", size))
         name = _run_name(size, pe.name, axes, seed)
-        merged = deep_merge(merged, {"train": {"out_dir": str(out_dir / "checkpoints"), "run_name": name,
-                                               "resume": "auto"}})
+        # the size preset, then typed mappings in order: the same loader as train.py's
+        settings = [copy.deepcopy(sweep.run), {"pe": to_dict(pe), "seed": seed},
+                    *(nested(key, value) for key, value in axes.items()),
+                    {"train": {"out_dir": str(out_dir / "checkpoints"), "run_name": name, "resume": "auto"}}]
         try:
-            cfg = from_dict(RunConfig, merged).resolve()
+            cfg = load(RunConfig, overrides=settings, base=preset).resolve()
         except ConfigError as e:
             raise ConfigError(f"sweep run {name}: {e}") from None
         plan = make_plan(cfg, 1, "cpu")  # budgets and batch arithmetic checked now, before any run starts

@@ -11,6 +11,7 @@ import torch
 
 from posbench.config import RunConfig
 from posbench.model.arch import build_model
+from posbench.model.flops import stats_of
 from posbench.model.loss import auto_chunk_tokens
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
@@ -44,7 +45,10 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
     device_type = ses.device_type_for(cfg)
     device = dist.init(device_type)
     world, rank = dist.world_size(), dist.rank()
-    plan = ses.make_plan(cfg, world, device_type)  # validates batch and schedule before any work
+    ses.accum_steps(cfg, world)  # the batch arithmetic, checked before a model is built
+    torch.manual_seed(cfg.seed)
+    model = build_model(cfg.model, cfg.pe, device_type)  # the run's one model; the plan reads its size
+    plan = ses.make_plan(cfg, world, device_type, stats_of(model, cfg.model))  # budgets, schedule: before any work
     ident = ses.identity(cfg, source.fingerprint)
     run_dir, existed = ses.choose_run_dir(cfg, plan, ident)
     ses.lock_run_dir(run_dir, held)  # before touching anything in it: one run per directory
@@ -54,8 +58,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
     if loaded is not None:
         ses.check_resume_compatible(cfg, loaded, ident)
 
-    torch.manual_seed(cfg.seed)
-    model = build_model(cfg.model, cfg.pe, device_type).to(device)
+    model = model.to(device)  # after the checks above: no device memory is spent on a run that fails them
     wrapped = dist.wrap_model(model, cfg.train.parallel, device)
     optimizer = build_optimizer(model, cfg.optim, device_type)
     precision = choose_precision(cfg.train.precision, device_type)

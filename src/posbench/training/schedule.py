@@ -16,8 +16,8 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from posbench.config import ScheduleConfig
 from posbench.config_loader import ConfigError
+from posbench.training.config import ScheduleConfig
 
 # decay shapes: progress x in [0, 1] -> multiplier in [0, 1]
 DECAY_SHAPES: dict[str, Callable[[float], float]] = {

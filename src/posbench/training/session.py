@@ -16,7 +16,7 @@ from posbench.config_loader import ConfigError, to_dict
 from posbench.data.atomic import DirLock
 from posbench.data.errors import DataError
 from posbench.data.paths import is_inside
-from posbench.model.flops import model_stats
+from posbench.model.flops import ModelStats, model_stats
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
 from posbench.training.loggers import (
@@ -66,7 +66,8 @@ def budget_tokens(cfg: RunConfig, value: float, n_params: int) -> int:
     return int(value * n_params) if cfg.train.budget_unit == "tokens_per_param" else int(value)
 
 
-def make_plan(cfg: RunConfig, world: int, device_type: str) -> Plan:
+def accum_steps(cfg: RunConfig, world: int) -> int:
+    """Micro-batches per step; the batch arithmetic is checked here, before a model is built."""
     t = cfg.train
     seq = cfg.model.seq_len
     per_micro = t.micro_batch * seq
@@ -75,8 +76,16 @@ def make_plan(cfg: RunConfig, world: int, device_type: str) -> Plan:
             f"train.global_batch_tokens={t.global_batch_tokens:,} is not divisible by micro_batch x seq_len x "
             f"world size = {t.micro_batch} x {seq} x {world} = {per_micro * world:,}; pick a multiple "
             f"(e.g. {per_micro * world * max(1, t.global_batch_tokens // (per_micro * world)):,})")
-    accum = t.global_batch_tokens // (per_micro * world)
-    stats = model_stats(cfg.model, cfg.pe, device_type)
+    return t.global_batch_tokens // (per_micro * world)
+
+
+def make_plan(cfg: RunConfig, world: int, device_type: str, stats: ModelStats | None = None) -> Plan:
+    """`stats`: the run's own model's (training/loop.py builds the model once, before the plan); without
+    them (sweep planning, before any run) they come from the config on the meta device."""
+    t = cfg.train
+    accum = accum_steps(cfg, world)
+    if stats is None:
+        stats = model_stats(cfg.model, cfg.pe, device_type)
     n = stats.params_total
     budgets = sorted({budget_tokens(cfg, b, n) for b in t.target_budgets})
     for b in budgets:

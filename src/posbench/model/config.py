@@ -1,0 +1,58 @@
+"""`model.*`: the transformer's dimensions and options, declared beside the model that reads them.
+
+Lives in `model/` (not in the top-level `posbench.config`) so that building a model needs nothing from
+the data or training stages: `model/` and `pe/` import only each other, `config_loader` and `registry`
+(tests/test_import_direction.py reads the imports and enforces it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from posbench.config_loader import ConfigError
+from posbench.model.arch import ArchConfig, DecoderArch
+from posbench.model.embedding import EMBED_SCALES
+from posbench.pe import PEContext
+
+AttentionChoice = Literal["auto", "sdpa", "flex", "flash_alibi", "eager"]
+EmbedScale = Literal[tuple(EMBED_SCALES)]  # the names are written once, in model/embedding.py
+
+
+@dataclass
+class ModelConfig:
+    size: str = "custom"  # preset label, used in run names
+    d_model: int = 512
+    n_layers: int = 6
+    n_heads: int = 8
+    d_ff: int = 2048  # SwiGLU hidden width
+    seq_len: int = 1024  # training context length
+    vocab_size: int = 65536
+    tie_embeddings: bool = True
+    dropout: float = 0.0  # embeddings and residual branches
+    attn_dropout: float = 0.0
+    qk_norm: bool = True
+    norm_eps: float = 1e-6
+    init_std: float = 0.02
+    attention: AttentionChoice = "auto"
+    embed_scale: EmbedScale = "none"  # sqrt_d: tokens x sqrt(d_model) as Vaswani et al. (model/embedding.py)
+    arch: ArchConfig = field(default_factory=DecoderArch)  # decoder | encoder_decoder | mamba (model/arch.py)
+    head_dim: int = field(init=False, default=0)  # derived
+
+    def __post_init__(self):
+        for name in ("d_model", "n_layers", "n_heads", "d_ff", "seq_len", "vocab_size"):
+            value = getattr(self, name)
+            if value <= 0:
+                raise ConfigError(f"model.{name} must be a positive integer, got {value}")
+        if self.d_model % self.n_heads:
+            raise ConfigError(f"model.d_model={self.d_model} is not divisible by model.n_heads="
+                              f"{self.n_heads}; pick heads that divide it (e.g. {self.d_model // 64 or 1})")
+        for name in ("dropout", "attn_dropout"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ConfigError(f"model.{name} must be in [0, 1), got {getattr(self, name)}")
+        if not (self.init_std > 0 and self.norm_eps > 0):
+            raise ConfigError("model.init_std and model.norm_eps must be > 0")
+        self.head_dim = self.d_model // self.n_heads
+
+    def pe_context(self) -> PEContext:
+        return PEContext(self.d_model, self.n_heads, self.n_layers, self.seq_len, self.init_std)
