@@ -23,7 +23,7 @@ from posbench.data.tasks.mix import TaskMixConfig
 from posbench.data.tokenizers import TokenizerConfig, TrainedBPE
 from posbench.model.arch import ArchConfig, DecoderArch
 from posbench.model.embedding import EMBED_SCALES
-from posbench.pe import PEConfig, PEContext, validate_pe
+from posbench.pe import PES, PEConfig, PEContext
 from posbench.pe.rope import RoPE
 
 
@@ -250,7 +250,7 @@ class RunConfig:
 
     def resolve(self) -> RunConfig:
         """Cross-field checks and derived values, once, before any work is done."""
-        validate_pe(self.pe, self.model.pe_context())
+        PES.get(self.pe.name).validate(self.pe, self.model.pe_context())
         self.model.arch.validate(self.model.pe_context(), self.pe)
         return self
 

@@ -32,7 +32,7 @@ import numpy as np
 from posbench.config_loader import ConfigError
 from posbench.data.tasks import TaskConfig, build_task, get_task_class, task_names
 from posbench.evaluation import plots
-from posbench.evaluation.base import Evaluator, Session, Target, decode, md_table, pct, register_suite
+from posbench.evaluation.base import SUITES, Evaluator, Session, Target, decode, md_table, pct
 from posbench.evaluation.generate import greedy_generate
 
 DEMO_OFFSET = 1_000_000  # demonstration indices start here, far from the query indices 0..n-1
@@ -79,10 +79,9 @@ def pretrained_with_mix(run) -> bool:
     return run.train.stream == "shards" and run.data.mix.active
 
 
-@register_suite("algorithmic")
+@SUITES.register("algorithmic")
 class Algorithmic(Evaluator):
     title = "Algorithmic tasks (exact match, greedy decoding)"
-    Config = AlgorithmicConfig
 
     def __init__(self, cfg: AlgorithmicConfig, target: Target):
         super().__init__(cfg, target)

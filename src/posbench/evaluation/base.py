@@ -25,6 +25,7 @@ from torch import nn
 from posbench.config import RunConfig
 from posbench.config_loader import ConfigError, nearest
 from posbench.data.tokenizers import Tokenizer
+from posbench.registry import Registry
 
 
 class Progress(Protocol):
@@ -67,7 +68,6 @@ class Session:
 class Evaluator:
     name: ClassVar[str] = ""
     title: ClassVar[str] = ""
-    Config: ClassVar[type] = object
 
     def __init__(self, cfg, target: Target):
         self.cfg = cfg
@@ -93,30 +93,22 @@ class Evaluator:
         return []
 
 
-_SUITES: dict[str, type[Evaluator]] = {}
+def _check(name: str, cls) -> None:
+    if not cls.title:
+        raise TypeError(f"{cls.__name__} needs a `title`")
 
 
-def register_suite(name: str):
-    def wrap(cls: type[Evaluator]) -> type[Evaluator]:
-        if name in _SUITES:
-            raise RuntimeError(f"suite `{name}` registered twice")
-        if not cls.title:
-            raise TypeError(f"{cls.__name__} needs a `title`")
-        cls.name = name
-        _SUITES[name] = cls
-        return cls
-
-    return wrap
+SUITES = Registry("suite", _check)
 
 
 def get_suite(name: str) -> type[Evaluator]:
-    if name not in _SUITES:
-        raise ConfigError(f"unknown suite `{name}`" + nearest(name, [*_SUITES, "all"]))
-    return _SUITES[name]
+    if name not in SUITES:  # `all` is a name too (suites.ALL), so the nearest-name list includes it
+        raise ConfigError(f"unknown suite `{name}`" + nearest(name, [*SUITES, "all"]))
+    return SUITES[name]
 
 
 def suite_names() -> list[str]:
-    return list(_SUITES)
+    return list(SUITES)
 
 
 # -- small formatting helpers shared by the suites' reports ------------------------------------------------

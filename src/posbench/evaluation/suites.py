@@ -1,6 +1,6 @@
 """Every evaluation suite, imported explicitly so the registry is greppable (`--suite NAME`).
 
-Adding a suite: one file with an `@register_suite("name")` Evaluator subclass (see base.py) and its
+Adding a suite: one file with an `@SUITES.register("name")` Evaluator subclass (see base.py) and its
 Config dataclass, one import below, its place in ALL (or BY_NAME), and one field in config.EvalConfig.
 """
 

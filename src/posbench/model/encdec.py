@@ -37,7 +37,7 @@ from posbench.model.embedding import TokenEmbedding
 from posbench.model.mlp import SwiGLU
 from posbench.model.norms import RMSNorm
 from posbench.model.transformer import causal_blocks
-from posbench.pe import PEConfig, PositionalEncoding, build_pe
+from posbench.pe import PES, PEConfig, PositionalEncoding
 
 
 class EncoderBlock(nn.Module):
@@ -88,8 +88,8 @@ class EncoderDecoder(nn.Module):
         super().__init__()
         self.cfg, self.arch = cfg, arch
         self.n_dec = arch.n_decoder_layers or cfg.n_layers
-        self.pe: PositionalEncoding = build_pe(pe_cfg, cfg.pe_context())
-        self.dec_pe: PositionalEncoding = build_pe(arch.decoder_pe, cfg.pe_context())
+        self.pe: PositionalEncoding = PES.build(pe_cfg, cfg.pe_context())
+        self.dec_pe: PositionalEncoding = PES.build(arch.decoder_pe, cfg.pe_context())
         for p in self.dec_pe.parameters():  # a PE encodes *where*: never decayed (training/optim.py)
             p._no_weight_decay = True
         self.tok_emb = TokenEmbedding(cfg.vocab_size, cfg.d_model, cfg.embed_scale)

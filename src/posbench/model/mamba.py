@@ -28,7 +28,7 @@ from posbench.config import ModelConfig
 from posbench.model.arch import MambaArch
 from posbench.model.embedding import TokenEmbedding
 from posbench.model.norms import RMSNorm
-from posbench.pe import PEConfig, PositionalEncoding, build_pe
+from posbench.pe import PES, PEConfig, PositionalEncoding
 
 
 @dataclass
@@ -45,7 +45,7 @@ class MambaLM(nn.Module):
     def __init__(self, cfg: ModelConfig, pe_cfg: PEConfig, arch: MambaArch, device_type: str = "cpu"):
         super().__init__()
         self.cfg, self.arch = cfg, arch
-        self.pe: PositionalEncoding = build_pe(pe_cfg, cfg.pe_context())  # `none`: only its positions()
+        self.pe: PositionalEncoding = PES.build(pe_cfg, cfg.pe_context())  # `none`: only its positions()
         self.tok_emb = TokenEmbedding(cfg.vocab_size, cfg.d_model, cfg.embed_scale)
         self.emb_dropout = nn.Dropout(cfg.dropout)
         self.mcfg = MambaConfig(d_model=cfg.d_model, n_layers=cfg.n_layers, dt_rank=arch.dt_rank or "auto",

@@ -23,7 +23,7 @@ from posbench.model.kernels import select_kernel
 from posbench.model.loss import auto_chunk_tokens, head_loss
 from posbench.model.mlp import SwiGLU
 from posbench.model.norms import RMSNorm
-from posbench.pe import PEConfig, PositionalEncoding, build_pe
+from posbench.pe import PES, PEConfig, PositionalEncoding
 
 
 class Block(nn.Module):
@@ -54,7 +54,7 @@ class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cpu"):
         super().__init__()
         self.cfg = cfg
-        self.pe: PositionalEncoding = build_pe(pe_cfg, cfg.pe_context())
+        self.pe: PositionalEncoding = PES.build(pe_cfg, cfg.pe_context())
         self.tok_emb = TokenEmbedding(cfg.vocab_size, cfg.d_model, cfg.embed_scale)
         self.emb_dropout = nn.Dropout(cfg.dropout)
         self.blocks, self.kernel_names = causal_blocks(cfg, self.pe, cfg.n_layers, device_type, Block)

@@ -267,7 +267,6 @@ def _check_task(name: str, cls) -> None:
 
 
 TASKS = Registry("task", _check_task)
-register_task = TASKS.register
 
 
 def get_task_class(name: str, where: str = "task.name") -> type[Task]:

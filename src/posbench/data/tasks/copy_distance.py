@@ -18,6 +18,7 @@ from typing import ClassVar
 import numpy as np
 
 from posbench.data.tasks.base import (
+    TASKS,
     Example,
     Task,
     TaskConfig,
@@ -25,7 +26,6 @@ from posbench.data.tasks.base import (
     answer_rows,
     check_gap_config,
     gap_bounds,
-    register_task,
     require,
     sample_gap,
 )
@@ -33,13 +33,12 @@ from posbench.data.tasks.base import (
 COPY, PASTE, END = "<copy>", "<paste>", "<end>"
 
 
-@register_task("copy_distance")
+@TASKS.register("copy_distance")
 class CopyDistance(Task):
     summary = "copy a marked letter string across a long gap of random letters"
 
     @dataclass
     class Config(TaskConfig):
-        name: str = "copy_distance"
         context: int = 256  # training context in task tokens: ID examples never exceed it
         id_range: tuple[float, float] = (0.25, 1.0)  # payload-to-paste distance / room for filler
         ood_range: tuple[float, float] = (1.5, 2.0)

@@ -23,23 +23,22 @@ import numpy as np
 
 from posbench.data.tasks.base import (
     IGNORE,
+    TASKS,
     Example,
     TaskConfig,
     label_rows,
-    register_task,
     require,
     uniform_int,
 )
 from posbench.data.tasks.yes_no import YesNoTask
 
 
-@register_task("k_back")
+@TASKS.register("k_back")
 class KBack(YesNoTask):
     summary = "does each item equal the one k positions back (n-back)"
 
     @dataclass
     class Config(TaskConfig):
-        name: str = "k_back"
         id_range: tuple[int, int] = (8, 16)  # items
         ood_range: tuple[int, int] = (17, 32)
         k: int = 2

@@ -17,23 +17,22 @@ import numpy as np
 
 from posbench.data.tasks.base import (
     IGNORE,
+    TASKS,
     Example,
     TaskConfig,
     label_rows,
-    register_task,
     require,
     uniform_int,
 )
 from posbench.data.tasks.yes_no import YesNoTask
 
 
-@register_task("long_range_match")
+@TASKS.register("long_range_match")
 class LongRangeMatch(YesNoTask):
     summary = "does the last item equal the first"
 
     @dataclass
     class Config(TaskConfig):
-        name: str = "long_range_match"
         id_range: tuple[int, int] = (8, 16)  # items
         ood_range: tuple[int, int] = (17, 32)
         n_symbols: int = 8  # letters a..h

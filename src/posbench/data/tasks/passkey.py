@@ -21,6 +21,7 @@ from typing import ClassVar
 import numpy as np
 
 from posbench.data.tasks.base import (
+    TASKS,
     Example,
     Task,
     TaskConfig,
@@ -28,7 +29,6 @@ from posbench.data.tasks.base import (
     answer_rows,
     check_gap_config,
     gap_bounds,
-    register_task,
     require,
     sample_gap,
 )
@@ -41,14 +41,13 @@ INTRO = ("There is an important info hidden inside a lot of irrelevant text. Fin
          "I will quiz you about the important information there.")
 
 
-@register_task("passkey")
+@TASKS.register("passkey")
 class Passkey(Task):
     summary = "retrieve a numeric pass key from far back in filler text"
     uses_filler = True
 
     @dataclass
     class Config(TaskConfig):
-        name: str = "passkey"
         context: int = 256  # training context in task tokens: ID examples never exceed it
         id_range: tuple[float, float] = (0.25, 1.0)  # key-to-question distance / room for filler
         ood_range: tuple[float, float] = (1.5, 2.0)

@@ -19,10 +19,10 @@ import numpy as np
 
 from posbench.data.tasks.base import (
     IGNORE,
+    TASKS,
     Example,
     TaskConfig,
     label_rows,
-    register_task,
     require,
     uniform_int,
 )
@@ -36,13 +36,12 @@ def occurs(pattern: list[int], xs: list[int]) -> bool:
     return any(xs[i:i + m] == pattern for i in range(len(xs) - m + 1))
 
 
-@register_task("shift_invariant")
+@TASKS.register("shift_invariant")
 class ShiftInvariant(YesNoTask):
     summary = "does a fixed pattern occur anywhere in the sequence"
 
     @dataclass
     class Config(TaskConfig):
-        name: str = "shift_invariant"
         id_range: tuple[int, int] = (8, 16)  # items
         ood_range: tuple[int, int] = (17, 32)
         n_symbols: int = 8  # letters a..h
