@@ -22,7 +22,6 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from posbench.config_loader import ConfigError
 from posbench.registry import Registry
 
 ScoreMod = Callable[..., torch.Tensor]
@@ -62,12 +61,6 @@ class PEContext:
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
-
-
-def require(cond: bool, message: str) -> None:
-    """Raise ConfigError(message) unless cond; keeps validation one line per rule."""
-    if not cond:
-        raise ConfigError(message)
 
 
 class PositionalEncoding(nn.Module):

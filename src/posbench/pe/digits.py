@@ -22,9 +22,9 @@ from typing import Literal
 
 import torch
 
-from posbench.config_loader import ConfigError
+from posbench.config_loader import ConfigError, require
 from posbench.pe.absolute import FixedTablePE, TableConfig
-from posbench.pe.base import PES, require
+from posbench.pe.base import PES
 
 # float32 positions are exact integers below 2**24: no position has a nonzero digit beyond these
 EXACT_POSITIONS = 2**24
@@ -97,9 +97,8 @@ class BinaryPE(DigitsPE):
 
 
 @PES.register("binary_norm")
-class BinaryNormPE(DigitsPE):
+class BinaryNormPE(BinaryPE):
     summary = "Position's bits mapped to +-1/sqrt(n_digits) (unit-norm binary code)"
-    digit_base = 2
     normalised = True
 
 
@@ -114,14 +113,9 @@ class DecimalPE(DigitsPE):
 
 
 @PES.register("decimal_norm")
-class DecimalNormPE(DigitsPE):
+class DecimalNormPE(DecimalPE):
     summary = "Position's decimal digits mapped to [-1,1]/sqrt(n_digits)"
-    digit_base = 10
     normalised = True
-
-    @dataclass
-    class Config(DigitsConfig):
-        n_digits: int = 6
 
 
 @PES.register("integer")

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
-from posbench.config_loader import ConfigError
-from posbench.pe.base import PES, PEConfig, PositionalEncoding, require
+from posbench.config_loader import ConfigError, require
+from posbench.pe.base import PES, PEConfig, PositionalEncoding
 from posbench.pe.none import NoPE
 from posbench.pe.rope import RoPE
 

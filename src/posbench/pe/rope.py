@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from posbench.config_loader import ConfigError
-from posbench.pe.base import PES, PEConfig, PositionalEncoding, require
+from posbench.config_loader import ConfigError, require
+from posbench.pe.base import PES, PEConfig, PositionalEncoding
 from posbench.pe.rope_scaling import NoScaling, ScalingConfig, build_scaling
 
 

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 import torch
 
+from posbench.config_loader import require
 from posbench.pe.absolute import FixedTablePE, TableConfig
-from posbench.pe.base import PES, require
+from posbench.pe.base import PES
 
 
 def sinusoidal_table(pos_T: torch.Tensor, d_model: int, base: float = 10000.0) -> torch.Tensor:

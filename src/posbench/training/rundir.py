@@ -8,11 +8,11 @@ the directory of the same identity.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 from posbench.config_loader import ConfigError
+from posbench.data.atomic import write_text
 
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
@@ -39,9 +39,7 @@ def default_name(size: str, pe: str, budget_tokens: int, seed: int) -> str:
 
 
 def _atomic_json(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    write_text(path, json.dumps(data, indent=1, sort_keys=True))
 
 
 def find_run_dir(out_dir: Path, name: str, identity: dict) -> tuple[Path, bool]:
