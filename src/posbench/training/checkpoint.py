@@ -4,7 +4,7 @@
     optim.pt       full optimizer state dict keyed by parameter name
     rng_rank<r>.pt each rank's RNG states (torch CPU/CUDA as tensors, python/numpy as lists)
     config.yaml    the resolved run config
-    meta.json      step, tokens, data cursor, schedule, kind, parent, wandb id; written last
+    meta.json      step (also the data cursor), tokens, schedule, kind, parent, wandb id; written last
 
 Everything is written into `run_dir/.tmp_step_<N>/` (each tensor file fsynced), renamed into place
 (then the run dir fsynced), then the `latest` symlink is swapped atomically: a crash or kill at any

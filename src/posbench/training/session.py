@@ -262,7 +262,7 @@ def describe(cfg: RunConfig, plan: Plan, run_dir: Path) -> str:
 def meta_json(step: int, tokens: int, plan: Plan, kind: str, ident: dict, run_id: str, parent: dict | None,
               tokenizer_fingerprint: str, best_val_loss: float | None = None) -> dict:
     s = plan.schedule
-    return {"step": step, "tokens": tokens, "data_cursor": {"next_step": step}, "kind": kind,
+    return {"step": step, "tokens": tokens, "kind": kind,  # the step is the data cursor (training/sources.py)
             "best_val_loss": best_val_loss, "provenance": provenance(),
             "identity": ident, "wandb_id": run_id, "parent": parent, "tokenizer_fingerprint": tokenizer_fingerprint,
             "schedule": {"peak_lr": s.peak_lr, "warmup_tokens": s.warmup_tokens, "budget_tokens": s.budget_tokens,
