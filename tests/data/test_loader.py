@@ -94,7 +94,8 @@ def test_resume_at_a_step_reproduces_the_batches(tmp_path):
 def test_other_data_has_another_fingerprint_and_resume_refuses_it(tmp_path):
     from posbench.config import load_config
     from posbench.training.checkpoint import Loaded
-    from posbench.training.session import check_resume_compatible, identity
+    from posbench.training.resume import check_resume_compatible
+    from posbench.training.rundir import identity
 
     ours = source_over(ShardSet(arange_shards(tmp_path / "a"), T, FP))
     (tmp_path / "b").mkdir()
@@ -160,7 +161,7 @@ def test_bad_shards_fail_clearly(tmp_path):
 def test_a_global_batch_that_does_not_split_over_the_world_is_refused():
     """Each rank reads global_batch / world rows of a step (micro_indices); the plan refuses a remainder."""
     from posbench.config import load_config
-    from posbench.training.session import make_plan
+    from posbench.training.plan import make_plan
 
     cfg = load_config(overrides=["model.seq_len=16", "train.micro_batch=1", "train.global_batch_tokens=96"])
     assert make_plan(cfg, 2, "cpu").accum == 3  # 6 sequences a step: 3 per rank

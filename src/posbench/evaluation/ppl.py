@@ -28,8 +28,10 @@ import torch.nn.functional as F
 from posbench.config_loader import ConfigError
 from posbench.data.errors import DataError
 from posbench.evaluation import plots
-from posbench.evaluation.base import SUITES, Evaluator, Session, Target, fmt, md_table, short_reason
+from posbench.evaluation.base import Evaluator, Session, Target
+from posbench.evaluation.markdown import fmt, md_table, short_reason
 from posbench.evaluation.ppl_data import PplDataConfig, ValidationShards, build_ppl_data
+from posbench.evaluation.registry import SUITES
 from posbench.pe import PositionRangeError
 
 LOGIT_ELEMENTS = 1 << 26  # float32 logits materialised at once (256 MiB): long windows x big vocabularies
