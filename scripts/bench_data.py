@@ -98,7 +98,7 @@ def bench_tokenize(args, work: Path) -> dict:
 
 
 def bench_loader(args, work: Path) -> float:
-    from posbench.data.loader import ShardSet, TrainLoader
+    from posbench.data.loader import ShardBatchSource, ShardSet
     from posbench.data.shards import write_shard
 
     rng = np.random.default_rng(0)
@@ -113,12 +113,12 @@ def bench_loader(args, work: Path) -> float:
         int(tokens[::2048].sum())
     best = 0.0
     for _ in range(args.repeats):
-        loader = TrainLoader(shards, global_batch=64, seed=0)
-        for _ in range(50):  # warm the page cache and the sampling caches
-            next(loader)
+        source = ShardBatchSource(shards, shards, seed=0, tokenizer_fingerprint="00" * 32)  # the loop's reader
+        for step in range(50):  # warm the page cache and the sampling caches
+            source.samples(range(step * 64, step * 64 + 64))
         t0 = time.perf_counter()
-        for _ in range(args.batches):
-            x, y = next(loader)
+        for step in range(50, 50 + args.batches):
+            x, y = source.samples(range(step * 64, step * 64 + 64))
         best = max(best, args.batches / (time.perf_counter() - t0))
     assert x.shape == (64, 1024)
     return best

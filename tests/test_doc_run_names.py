@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from posbench.config import load_config
+from posbench.training.plan import make_plan
 from posbench.training.rundir import default_name
-from posbench.training.session import make_plan
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = re.compile(r"checkpoints/((tiny|small|medium|large)_([a-z0-9_]+?)_(\d[\d.]*[KMBT])_s(\d+))")

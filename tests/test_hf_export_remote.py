@@ -20,7 +20,7 @@ from posbench.evaluation.loading import load_model  # noqa: E402
 from posbench.interop.hf_export import export  # noqa: E402
 from posbench.interop.hf_remote.modeling_posbench import PE_CLASSES, check_pe_config  # noqa: E402
 from posbench.model.arch import build_model  # noqa: E402
-from posbench.pe import pe_names  # noqa: E402
+from posbench.pe import PES  # noqa: E402
 from posbench.training import checkpoint as ckpt  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -71,9 +71,9 @@ CASES = {
 
 
 def test_every_registered_pe_has_a_remote_class_and_a_parity_case():
-    assert set(pe_names()) <= set(PE_CLASSES)
+    assert set(PES.names()) <= set(PE_CLASSES)
     covered = {next(o for o in opts if o.startswith("pe.name=")).split("=")[1] for opts in CASES.values()}
-    assert set(pe_names()) - {"rope", "none"} <= covered  # rope and none are the Qwen3 path (test_hf_export)
+    assert set(PES.names()) - {"rope", "none"} <= covered  # rope and none are the Qwen3 path (test_hf_export)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

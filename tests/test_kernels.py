@@ -5,11 +5,11 @@ import torch
 
 from posbench.config_loader import ConfigError
 from posbench.model.kernels import KERNELS, EagerKernel, causal_mask, select_kernel
-from posbench.pe import pe_names
+from posbench.pe import PES
 from tests.conftest import build_test_model
 
-BIASING = [n for n in pe_names() if any(build_test_model(n).pe.layer_pe(i).has_score_mod for i in range(4))]
-UNBIASED = [n for n in pe_names() if n not in BIASING]
+BIASING = [n for n in PES.names() if any(build_test_model(n).pe.layer_pe(i).has_score_mod for i in range(4))]
+UNBIASED = [n for n in PES.names() if n not in BIASING]
 
 
 def qkv(B=2, H=4, T=24, S=24, K=8, seed=0):

@@ -5,10 +5,10 @@ import torch
 
 from posbench.config_loader import ConfigError
 from posbench.model.kernels import EagerKernel, SDPAKernel, select_kernel
-from posbench.pe import PositionRangeError, pe_names
+from posbench.pe import PES, PositionRangeError
 from tests.conftest import build_test_model
 
-ALL_PES = pe_names()
+ALL_PES = PES.names()
 
 
 def test_registry_is_complete():

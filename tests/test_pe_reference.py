@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from posbench.config_loader import ConfigError
-from posbench.pe import PEContext, PositionRangeError, build_pe, get_pe_class
+from posbench.pe import PES, PEContext, PositionRangeError
 from posbench.pe.alibi import alibi_slopes
 from posbench.pe.rope import rope_inv_freq
 from posbench.pe.rope_scaling import SCALINGS, ScalingConfig
@@ -18,8 +18,8 @@ CTX = PEContext(d_model=16, n_heads=2, n_layers=2, seq_len=32)
 
 
 def make(name, **options):
-    cls = get_pe_class(name)
-    return build_pe(cls.Config(**options), CTX)
+    cls = PES.get(name)
+    return PES.build(cls.Config(**options), CTX)
 
 
 def test_sinusoidal_table_entries():
@@ -155,8 +155,8 @@ def test_yarn_matches_the_transformers_formula_worked_by_hand():
 def test_kerple_and_fire_start_where_the_authors_code_starts():
     torch.manual_seed(0)
     ctx = PEContext(d_model=128, n_heads=64, n_layers=1, seq_len=32)  # 64 draws per parameter
-    power = build_pe(get_pe_class("kerple_power").Config(), ctx)
-    log = build_pe(get_pe_class("kerple_log").Config(), ctx)
+    power = PES.build(PES.get("kerple_power").Config(), ctx)
+    log = PES.build(PES.get("kerple_log").Config(), ctx)
     # power: multiplier r1 ~ U(0, 1), exponent r2 ~ U(0, 2); log: multiplier ~ U(0, 2), inner ~ U(0, 1)
     assert power.r1_LH.max() <= 1 and power.r2_LH.max() > 1 and power.r2_LH.max() <= 2
     assert log.r1_LH.max() > 1 and log.r2_LH.max() <= 1

@@ -8,12 +8,12 @@ import torch
 
 from posbench.config import CONFIG_DIR, load_config
 from posbench.model.arch import build_model
-from posbench.pe import PEContext, build_pe, get_pe_class
+from posbench.pe import PES, PEContext
 
 
 def table(name, d_model, positions, **options):
-    cfg = get_pe_class(name).Config(layout="reference", **options)
-    pe = build_pe(cfg, PEContext(d_model=d_model, n_heads=2, n_layers=2, seq_len=64, init_std=0.02))
+    cfg = PES.get(name).Config(layout="reference", **options)
+    pe = PES.build(cfg, PEContext(d_model=d_model, n_heads=2, n_layers=2, seq_len=64, init_std=0.02))
     return pe.table(torch.tensor(positions, dtype=torch.float32))
 
 

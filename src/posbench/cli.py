@@ -30,9 +30,9 @@ def config_from_args(args: argparse.Namespace, flags: list[dict] = ()) -> RunCon
 
 
 def list_pe_types() -> str:
-    from posbench.pe import pe_classes
+    from posbench.pe import PES
 
-    rows = sorted(pe_classes().items())
+    rows = sorted(PES.classes().items())
     width = max(len(n) for n, _ in rows)
     lines = [f"{name:<{width}}  {cls.kind:<8}  {cls.summary}" for name, cls in rows]
     return "\n".join(lines + [f"({len(rows)} positional encodings)"])

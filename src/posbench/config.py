@@ -28,7 +28,7 @@ from posbench.data.config import (  # noqa: F401  (re-exported: the assembly poi
     default_mix,
 )
 from posbench.model.config import AttentionChoice, EmbedScale, ModelConfig  # noqa: F401  (re-exported)
-from posbench.pe import PEConfig, validate_pe
+from posbench.pe import PES, PEConfig
 from posbench.pe.rope import RoPE
 from posbench.training.config import (  # noqa: F401  (re-exported)
     DecayShape,
@@ -61,7 +61,7 @@ class RunConfig:
 
     def resolve(self) -> RunConfig:
         """Cross-field checks and derived values, once, before any work is done."""
-        validate_pe(self.pe, self.model.pe_context())
+        PES.get(self.pe.name).validate(self.pe, self.model.pe_context())
         self.model.arch.validate(self.model.pe_context(), self.pe)
         return self
 

@@ -27,6 +27,12 @@ class ConfigError(ValueError):
     """A configuration value or key is invalid; the message says what to change."""
 
 
+def require(cond: bool, message: str) -> None:
+    """Raise ConfigError(message) unless cond; keeps validation one line per rule."""
+    if not cond:
+        raise ConfigError(message)
+
+
 def nearest(name: str, choices) -> str:
     """' (did you mean `x`?)' for the closest of `choices`, or a list of valid choices."""
     choices = sorted(choices)

@@ -1,51 +1,100 @@
-"""One explicit, greppable registry type for every family of small classes (PEs, tasks, data
-sources, tokenizers): `@REGISTRY.register("name")` in the class's own file, lookups that fail with
-the nearest valid name."""
+"""One explicit, greppable registry type for every family of small classes (PEs, RoPE scalings, attention
+kernels, tasks, data sources, tokenizers, evaluation suites, ...): `@REGISTRY.register("name")` in the
+class's own file, lookups that fail with the nearest valid name.
+
+The registered name is written once, in the decorator. `register` gives it to the class (`cls.name`, or
+the attribute the registry names) and to the class's config: a nested `Config` dataclass must not declare
+`name` itself; the registry derives `Config` with `name` defaulting to the registered name (so a variant
+with no options of its own needs no nested Config at all). A registry whose classes *are* their configs
+(`configs=True`, e.g. model architectures) derives the class itself the same way. The derived class takes
+the place and `__qualname__` of the one it derives from, so configs stay picklable for spawned workers.
+"""
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+import inspect
+from collections.abc import Callable, Iterator
 
 from posbench.config_loader import ConfigError, nearest
 
 
-def declared_name(config_cls) -> str | None:
-    """The default of a Config dataclass's `name` field, read without instantiating it."""
-    return next((f.default for f in dataclasses.fields(config_cls) if f.name == "name"), None)
+def _declares_name(config_cls) -> bool:
+    return "name" in inspect.get_annotations(config_cls)
+
+
+def named_dataclass(base: type, name: str, qualname: str, module: str) -> type:
+    """A dataclass subclass of `base` whose `name` field defaults to `name`, reachable as module.qualname."""
+    namespace = {"__annotations__": {"name": str}, "name": name, "__module__": module, "__qualname__": qualname,
+                 "__doc__": base.__doc__}
+    derived = type(base.__name__, (base,), namespace)
+    params = base.__dataclass_params__
+    return dataclasses.dataclass(derived, init=params.init, repr=params.repr, eq=params.eq, order=params.order,
+                                 unsafe_hash=params.unsafe_hash, frozen=params.frozen)
 
 
 class Registry:
-    def __init__(self, kind: str, check: Callable[[str, type], None] | None = None):
+    def __init__(self, kind: str, check: Callable[[str, type], None] | None = None, *, where: str | None = None,
+                 hint: str = "", attr: str = "name", configs: bool = False):
         self.kind = kind  # "positional encoding", "task", ... for messages
         self._classes: dict[str, type] = {}
         self._check = check
+        self.where, self.hint = where, hint  # the config key a name comes from; advice after "did you mean"
+        self._attr = attr  # the class attribute that receives the registered name
+        self._configs = configs  # the registered classes are config dataclasses themselves
 
     def register(self, name: str):
         def wrap(cls):
             if name in self._classes:
                 raise RuntimeError(f"{self.kind} `{name}` registered twice ({self._classes[name]} and {cls})")
-            config = getattr(cls, "Config", None)
-            if config is not None and declared_name(config) != name:
-                raise TypeError(f"{cls.__name__}.Config must declare `name: str = \"{name}\"`")
+            if self._configs:
+                cls = self._named(cls, cls, name, cls.__qualname__)
+            elif dataclasses.is_dataclass(getattr(cls, "Config", None)):
+                cls.Config = self._named(cls, cls.Config, name, f"{cls.__qualname__}.Config")
             if self._check:
                 self._check(name, cls)
-            cls.name = name
+            setattr(cls, self._attr, name)
             self._classes[name] = cls
             return cls
 
         return wrap
 
-    def get(self, name: str, where: str, hint: str = "") -> type:
+    @staticmethod
+    def _named(cls, config, name: str, qualname: str):
+        own = config is cls or cls.__dict__.get("Config") is config
+        if own and _declares_name(config):
+            raise TypeError(f"{qualname} declares `name`; the registered name (`{name}`) is given by register()")
+        return named_dataclass(config, name, qualname, cls.__module__)
+
+    def get(self, name: str, where: str | None = None) -> type:
         if name not in self._classes:
-            raise ConfigError(f"unknown {self.kind} `{name}` at {where}" + nearest(name, self._classes) + hint)
+            where = where or self.where
+            at = f" at {where}" if where else ""
+            raise ConfigError(f"unknown {self.kind} `{name}`{at}" + nearest(name, self._classes) + self.hint)
         return self._classes[name]
+
+    def config(self, name: str, where: str | None = None) -> type:
+        """The Config dataclass of `name`: what a polymorphic config base's `registry_lookup` returns."""
+        return self.get(name, where).Config
+
+    def build(self, cfg, *args):
+        """An instance of the class `cfg.name` names, built from cfg (and the class's other arguments)."""
+        return self.get(cfg.name)(cfg, *args)
 
     def names(self) -> list[str]:
         return sorted(self._classes)
 
     def classes(self) -> dict[str, type]:
         return dict(self._classes)
+
+    def __getitem__(self, name: str) -> type:
+        return self._classes[name]
+
+    def __iter__(self) -> Iterator[str]:  # registration order
+        return iter(self._classes)
+
+    def __len__(self) -> int:
+        return len(self._classes)
 
     def __contains__(self, name: str) -> bool:
         return name in self._classes

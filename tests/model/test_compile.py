@@ -10,11 +10,11 @@ import pytest
 import torch
 import torch._dynamo
 
-from posbench.pe import pe_names
+from posbench.pe import PES
 from tests.conftest import build_test_model
 
 pytestmark = pytest.mark.slow
-ALL_PES = pe_names()
+ALL_PES = PES.names()
 PARITY_PES = ALL_PES if os.environ.get("POSBENCH_COMPILE_ALL") else ["rope", "alibi", "learned", "hybrid",
                                                                       "randomized"]
 DIMS = dict(n_layers=4, d_model=16, n_heads=2, d_ff=32, seq_len=16, vocab_size=41)  # hybrid needs 4 layers

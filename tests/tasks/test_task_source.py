@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from posbench.config_loader import ConfigError, from_dict
-from posbench.data.tasks import IGNORE, PAD_ID, build_task, get_task_class, task_names
+from posbench.data.tasks import IGNORE, PAD_ID, TaskConfig, build_task, get_task_class, task_names
 from posbench.data.tasks.mix import TaskMixConfig, TaskMixer, build_mixer
-from posbench.data.tasks.source import TaskSource, TaskSourceConfig, build_task_source, eval_batch
+from posbench.data.tasks.source import TaskSource, eval_batch
 from posbench.training.sources import micro_indices, val_indices
 
 
@@ -63,12 +63,13 @@ def test_rows_that_cannot_hold_an_example_are_refused():
         TaskSource(make("reverse"), 32, seed=0, n_val=0)
 
 
-def test_source_config_is_polymorphic():
-    cfg = from_dict(TaskSourceConfig, {"task": {"name": "modular_sum", "base": 7}, "n_val": 32}, "data.task")
-    source = build_task_source(cfg, seq_len=32, seed=0)
+def test_task_config_is_polymorphic():
+    """As a study's `tasks` entries are read: the `name` picks the task's own strict Config."""
+    cfg = from_dict(TaskConfig, {"name": "modular_sum", "base": 7}, "study.tasks[0]")
+    source = TaskSource(build_task(cfg), seq_len=32, seed=0, n_val=32)
     assert source.task.name == "modular_sum" and source.vocab_size == 8 and source.n_val() == 32
-    with pytest.raises(ConfigError, match="unknown config key `data.task.task.bas`"):
-        from_dict(TaskSourceConfig, {"task": {"name": "modular_sum", "bas": 7}}, "data.task")
+    with pytest.raises(ConfigError, match=r"unknown config key `study.tasks\[0\].bas`"):
+        from_dict(TaskConfig, {"name": "modular_sum", "bas": 7}, "study.tasks[0]")
 
 
 def test_eval_batch_pads_ood_rows_to_the_longest():

@@ -25,6 +25,20 @@ def test_stop_and_resume_is_bit_identical(tmp_path):
     assert all(a[s] == b[s] for s in a), "per-step losses must be bit-identical after resume"
 
 
+def test_a_checkpoint_from_before_the_step_was_the_only_cursor_resumes(tmp_path):
+    """Older checkpoints also stored `data_cursor` ({"next_step": step}) in meta.json; it is ignored when read."""
+    full = train(nano_config(tmp_path, "train.run_name=full"), SOURCE)
+    part = train(nano_config(tmp_path, "train.run_name=old", "train.max_steps=11"), SOURCE)
+    for meta_file in Path(part["run_dir"]).glob("step_*/meta.json"):
+        meta = json.loads(meta_file.read_text())
+        assert "data_cursor" not in meta
+        meta_file.write_text(json.dumps({**meta, "data_cursor": {"next_step": meta["step"]}}))
+    rest = train(nano_config(tmp_path, "train.run_name=old", "train.resume=auto"), SOURCE)
+    assert rest["step"] == full["step"]
+    a, b = losses(full["run_dir"]), losses(part["run_dir"])
+    assert sorted(a) == sorted(b) and all(a[s] == b[s] for s in a)
+
+
 def test_existing_run_requires_resume_flag(tmp_path):
     train(nano_config(tmp_path, "train.run_name=r", "train.max_steps=2"), SOURCE)
     with pytest.raises(ConfigError, match="--resume auto"):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import fcntl
 import json
-import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from pathlib import Path
 
 from posbench.app.paths import LOCK, LOG, PID, SPEC, STATUS
 from posbench.config_loader import from_dict, to_dict
+from posbench.data.atomic import write_text
 from posbench.studies.runner import cell_path
 from posbench.studies.spec import StudyConfig, expand
 
@@ -30,12 +30,6 @@ class RunState:
     done: int  # finished cells
     total: int
     error: str = ""
-
-
-def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text)
-    os.replace(tmp, path)
 
 
 def read_spec(run_dir: Path) -> StudyConfig:
@@ -67,7 +61,7 @@ def start(study: StudyConfig, run_dir: Path) -> bool:
     if (run_dir / SPEC).is_file() and (run_dir / SPEC).read_text() != spec:
         raise FileExistsError(f"{run_dir} already holds another study; choose another name")
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(run_dir / SPEC, spec)
+    write_text(run_dir / SPEC, spec)
     (run_dir / STATUS).unlink(missing_ok=True)
     with open(run_dir / LOG, "ab") as log:
         # a new session: the worker is not in the page server's process group, so stopping or reloading
@@ -75,7 +69,7 @@ def start(study: StudyConfig, run_dir: Path) -> bool:
         proc = subprocess.Popen([sys.executable, "-m", "posbench.app.worker", str(run_dir)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                 close_fds=True)
-    write_atomic(run_dir / PID, str(proc.pid))  # "running" from now on, before the worker takes its lock
+    write_text(run_dir / PID, str(proc.pid))  # "running" from now on, before the worker takes its lock
     return True
 
 

@@ -10,7 +10,8 @@ import torch
 
 from posbench.data.tasks.base import Task
 from posbench.evaluation.generate import greedy_generate
-from posbench.evaluation.task_accuracy import IGNORE, attention_probs
+from posbench.evaluation.task_accuracy import attention_probs
+from posbench.targets import IGNORE
 
 
 def continue_ids(model, prompt: list[int], n_new: int) -> list[int] | None:

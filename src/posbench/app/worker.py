@@ -13,8 +13,9 @@ import sys
 import traceback
 from pathlib import Path
 
-from posbench.app.background import read_spec, write_atomic
+from posbench.app.background import read_spec
 from posbench.app.paths import LOCK, PID, STATUS
+from posbench.data.atomic import write_text
 from posbench.studies.runner import run_study
 
 
@@ -26,14 +27,14 @@ def main(run_dir: str) -> int:
         except BlockingIOError:
             print("another worker is running this study; nothing to do", flush=True)
             return 0
-        write_atomic(out / PID, str(os.getpid()))
+        write_text(out / PID, str(os.getpid()))
         try:
             result = run_study(read_spec(out), out, progress=False)
             status = {"state": "finished", "ran": result["ran"], "seconds": result["seconds"]}
         except Exception as e:  # recorded for the page, which shows it; the cells already done stay
             traceback.print_exc()
             status = {"state": "failed", "error": f"{type(e).__name__}: {e}"}
-        write_atomic(out / STATUS, json.dumps(status))
+        write_text(out / STATUS, json.dumps(status))
         (out / PID).unlink(missing_ok=True)
     return 0 if status["state"] == "finished" else 1
 

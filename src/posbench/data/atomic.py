@@ -51,6 +51,12 @@ def fsync_dir(folder: str | Path) -> None:
         os.close(fd)
 
 
+def write_text(path: str | Path, text: str) -> None:
+    """`text` as the whole of `path`, atomically (the one temp-file-then-replace writer for text)."""
+    with atomic_open(path, "w") as f:
+        f.write(text)
+
+
 def write_json(path: str | Path, obj) -> None:
     with atomic_open(path, "w") as f:
         json.dump(obj, f, indent=1, sort_keys=True)

@@ -9,12 +9,12 @@ Shape legend: B per-rank batch, G global batch (B * world), T seq_len.
     x_BT, y_BT          = window[:, :-1], window[:, 1:]  (int64)
 
 The order is a pure function of (seed, global sample index), so the concatenation of every rank's
-batches equals the single-process batch, and a cursor (`state_dict`, the next global sample index)
-resumes exactly, even with a different world size. The validation set is fixed: the first
-`val_tokens // T` windows of the val shards, in order; rank r takes windows r, r+w, r+2w, ...
+batches equals the single-process batch, and the step is the whole data cursor: resuming at step s reads
+the same batches, even with a different world size (training/sources.py addresses the rows). The
+validation set is fixed: the first `val_tokens // T` windows of the val shards, in order, split by rank
+(training/sources.py `val_indices`).
 
-Two front ends over the same ShardSet: `TrainLoader` (an iterator with a cursor) and
-`ShardBatchSource` (the training loop's BatchSource protocol: rows addressed by global sample index).
+`ShardBatchSource` is the training loop's BatchSource over a train and a val ShardSet.
 """
 
 from __future__ import annotations
@@ -25,15 +25,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from posbench.config_loader import ConfigError
 from posbench.data.errors import DataError, ShardError
 from posbench.data.layout import DataLayout
 from posbench.data.manifest import Manifest
 from posbench.data.sampling import window_ids
 from posbench.data.shards import open_shard
-
-PREFETCH_STEPS = 64  # batches of window ids computed per sampling call (amortises numpy overhead)
-
 
 ID_CHECK_CHUNK = 1 << 26  # tokens per step of the start-up id check: bounded memory at any shard size
 
@@ -100,73 +96,6 @@ def _split_xy(windows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
     return t[:, :-1].contiguous(), t[:, 1:].contiguous()
 
 
-class TrainLoader:
-    """Endless per-rank batches (x_BT, y_BT) in the global order; `state_dict` is the cursor."""
-
-    def __init__(self, shards: ShardSet, global_batch: int, rank: int = 0, world: int = 1, seed: int = 0):
-        if world <= 0 or not 0 <= rank < world:
-            raise ConfigError(f"rank {rank} is not in a world of {world} processes")
-        if global_batch <= 0 or global_batch % world:
-            raise ConfigError(f"global batch {global_batch} must be a positive multiple of the world size "
-                              f"{world} (each rank reads global_batch / world sequences)")
-        self.shards, self.global_batch, self.rank, self.world, self.seed = shards, global_batch, rank, world, seed
-        self.local_batch = global_batch // world
-        self.sample = 0  # next global sample index: the cursor
-        self._cache: tuple[int, np.ndarray] | None = None  # (first step, ids of PREFETCH_STEPS steps)
-
-    def ids_for_step(self, step: int) -> np.ndarray:
-        """This rank's window ids in global batch `step` (steps count from sample 0)."""
-        if self._cache is None or not 0 <= step - self._cache[0] < PREFETCH_STEPS:
-            steps = np.arange(step, step + PREFETCH_STEPS, dtype=np.int64)[:, None]
-            g = steps * self.global_batch + self.rank * self.local_batch + np.arange(self.local_batch)
-            ids = window_ids(g.ravel(), self.shards.n_windows, self.seed).reshape(g.shape)
-            self._cache = (step, ids)
-        return self._cache[1][step - self._cache[0]]
-
-    def __iter__(self):
-        return self
-
-    def __next__(self) -> tuple[torch.Tensor, torch.Tensor]:
-        if self.sample % self.global_batch == 0:
-            ids = self.ids_for_step(self.sample // self.global_batch)
-        else:  # resumed mid-way through a batch size (the global batch changed): compute directly
-            g = self.sample + self.rank * self.local_batch + np.arange(self.local_batch)
-            ids = window_ids(g, self.shards.n_windows, self.seed)
-        self.sample += self.global_batch
-        return _split_xy(self.shards.gather(ids))
-
-    @property
-    def epoch(self) -> float:
-        return self.sample / self.shards.n_windows
-
-    def state_dict(self) -> dict:
-        return {"sample": self.sample, "seed": self.seed, "seq_len": self.shards.seq_len,
-                "n_windows": self.shards.n_windows, "shards": self.shards.digest}
-
-    def load_state_dict(self, state: dict) -> None:
-        mine = self.state_dict()
-        for key in ("seed", "seq_len", "n_windows", "shards"):
-            if state.get(key) != mine[key]:
-                raise DataError(f"data cursor does not fit these shards: {key} was {state.get(key)!r}, now "
-                                f"{mine[key]!r}. The train shards or seq_len/seed changed since the checkpoint;"
-                                " resume with the same tokenized data (or start a new run)")
-        self.sample = int(state["sample"])
-
-
-class ValidationSet:
-    """A fixed list of val windows; each rank evaluates its share, the trainer sums across ranks."""
-
-    def __init__(self, shards: ShardSet, max_tokens: int, rank: int = 0, world: int = 1):
-        n = min(shards.n_windows, max(1, max_tokens // shards.seq_len))
-        self.shards = shards
-        self.n_windows = n
-        self.ids = np.arange(n, dtype=np.int64)[rank::world]
-
-    def batches(self, batch_size: int):
-        for i in range(0, len(self.ids), batch_size):
-            yield _split_xy(self.shards.gather(self.ids[i:i + batch_size]))
-
-
 def split_shards(layout: DataLayout, splits, split: str) -> list[Path]:
     """Tokenized shards of `split` per the tokens manifest, restricted to the current ranges."""
     manifest = Manifest(layout.tokens_manifest, "tokens")
@@ -176,18 +105,6 @@ def split_shards(layout: DataLayout, splits, split: str) -> list[Path]:
         raise DataError(f"no tokenized `{split}` shards in {layout.tokens_dir}; run "
                         "`python -m posbench.data.prepare_fineweb download` then `... tokenize`")
     return [layout.tokens_dir / name for _, name in entries]
-
-
-def build_loaders(cfg, seq_len: int, global_batch: int, rank: int = 0, world: int = 1
-                  ) -> tuple[TrainLoader, ValidationSet]:
-    """Train loader and validation set for `cfg` (a DataConfig), checked against its tokenizer."""
-    layout = DataLayout.from_config(cfg)
-    fingerprint = layout.tokenizer.build().fingerprint
-    check = cfg.loader.check_tokens
-    train = ShardSet(split_shards(layout, cfg.splits, "train"), seq_len, fingerprint, check)
-    val = ShardSet(split_shards(layout, cfg.splits, "val"), seq_len, fingerprint, check)
-    return (TrainLoader(train, global_batch, rank, world, cfg.loader.seed),
-            ValidationSet(val, cfg.loader.val_tokens, rank, world))
 
 
 class ShardBatchSource:

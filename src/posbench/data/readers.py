@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from posbench.data.errors import DataError
+from posbench.registry import Registry
 
 TXT_MAX_BYTES = 256 << 20
 
@@ -37,31 +38,24 @@ class DocumentReader:
         raise NotImplementedError
 
 
-_READERS: dict[str, type[DocumentReader]] = {}
-
-
-def register(cls: type[DocumentReader]) -> type[DocumentReader]:
-    _READERS[cls.suffix] = cls
-    return cls
+# file suffix -> reader; the registered name is the class's `suffix`
+READERS = Registry("document reader", attr="suffix")
 
 
 def supported_suffixes() -> list[str]:
-    return sorted(_READERS)
+    return READERS.names()
 
 
 def reader_for(path: str | Path, text_field: str = "text", batch_rows: int = 1024) -> DocumentReader:
     path = Path(path)
-    cls = _READERS.get(path.suffix.lower())
-    if cls is None:
+    if path.suffix.lower() not in READERS:
         raise DataError(f"{path}: cannot read `{path.suffix}` files; supported: "
                         f"{', '.join(supported_suffixes())}")
-    return cls(path, text_field, batch_rows)
+    return READERS[path.suffix.lower()](path, text_field, batch_rows)
 
 
-@register
+@READERS.register(".parquet")
 class ParquetReader(DocumentReader):
-    suffix = ".parquet"
-
     def _open(self):
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -89,10 +83,8 @@ class ParquetReader(DocumentReader):
             yield [t for t in batch.column(0).to_pylist() if t]
 
 
-@register
+@READERS.register(".jsonl")
 class JsonlReader(DocumentReader):
-    suffix = ".jsonl"
-
     def _text(self, line: bytes, lineno: int) -> str | None:
         try:
             obj = json.loads(line)
@@ -126,10 +118,8 @@ class JsonlReader(DocumentReader):
             yield batch
 
 
-@register
+@READERS.register(".txt")
 class TextReader(DocumentReader):
-    suffix = ".txt"
-
     def check(self) -> None:
         size = self.path.stat().st_size
         if size > TXT_MAX_BYTES:
@@ -144,11 +134,11 @@ class TextReader(DocumentReader):
             yield [text]
 
 
-@register
+@READERS.register(".md")
 class MarkdownReader(TextReader):
-    suffix = ".md"
+    """Read as plain text."""
 
 
-@register
+@READERS.register(".rst")
 class RestructuredTextReader(TextReader):
-    suffix = ".rst"
+    """Read as plain text."""

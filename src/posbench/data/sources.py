@@ -94,12 +94,11 @@ class Source:
         return f"{self.name} {self.tag}"
 
 
-_REGISTRY = Registry("data source")
-register = _REGISTRY.register
+SOURCES = Registry("data source")
 
 
 def get_source_kind(name: str, where: str = "data.source.name") -> type[Source]:
-    return _REGISTRY.get(name, where)
+    return SOURCES.get(name, where)
 
 
 def build_source(cfg: SourceConfig, root: str | Path) -> Source:
@@ -136,13 +135,12 @@ class HubSource(Source):
         return sorted(out, key=lambda f: f.index)
 
 
-@register("hub")
+@SOURCES.register("hub")
 class HubShards(HubSource):
     summary = "numbered parquet shards of a hub dataset (default: FineWeb-Edu 100B, shuffled)"
 
     @dataclass
     class Config(HubConfigBase):
-        name: str = "hub"
         pattern: str = "shard_{index:05d}.parquet"
         num_shards: int = 1823
         use_tree_api: bool = True  # sizes and sha256 to verify against; without it, HTTP headers only
@@ -186,13 +184,12 @@ class HubShards(HubSource):
         return files
 
 
-@register("hub_tree")
+@SOURCES.register("hub_tree")
 class HubFolder(HubSource):
     summary = "every file with a suffix under a folder of a hub repo (e.g. fineweb-edu sample/10BT)"
 
     @dataclass
     class Config(HubConfigBase):
-        name: str = "hub_tree"
         repo: str = "HuggingFaceFW/fineweb-edu"
         folder: str = "sample/10BT"
         suffix: str = ".parquet"
@@ -211,14 +208,13 @@ class HubFolder(HubSource):
         return [RemoteFile(i, e.path, e.size, e.sha256) for i, e in enumerate(entries)]
 
 
-@register("local")
+@SOURCES.register("local")
 class LocalFiles(Source):
     summary = "your own parquet / jsonl / txt files, by glob; nothing to download"
     downloadable = False
 
     @dataclass
     class Config(SourceConfig):
-        name: str = "local"
         paths: list[str] = field(default_factory=list)  # globs, `**` allowed; sorted matches are 0..N-1
         tag: str = "local"  # folder name for its tokenizer and shards under data/
 

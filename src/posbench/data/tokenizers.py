@@ -110,16 +110,15 @@ class TokenizerKind:
         return {"config": to_dict(self.cfg), "folder": str(self.folder)}
 
 
-_REGISTRY = Registry("tokenizer")
-register = _REGISTRY.register
+TOKENIZERS = Registry("tokenizer")
 
 
 def get_tokenizer_kind(name: str, where: str = "data.tokenizer.name") -> type[TokenizerKind]:
-    return _REGISTRY.get(name, where)
+    return TOKENIZERS.get(name, where)
 
 
 def tokenizer_names() -> list[str]:
-    return _REGISTRY.names()
+    return TOKENIZERS.names()
 
 
 def tokenizer_kind(cfg: TokenizerConfig, folder: str | Path) -> TokenizerKind:
@@ -134,13 +133,9 @@ def tokenizer_from_spec(spec: dict) -> Tokenizer:
     return build_tokenizer(from_dict(TokenizerConfig, spec["config"], "tokenizer"), spec["folder"])
 
 
-@register("bytes")
+@TOKENIZERS.register("bytes")
 class ByteTokenizer(TokenizerKind):
     summary = "256 byte tokens + <|bos|>; no file, no training"
-
-    @dataclass
-    class Config(TokenizerConfig):
-        name: str = "bytes"
 
     def build(self) -> Tokenizer:
         ranks = {bytes([b]): b for b in range(256)}
@@ -164,41 +159,28 @@ class NamedTiktoken(TokenizerKind):
         return Tokenizer(self.name, enc)
 
 
-@register("gpt2")
+@TOKENIZERS.register("gpt2")
 class GPT2(NamedTiktoken):
     summary = "GPT-2's 50257-token BPE + <|bos|>"
 
-    @dataclass
-    class Config(TokenizerConfig):
-        name: str = "gpt2"
 
-
-@register("cl100k_base")
+@TOKENIZERS.register("cl100k_base")
 class CL100k(NamedTiktoken):
     summary = "GPT-4's cl100k_base + <|bos|> (uint32 shards)"
 
-    @dataclass
-    class Config(TokenizerConfig):
-        name: str = "cl100k_base"
 
-
-@register("o200k_base")
+@TOKENIZERS.register("o200k_base")
 class O200k(NamedTiktoken):
     summary = "GPT-4o's o200k_base + <|bos|> (uint32 shards)"
 
-    @dataclass
-    class Config(TokenizerConfig):
-        name: str = "o200k_base"
 
-
-@register("bpe")
+@TOKENIZERS.register("bpe")
 class TrainedBPE(TokenizerKind):
     summary = "byte-level BPE trained on the train split (rustbpe), saved as a tiktoken rank file"
     needs_training = True
 
     @dataclass
     class Config(TokenizerConfig):
-        name: str = "bpe"
         vocab_size: int = 65536  # including the <|bos|> special token
         pattern: str = GPT4_PATTERN
         max_chars: int = 2_000_000_000  # characters of training text read from the train split

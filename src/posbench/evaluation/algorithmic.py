@@ -32,8 +32,10 @@ import numpy as np
 from posbench.config_loader import ConfigError
 from posbench.data.tasks import TaskConfig, build_task, get_task_class, task_names
 from posbench.evaluation import plots
-from posbench.evaluation.base import Evaluator, Session, Target, decode, md_table, pct, register_suite
-from posbench.evaluation.generate import greedy_generate
+from posbench.evaluation.base import Evaluator, Session, Target
+from posbench.evaluation.generate import decode, greedy_generate
+from posbench.evaluation.markdown import md_table, pct
+from posbench.evaluation.registry import SUITES
 
 DEMO_OFFSET = 1_000_000  # demonstration indices start here, far from the query indices 0..n-1
 SPLIT_LABEL = {"id": "ID", "ood": "OOD"}
@@ -79,10 +81,9 @@ def pretrained_with_mix(run) -> bool:
     return run.train.stream == "shards" and run.data.mix.active
 
 
-@register_suite("algorithmic")
+@SUITES.register("algorithmic")
 class Algorithmic(Evaluator):
     title = "Algorithmic tasks (exact match, greedy decoding)"
-    Config = AlgorithmicConfig
 
     def __init__(self, cfg: AlgorithmicConfig, target: Target):
         super().__init__(cfg, target)

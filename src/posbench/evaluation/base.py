@@ -9,6 +9,7 @@
                                            comparison of several checkpoints needs no live evaluator)
 
 `work()` counts the items (windows, prompts) `run` will process, so one progress bar spans the suites.
+The registry of suites is `registry.py` (`@SUITES.register("name")`); report helpers are `markdown.py`.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import torch
 from torch import nn
 
 from posbench.config import RunConfig
-from posbench.config_loader import ConfigError, nearest
 from posbench.data.tokenizers import Tokenizer
 
 
@@ -67,7 +67,6 @@ class Session:
 class Evaluator:
     name: ClassVar[str] = ""
     title: ClassVar[str] = ""
-    Config: ClassVar[type] = object
 
     def __init__(self, cfg, target: Target):
         self.cfg = cfg
@@ -91,64 +90,3 @@ class Evaluator:
     @classmethod
     def plots(cls, results: dict[str, dict], out_dir: Path) -> list[Path]:
         return []
-
-
-_SUITES: dict[str, type[Evaluator]] = {}
-
-
-def register_suite(name: str):
-    def wrap(cls: type[Evaluator]) -> type[Evaluator]:
-        if name in _SUITES:
-            raise RuntimeError(f"suite `{name}` registered twice")
-        if not cls.title:
-            raise TypeError(f"{cls.__name__} needs a `title`")
-        cls.name = name
-        _SUITES[name] = cls
-        return cls
-
-    return wrap
-
-
-def get_suite(name: str) -> type[Evaluator]:
-    if name not in _SUITES:
-        raise ConfigError(f"unknown suite `{name}`" + nearest(name, [*_SUITES, "all"]))
-    return _SUITES[name]
-
-
-def suite_names() -> list[str]:
-    return list(_SUITES)
-
-
-# -- small formatting helpers shared by the suites' reports ------------------------------------------------
-
-def fmt(value: float | None, digits: int = 3) -> str:
-    return "n/a" if value is None else f"{value:.{digits}f}"
-
-
-def pct(value: float | None) -> str:
-    return "n/a" if value is None else f"{100 * value:.1f}%"
-
-
-def md_table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
-def decode(tokenizer: Tokenizer, ids: list[int]) -> str:
-    """Text of generated ids. A model's vocabulary is often larger than its tokenizer's (rounded up, or
-    the 512-id nano model on 257 byte tokens): ids the tokenizer does not have read as U+FFFD, so such
-    an answer is simply wrong instead of crashing the evaluation."""
-    out, run = [], []
-    for i in ids:
-        if 0 <= i < tokenizer.vocab_size:
-            run.append(i)
-            continue
-        out += [tokenizer.decode(run), "\ufffd"]
-        run = []
-    return "".join(out) + tokenizer.decode(run)
-
-
-def short_reason(err: Exception) -> str:
-    """The first sentence of a PositionRangeError: what the table holds, not the advice."""
-    return str(err).split(". ")[0]

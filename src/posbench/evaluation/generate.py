@@ -23,6 +23,7 @@ from collections import defaultdict
 
 import torch
 
+from posbench.data.tokenizers import Tokenizer
 from posbench.evaluation.base import NullProgress, Progress
 from posbench.pe import PositionRangeError
 
@@ -92,3 +93,17 @@ def greedy_generate(model, prompts: list[list[int]], n_new: list[int], device, b
                 out[i] = new
             progress.update(len(chunk))
     return out
+
+
+def decode(tokenizer: Tokenizer, ids: list[int]) -> str:
+    """Text of generated ids. A model's vocabulary is often larger than its tokenizer's (rounded up, or
+    the 512-id nano model on 257 byte tokens): ids the tokenizer does not have read as U+FFFD, so such
+    an answer is simply wrong instead of crashing the evaluation."""
+    out, run = [], []
+    for i in ids:
+        if 0 <= i < tokenizer.vocab_size:
+            run.append(i)
+            continue
+        out += [tokenizer.decode(run), "\ufffd"]
+        run = []
+    return "".join(out) + tokenizer.decode(run)

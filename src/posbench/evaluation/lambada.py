@@ -24,8 +24,10 @@ import torch.nn.functional as F
 from posbench.config_loader import ConfigError
 from posbench.data.errors import DataError
 from posbench.data.readers import reader_for
-from posbench.evaluation.base import Evaluator, Session, Target, fmt, md_table, pct, register_suite
+from posbench.evaluation.base import Evaluator, Session, Target
+from posbench.evaluation.markdown import fmt, md_table, pct
 from posbench.evaluation.prepare_data import prepared_files
+from posbench.evaluation.registry import SUITES
 
 
 @dataclass
@@ -48,10 +50,9 @@ def split_last_word(text: str) -> tuple[str, str]:
     return text[:cut], text[cut:]
 
 
-@register_suite("lambada")
+@SUITES.register("lambada")
 class Lambada(Evaluator):
     title = "LAMBADA last-word prediction"
-    Config = LambadaConfig
 
     def __init__(self, cfg: LambadaConfig, target: Target):
         super().__init__(cfg, target)

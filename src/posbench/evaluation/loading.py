@@ -18,11 +18,7 @@ from posbench.config import RunConfig
 from posbench.config_loader import ConfigError, from_dict, load_yaml
 from posbench.model.arch import build_model
 from posbench.model.transformer import Transformer
-from posbench.training.checkpoint import is_state_dict
-
-
-class CheckpointError(ConfigError):
-    """A checkpoint is missing, unreadable or does not match its own config; the message names it."""
+from posbench.training.checkpoint import CheckpointError, NotAStateDict, read_state_dict
 
 
 @dataclass
@@ -62,15 +58,14 @@ def _config(step_dir: Path, overrides: dict | None) -> RunConfig:
 
 def _state(step_dir: Path, mmap: bool) -> dict:
     try:
-        state = torch.load(step_dir / "model.pt", map_location="cpu", weights_only=True, mmap=mmap)
+        return read_state_dict(step_dir / "model.pt", mmap)
+    except NotAStateDict as e:
+        raise CheckpointError(f"{step_dir / 'model.pt'}: holds a {e.held}, not a state dict of "
+                              "tensors; not a posbench model checkpoint. Pick another step_N of the run") from None
     except Exception as e:  # truncated zip, not a torch file, pickled code refused by weights_only, ...
         raise CheckpointError(f"{step_dir / 'model.pt'}: cannot be read as model weights ({type(e).__name__}: "
                               f"{str(e)[:200]}); the file is damaged or not a posbench checkpoint. Pick another "
                               "step_N of the run") from None
-    if not is_state_dict(state):
-        raise CheckpointError(f"{step_dir / 'model.pt'}: holds a {type(state).__name__}, not a state dict of "
-                              "tensors; not a posbench model checkpoint. Pick another step_N of the run")
-    return state
 
 
 def _load_into(model: Transformer, state: dict, step_dir: Path, assign: bool = False) -> None:

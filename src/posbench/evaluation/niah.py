@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from posbench.data.tasks import Example, TaskConfig, get_task_class
-from posbench.evaluation.base import register_suite
+from posbench.evaluation.registry import SUITES
 from posbench.evaluation.retrieval import GridConfig, RetrievalGrid
 
 
@@ -18,10 +18,9 @@ class NiahConfig(GridConfig):
     task_name: ClassVar[str] = "needle"
 
 
-@register_suite("niah")
+@SUITES.register("niah")
 class NeedleGrid(RetrievalGrid):
     title = "Needle in a haystack (accuracy, length x depth)"
-    Config = NiahConfig
 
     def make_example(self, index: int, units: int, depth: float) -> Example:
         return self.task.example_at(self.target.seed, index, filler_len=units, depth=depth)

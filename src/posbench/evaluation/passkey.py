@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from posbench.data.tasks import Example, TaskConfig, get_task_class
-from posbench.evaluation.base import register_suite
+from posbench.evaluation.registry import SUITES
 from posbench.evaluation.retrieval import GridConfig, RetrievalGrid
 
 
@@ -21,10 +21,9 @@ class PasskeyConfig(GridConfig):
     task_name: ClassVar[str] = "passkey"
 
 
-@register_suite("passkey")
+@SUITES.register("passkey")
 class PasskeyGrid(RetrievalGrid):
     title = "Passkey retrieval (accuracy, length x depth)"
-    Config = PasskeyConfig
 
     def make_example(self, index: int, units: int, depth: float) -> Example:
         prefix = round(depth * units)

@@ -28,8 +28,10 @@ import torch.nn.functional as F
 from posbench.config_loader import ConfigError
 from posbench.data.errors import DataError
 from posbench.evaluation import plots
-from posbench.evaluation.base import Evaluator, Session, Target, fmt, md_table, register_suite, short_reason
+from posbench.evaluation.base import Evaluator, Session, Target
+from posbench.evaluation.markdown import fmt, md_table, short_reason
 from posbench.evaluation.ppl_data import PplDataConfig, ValidationShards, build_ppl_data
+from posbench.evaluation.registry import SUITES
 from posbench.pe import PositionRangeError
 
 LOGIT_ELEMENTS = 1 << 26  # float32 logits materialised at once (256 MiB): long windows x big vocabularies
@@ -111,10 +113,9 @@ def binned_curve(loss_L: np.ndarray, bins: int) -> dict:
             "loss": [float(loss_L[a:b].mean()) for a, b in zip(edges[:-1], edges[1:], strict=True)]}
 
 
-@register_suite("ppl")
+@SUITES.register("ppl")
 class Perplexity(Evaluator):
     title = "Perplexity vs context length"
-    Config = PplConfig
 
     def __init__(self, cfg: PplConfig, target: Target):
         super().__init__(cfg, target)

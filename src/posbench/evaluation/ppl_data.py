@@ -26,7 +26,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from posbench.config_loader import ConfigError, nearest
+from posbench.config_loader import ConfigError
 from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
 from posbench.data.loader import split_shards
@@ -34,6 +34,7 @@ from posbench.data.readers import reader_for
 from posbench.data.shards import open_shard
 from posbench.data.tokenizers import Tokenizer
 from posbench.evaluation.prepare_data import EVAL_SETS, prepared_files
+from posbench.registry import Registry
 
 
 @dataclass
@@ -43,9 +44,7 @@ class PplDataConfig:
 
     @classmethod
     def registry_lookup(cls, name: str, where: str = "ppl.data") -> type[PplDataConfig]:
-        if name not in _SOURCES:
-            raise ConfigError(f"unknown perplexity data `{name}` at {where}" + nearest(name, _SOURCES))
-        return _SOURCES[name].Config
+        return PPL_DATA.config(name, where)
 
 
 class PplData:
@@ -75,27 +74,17 @@ class PplData:
         return np.concatenate(parts)[:n].astype(np.int64)
 
 
-_SOURCES: dict[str, type[PplData]] = {}
-
-
-def register_data(name: str):
-    def wrap(cls):
-        cls.name = name
-        _SOURCES[name] = cls
-        return cls
-
-    return wrap
+PPL_DATA = Registry("perplexity data", where="ppl.data")
 
 
 def build_ppl_data(cfg: PplDataConfig, run_cfg, tokenizer: Tokenizer) -> PplData:
-    return _SOURCES[cfg.name](cfg, run_cfg, tokenizer)
+    return PPL_DATA.build(cfg, run_cfg, tokenizer)
 
 
-@register_data("shards")
+@PPL_DATA.register("shards")
 class ValidationShards(PplData):
     @dataclass
     class Config(PplDataConfig):
-        name: str = "shards"
         root: str = ""  # "" = the checkpoint's data.root
 
     def _paths(self) -> list[Path]:
@@ -125,11 +114,10 @@ class ValidationShards(PplData):
         return np.concatenate(parts)
 
 
-@register_data("text")
+@PPL_DATA.register("text")
 class TextFiles(PplData):
     @dataclass
     class Config(PplDataConfig):
-        name: str = "text"
         paths: list[str] = field(default_factory=list)  # files or globs, read in sorted order
         text_field: str = "text"
 
@@ -230,21 +218,19 @@ class HubDataset(PplData):
             yield from rows
 
 
-@register_data("wikitext103")
+@PPL_DATA.register("wikitext103")
 class WikiText103(HubDataset):
     join_rows = True  # rows are the lines of the raw files (" = Title = \n", paragraphs, blank lines)
 
     @dataclass
     class Config(HubDatasetConfig):
-        name: str = "wikitext103"
         dataset: str = "Salesforce/wikitext"
         subset: str = "wikitext-103-raw-v1"
 
 
-@register_data("pg19")
+@PPL_DATA.register("pg19")
 class PG19(HubDataset):
     @dataclass
     class Config(HubDatasetConfig):
-        name: str = "pg19"
         dataset: str = "emozilla/pg19"  # parquet copy of deepmind/pg19 (whose loading script datasets 3+ refuses)
         subset: str = ""

@@ -9,11 +9,11 @@ fails loudly instead of producing a file other tools cannot parse.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from posbench.data.atomic import write_text
 from posbench.evaluation.suites import get_suite
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
@@ -38,10 +38,7 @@ def code_version() -> str:
 
 
 def write_json(path: Path, payload: dict) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(payload, indent=1, allow_nan=False) + "\n")
-    os.replace(tmp, path)  # readers never see half a file
+    write_text(path, json.dumps(payload, indent=1, allow_nan=False) + "\n")  # readers never see half a file
     return path
 
 

@@ -29,8 +29,9 @@ from posbench.data.loader import split_shards
 from posbench.data.shards import open_shard
 from posbench.data.tasks import Example, Task, TextFiller, build_task
 from posbench.evaluation import plots
-from posbench.evaluation.base import Evaluator, Session, Target, decode, fmt, md_table, pct
-from posbench.evaluation.generate import greedy_generate
+from posbench.evaluation.base import Evaluator, Session, Target
+from posbench.evaluation.generate import decode, greedy_generate
+from posbench.evaluation.markdown import fmt, md_table, pct
 
 CORPUS_FILLER_TOKENS = 1 << 20  # tokens of filler shards decoded (the filler wraps around when shorter)
 SCAN_MISSES, SCAN_MAX = 8, 64  # fit(): stop the upward scan after 8 misses in a row, or 64 units

@@ -28,6 +28,7 @@ from posbench.evaluation.loading import inspect_checkpoint, load_model
 from posbench.evaluation.scaling import apply_rope_scaling, check_rope_scaling
 from posbench.evaluation.suites import get_suite
 from posbench.training.checkpoint import read_meta
+from posbench.training.device import pick_device
 from posbench.training.precision import choose_precision
 
 
@@ -38,11 +39,7 @@ class Planned:
 
 
 def choose_device(requested: str) -> torch.device:
-    if requested == "cuda" and not torch.cuda.is_available():
-        raise ConfigError("--device cuda: no CUDA device is visible (use --device cpu)")
-    if requested == "auto":
-        requested = "cuda" if torch.cuda.is_available() else "cpu"
-    return torch.device(requested)
+    return torch.device(pick_device(requested, "--device cuda: no CUDA device is visible (use --device cpu)"))
 
 
 def _overrides(cfg: EvalConfig) -> dict | None:

@@ -18,8 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from posbench.pe import PositionRangeError
-
-IGNORE = -100
+from posbench.targets import IGNORE
 
 
 @dataclass

@@ -68,29 +68,14 @@ def _check(name: str, cls) -> None:
         raise TypeError(f"{cls.__name__} needs a one-line `summary`")
 
 
-class _ConfigRegistry(Registry):
-    """The registry's Config-name check applies to classes with a nested Config; here the registered
-    class *is* the config, so its own `name` default is what must match."""
-
-    def register(self, name: str):
-        def wrap(cls):
-            if cls.__dataclass_fields__["name"].default != name:
-                raise TypeError(f"{cls.__name__} must declare `name: str = \"{name}\"`")
-            if name in self._classes:
-                raise RuntimeError(f"{self.kind} `{name}` registered twice")
-            self._check(name, cls)
-            self._classes[name] = cls
-            return cls
-        return wrap
-
-
-ARCHS = _ConfigRegistry("model architecture", _check)
+# The registered classes are the configs themselves: register() derives each with `name` defaulting to
+# the registered name.
+ARCHS = Registry("model architecture", _check, configs=True)
 
 
 @ARCHS.register("decoder")
 @dataclass
 class DecoderArch(ArchConfig):
-    name: str = "decoder"
     summary: ClassVar[str] = "decoder-only transformer (model/transformer.py)"
 
     def build(self, model_cfg, pe_cfg, device_type):
@@ -102,7 +87,6 @@ class DecoderArch(ArchConfig):
 @ARCHS.register("encoder_decoder")
 @dataclass
 class EncoderDecoderArch(ArchConfig):
-    name: str = "encoder_decoder"
     n_decoder_layers: int = 0  # 0: model.n_layers (the encoder's depth)
     # the decoder stack's PE; `pe` is the encoder's. Any registered PE.
     decoder_pe: PEConfig = field(default_factory=NoPE.Config)
@@ -122,9 +106,9 @@ class EncoderDecoderArch(ArchConfig):
             raise ConfigError(f"model.arch.n_decoder_layers must be >= 0, got {self.n_decoder_layers}")
 
     def validate(self, ctx, pe_cfg):
-        from posbench.pe import validate_pe
+        from posbench.pe import PES
 
-        validate_pe(self.decoder_pe, ctx)
+        PES.get(self.decoder_pe.name).validate(self.decoder_pe, ctx)
 
     def for_task(self, source_end, ood_len):
         if source_end is None:
@@ -148,7 +132,6 @@ class EncoderDecoderArch(ArchConfig):
 class MambaArch(ArchConfig):
     """Mamba (Gu & Dao 2023) blocks from the `mambapy` package; `model.n_layers` blocks of width d_model."""
 
-    name: str = "mamba"
     d_state: int = 16  # N, the SSM state size per channel
     expand: int = 2  # E: the block's inner width is E * d_model
     d_conv: int = 4  # the causal depthwise convolution's width

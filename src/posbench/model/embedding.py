@@ -13,17 +13,30 @@ import math
 import torch
 from torch import nn
 
+from posbench.registry import Registry
+
 # model.embed_scale -> the multiplier for a model width d
-EMBED_SCALES = {
-    "none": lambda d: 1.0,
-    "sqrt_d": lambda d: math.sqrt(d),
-}
+EMBED_SCALES = Registry("embedding scale", where="model.embed_scale")
+
+
+@EMBED_SCALES.register("none")
+class NoScale:
+    @staticmethod
+    def factor(d_model: int) -> float:
+        return 1.0
+
+
+@EMBED_SCALES.register("sqrt_d")
+class SqrtD:
+    @staticmethod
+    def factor(d_model: int) -> float:  # Vaswani et al. 2017, section 3.4
+        return math.sqrt(d_model)
 
 
 class TokenEmbedding(nn.Embedding):
     def __init__(self, vocab_size: int, d_model: int, scale_name: str = "none"):
         super().__init__(vocab_size, d_model)
-        self.scale = EMBED_SCALES[scale_name](d_model)
+        self.scale = EMBED_SCALES.get(scale_name).factor(d_model)
 
     def forward(self, idx: torch.Tensor) -> torch.Tensor:
         x = super().forward(idx)

@@ -22,7 +22,6 @@ cross-attention keys and values, later calls feed one decoder token each through
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 
 import torch
@@ -34,10 +33,12 @@ from posbench.model.attention import Attention, KVCache
 from posbench.model.config import ModelConfig
 from posbench.model.cross_attention import BidirectionalAttention, CrossAttention
 from posbench.model.embedding import TokenEmbedding
+from posbench.model.init import init_embeddings, init_residual_block
 from posbench.model.mlp import SwiGLU
 from posbench.model.norms import RMSNorm
 from posbench.model.transformer import causal_blocks
-from posbench.pe import PEConfig, PositionalEncoding, build_pe
+from posbench.pe import PES, PEConfig, PositionalEncoding
+from posbench.targets import IGNORE
 
 
 class EncoderBlock(nn.Module):
@@ -88,8 +89,8 @@ class EncoderDecoder(nn.Module):
         super().__init__()
         self.cfg, self.arch = cfg, arch
         self.n_dec = arch.n_decoder_layers or cfg.n_layers
-        self.pe: PositionalEncoding = build_pe(pe_cfg, cfg.pe_context())
-        self.dec_pe: PositionalEncoding = build_pe(arch.decoder_pe, cfg.pe_context())
+        self.pe: PositionalEncoding = PES.build(pe_cfg, cfg.pe_context())
+        self.dec_pe: PositionalEncoding = PES.build(arch.decoder_pe, cfg.pe_context())
         for p in self.dec_pe.parameters():  # a PE encodes *where*: never decayed (training/optim.py)
             p._no_weight_decay = True
         self.tok_emb = TokenEmbedding(cfg.vocab_size, cfg.d_model, cfg.embed_scale)
@@ -106,24 +107,15 @@ class EncoderDecoder(nn.Module):
     @torch.no_grad()
     def reset_parameters(self) -> None:
         std = self.cfg.init_std
-        nn.init.normal_(self.tok_emb.weight, std=std)
-        if not self.cfg.tie_embeddings:
-            nn.init.normal_(self.lm_head.weight, std=std)
+        init_embeddings(self.tok_emb, self.lm_head, self.cfg.tie_embeddings, std)
         # residual-writing projections: std / sqrt(number of residual writes in the stack), as GPT-2
         for block in self.encoder:
-            self._init(std, len(self.encoder) * 2, [block.attn.qkv, block.mlp.gate, block.mlp.up],
+            init_residual_block(std, len(self.encoder) * 2, [block.attn.qkv, block.mlp.gate, block.mlp.up],
                        [block.attn.proj, block.mlp.down])
         for block in self.decoder:
-            self._init(std, len(self.decoder) * 3,
+            init_residual_block(std, len(self.decoder) * 3,
                        [block.attn.qkv, block.cross.q, block.cross.kv, block.mlp.gate, block.mlp.up],
                        [block.attn.proj, block.cross.proj, block.mlp.down])
-
-    @staticmethod
-    def _init(std: float, n_writes: int, reading, writing) -> None:
-        for linear in reading:
-            nn.init.normal_(linear.weight, std=std)
-        for linear in writing:
-            nn.init.normal_(linear.weight, std=std / math.sqrt(n_writes))
 
     @property
     def blocks(self) -> list[nn.Module]:
@@ -202,7 +194,7 @@ class EncoderDecoder(nn.Module):
             logits_BTV[rows_BU[inside_BU], j_BU[inside_BU]] = dec_BUV[inside_BU]
         if targets_BT is None:
             return logits_BTV
-        loss = F.cross_entropy(logits_BTV.float().flatten(0, 1), targets_BT.flatten(), ignore_index=-100)
+        loss = F.cross_entropy(logits_BTV.float().flatten(0, 1), targets_BT.flatten(), ignore_index=IGNORE)
         return logits_BTV, loss
 
     @torch.no_grad()

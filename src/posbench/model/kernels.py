@@ -20,18 +20,11 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
-from posbench.config_loader import ConfigError, nearest
+from posbench.config_loader import ConfigError
 from posbench.pe.base import PositionalEncoding
+from posbench.registry import Registry
 
-KERNELS: dict[str, type[AttentionKernel]] = {}
-
-
-def register_kernel(name: str):
-    def wrap(cls):
-        cls.name = name
-        KERNELS[name] = cls
-        return cls
-    return wrap
+KERNELS = Registry("attention kernel")
 
 
 def materialize_bias(score_mod, H: int, T: int, S: int, device) -> torch.Tensor:
@@ -67,7 +60,7 @@ class AttentionKernel:
         raise NotImplementedError
 
 
-@register_kernel("eager")
+@KERNELS.register("eager")
 class EagerKernel(AttentionKernel):
     def scores(self, q_BHTK, k_BHSK, score_mod):
         """Pre-softmax logits in float32 with the bias added and future keys at -inf."""
@@ -83,7 +76,7 @@ class EagerKernel(AttentionKernel):
         return (p_BHTS @ v_BHSK.float()).to(q_BHTK.dtype)
 
 
-@register_kernel("sdpa")
+@KERNELS.register("sdpa")
 class SDPAKernel(AttentionKernel):
     @classmethod
     def supports(cls, pe, device_type, attn_dropout):
@@ -116,7 +109,7 @@ def _compiled_flex():
     return torch.compile(flex_attention, dynamic=False)
 
 
-@register_kernel("flex")
+@KERNELS.register("flex")
 class FlexKernel(AttentionKernel):
     @classmethod
     def supports(cls, pe, device_type, attn_dropout):
@@ -136,7 +129,7 @@ class FlexKernel(AttentionKernel):
         return fn(q_BHTK, k_BHSK, v_BHSK, score_mod=score_mod, block_mask=block_mask)
 
 
-@register_kernel("flash_alibi")
+@KERNELS.register("flash_alibi")
 class FlashAlibiKernel(AttentionKernel):
     @classmethod
     def supports(cls, pe, device_type, attn_dropout):
@@ -167,9 +160,8 @@ def auto_kernel_name(pe: PositionalEncoding, device_type: str) -> str:
 def select_kernel(requested: str, pe: PositionalEncoding, device_type: str,
                   attn_dropout: float = 0.0) -> AttentionKernel:
     name = auto_kernel_name(pe, device_type) if requested == "auto" else requested
-    if name not in KERNELS:
-        raise ConfigError(f"unknown attention kernel `{name}`" + nearest(name, KERNELS))
-    reason = KERNELS[name].supports(pe, device_type, attn_dropout)
+    kernel = KERNELS.get(name)
+    reason = kernel.supports(pe, device_type, attn_dropout)
     if reason:
         raise ConfigError(f"model.attention={name} cannot run PE `{pe.name}` on {device_type}: {reason}")
-    return KERNELS[name](pe, device_type, attn_dropout)
+    return kernel(pe, device_type, attn_dropout)

@@ -29,7 +29,8 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-IGNORE = -100
+from posbench.targets import IGNORE
+
 FUSED_MIN_VOCAB = 32768  # model.vocab_size from which the fused loss is the default
 DEFAULT_CHUNK_TOKENS = 512  # (C, V) fp32 block: 512 x 65536 x 4 B = 128 MiB at the presets' V
 

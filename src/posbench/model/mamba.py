@@ -27,8 +27,10 @@ from torch import nn
 from posbench.model.arch import MambaArch
 from posbench.model.config import ModelConfig
 from posbench.model.embedding import TokenEmbedding
+from posbench.model.init import init_embeddings
 from posbench.model.norms import RMSNorm
-from posbench.pe import PEConfig, PositionalEncoding, build_pe
+from posbench.pe import PES, PEConfig, PositionalEncoding
+from posbench.targets import IGNORE
 
 
 @dataclass
@@ -45,7 +47,7 @@ class MambaLM(nn.Module):
     def __init__(self, cfg: ModelConfig, pe_cfg: PEConfig, arch: MambaArch, device_type: str = "cpu"):
         super().__init__()
         self.cfg, self.arch = cfg, arch
-        self.pe: PositionalEncoding = build_pe(pe_cfg, cfg.pe_context())  # `none`: only its positions()
+        self.pe: PositionalEncoding = PES.build(pe_cfg, cfg.pe_context())  # `none`: only its positions()
         self.tok_emb = TokenEmbedding(cfg.vocab_size, cfg.d_model, cfg.embed_scale)
         self.emb_dropout = nn.Dropout(cfg.dropout)
         self.mcfg = MambaConfig(d_model=cfg.d_model, n_layers=cfg.n_layers, dt_rank=arch.dt_rank or "auto",
@@ -57,10 +59,7 @@ class MambaLM(nn.Module):
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight
-        with torch.no_grad():
-            nn.init.normal_(self.tok_emb.weight, std=cfg.init_std)
-            if not cfg.tie_embeddings:
-                nn.init.normal_(self.lm_head.weight, std=cfg.init_std)
+        init_embeddings(self.tok_emb, self.lm_head, cfg.tie_embeddings, cfg.init_std)
 
     @property
     def blocks(self) -> list[nn.Module]:
@@ -98,7 +97,7 @@ class MambaLM(nn.Module):
         logits_BTV = self.lm_head(h_BTD)
         if targets_BT is None:
             return logits_BTV
-        loss = F.cross_entropy(logits_BTV.float().flatten(0, 1), targets_BT.flatten(), ignore_index=-100)
+        loss = F.cross_entropy(logits_BTV.float().flatten(0, 1), targets_BT.flatten(), ignore_index=IGNORE)
         return logits_BTV, loss
 
     def attention_scores(self, idx_BT, pos_T=None) -> list[torch.Tensor]:

@@ -3,15 +3,11 @@ the PE is reached only through its hooks (see pe/base.py), the kernel through it
 
 Shape legend: B batch, T tokens, D model dim, V vocabulary.
 
-Initialisation (GPT-2, Radford et al. 2019, section 2.3): every matrix N(0, init_std); the two
-projections that write into the residual stream (attention out, MLP down) N(0, init_std /
-sqrt(2 n_layers)) so the residual variance does not grow with depth; norms start at 1; each PE
-initialises its own parameters.
+Initialisation: GPT-2's (model/init.py); the two projections that write into the residual stream
+(attention out, MLP down) get N(0, init_std / sqrt(2 n_layers)).
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 from torch import nn
@@ -19,11 +15,12 @@ from torch import nn
 from posbench.model.attention import Attention, KVCache
 from posbench.model.config import ModelConfig
 from posbench.model.embedding import TokenEmbedding
+from posbench.model.init import init_embeddings, init_residual_block
 from posbench.model.kernels import select_kernel
 from posbench.model.loss import auto_chunk_tokens, head_loss
 from posbench.model.mlp import SwiGLU
 from posbench.model.norms import RMSNorm
-from posbench.pe import PEConfig, PositionalEncoding, build_pe
+from posbench.pe import PES, PEConfig, PositionalEncoding
 
 
 class Block(nn.Module):
@@ -54,7 +51,7 @@ class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cpu"):
         super().__init__()
         self.cfg = cfg
-        self.pe: PositionalEncoding = build_pe(pe_cfg, cfg.pe_context())
+        self.pe: PositionalEncoding = PES.build(pe_cfg, cfg.pe_context())
         self.tok_emb = TokenEmbedding(cfg.vocab_size, cfg.d_model, cfg.embed_scale)
         self.emb_dropout = nn.Dropout(cfg.dropout)
         self.blocks, self.kernel_names = causal_blocks(cfg, self.pe, cfg.n_layers, device_type, Block)
@@ -70,14 +67,10 @@ class Transformer(nn.Module):
     @torch.no_grad()
     def reset_parameters(self) -> None:
         std = self.cfg.init_std
-        nn.init.normal_(self.tok_emb.weight, std=std)
-        if not self.cfg.tie_embeddings:
-            nn.init.normal_(self.lm_head.weight, std=std)
-        for block in self.blocks:
-            for linear in (block.attn.qkv, block.mlp.gate, block.mlp.up):
-                nn.init.normal_(linear.weight, std=std)
-            for linear in (block.attn.proj, block.mlp.down):
-                nn.init.normal_(linear.weight, std=std / math.sqrt(2 * self.cfg.n_layers))
+        init_embeddings(self.tok_emb, self.lm_head, self.cfg.tie_embeddings, std)
+        for block in self.blocks:  # two residual writes per block
+            init_residual_block(std, 2 * self.cfg.n_layers, [block.attn.qkv, block.mlp.gate, block.mlp.up],
+                                [block.attn.proj, block.mlp.down])
 
     def positions(self, T: int, device, offset: int = 0) -> torch.Tensor:
         return self.pe.positions(T, device, offset)

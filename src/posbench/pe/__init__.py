@@ -1,6 +1,6 @@
 """Positional-encoding zoo. Every variant is imported here explicitly so the registry is greppable."""
 
-from posbench.pe import (  # noqa: F401  (imported for their @register side effect)
+from posbench.pe import (  # noqa: F401  (imported for their @PES.register side effect)
     alibi,
     digits,
     fire,
@@ -15,8 +15,6 @@ from posbench.pe import (  # noqa: F401  (imported for their @register side effe
     t5,
     xpos,
 )
-from posbench.pe.base import PEConfig, PEContext, PositionalEncoding, PositionRangeError
-from posbench.pe.registry import build_pe, get_pe_class, pe_classes, pe_names, register, validate_pe
+from posbench.pe.base import PES, PEConfig, PEContext, PositionalEncoding, PositionRangeError
 
-__all__ = ["PEConfig", "PEContext", "PositionalEncoding", "PositionRangeError", "build_pe",
-           "get_pe_class", "pe_classes", "pe_names", "register", "validate_pe"]
+__all__ = ["PES", "PEConfig", "PEContext", "PositionalEncoding", "PositionRangeError"]

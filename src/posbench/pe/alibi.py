@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import torch
 
-from posbench.pe.bias import BiasConfig, BiasPE
-from posbench.pe.registry import register
+from posbench.pe.base import PES
+from posbench.pe.bias import BiasPE
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -27,13 +26,9 @@ def alibi_slopes(n_heads: int) -> torch.Tensor:
     return torch.tensor(slopes, dtype=torch.float32)
 
 
-@register("alibi")
+@PES.register("alibi")
 class ALiBi(BiasPE):
     summary = "ALiBi: fixed per-head linear distance penalty on attention logits (Press et al. 2022)"
-
-    @dataclass
-    class Config(BiasConfig):
-        name: str = "alibi"
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)

@@ -22,7 +22,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from posbench.config_loader import ConfigError
+from posbench.registry import Registry
 
 ScoreMod = Callable[..., torch.Tensor]
 
@@ -45,9 +45,7 @@ class PEConfig:
 
     @classmethod
     def registry_lookup(cls, name: str, where: str = "pe") -> type[PEConfig]:
-        from posbench.pe.registry import get_pe_class
-
-        return get_pe_class(name, where).Config
+        return PES.config(name, where)
 
 
 @dataclass(frozen=True)
@@ -63,12 +61,6 @@ class PEContext:
     @property
     def head_dim(self) -> int:
         return self.d_model // self.n_heads
-
-
-def require(cond: bool, message: str) -> None:
-    """Raise ConfigError(message) unless cond; keeps validation one line per rule."""
-    if not cond:
-        raise ConfigError(message)
 
 
 class PositionalEncoding(nn.Module):
@@ -136,3 +128,16 @@ class PositionalEncoding(nn.Module):
 
     def extra_repr(self) -> str:
         return f"name={self.name}"
+
+
+def _check(name: str, cls) -> None:
+    if not issubclass(cls.Config, PEConfig):
+        raise TypeError(f"{cls.__name__}.Config must subclass PEConfig")
+    if not cls.summary:
+        raise TypeError(f"{cls.__name__} needs a one-line `summary`")
+
+
+# Name -> PositionalEncoding class. Variants register with `@PES.register("name")` in their own file;
+# pe/__init__.py imports every variant file explicitly, so `grep PES.register` finds them all.
+PES = Registry("positional encoding", _check, where="pe.name",
+               hint=". List them with `python train.py --list-pe-types`.")

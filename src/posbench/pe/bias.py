@@ -23,6 +23,7 @@ class BiasConfig(PEConfig):
 
 class BiasPE(PositionalEncoding):
     kind = "bias"
+    Config = BiasConfig
 
     @property
     def n_tables(self) -> int:

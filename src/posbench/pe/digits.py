@@ -22,10 +22,9 @@ from typing import Literal
 
 import torch
 
-from posbench.config_loader import ConfigError
+from posbench.config_loader import ConfigError, require
 from posbench.pe.absolute import FixedTablePE, TableConfig
-from posbench.pe.base import require
-from posbench.pe.registry import register
+from posbench.pe.base import PES
 
 # float32 positions are exact integers below 2**24: no position has a nonzero digit beyond these
 EXACT_POSITIONS = 2**24
@@ -43,6 +42,7 @@ class DigitsConfig(TableConfig):
 
 
 class DigitsPE(FixedTablePE):
+    Config = DigitsConfig
     digit_base: int = 2
     normalised: bool = False
 
@@ -90,57 +90,40 @@ class DigitsPE(FixedTablePE):
         return self.to_unit(out) if self.normalised else out
 
 
-@register("binary")
+@PES.register("binary")
 class BinaryPE(DigitsPE):
     summary = "Position's bits in {0,1} written into the first n_digits channels"
     digit_base = 2
 
-    @dataclass
-    class Config(DigitsConfig):
-        name: str = "binary"
 
-
-@register("binary_norm")
-class BinaryNormPE(DigitsPE):
+@PES.register("binary_norm")
+class BinaryNormPE(BinaryPE):
     summary = "Position's bits mapped to +-1/sqrt(n_digits) (unit-norm binary code)"
-    digit_base = 2
     normalised = True
 
-    @dataclass
-    class Config(DigitsConfig):
-        name: str = "binary_norm"
 
-
-@register("decimal")
+@PES.register("decimal")
 class DecimalPE(DigitsPE):
     summary = "Position's decimal digits 0..9 written into the first n_digits channels"
     digit_base = 10
 
     @dataclass
     class Config(DigitsConfig):
-        name: str = "decimal"
         n_digits: int = 6
 
 
-@register("decimal_norm")
-class DecimalNormPE(DigitsPE):
+@PES.register("decimal_norm")
+class DecimalNormPE(DecimalPE):
     summary = "Position's decimal digits mapped to [-1,1]/sqrt(n_digits)"
-    digit_base = 10
     normalised = True
 
-    @dataclass
-    class Config(DigitsConfig):
-        name: str = "decimal_norm"
-        n_digits: int = 6
 
-
-@register("integer")
+@PES.register("integer")
 class IntegerPE(FixedTablePE):
     summary = "Normalised position p / max_positions added to every channel"
 
     @dataclass
     class Config(TableConfig):
-        name: str = "integer"
         max_positions: int | None = None  # None: the training length (model.seq_len)
 
     @property

@@ -12,17 +12,16 @@ import torch
 from torch import nn
 
 from posbench.config_loader import ConfigError
+from posbench.pe.base import PES
 from posbench.pe.bias import BiasConfig, BiasPE
-from posbench.pe.registry import register
 
 
-@register("fire")
+@PES.register("fire")
 class FIRE(BiasPE):
     summary = "FIRE: MLP of log-normalised distance psi(i-j)/psi(max(L,i)), learned c and L"
 
     @dataclass
     class Config(BiasConfig):
-        name: str = "fire"
         hidden: int = 32
         # The authors' initial values (Li et al. 2024, sec. 3.2 / their implementation): c = 0.1, L = 512.
         # L: queries before L share one normaliser psi(L); later ones use their own position. Any

@@ -8,10 +8,9 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
-from posbench.config_loader import ConfigError
-from posbench.pe.base import PEConfig, PositionalEncoding, require
+from posbench.config_loader import ConfigError, require
+from posbench.pe.base import PES, PEConfig, PositionalEncoding
 from posbench.pe.none import NoPE
-from posbench.pe.registry import build_pe, get_pe_class, register, validate_pe
 from posbench.pe.rope import RoPE
 
 
@@ -19,21 +18,20 @@ def _default_pattern():
     return [RoPE.Config(), RoPE.Config(), RoPE.Config(), NoPE.Config()]
 
 
-@register("hybrid")
+@PES.register("hybrid")
 class HybridPerLayer(PositionalEncoding):
     kind = "hybrid"
     summary = "Wrapper: a different PE per layer, cycling pe.pattern (default: NoPE every 4th layer)"
 
     @dataclass
     class Config(PEConfig):
-        name: str = "hybrid"
         pattern: list[PEConfig] = field(default_factory=_default_pattern)
 
         def check(self) -> None:
             if not self.pattern:
                 raise ConfigError("pe.pattern must list at least one PE")
             for i, member in enumerate(self.pattern):
-                kind = get_pe_class(member.name).kind
+                kind = PES.get(member.name).kind
                 if kind in ("absolute", "hybrid") or member.name == "randomized":
                     raise ConfigError(f"pe.pattern[{i}] = `{member.name}` is {kind}; a per-layer hybrid "
                                       "takes PEs that act inside attention (rotary, bias or none)")
@@ -43,11 +41,11 @@ class HybridPerLayer(PositionalEncoding):
         require(len(cfg.pattern) <= ctx.n_layers,
                 f"pe.pattern has {len(cfg.pattern)} entries but the model has {ctx.n_layers} layers")
         for member in cfg.pattern:
-            validate_pe(member, ctx)
+            PES.get(member.name).validate(member, ctx)
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
-        self.members = nn.ModuleList(build_pe(m, ctx) for m in cfg.pattern)
+        self.members = nn.ModuleList(PES.build(m, ctx) for m in cfg.pattern)
 
     @property
     def max_positions(self):

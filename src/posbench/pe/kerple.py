@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
+from posbench.pe.base import PES
 from posbench.pe.bias import BiasConfig, BiasPE
-from posbench.pe.registry import register
 
 _EPS = 1e-2
 
@@ -31,13 +31,12 @@ class KerpleBase(BiasPE):
         self.r2_LH = nn.Parameter(torch.rand(self.n_tables, ctx.n_heads) * self.r2_max)
 
 
-@register("kerple_log")
+@PES.register("kerple_log")
 class KerpleLog(KerpleBase):
     summary = "KERPLE logarithmic kernel bias -r1*log(1 + r2*|i-j|), learned per head and layer"
 
     @dataclass
     class Config(BiasConfig):
-        name: str = "kerple_log"
         per_layer: bool = True
 
     def bias(self, t, h, dist, q_pos):
@@ -46,14 +45,13 @@ class KerpleLog(KerpleBase):
         return -r1 * torch.log1p(r2 * dist)
 
 
-@register("kerple_power")
+@PES.register("kerple_power")
 class KerplePower(KerpleBase):
     summary = "KERPLE power kernel bias -r1*|i-j|^r2 (0 < r2 <= 2), learned per head and layer"
     r1_max, r2_max = 1.0, 2.0  # multiplier U(0, 1), exponent U(0, 2): the authors' ParallelKerplePower
 
     @dataclass
     class Config(BiasConfig):
-        name: str = "kerple_power"
         per_layer: bool = True
 
     def bias(self, t, h, dist, q_pos):

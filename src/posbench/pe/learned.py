@@ -7,9 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from posbench.config_loader import ConfigError
-from posbench.pe.base import PEConfig, PositionalEncoding, require
-from posbench.pe.registry import register
+from posbench.config_loader import ConfigError, require
+from posbench.pe.base import PES, PEConfig, PositionalEncoding
 from posbench.pe.sinusoidal import sinusoidal_table
 
 
@@ -27,14 +26,11 @@ class LearnedConfig(PEConfig):
             raise ConfigError("pe.scale and pe.init_std must be > 0")
 
 
-@register("learned")
+@PES.register("learned")
 class LearnedPE(PositionalEncoding):
     kind = "absolute"
     summary = "Learned table of max_positions vectors (optional scale and LayerNorm); no extrapolation"
-
-    @dataclass
-    class Config(LearnedConfig):
-        name: str = "learned"
+    Config = LearnedConfig
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
@@ -55,13 +51,9 @@ class LearnedPE(PositionalEncoding):
         return self.norm(x_BTD + pe_TD.to(x_BTD.dtype))
 
 
-@register("sininit")
+@PES.register("sininit")
 class SinInitPE(LearnedPE):
     summary = "Learned table initialised from the sinusoidal table (trainable)"
-
-    @dataclass
-    class Config(LearnedConfig):
-        name: str = "sininit"
 
     @classmethod
     def validate(cls, cfg, ctx):

@@ -1,17 +1,10 @@
 """NoPE: no positional information at all; causal masking alone lets a decoder infer order
 (Kazemnejad et al. 2023, "The Impact of Positional Encoding on Length Generalization")."""
 
-from dataclasses import dataclass
-
-from posbench.pe.base import PEConfig, PositionalEncoding
-from posbench.pe.registry import register
+from posbench.pe.base import PES, PositionalEncoding
 
 
-@register("none")
+@PES.register("none")
 class NoPE(PositionalEncoding):
     kind = "none"
     summary = "NoPE: no positional encoding; order comes only from the causal mask"
-
-    @dataclass
-    class Config(PEConfig):
-        name: str = "none"

@@ -11,19 +11,17 @@ from dataclasses import dataclass, field
 import torch
 
 from posbench.config_loader import ConfigError
-from posbench.pe.base import PEConfig, PEContext, PositionalEncoding
-from posbench.pe.registry import build_pe, register, validate_pe
+from posbench.pe.base import PES, PEConfig, PEContext, PositionalEncoding
 from posbench.pe.rope import RoPE
 
 
-@register("randomized")
+@PES.register("randomized")
 class RandomizedPositions(PositionalEncoding):
     kind = "wrapper"  # the instance takes the wrapped PE's kind
     summary = "Wrapper: sorted random positions from a larger range (Ruoss et al. 2023) around any PE"
 
     @dataclass
     class Config(PEConfig):
-        name: str = "randomized"
         inner: PEConfig = field(default_factory=RoPE.Config)
         max_positions: int | None = None  # None: 8x the training length
         # The paper samples at test time too (dense 0..T-1 positions never occur in training);
@@ -44,12 +42,12 @@ class RandomizedPositions(PositionalEncoding):
 
     @classmethod
     def validate(cls, cfg, ctx):
-        validate_pe(cfg.inner, cls._inner_ctx(cfg, ctx))
+        PES.get(cfg.inner.name).validate(cfg.inner, cls._inner_ctx(cfg, ctx))
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
         self.range = self._inner_ctx(cfg, ctx).seq_len
-        self.inner = build_pe(cfg.inner, self._inner_ctx(cfg, ctx))
+        self.inner = PES.build(cfg.inner, self._inner_ctx(cfg, ctx))
         self.kind = self.inner.kind
 
     @property

@@ -9,17 +9,16 @@ import torch
 from torch import nn
 
 from posbench.config_loader import ConfigError
+from posbench.pe.base import PES
 from posbench.pe.bias import BiasConfig, BiasPE
-from posbench.pe.registry import register
 
 
-@register("relative_learned")
+@PES.register("relative_learned")
 class RelativeLearnedBias(BiasPE):
     summary = "Learned bias per head and clipped distance min(i-j, max_distance)"
 
     @dataclass
     class Config(BiasConfig):
-        name: str = "relative_learned"
         max_distance: int = 128
 
         def check(self) -> None:

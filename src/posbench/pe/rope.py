@@ -12,9 +12,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from posbench.config_loader import ConfigError
-from posbench.pe.base import PEConfig, PositionalEncoding, require
-from posbench.pe.registry import register
+from posbench.config_loader import ConfigError, require
+from posbench.pe.base import PES, PEConfig, PositionalEncoding
 from posbench.pe.rope_scaling import NoScaling, ScalingConfig, build_scaling
 
 
@@ -46,6 +45,7 @@ class RopeConfig(PEConfig):
 
 class RotaryBase(PositionalEncoding):
     kind = "rotary"
+    Config = RopeConfig
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
@@ -80,22 +80,14 @@ class RotaryBase(PositionalEncoding):
         return apply_rotary(q_BHTK, cos_TK, sin_TK), apply_rotary(k_BHTK, cos_TK, sin_TK)
 
 
-@register("rope")
+@PES.register("rope")
 class RoPE(RotaryBase):
     summary = "Rotary embeddings (RoFormer); length extension pi/ntk/dynamic/yarn/yarn_paper via pe.scaling"
 
-    @dataclass
-    class Config(RopeConfig):
-        name: str = "rope"
 
-
-@register("lrope")
+@PES.register("lrope")
 class LearnableRoPE(RotaryBase):
     summary = "RoPE with learnable per-frequency rates initialised from RoPE's"
-
-    @dataclass
-    class Config(RopeConfig):
-        name: str = "lrope"
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
@@ -105,13 +97,12 @@ class LearnableRoPE(RotaryBase):
         return self.inv_freq_param
 
 
-@register("prope")
+@PES.register("prope")
 class PartialRoPE(RotaryBase):
     summary = "p-RoPE: only the highest `fraction` of frequencies rotate; the rest are position-free"
 
     @dataclass
     class Config(RopeConfig):
-        name: str = "prope"
         fraction: float = 0.75
 
         def check(self) -> None:

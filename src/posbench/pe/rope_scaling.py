@@ -15,7 +15,8 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from posbench.config_loader import ConfigError, nearest
+from posbench.config_loader import ConfigError
+from posbench.registry import Registry
 
 
 @dataclass
@@ -30,20 +31,10 @@ class ScalingConfig:
 
     @classmethod
     def registry_lookup(cls, name, where="pe.scaling"):
-        if name not in SCALINGS:
-            raise ConfigError(f"unknown RoPE scaling `{name}` at {where}" + nearest(name, SCALINGS))
-        return SCALINGS[name].Config
+        return SCALINGS.config(name, where)
 
 
-SCALINGS: dict[str, type[RopeScaling]] = {}
-
-
-def register_scaling(name: str):
-    def wrap(cls):
-        cls.name = name
-        SCALINGS[name] = cls
-        return cls
-    return wrap
+SCALINGS = Registry("RoPE scaling", where="pe.scaling")
 
 
 class RopeScaling:
@@ -59,20 +50,14 @@ class RopeScaling:
         return inv_F, 1.0
 
 
-@register_scaling("none")
+@SCALINGS.register("none")
 class NoScaling(RopeScaling):
-    @dataclass
-    class Config(ScalingConfig):
-        name: str = "none"
+    """The trained frequencies, unchanged."""
 
 
-@register_scaling("pi")
+@SCALINGS.register("pi")
 class PositionInterpolation(RopeScaling):
     """Chen et al. 2023, eq. 4: f'(x, m) = f(x, m / s), i.e. every frequency divided by s."""
-
-    @dataclass
-    class Config(ScalingConfig):
-        name: str = "pi"
 
     def transform(self, inv_F, pos_T):
         return inv_F / self.factor, 1.0
@@ -87,25 +72,17 @@ def ntk_inv_freq(inv_F: torch.Tensor, factor: float) -> torch.Tensor:
     return inv_F * factor ** (-2 * i / (d - 2))
 
 
-@register_scaling("ntk")
+@SCALINGS.register("ntk")
 class NTKAware(RopeScaling):
-    @dataclass
-    class Config(ScalingConfig):
-        name: str = "ntk"
-
     def transform(self, inv_F, pos_T):
         return ntk_inv_freq(inv_F, self.factor), 1.0
 
 
-@register_scaling("dynamic")
+@SCALINGS.register("dynamic")
 class DynamicNTK(RopeScaling):
     """NTK with s grown to the current length L: s_L = s*L/L_train - (s - 1), only when L > L_train
     (emozilla, 2023; the form used by HF transformers). Keys cached at a shorter length keep their
     old rotation: the known inconsistency of dynamic NTK under a KV cache."""
-
-    @dataclass
-    class Config(ScalingConfig):
-        name: str = "dynamic"
 
     def transform(self, inv_F, pos_T):
         length = int(pos_T.max().item()) + 1 if pos_T.numel() else 0
@@ -120,7 +97,7 @@ def yarn_mscale(factor: float) -> float:
     return 0.1 * math.log(factor) + 1.0 if factor > 1 else 1.0
 
 
-@register_scaling("yarn")
+@SCALINGS.register("yarn")
 class YaRN(RopeScaling):
     """YaRN as transformers (`_compute_yarn_parameters`), vLLM and Megatron compute it, so "yarn" here means
     what it means there. With r(n) the frequency index at which a frequency turns n times over the
@@ -133,7 +110,6 @@ class YaRN(RopeScaling):
 
     @dataclass
     class Config(ScalingConfig):
-        name: str = "yarn"
         beta_fast: float = 32.0  # rotations over the original length above which a frequency is kept
         beta_slow: float = 1.0  # ... below which it is interpolated (divided by s)
         truncate: bool = True  # floor/ceil the correction range, as transformers does by default
@@ -160,7 +136,7 @@ class YaRN(RopeScaling):
         return inv_F / self.factor * ramp_F + inv_F * (1 - ramp_F), yarn_mscale(self.factor)
 
 
-@register_scaling("yarn_paper")
+@SCALINGS.register("yarn_paper")
 class YaRNPaper(RopeScaling):
     """Peng et al. 2023 (YaRN), eqs. 17-22 as written: per frequency, r = L_train / wavelength;
     gamma(r) = 0 for r < alpha, 1 for r > beta, linear between; h(theta) = (1 - gamma) theta / s +
@@ -168,7 +144,6 @@ class YaRNPaper(RopeScaling):
 
     @dataclass
     class Config(ScalingConfig):
-        name: str = "yarn_paper"
         alpha: float = 1.0
         beta: float = 32.0
 
@@ -186,4 +161,4 @@ class YaRNPaper(RopeScaling):
 
 
 def build_scaling(cfg: ScalingConfig, train_len: int) -> RopeScaling:
-    return SCALINGS[cfg.name](cfg, train_len)
+    return SCALINGS.build(cfg, train_len)

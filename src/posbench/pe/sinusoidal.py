@@ -7,9 +7,9 @@ from dataclasses import dataclass
 
 import torch
 
+from posbench.config_loader import require
 from posbench.pe.absolute import FixedTablePE, TableConfig
-from posbench.pe.base import require
-from posbench.pe.registry import register
+from posbench.pe.base import PES
 
 
 def sinusoidal_table(pos_T: torch.Tensor, d_model: int, base: float = 10000.0) -> torch.Tensor:
@@ -31,13 +31,12 @@ class UnitWaveTable(FixedTablePE):
         return self.ctx.init_std * math.sqrt(2)
 
 
-@register("sinusoidal")
+@PES.register("sinusoidal")
 class SinusoidalPE(UnitWaveTable):
     summary = "Fixed sin/cos table added to embeddings (Vaswani et al. 2017)"
 
     @dataclass
     class Config(TableConfig):
-        name: str = "sinusoidal"
         base: float = 10000.0
 
     @classmethod
@@ -49,13 +48,12 @@ class SinusoidalPE(UnitWaveTable):
         return sinusoidal_table(pos_T, self.ctx.d_model, self.cfg.base)
 
 
-@register("sinonly")
+@PES.register("sinonly")
 class SineOnlyPE(UnitWaveTable):
     summary = "Sine-only table: PE[p, i] = sin(p / base^(i/d)); no cosine partner per frequency"
 
     @dataclass
     class Config(TableConfig):
-        name: str = "sinonly"
         base: float = 10000.0
 
     def table(self, pos_T):

@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from posbench.config_loader import ConfigError
+from posbench.pe.base import PES
 from posbench.pe.bias import BiasConfig, BiasPE
-from posbench.pe.registry import register
 
 
 def t5_bucket(dist: torch.Tensor, num_buckets: int, max_distance: int) -> torch.Tensor:
@@ -25,13 +25,12 @@ def t5_bucket(dist: torch.Tensor, num_buckets: int, max_distance: int) -> torch.
     return torch.where(n < max_exact, n, large)
 
 
-@register("t5")
+@PES.register("t5")
 class T5Bias(BiasPE):
     summary = "T5 learned relative bias over causal log-spaced distance buckets (shared by layers)"
 
     @dataclass
     class Config(BiasConfig):
-        name: str = "t5"
         num_buckets: int = 32
         max_distance: int = 128
 

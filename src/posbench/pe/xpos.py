@@ -9,17 +9,16 @@ from dataclasses import dataclass
 import torch
 
 from posbench.config_loader import ConfigError
-from posbench.pe.registry import register
+from posbench.pe.base import PES
 from posbench.pe.rope import RopeConfig, RotaryBase, apply_rotary
 
 
-@register("xpos")
+@PES.register("xpos")
 class XPos(RotaryBase):
     summary = "xPos: RoPE with exponential decay per frequency (relative, length-extrapolatable)"
 
     @dataclass
     class Config(RopeConfig):
-        name: str = "xpos"
         gamma: float = 0.4  # zeta_i = (2i/K + gamma) / (1 + gamma)
         scale_base: float = 512.0  # B
 

@@ -9,12 +9,12 @@ study completes with the same numbers as an uninterrupted one). Worker output go
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
 from tqdm import tqdm
 
+from posbench.data.atomic import write_text
 from posbench.procpool import call_logged, run_jobs
 from posbench.studies.plots import all_plots
 from posbench.studies.report import write_outputs
@@ -31,9 +31,7 @@ def _run_and_save(cell: Cell, out_dir: str) -> str:
     out = Path(out_dir)
     result = run_cell(cell, out / "work")
     path = cell_path(out, cell)
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(result, sort_keys=True))
-    os.replace(tmp, path)
+    write_text(path, json.dumps(result, sort_keys=True))
     return cell.cell_id
 
 

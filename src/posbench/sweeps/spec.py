@@ -29,8 +29,8 @@ from posbench.config_loader import ConfigError, load, load_yaml, nested, to_dict
 from posbench.evaluation.config import EvalConfig
 from posbench.pe import PEConfig
 from posbench.studies.claims import ClaimConfig, check_names
+from posbench.training.plan import budget_tokens, make_plan
 from posbench.training.rundir import check_run_name, format_tokens
-from posbench.training.session import budget_tokens, make_plan
 
 SWEEP_CLAIM_METRICS = ("ppl_slope",)  # what a sweep's claims can compare (sweeps/report.py)
 

@@ -4,7 +4,7 @@
     optim.pt       full optimizer state dict keyed by parameter name
     rng_rank<r>.pt each rank's RNG states (torch CPU/CUDA as tensors, python/numpy as lists)
     config.yaml    the resolved run config
-    meta.json      step, tokens, data cursor, schedule, kind, parent, wandb id; written last
+    meta.json      step (also the data cursor), tokens, schedule, kind, parent, wandb id; written last
 
 Everything is written into `run_dir/.tmp_step_<N>/` (each tensor file fsynced), renamed into place
 (then the run dir fsynced), then the `latest` symlink is swapped atomically: a crash or kill at any
@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
+from posbench.config_loader import ConfigError
 from posbench.data.atomic import fsync_dir
 from posbench.training import distributed as dist
 
@@ -40,8 +41,10 @@ FILES = ("model.pt", "optim.pt", "config.yaml", "meta.json")
 KEPT_KINDS = ("branch", "final")  # never pruned
 
 
-class CheckpointError(RuntimeError):
-    pass
+class CheckpointError(ConfigError, RuntimeError):
+    """A checkpoint is missing, unreadable or does not match its own config; the message names it. One class
+    for training (resume, save) and evaluation (loading): a ConfigError, since the input is wrong, and a
+    RuntimeError, as a failed save always was; cli_errors maps it to exit code 4."""
 
 
 class DiskFullError(CheckpointError):
@@ -224,6 +227,21 @@ def is_state_dict(state: object) -> bool:
                                            for k, v in state.items())
 
 
+def read_state_dict(file: Path, mmap: bool = False) -> dict:
+    """A model.pt as a state dict of tensors (weights_only: loading runs no code). Raises whatever torch
+    raises for a damaged file, and NotAStateDict when the file holds something else."""
+    state = torch.load(file, map_location="cpu", weights_only=True, mmap=mmap)
+    if not is_state_dict(state):
+        raise NotAStateDict(state)
+    return state
+
+
+class NotAStateDict(ValueError):
+    def __init__(self, held: object):
+        self.held = type(held).__name__
+        super().__init__(f"model.pt holds a {self.held}, not a state dict of tensors")
+
+
 def load(path: Path, rank: int = 0) -> Loaded:
     path = Path(path)
     if path.is_symlink() or path.name == "latest":
@@ -233,9 +251,7 @@ def load(path: Path, rank: int = 0) -> Loaded:
         raise CheckpointError(f"checkpoint {path} is incomplete: missing {', '.join(missing)}")
     try:
         meta = json.loads((path / "meta.json").read_text())
-        model = torch.load(path / "model.pt", map_location="cpu", weights_only=True)
-        if not is_state_dict(model):
-            raise ValueError(f"model.pt holds a {type(model).__name__}, not a state dict of tensors")
+        model = read_state_dict(path / "model.pt")
         optim = torch.load(path / "optim.pt", map_location="cpu", weights_only=True)
         rng_file = path / f"rng_rank{rank}.pt"
         rng = torch.load(rng_file, map_location="cpu", weights_only=True) if rng_file.is_file() else None

@@ -6,6 +6,7 @@ Every metric dict carries `tokens` (the x-axis) and `step`. Implementations:
   WandbLogger   online when WANDB_API_KEY (or a sweep agent's WANDB_SWEEP_ID) is set, else offline;
                 tokens as the step metric
   NullLogger    for ranks other than 0
+`make_logger` picks them for a run (a branch run's WandB curves start with its parent's history).
 No configs or logs ever contain the environment or API keys: WandB reads its key itself.
 """
 
@@ -15,6 +16,11 @@ import json
 import os
 import sys
 from pathlib import Path
+
+from posbench.config import RunConfig
+from posbench.config_loader import to_dict
+from posbench.data.paths import is_inside
+from posbench.training import distributed as dist
 
 
 class Logger:
@@ -108,3 +114,29 @@ def read_history(jsonl: Path, up_to_tokens: int) -> list[dict]:
         return []
     rows = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
     return [r for r in rows if r.get("tokens", 0) <= up_to_tokens]
+
+
+def make_logger(cfg: RunConfig, run_dir: Path, run_id: str, parent: dict | None) -> Logger:
+    if not dist.is_main():
+        return NullLogger()
+    loggers: list[Logger] = [JsonlLogger(run_dir / "metrics.jsonl"), ConsoleLogger()]
+    if cfg.logging.wandb != "disabled":
+        history, group = [], cfg.logging.group
+        if parent:
+            group = group or parent["run"]
+            history = parent_history(parent, cfg.train.out_dir)
+        loggers.append(WandbLogger(run_dir, run_dir.name, to_dict(cfg), cfg.logging.wandb, cfg.logging.project,
+                                   cfg.logging.entity, group, run_id, history))
+    return MultiLogger(loggers)
+
+
+def parent_history(parent: dict, out_dir: str) -> list[dict]:
+    """The branch parent's metrics up to the branch point, for the new run's curves. Its run_dir comes
+    from a checkpoint's meta.json, which may have been made elsewhere: it is read only when it lies in
+    this run's out_dir (where branch parents live), else the curves start at the branch."""
+    run_dir = Path(str(parent.get("run_dir", "")))
+    if not parent.get("run_dir") or not is_inside(run_dir, out_dir):
+        print(f"warning: the branch parent's run dir {str(run_dir)!r} (from its checkpoint's meta.json) is not "
+              f"inside train.out_dir={out_dir}; its metrics are not copied into this run's curves")
+        return []
+    return read_history(run_dir / "metrics.jsonl", parent["tokens"])

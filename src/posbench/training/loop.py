@@ -1,4 +1,6 @@
-"""The training loop, readable top to bottom (nanoGPT style). Setup decisions live in session.py."""
+"""The training loop, readable top to bottom (nanoGPT style). Setup decisions made once before the first step
+live in their own files: device.py, plan.py (batches, budgets, schedule), rundir.py (directory, identity,
+lock), resume.py, loggers.py, signals.py, meta.py."""
 
 from __future__ import annotations
 
@@ -15,7 +17,9 @@ from posbench.model.flops import stats_of
 from posbench.model.loss import auto_chunk_tokens
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
-from posbench.training import session as ses
+from posbench.training.device import device_type_for
+from posbench.training.loggers import make_logger
+from posbench.training.meta import meta_json
 from posbench.training.metrics import (
     grad_norms_by_layer,
     logit_stats,
@@ -26,8 +30,11 @@ from posbench.training.metrics import (
     weight_norm,
 )
 from posbench.training.optim import build_optimizer, set_lr
+from posbench.training.plan import accum_steps, describe, make_plan
 from posbench.training.precision import choose_precision
-from posbench.training.rundir import format_tokens
+from posbench.training.resume import check_resume_compatible, resume_source
+from posbench.training.rundir import choose_run_dir, format_tokens, identity, lock_run_dir
+from posbench.training.signals import StopFlag
 from posbench.training.sources import BatchSource, micro_indices, val_indices
 
 
@@ -42,21 +49,21 @@ def train(cfg: RunConfig, source: BatchSource) -> dict:
 
 
 def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> dict:
-    device_type = ses.device_type_for(cfg)
+    device_type = device_type_for(cfg)
     device = dist.init(device_type)
     world, rank = dist.world_size(), dist.rank()
-    ses.accum_steps(cfg, world)  # the batch arithmetic, checked before a model is built
+    accum_steps(cfg, world)  # the batch arithmetic, checked before a model is built
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model, cfg.pe, device_type)  # the run's one model; the plan reads its size
-    plan = ses.make_plan(cfg, world, device_type, stats_of(model, cfg.model))  # budgets, schedule: before any work
-    ident = ses.identity(cfg, source.fingerprint)
-    run_dir, existed = ses.choose_run_dir(cfg, plan, ident)
-    ses.lock_run_dir(run_dir, held)  # before touching anything in it: one run per directory
+    plan = make_plan(cfg, world, device_type, stats_of(model, cfg.model))  # budgets, schedule: before any work
+    ident = identity(cfg, source.fingerprint)
+    run_dir, existed = choose_run_dir(cfg, plan.end_tokens, ident)
+    lock_run_dir(run_dir, held)  # before touching anything in it: one run per directory
     ckpt.cleanup_partial(run_dir)
     dist.barrier()
-    loaded = ses.resume_source(cfg, run_dir, existed, print if dist.is_main() else (lambda *_: None))
+    loaded = resume_source(cfg, run_dir, existed, print if dist.is_main() else (lambda *_: None))
     if loaded is not None:
-        ses.check_resume_compatible(cfg, loaded, ident)
+        check_resume_compatible(cfg, loaded, ident)
 
     model = model.to(device)  # after the checks above: no device memory is spent on a run that fails them
     wrapped = dist.wrap_model(model, cfg.train.parallel, device)
@@ -79,20 +86,20 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
                       "run_dir": str(loaded.path.parent), "step": step, "tokens": tokens}
         if loaded.rng is not None:
             ckpt.set_rng_state(loaded.rng)
-    logger = ses.make_logger(cfg, run_dir, run_id, parent)
+    logger = make_logger(cfg, run_dir, run_id, parent)
     run_id = logger.run_id or run_id
     if dist.is_main():
-        logger.message(ses.describe(cfg, plan, run_dir) + (f" | resumed from {loaded.path}" if loaded else ""))
+        logger.message(describe(cfg, plan, run_dir) + (f" | resumed from {loaded.path}" if loaded else ""))
 
     def save(kind: str) -> None:
         model_state, optim_state = dist.full_state(wrapped, optimizer)
-        meta = ses.meta_json(step, tokens, plan, kind, ident, run_id, parent, source.tokenizer_fingerprint,
+        meta = meta_json(step, tokens, plan, kind, ident, run_id, parent, source.tokenizer_fingerprint,
                              best_val if math.isfinite(best_val) else None)
         path = ckpt.save(run_dir, step, model_state, optim_state, meta, cfg.to_yaml())
         ckpt.prune(run_dir, cfg.train.keep_last)
         logger.message(f"saved {kind} checkpoint {path}")
 
-    stop = ses.StopFlag()
+    stop = StopFlag()
     gbt, mb, accum = cfg.train.global_batch_tokens, cfg.train.micro_batch, plan.accum
     peak = peak_flops(device)
     steps_this_run, t_last, tokens_last = 0, time.perf_counter(), tokens

@@ -2,17 +2,24 @@
 
 A directory belongs to one *identity* (model, PE, data fingerprint, seed), stored in identity.json.
 Starting a run whose directory holds another identity moves on to `_v2`, `_v3`, ...; resuming finds
-the directory of the same identity.
+the directory of the same identity. Rank 0 chooses and claims the directory and broadcasts it; it holds
+`<run>/.lock` for the whole run.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
-import os
 import re
 from pathlib import Path
 
-from posbench.config_loader import ConfigError
+import torch
+
+from posbench.config import RunConfig
+from posbench.config_loader import ConfigError, to_dict
+from posbench.data.atomic import DirLock, write_text
+from posbench.data.errors import DataError
+from posbench.training import distributed as dist
 
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 
@@ -39,9 +46,7 @@ def default_name(size: str, pe: str, budget_tokens: int, seed: int) -> str:
 
 
 def _atomic_json(path: Path, data: dict) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1, sort_keys=True))
-    os.replace(tmp, path)
+    write_text(path, json.dumps(data, indent=1, sort_keys=True))
 
 
 def find_run_dir(out_dir: Path, name: str, identity: dict) -> tuple[Path, bool]:
@@ -70,3 +75,58 @@ def read_identity(path: Path) -> dict:
 def claim_run_dir(run_dir: Path, identity: dict) -> None:
     run_dir.mkdir(parents=True, exist_ok=True)
     _atomic_json(run_dir / "identity.json", identity)
+
+
+def identity(cfg: RunConfig, data_fingerprint: str) -> dict:
+    """What a run directory (and a resume) must agree on."""
+    return {"model": to_dict(cfg.model), "pe": to_dict(cfg.pe), "data": data_fingerprint, "seed": cfg.seed}
+
+
+def identity_diffs(saved: dict, ident: dict) -> str:
+    """'model, data (checkpoint: X, this run: Y)': which parts differ, with both data fingerprints, since a
+    different tokenizer or task mix is the usual cause and the fingerprint names which."""
+    diffs = [k for k in ("model", "pe", "data", "seed") if saved.get(k) != ident[k]]
+    return ", ".join(f"data (checkpoint: {saved.get('data')}, this run: {ident['data']})" if k == "data" else k
+                     for k in diffs)
+
+
+def refuse_changed_identity(named_dir: Path, ident: dict) -> None:
+    """`--resume auto` where the run's directory belongs to another configuration: refuse, rather than
+    silently start a fresh `_v2` run that the user believes is a continuation."""
+    ident_file = named_dir / "identity.json"
+    if ident_file.is_file():
+        diffs = identity_diffs(read_identity(ident_file), ident)
+        raise ConfigError(f"--resume auto: {named_dir} was trained with another configuration; its {diffs} "
+                          "differ from this run's. Fix the config (e.g. the same data.tokenizer and data.mix "
+                          "as its shards), or pass train.allow_resume_mismatch=true to override")
+
+
+def choose_run_dir(cfg: RunConfig, end_tokens: int, ident: dict) -> tuple[Path, bool]:
+    name = cfg.train.run_name or default_name(cfg.model.size, cfg.pe.name, end_tokens, cfg.seed)
+    check_run_name(name)
+    out = Path(cfg.train.out_dir)
+    if dist.is_main():
+        run_dir, existed = find_run_dir(out, name, ident)
+        if cfg.train.resume == "auto" and not existed and not cfg.train.allow_resume_mismatch:
+            refuse_changed_identity(out / name, ident)
+        claim_run_dir(run_dir, ident)
+    else:
+        run_dir, existed = None, False
+    shared = [str(run_dir) if run_dir else "", existed]
+    if dist.is_distributed():
+        torch.distributed.broadcast_object_list(shared, src=0)
+    return Path(shared[0]), bool(shared[1])
+
+
+def lock_run_dir(run_dir: Path, held: contextlib.ExitStack) -> None:
+    """Rank 0 holds `run_dir/.lock` until `held` closes; a second run of the same directory stops
+    at once (every rank), naming the holder's pid and host, instead of interleaving metrics and
+    overwriting checkpoints."""
+    error = None
+    if dist.is_main():
+        try:
+            held.enter_context(DirLock(run_dir, "training"))
+        except DataError as e:
+            error = e
+    if dist.any_rank(error is not None, dist.collective_device()):
+        raise error or DataError(f"rank 0 could not lock {run_dir}; all ranks stop")

@@ -12,7 +12,7 @@ from posbench.app.paths import runs_root
 from posbench.app.studyform import DIMS, build_study, defaults
 from posbench.app.views.study import show_study
 from posbench.config_loader import ConfigError
-from posbench.pe import pe_names
+from posbench.pe import PES
 
 POLL_S = 2.0
 
@@ -39,7 +39,7 @@ def _form(root) -> None:
     with st.expander("New study", expanded=not background.app_runs(root)), st.form("study_form"):
         form = {"name": st.text_input("Name", d["name"], key="f_name"),
                 "tasks": st.text_area("Tasks (one per line)", d["tasks"], key="f_tasks"),
-                "pes": st.multiselect("PEs", pe_names(), default=d["pes"], key="f_pes"),
+                "pes": st.multiselect("PEs", PES.names(), default=d["pes"], key="f_pes"),
                 "seeds": st.text_input("Seeds", d["seeds"], key="f_seeds")}
         cols = st.columns(4)
         form["steps"] = cols[0].number_input("Steps", 2, 100000, d["steps"], key="f_steps")

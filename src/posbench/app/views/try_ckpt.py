@@ -17,7 +17,7 @@ from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
 from posbench.data.tasks.base import TaskConfig, build_task, task_names
 from posbench.evaluation.algorithmic import pretrained_with_mix
-from posbench.evaluation.base import decode as decode_ids
+from posbench.evaluation.generate import decode as decode_ids
 from posbench.evaluation.loading import CheckpointError, load_model, resolve_checkpoint
 
 

@@ -4,11 +4,11 @@
     ex = task.example(seed=0, index=7, split="ood")     # ex.prompt, ex.answer, ex.tokens_T, ex.targets_T
 
 `source.TaskSource` trains directly on a task's token form, `mix.TaskMixer` puts task text into the
-pretraining stream. Adding a task: one file with a `@register_task("name")` class (see base.py), one
+pretraining stream. Adding a task: one file with a `@TASKS.register("name")` class (see base.py), one
 line below, and its independent solver in tests/tasks/.
 """
 
-from posbench.data.tasks import (  # noqa: F401  (imported for their @register_task side effect)
+from posbench.data.tasks import (  # noqa: F401  (imported for their @TASKS.register side effect)
     copy_distance,
     k_back,
     long_range_match,
@@ -27,16 +27,16 @@ from posbench.data.tasks.base import (
     IGNORE,
     PAD_ID,
     SPLITS,
+    TASKS,
     Example,
     Task,
     TaskConfig,
     Vocab,
     build_task,
     get_task_class,
-    register_task,
     task_names,
 )
 from posbench.data.tasks.filler import Filler, GeneratedFiller, TextFiller, garden_filler
 
-__all__ = ["IGNORE", "PAD_ID", "SPLITS", "Example", "Filler", "GeneratedFiller", "Task", "TaskConfig", "TextFiller",
-           "Vocab", "build_task", "garden_filler", "get_task_class", "register_task", "task_names"]
+__all__ = ["IGNORE", "PAD_ID", "SPLITS", "TASKS", "Example", "Filler", "GeneratedFiller", "Task", "TaskConfig",
+           "TextFiller", "Vocab", "build_task", "garden_filler", "get_task_class", "task_names"]

@@ -23,29 +23,22 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import zlib
 from dataclasses import dataclass
 from typing import ClassVar
 
 import numpy as np
 
-from posbench.config_loader import ConfigError, to_dict
+from posbench.config_loader import ConfigError, require, to_dict
 from posbench.data.tasks.filler import Filler, GeneratedFiller
 from posbench.registry import Registry
+from posbench.targets import IGNORE  # target of positions with nothing to predict
 
 SPLITS = ("train", "id", "ood")
 _SPLIT_CODE = {"train": 0, "id": 1, "ood": 2}
-IGNORE = -100  # target of positions with nothing to predict (PyTorch's cross-entropy ignore_index)
 PAD = "<pad>"
 PAD_ID = 0
 _MAX_ATTEMPTS = 64
-
-
-def require(cond: bool, message: str) -> None:
-    """Raise ConfigError(message) unless cond; keeps validation one line per rule."""
-    if not cond:
-        raise ConfigError(message)
 
 
 @dataclass
@@ -233,32 +226,6 @@ def check_split(split: str) -> None:
         raise ValueError(f"split must be one of {list(SPLITS)}, got {split!r}")
 
 
-def gap_bounds(frac_range: tuple, room: int) -> tuple[int, int]:
-    """Integer distances whose fraction of `room` lies in frac_range (passkey, copy_distance)."""
-    lo, hi = math.ceil(frac_range[0] * room - 1e-9), math.floor(frac_range[1] * room + 1e-9)
-    return lo, hi
-
-
-def sample_gap(rng: np.random.Generator, frac_range: tuple, room: int) -> tuple[int, int]:
-    """(prefix, gap): gap uniform over gap_bounds, prefix uniform in what is left of [0, high * room], so
-    the thing to recall sits at varying absolute positions and an example never exceeds high * room."""
-    lo, hi = gap_bounds(frac_range, room)
-    gap = int(rng.integers(lo, hi + 1))
-    return int(rng.integers(hi - gap + 1)), gap
-
-
-def check_gap_config(cfg: TaskConfig, overhead: int) -> None:
-    """`context` leaves room for filler after `overhead` fixed tokens; every range holds an integer gap."""
-    room = cfg.context - overhead
-    require(room >= 4, f"task `{cfg.name}`: context={cfg.context} leaves {room} filler tokens after the "
-                       f"{overhead} fixed ones; use context >= {overhead + 4}")
-    for field in ("id_range", "ood_range"):
-        lo, hi = gap_bounds(getattr(cfg, field), room)
-        require(getattr(cfg, field)[0] > 0 and 1 <= lo <= hi,
-                f"task `{cfg.name}`: {field}={list(getattr(cfg, field))} (fractions of the {room} filler "
-                f"tokens) holds no whole distance >= 1; widen it or raise context")
-
-
 def _check_task(name: str, cls) -> None:
     if not issubclass(cls.Config, TaskConfig):
         raise TypeError(f"{cls.__name__}.Config must subclass TaskConfig")
@@ -267,7 +234,6 @@ def _check_task(name: str, cls) -> None:
 
 
 TASKS = Registry("task", _check_task)
-register_task = TASKS.register
 
 
 def get_task_class(name: str, where: str = "task.name") -> type[Task]:

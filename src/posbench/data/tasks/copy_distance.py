@@ -13,54 +13,34 @@ from __future__ import annotations
 
 import string
 from dataclasses import dataclass
-from typing import ClassVar
 
 import numpy as np
 
-from posbench.data.tasks.base import (
-    Example,
-    Task,
-    TaskConfig,
-    Vocab,
-    answer_rows,
-    check_gap_config,
-    gap_bounds,
-    register_task,
-    require,
-    sample_gap,
-)
+from posbench.data.tasks.base import TASKS, Example, Vocab, answer_rows, require
+from posbench.data.tasks.gap import GapConfig, GapTask, sample_gap
 
 COPY, PASTE, END = "<copy>", "<paste>", "<end>"
 
 
-@register_task("copy_distance")
-class CopyDistance(Task):
+@TASKS.register("copy_distance")
+class CopyDistance(GapTask):
     summary = "copy a marked letter string across a long gap of random letters"
 
     @dataclass
-    class Config(TaskConfig):
-        name: str = "copy_distance"
-        context: int = 256  # training context in task tokens: ID examples never exceed it
-        id_range: tuple[float, float] = (0.25, 1.0)  # payload-to-paste distance / room for filler
-        ood_range: tuple[float, float] = (1.5, 2.0)
+    class Config(GapConfig):  # distance: payload to <paste>
         payload: int = 6  # letters to copy
         n_symbols: int = 16  # letters a..p, for payload and filler alike
-        range_min: ClassVar[float] = 0.0  # fractions; check_gap_config wants a whole distance >= 1
+
+        def fixed_tokens(self) -> int:
+            return 2 * self.payload + 3  # <copy> payload <paste> payload <end>
 
         def check(self) -> None:
             require(self.payload >= 1, f"task `{self.name}`: payload={self.payload} must be >= 1")
             require(2 <= self.n_symbols <= 26, f"task `{self.name}`: n_symbols={self.n_symbols} must be in [2, 26]")
-            check_gap_config(self, 2 * self.payload + 3)
-
-    @property
-    def room(self) -> int:
-        return self.cfg.context - (2 * self.cfg.payload + 3)
+            super().check()
 
     def build_vocab(self) -> Vocab:
         return Vocab(string.ascii_lowercase[: self.cfg.n_symbols], [COPY, PASTE, END])
-
-    def max_tokens(self, split: str) -> int:
-        return gap_bounds(self.cfg.split_range(split), self.room)[1] + 2 * self.cfg.payload + 3
 
     @property
     def chance_accuracy(self) -> float:

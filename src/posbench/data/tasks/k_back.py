@@ -21,34 +21,23 @@ from typing import Literal
 
 import numpy as np
 
-from posbench.data.tasks.base import (
-    IGNORE,
-    Example,
-    TaskConfig,
-    label_rows,
-    register_task,
-    require,
-    uniform_int,
-)
-from posbench.data.tasks.yes_no import YesNoTask
+from posbench.data.tasks.base import IGNORE, TASKS, Example, label_rows, require, uniform_int
+from posbench.data.tasks.yes_no import YesNoConfig, YesNoTask
 
 
-@register_task("k_back")
+@TASKS.register("k_back")
 class KBack(YesNoTask):
     summary = "does each item equal the one k positions back (n-back)"
 
     @dataclass
-    class Config(TaskConfig):
-        name: str = "k_back"
-        id_range: tuple[int, int] = (8, 16)  # items
-        ood_range: tuple[int, int] = (17, 32)
+    class Config(YesNoConfig):
         k: int = 2
         n_symbols: int = 4  # letters a, b, c, d
         ask: Literal["every", "last"] = "every"  # which items are labelled
 
         def check(self) -> None:
             require(self.k >= 1, f"task `{self.name}`: k={self.k} must be >= 1")
-            require(2 <= self.n_symbols <= 26, f"task `{self.name}`: n_symbols={self.n_symbols} must be in [2, 26]")
+            super().check()
             require(self.id_range[0] > self.k, f"task `{self.name}`: id_range must start above k={self.k} "
                                                f"so every sequence has a target")
 

@@ -15,32 +15,18 @@ from typing import ClassVar
 
 import numpy as np
 
-from posbench.data.tasks.base import (
-    IGNORE,
-    Example,
-    TaskConfig,
-    label_rows,
-    register_task,
-    require,
-    uniform_int,
-)
-from posbench.data.tasks.yes_no import YesNoTask
+from posbench.data.tasks.base import IGNORE, TASKS, Example, label_rows, uniform_int
+from posbench.data.tasks.yes_no import YesNoConfig, YesNoTask
 
 
-@register_task("long_range_match")
+@TASKS.register("long_range_match")
 class LongRangeMatch(YesNoTask):
     summary = "does the last item equal the first"
 
     @dataclass
-    class Config(TaskConfig):
-        name: str = "long_range_match"
-        id_range: tuple[int, int] = (8, 16)  # items
-        ood_range: tuple[int, int] = (17, 32)
+    class Config(YesNoConfig):
         n_symbols: int = 8  # letters a..h
         range_min: ClassVar[int] = 2  # a first and a distinct last item
-
-        def check(self) -> None:
-            require(2 <= self.n_symbols <= 26, f"task `{self.name}`: n_symbols={self.n_symbols} must be in [2, 26]")
 
     def generate(self, rng: np.random.Generator, split: str) -> Example:
         n, m = uniform_int(rng, self.cfg.split_range(split)), self.cfg.n_symbols

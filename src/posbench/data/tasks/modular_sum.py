@@ -14,16 +14,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from posbench.data.tasks.base import Example, Task, TaskConfig, Vocab, label_rows, register_task, require, uniform_int
+from posbench.data.tasks.base import TASKS, Example, Task, TaskConfig, Vocab, label_rows, require, uniform_int
 
 
-@register_task("modular_sum")
+@TASKS.register("modular_sum")
 class ModularSum(Task):
     summary = "running sum mod a base of the numbers before each position"
 
     @dataclass
     class Config(TaskConfig):
-        name: str = "modular_sum"
         id_range: tuple[int, int] = (8, 16)  # items
         ood_range: tuple[int, int] = (17, 32)
         base: int = 10  # item values and sums are 0..base-1

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from posbench.data.tasks.base import Example, Task, TaskConfig, Vocab, answer_rows, register_task, require, uniform_int
+from posbench.data.tasks.base import TASKS, Example, Task, TaskConfig, Vocab, answer_rows, require, uniform_int
 from posbench.data.tasks.filler import cut_points
 
 DIGITS = [str(d) for d in range(10)]
@@ -27,14 +27,13 @@ KEYS = ["Oslo", "Lima", "Cairo", "Dublin", "Hanoi", "Quito", "Riga", "Accra", "B
 FACT, ASK, END = "<fact>", "<ask>", "<end>"
 
 
-@register_task("needle")
+@TASKS.register("needle")
 class Needle(Task):
     summary = "retrieve a key's value from a fact sentence at some depth of filler text"
     uses_filler = True
 
     @dataclass
     class Config(TaskConfig):
-        name: str = "needle"
         id_range: tuple[int, int] = (64, 256)  # filler units
         ood_range: tuple[int, int] = (512, 1024)
         value_digits: int = 7

@@ -19,19 +19,18 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from posbench.data.tasks.base import Example, Task, TaskConfig, Vocab, answer_rows, register_task, require, uniform_int
+from posbench.data.tasks.base import TASKS, Example, Task, TaskConfig, Vocab, answer_rows, require, uniform_int
 
 DIGITS = [str(d) for d in range(10)]
 PLUS, EQ, END = "+", "=", "<end>"
 
 
-@register_task("no_carry_add")
+@TASKS.register("no_carry_add")
 class NoCarryAdd(Task):
     summary = "add 2-8 numbers whose column sums never carry"
 
     @dataclass
     class Config(TaskConfig):
-        name: str = "no_carry_add"
         id_range: tuple[int, int] = (2, 5)  # how many numbers
         ood_range: tuple[int, int] = (6, 8)
         digits: int = 3  # columns per number

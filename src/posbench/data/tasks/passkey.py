@@ -20,19 +20,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from posbench.data.tasks.base import (
-    Example,
-    Task,
-    TaskConfig,
-    Vocab,
-    answer_rows,
-    check_gap_config,
-    gap_bounds,
-    register_task,
-    require,
-    sample_gap,
-)
+from posbench.data.tasks.base import TASKS, Example, Vocab, answer_rows, require
 from posbench.data.tasks.filler import Filler, cut_points, garden_filler
+from posbench.data.tasks.gap import GapConfig, GapTask, sample_gap
 
 DIGITS = [str(d) for d in range(10)]
 FILL = [f"<f{i}>" for i in range(8)]
@@ -41,40 +31,31 @@ INTRO = ("There is an important info hidden inside a lot of irrelevant text. Fin
          "I will quiz you about the important information there.")
 
 
-@register_task("passkey")
-class Passkey(Task):
+@TASKS.register("passkey")
+class Passkey(GapTask):
     summary = "retrieve a numeric pass key from far back in filler text"
     uses_filler = True
 
     @dataclass
-    class Config(TaskConfig):
-        name: str = "passkey"
-        context: int = 256  # training context in task tokens: ID examples never exceed it
-        id_range: tuple[float, float] = (0.25, 1.0)  # key-to-question distance / room for filler
-        ood_range: tuple[float, float] = (1.5, 2.0)
+    class Config(GapConfig):  # distance: key to question
         key_digits: int = 5
         min_key_digits: int = 0  # 0: every key has key_digits digits
         new_option_defaults: ClassVar[dict] = {"min_key_digits": 0}
-        range_min: ClassVar[float] = 0.0  # fractions; check_gap_config wants a whole distance >= 1
+
+        def fixed_tokens(self) -> int:
+            return 2 * self.key_digits + 3  # <key> digits <ask> digits <end>
 
         def check(self) -> None:
             require(1 <= self.key_digits <= 18, f"task `{self.name}`: key_digits={self.key_digits} must be in [1, 18]")
             require(0 <= self.min_key_digits <= self.key_digits,
                     f"task `{self.name}`: min_key_digits={self.min_key_digits} must be in [0, key_digits]")
-            check_gap_config(self, 2 * self.key_digits + 3)
-
-    @property
-    def room(self) -> int:
-        return self.cfg.context - (2 * self.cfg.key_digits + 3)
+            super().check()
 
     def default_filler(self) -> Filler:
         return garden_filler()
 
     def build_vocab(self) -> Vocab:
         return Vocab(DIGITS, FILL, [KEY, ASK, END])
-
-    def max_tokens(self, split: str) -> int:
-        return gap_bounds(self.cfg.split_range(split), self.room)[1] + 2 * self.cfg.key_digits + 3
 
     @property
     def chance_accuracy(self) -> float:

@@ -29,7 +29,7 @@ from typing import Literal
 
 import numpy as np
 
-from posbench.data.tasks.base import Example, Task, TaskConfig, Vocab, answer_rows, register_task, require, uniform_int
+from posbench.data.tasks.base import TASKS, Example, Task, TaskConfig, Vocab, answer_rows, require, uniform_int
 
 VOWELS, CONSONANTS = "aeiou", "bcdfghjklmnprstvwz"
 ONSETS = ["b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "y",
@@ -63,13 +63,12 @@ def to_pig_latin(word: str) -> str:
     return word + "way" if i == 0 else word[i:] + word[:i] + "ay"
 
 
-@register_task("pig_latin")
+@TASKS.register("pig_latin")
 class PigLatin(Task):
     summary = "translate a made-up word into Pig Latin"
 
     @dataclass
     class Config(TaskConfig):
-        name: str = "pig_latin"
         id_range: tuple[int, int] = (3, 6)  # letters, hyphens not counted
         ood_range: tuple[int, int] = (7, 12)
         hyphen_prob: float = 0.2  # chance of a two-part hyphenated word (needs >= 4 letters)

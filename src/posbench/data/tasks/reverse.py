@@ -8,11 +8,11 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 
-from posbench.data.tasks.base import register_task
+from posbench.data.tasks.base import TASKS
 from posbench.data.tasks.transform import SequenceTransform, TransformConfig
 
 
-@register_task("reverse")
+@TASKS.register("reverse")
 class Reverse(SequenceTransform):
     summary = "reverse a string of letters"
     instruction = "Reverse the"
@@ -20,7 +20,6 @@ class Reverse(SequenceTransform):
 
     @dataclass
     class Config(TransformConfig):
-        name: str = "reverse"
         id_range: tuple[int, int] = (3, 8)  # letters
         ood_range: tuple[int, int] = (9, 16)
 

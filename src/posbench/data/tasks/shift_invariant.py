@@ -17,16 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from posbench.data.tasks.base import (
-    IGNORE,
-    Example,
-    TaskConfig,
-    label_rows,
-    register_task,
-    require,
-    uniform_int,
-)
-from posbench.data.tasks.yes_no import YesNoTask
+from posbench.data.tasks.base import IGNORE, TASKS, Example, label_rows, require, uniform_int
+from posbench.data.tasks.yes_no import YesNoConfig, YesNoTask
 
 _MAX_REDRAWS = 1000
 
@@ -36,21 +28,18 @@ def occurs(pattern: list[int], xs: list[int]) -> bool:
     return any(xs[i:i + m] == pattern for i in range(len(xs) - m + 1))
 
 
-@register_task("shift_invariant")
+@TASKS.register("shift_invariant")
 class ShiftInvariant(YesNoTask):
     summary = "does a fixed pattern occur anywhere in the sequence"
 
     @dataclass
-    class Config(TaskConfig):
-        name: str = "shift_invariant"
-        id_range: tuple[int, int] = (8, 16)  # items
-        ood_range: tuple[int, int] = (17, 32)
+    class Config(YesNoConfig):
         n_symbols: int = 8  # letters a..h
         pattern: str = "cab"  # letters among the first n_symbols
 
         def check(self) -> None:
             letters = string.ascii_lowercase[: self.n_symbols]
-            require(2 <= self.n_symbols <= 26, f"task `{self.name}`: n_symbols={self.n_symbols} must be in [2, 26]")
+            super().check()
             require(len(self.pattern) >= 2 and set(self.pattern) <= set(letters),
                     f"task `{self.name}`: pattern={self.pattern!r} needs >= 2 letters among {letters!r}")
             require(len(self.pattern) <= self.id_range[0],

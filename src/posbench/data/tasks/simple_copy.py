@@ -8,11 +8,11 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 
-from posbench.data.tasks.base import register_task
+from posbench.data.tasks.base import TASKS
 from posbench.data.tasks.transform import SequenceTransform, TransformConfig
 
 
-@register_task("simple_copy")
+@TASKS.register("simple_copy")
 class SimpleCopy(SequenceTransform):
     summary = "copy a string of letters"
     instruction = "Copy the"
@@ -20,7 +20,6 @@ class SimpleCopy(SequenceTransform):
 
     @dataclass
     class Config(TransformConfig):
-        name: str = "simple_copy"
         id_range: tuple[int, int] = (4, 12)  # letters
         ood_range: tuple[int, int] = (13, 20)
 

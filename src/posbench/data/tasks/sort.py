@@ -9,11 +9,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from posbench.data.tasks.base import register_task
+from posbench.data.tasks.base import TASKS
 from posbench.data.tasks.transform import SequenceTransform, TransformConfig
 
 
-@register_task("sort")
+@TASKS.register("sort")
 class Sort(SequenceTransform):
     summary = "sort a list of small numbers ascending"
     instruction = "Sort the"
@@ -21,7 +21,6 @@ class Sort(SequenceTransform):
 
     @dataclass
     class Config(TransformConfig):
-        name: str = "sort"
         id_range: tuple[int, int] = (3, 6)  # numbers
         ood_range: tuple[int, int] = (7, 10)
         n_symbols: int = 10  # values 0..9

@@ -11,24 +11,10 @@ answer and train on a question with no target.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
 import numpy as np
 import torch
 
-from posbench.data.tasks.base import IGNORE, PAD_ID, Example, Task, TaskConfig, build_task, get_task_class, require
-from posbench.data.tasks.filler import Filler
-
-
-@dataclass
-class TaskSourceConfig:
-    """What `data` needs to train on one task: the task (polymorphic on `name`) and the validation size."""
-
-    task: TaskConfig = field(default_factory=lambda: get_task_class("reverse").Config())
-    n_val: int = 512  # fixed validation rows (examples 0..n_val-1 of split "id")
-
-    def __post_init__(self):
-        require(self.n_val >= 1, f"task source: n_val={self.n_val} must be >= 1")
+from posbench.data.tasks.base import IGNORE, PAD_ID, Example, Task, require
 
 
 def pad_rows(examples: list[Example], seq_len: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
@@ -81,6 +67,3 @@ class TaskSource:
     def n_val(self) -> int:
         return self._n_val
 
-
-def build_task_source(cfg: TaskSourceConfig, seq_len: int, seed: int, filler: Filler | None = None) -> TaskSource:
-    return TaskSource(build_task(cfg.task, filler), seq_len, seed, cfg.n_val)

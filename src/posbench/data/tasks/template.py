@@ -16,19 +16,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from posbench.data.tasks.base import Example, Task, TaskConfig, Vocab, answer_rows, register_task, require, uniform_int
+from posbench.data.tasks.base import TASKS, Example, Task, TaskConfig, Vocab, answer_rows, require, uniform_int
 
 START, MID, END, FILL = "<start>", "<mid>", "<end>", "<fill>"
 _TEXT = {START: "[", MID: "|", END: "]", FILL: "."}
 
 
-@register_task("template")
+@TASKS.register("template")
 class Template(Task):
     summary = "continue an arithmetic progression inside a fixed marker/padding frame"
 
     @dataclass
     class Config(TaskConfig):
-        name: str = "template"
         id_range: tuple[int, int] = (3, 8)  # given terms
         ood_range: tuple[int, int] = (9, 16)
         continuation: int = 4  # terms to produce after <mid>

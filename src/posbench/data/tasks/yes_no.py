@@ -5,13 +5,26 @@ construction, so chance is 0.5 for every length."""
 from __future__ import annotations
 
 import string
+from dataclasses import dataclass
 
-from posbench.data.tasks.base import Task, Vocab
+from posbench.data.tasks.base import Task, TaskConfig, Vocab, require
 
 YES, NO = "<yes>", "<no>"
 
 
+@dataclass
+class YesNoConfig(TaskConfig):
+    """Lengths in items; subclasses declare `n_symbols` (its default differs per task)."""
+
+    id_range: tuple[int, int] = (8, 16)  # items
+    ood_range: tuple[int, int] = (17, 32)
+
+    def check(self) -> None:
+        require(2 <= self.n_symbols <= 26, f"task `{self.name}`: n_symbols={self.n_symbols} must be in [2, 26]")
+
+
 class YesNoTask(Task):
+    Config = YesNoConfig
     binary = True
 
     def build_vocab(self) -> Vocab:

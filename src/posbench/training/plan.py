@@ -1,0 +1,76 @@
+"""Batch arithmetic, budgets and the schedule of a run, decided once before the first step; fails with a
+clear message (a global batch that does not split over the ranks, a budget below one step) before any work."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from posbench.config import RunConfig
+from posbench.config_loader import ConfigError
+from posbench.model.flops import ModelStats, model_stats
+from posbench.training.rundir import format_tokens
+from posbench.training.schedule import WSD, make_schedule
+
+
+@dataclass
+class Plan:
+    device_type: str
+    world: int
+    accum: int
+    n_params: int
+    flops_per_token: float
+    budgets: list[int]  # tokens, ascending
+    schedule: WSD  # the schedule this run follows to its end
+    branch_points: dict[int, int] = field(default_factory=dict)  # decay start tokens -> budget tokens
+    end_tokens: int = 0
+
+
+def budget_tokens(cfg: RunConfig, value: float, n_params: int) -> int:
+    return int(value * n_params) if cfg.train.budget_unit == "tokens_per_param" else int(value)
+
+
+def accum_steps(cfg: RunConfig, world: int) -> int:
+    """Micro-batches per step; the batch arithmetic is checked here, before a model is built."""
+    t = cfg.train
+    seq = cfg.model.seq_len
+    per_micro = t.micro_batch * seq
+    if t.global_batch_tokens % (per_micro * world):
+        raise ConfigError(
+            f"train.global_batch_tokens={t.global_batch_tokens:,} is not divisible by micro_batch x seq_len x "
+            f"world size = {t.micro_batch} x {seq} x {world} = {per_micro * world:,}; pick a multiple "
+            f"(e.g. {per_micro * world * max(1, t.global_batch_tokens // (per_micro * world)):,})")
+    return t.global_batch_tokens // (per_micro * world)
+
+
+def make_plan(cfg: RunConfig, world: int, device_type: str, stats: ModelStats | None = None) -> Plan:
+    """`stats`: the run's own model's (training/loop.py builds the model once, before the plan); without
+    them (sweep planning, before any run) they come from the config on the meta device."""
+    t = cfg.train
+    accum = accum_steps(cfg, world)
+    if stats is None:
+        stats = model_stats(cfg.model, cfg.pe, device_type)
+    n = stats.params_total
+    budgets = sorted({budget_tokens(cfg, b, n) for b in t.target_budgets})
+    for b in budgets:
+        if b < t.global_batch_tokens:
+            raise ConfigError(f"budget {b:,} tokens is smaller than one step ({t.global_batch_tokens:,} tokens)")
+    schedules = {b: make_schedule(cfg.schedule, cfg.optim.lr, b, budgets[0]) for b in budgets}
+    if t.branch_from:
+        target = budget_tokens(cfg, t.budget, n)
+        if target not in schedules:
+            schedules[target] = make_schedule(cfg.schedule, cfg.optim.lr, target, budgets[0])
+        schedule = schedules[target]
+        branch_points = {}
+    else:
+        schedule = schedules[budgets[-1]]
+        branch_points = {schedules[b].decay_start: b for b in budgets[:-1]}
+    return Plan(device_type, world, accum, n, stats.flops_per_token_train, budgets, schedule, branch_points,
+                schedule.budget_tokens)
+
+
+def describe(cfg: RunConfig, plan: Plan, run_dir: Path) -> str:
+    return (f"run {run_dir} | {cfg.model.size} {cfg.pe.name} | {plan.n_params:,} params | world {plan.world} x "
+            f"micro {cfg.train.micro_batch} x accum {plan.accum} x seq {cfg.model.seq_len} = "
+            f"{cfg.train.global_batch_tokens:,} tokens/step | budgets "
+            f"{', '.join(format_tokens(b) for b in plan.budgets)} | to {format_tokens(plan.end_tokens)} tokens")

@@ -1,0 +1,71 @@
+"""What a run continues from: a fresh start, `--resume auto|PATH`, a torchelastic restart, or a branch
+parent; every rank loads the checkpoint rank 0 picked, or all stop; the checkpoint's identity must match."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from posbench.config import RunConfig
+from posbench.config_loader import ConfigError
+from posbench.training import checkpoint as ckpt
+from posbench.training import distributed as dist
+from posbench.training.rundir import identity_diffs
+
+
+def resume_source(cfg: RunConfig, run_dir: Path, existed: bool, log) -> ckpt.Loaded | None:
+    """The checkpoint to continue from, or None for a fresh start."""
+    # Multi-node: only the agent whose worker failed counts a restart; the healthy nodes re-rendezvous
+    # with a count of 0, so every rank takes the largest count (else they would refuse the existing run).
+    restarted = dist.any_rank(int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0, dist.collective_device())
+    mode = cfg.train.resume or ("auto" if restarted else "")
+    if cfg.train.branch_from:
+        path = Path(cfg.train.branch_from)
+        if not path.exists():
+            raise ConfigError(f"train.branch_from: {path} does not exist")
+        if mode == "auto" and ckpt.latest_path(run_dir):  # a restarted branch run continues itself
+            return agreed_load(lambda: ckpt.load_latest_valid(run_dir, 0, log))
+        return agreed_load(lambda: ckpt.load(path, 0))
+    if mode == "auto":
+        return agreed_load(lambda: ckpt.load_latest_valid(run_dir, 0, log))
+    if mode:
+        path = Path(mode)
+        if not path.exists():
+            raise ConfigError(f"train.resume: checkpoint {path} does not exist (use `auto` for the latest)")
+        return agreed_load(lambda: ckpt.load(path, 0))
+    if existed and ckpt.latest_path(run_dir):
+        raise ConfigError(f"{run_dir} already holds checkpoints of this configuration; continue it with "
+                          "`--resume auto`, or start another with train.run_name=NAME")
+    return None
+
+
+def agreed_load(decide) -> ckpt.Loaded | None:
+    """Rank 0 decides which checkpoint (`decide()`), broadcasts it, every other rank loads that same
+    one; if any rank cannot, all stop with CheckpointError. Ranks choosing on their own could resume
+    different steps when one rank's files are damaged, and train together on different weights."""
+    loaded, error, choice = None, None, None
+    if dist.is_main():
+        try:
+            loaded = decide()
+            choice = str(loaded.path) if loaded else ""
+        except ckpt.CheckpointError as e:
+            error = e
+    choice = dist.broadcast_object(choice)
+    if not dist.is_main() and choice:
+        try:
+            loaded = ckpt.load(Path(choice), dist.rank())
+        except ckpt.CheckpointError as e:
+            error = e
+    if dist.any_rank(error is not None, dist.collective_device()):
+        if error is not None:
+            raise ckpt.CheckpointError(f"rank {dist.rank()}: {error}; all ranks stop") from error
+        raise ckpt.CheckpointError(f"another rank could not load checkpoint {choice or '(rank 0 found none)'}; "
+                                   "all ranks stop")
+    return loaded
+
+
+def check_resume_compatible(cfg: RunConfig, loaded: ckpt.Loaded, ident: dict) -> None:
+    diffs = identity_diffs(loaded.meta.get("identity", {}), ident)
+    if diffs and not cfg.train.allow_resume_mismatch:
+        raise ConfigError(f"cannot resume from {loaded.path}: its {diffs} differ from this run's. "
+                          "Fix the config, or pass train.allow_resume_mismatch=true to override")
