@@ -16,8 +16,8 @@ import os
 from pathlib import Path
 
 from posbench.cli_errors import cli_entry
-from posbench.studies.runner import run_study
-from posbench.studies.spec import StudyConfig, load_study
+from posbench.studies.study_runner import run_study
+from posbench.studies.study_spec import StudyConfig, load_study
 
 SMOKE_ENV = "POSBENCH_STUDY_SMOKE"
 

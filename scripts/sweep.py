@@ -40,15 +40,15 @@ def main(argv=None) -> int:
         p.error(f"--workers {args.workers}: must be at least 1")
 
     from posbench.data.errors import DataError
-    from posbench.sweeps import emit, evaluate, execute, plots, report, spec
+    from posbench.sweeps import emit, evaluate, execute, sweep_plots, sweep_report, sweep_spec
 
-    sweep = spec.load_sweep(args.sweep)
+    sweep = sweep_spec.load_sweep(args.sweep)
     workers = args.workers or sweep.workers
     out = Path(args.out or f"runs/sweep_{sweep.name}")
     if args.emit:
         out = out.resolve()  # cluster nodes read these paths
-    runs = spec.plan_runs(sweep, out)
-    eval_cfg = spec.eval_config(sweep)
+    runs = sweep_spec.plan_runs(sweep, out)
+    eval_cfg = sweep_spec.eval_config(sweep)
     if args.emit:
         script = emit.EMITTERS[args.emit](sweep, runs, out)
         print(f"{len(runs)} runs; wrote {script} and {out / 'configs'}/")
@@ -64,8 +64,8 @@ def main(argv=None) -> int:
         execute.run_all(runs, out, progress=not args.no_progress, workers=workers)
     targets = [r for r in runs if sweep.eval_branches or not r.parent]
     results = evaluate.evaluate_all(targets, out, eval_cfg, progress=not args.no_progress, workers=workers)
-    figures = plots.all_plots(runs, results, out)
-    report.write_report(sweep, runs, results, out, figures)
+    figures = sweep_plots.all_plots(runs, results, out)
+    sweep_report.write_report(sweep, runs, results, out, figures)
     print(f"report: {out / 'report.md'} (throughput: {out / 'throughput.md'})")
     return 0
 

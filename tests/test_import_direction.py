@@ -22,9 +22,9 @@ ABOVE_MODEL = ("posbench.data", "posbench.training", "posbench.evaluation", "pos
 # A stage's own config module may import its own stage and what lies below it, never the assembly
 # module or a stage above it. Below the stages: config_loader and registry (generic, import nothing of ours).
 STAGE_CONFIGS = {
-    "model/config.py": ("posbench.model", "posbench.pe"),
-    "data/config.py": ("posbench.data",),
-    "training/config.py": ("posbench.training",),
+    "model/model_config.py": ("posbench.model", "posbench.pe"),
+    "data/data_config.py": ("posbench.data",),
+    "training/train_config.py": ("posbench.training",),
 }
 GENERIC = ("posbench.config_loader", "posbench.registry")
 

@@ -13,7 +13,7 @@ import sys
 # command -> (module, function): imported on demand so `data` does not pay for torch.
 COMMANDS = {
     "train": ("posbench.cli", "main_train", "pretrain a model (train.py)"),
-    "eval": ("posbench.evaluation.cli", "main_eval", "evaluate checkpoints (eval.py)"),
+    "eval": ("posbench.evaluation.eval_cli", "main_eval", "evaluate checkpoints (eval.py)"),
     "data": ("posbench.data.prepare_fineweb", "main", "download, tokenize, describe a corpus (prepare_fineweb)"),
 }
 

@@ -39,9 +39,9 @@ def list_pe_types() -> str:
 
 
 def build_stream(cfg: RunConfig):
-    """The BatchSource the training loop reads (training/sources.py)."""
+    """The BatchSource the training loop reads (training/batch_sources.py)."""
     if cfg.train.stream == "random":
-        from posbench.training.sources import RandomTokens
+        from posbench.training.batch_sources import RandomTokens
 
         return RandomTokens(cfg.model.vocab_size, cfg.model.seq_len, cfg.seed)
     from posbench.data.loader import build_batch_source

@@ -1,6 +1,6 @@
 """The run configuration's assembly point: RunConfig from each stage's own config, presets, load_config.
 
-Each stage declares its settings beside its code (model/config.py, training/config.py, data/config.py,
+Each stage declares its settings beside its code (model/model_config.py, training/train_config.py, data/data_config.py,
 pe/ variants' nested Configs); this module only puts them together, so nothing below it imports it.
 
     python train.py configs/base.yaml configs/model/tiny.yaml pe.name=alibi model.dropout=0.1
@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from posbench.config_loader import ConfigError, Override, dump_yaml, load, nearest, nested
-from posbench.data.config import (  # noqa: F401  (re-exported: the assembly point scripts import from)
+from posbench.data.data_config import (  # noqa: F401  (re-exported: the assembly point scripts import from)
     DEFAULT_MIX_TASKS,
     DataConfig,
     DownloadConfig,
@@ -27,10 +27,10 @@ from posbench.data.config import (  # noqa: F401  (re-exported: the assembly poi
     TokenizeConfig,
     default_mix,
 )
-from posbench.model.config import AttentionChoice, EmbedScale, ModelConfig  # noqa: F401  (re-exported)
+from posbench.model.model_config import AttentionChoice, EmbedScale, ModelConfig  # noqa: F401  (re-exported)
 from posbench.pe import PES, PEConfig
 from posbench.pe.rope import RoPE
-from posbench.training.config import (  # noqa: F401  (re-exported)
+from posbench.training.train_config import (  # noqa: F401  (re-exported)
     DecayShape,
     LoggingConfig,
     OptimConfig,

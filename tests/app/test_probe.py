@@ -6,7 +6,7 @@ import torch
 
 from posbench.app.probe import continue_ids, generated_attention, task_prompt
 from posbench.config_loader import from_dict
-from posbench.data.tasks.base import TaskConfig, build_task
+from posbench.data.tasks.task import TaskConfig, build_task
 from posbench.evaluation.generate import greedy_recompute
 from tests.evaluation.helpers import small_model
 

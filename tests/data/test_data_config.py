@@ -4,7 +4,7 @@ import pytest
 
 from posbench.config import CONFIG_DIR, DataConfig, load_config
 from posbench.config_loader import ConfigError
-from posbench.data.sources import HubFolder, LocalFiles
+from posbench.data.corpus_sources import HubFolder, LocalFiles
 
 
 def test_fineweb_preset_equals_the_defaults_and_round_trips():

@@ -9,7 +9,7 @@ from posbench.data.errors import DataError, ShardError
 from posbench.data.loader import ShardBatchSource, ShardSet
 from posbench.data.sampling import Permutation, window_ids
 from posbench.data.shards import HEADER_BYTES, write_shard
-from posbench.training.sources import micro_indices, val_indices
+from posbench.training.batch_sources import micro_indices, val_indices
 
 FP = "12" * 32
 T = 16

@@ -10,9 +10,9 @@ from data_helpers import FakeHub
 
 from posbench.config import load_config
 from posbench.config_loader import ConfigError
+from posbench.data.corpus_sources import RAW_MANIFEST
 from posbench.data.errors import DataError, DownloadError
 from posbench.data.manifest import Manifest
-from posbench.data.sources import RAW_MANIFEST
 from posbench.data.tokenizers import ByteTokenizer
 from posbench.evaluation.ppl_data import PG19, WikiText103
 from posbench.evaluation.prepare_data import EVAL_SETS, main, prepare, prepared_files, source

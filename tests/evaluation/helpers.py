@@ -11,10 +11,10 @@ from torch import nn
 
 from posbench.config import load_config
 from posbench.data.tokenizers import ByteTokenizer
-from posbench.evaluation.base import NullProgress, Session, Target
+from posbench.evaluation.evaluator import NullProgress, Session, Target
 from posbench.model.transformer import Transformer
+from posbench.training.batch_sources import RandomTokens
 from posbench.training.loop import train
-from posbench.training.sources import RandomTokens
 
 BYTES = ByteTokenizer(ByteTokenizer.Config(), ".").build()  # 257 ids
 WORDS = ("the of and to in is was for on that with as by at from his an were are which this be river city "

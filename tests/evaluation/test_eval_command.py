@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from posbench.evaluation.cli import main_eval
+from posbench.evaluation.eval_cli import main_eval
 from tests.evaluation.helpers import nano_checkpoint, write_text
 
 REPO = Path(__file__).resolve().parents[2]

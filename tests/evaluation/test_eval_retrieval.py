@@ -11,7 +11,7 @@ from posbench.data.layout import DataLayout
 from posbench.data.manifest import Manifest
 from posbench.data.shards import write_shard
 from posbench.evaluation.niah import NeedleGrid, NiahConfig
-from posbench.evaluation.passkey import PasskeyConfig, PasskeyGrid
+from posbench.evaluation.passkey_eval import PasskeyConfig, PasskeyGrid
 from tests.evaluation.helpers import BYTES, ScriptedModel, session_for, small_model, target_for
 
 QUESTIONS = [  # (question that ends the prompt, how to find the answer in the haystack)

@@ -75,8 +75,8 @@ def test_loop_with_chunked_loss_logs_logit_stats(tmp_path):
     import json
     from pathlib import Path
 
+    from posbench.training.batch_sources import RandomTokens
     from posbench.training.loop import train
-    from posbench.training.sources import RandomTokens
     from tests.training.helpers import nano_config
 
     cfg = nano_config(tmp_path, "train.loss=chunked", "train.loss_chunk_tokens=48", "train.max_steps=2")

@@ -7,10 +7,10 @@ import json
 import pytest
 
 from posbench.config_loader import ConfigError
-from posbench.data.tasks.base import build_task, get_task_class
 from posbench.data.tasks.pig_latin import to_pig_latin
-from posbench.studies.runner import run_study
-from posbench.studies.spec import expand, load_study
+from posbench.data.tasks.task import build_task, get_task_class
+from posbench.studies.study_runner import run_study
+from posbench.studies.study_spec import expand, load_study
 
 STUDY = """
 name: archs

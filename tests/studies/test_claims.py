@@ -5,7 +5,7 @@ import pytest
 
 from posbench.config_loader import ConfigError, from_dict
 from posbench.studies.claims import ClaimConfig, judge, parse_order, verdict
-from posbench.studies.spec import StudyConfig
+from posbench.studies.study_spec import StudyConfig
 
 SEEDS = range(5)
 

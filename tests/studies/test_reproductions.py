@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from posbench.studies.runner import run_study
-from posbench.studies.spec import load_study
+from posbench.studies.study_runner import run_study
+from posbench.studies.study_spec import load_study
 from tests.conftest import write_word_corpus
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,9 +6,9 @@ from pathlib import Path
 import pytest
 
 from posbench.config_loader import ConfigError
+from posbench.training.batch_sources import RandomTokens
 from posbench.training.loop import NonFiniteError, train
 from posbench.training.schedule import make_schedule
-from posbench.training.sources import RandomTokens
 from tests.training.helpers import losses, lrs, nano_config
 
 SOURCE = RandomTokens(512, 64)

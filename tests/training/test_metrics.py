@@ -8,9 +8,9 @@ import torch
 
 from posbench.config import load_config
 from posbench.model.arch import build_model
+from posbench.training.batch_sources import RandomTokens
 from posbench.training.loop import train
 from posbench.training.metrics import grad_norms_by_layer, output_entropy, weight_norm
-from posbench.training.sources import RandomTokens
 from tests.training.helpers import nano_config
 
 SOURCE = RandomTokens(512, 64)

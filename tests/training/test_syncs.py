@@ -6,8 +6,8 @@ import sys
 
 import torch
 
+from posbench.training.batch_sources import RandomTokens
 from posbench.training.loop import train
-from posbench.training.sources import RandomTokens
 from tests.training.helpers import nano_config
 
 SYNCING = ("item", "tolist", "cpu", "numpy", "__bool__", "__float__", "__int__")

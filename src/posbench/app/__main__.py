@@ -11,7 +11,7 @@ import os
 import sys
 from pathlib import Path
 
-from posbench.app.paths import RUNS_ENV
+from posbench.app.app_paths import RUNS_ENV
 
 
 def main(argv=None) -> int:

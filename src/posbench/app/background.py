@@ -17,11 +17,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-from posbench.app.paths import LOCK, LOG, PID, SPEC, STATUS
+from posbench.app.app_paths import LOCK, LOG, PID, SPEC, STATUS
 from posbench.config_loader import from_dict, to_dict
 from posbench.data.atomic import write_text
-from posbench.studies.runner import cell_path
-from posbench.studies.spec import StudyConfig, expand
+from posbench.studies.study_runner import cell_path
+from posbench.studies.study_spec import StudyConfig, expand
 
 
 @dataclass

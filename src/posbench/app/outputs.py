@@ -9,9 +9,9 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from posbench.app.app_paths import SPEC
 from posbench.app.background import read_spec
-from posbench.app.paths import SPEC
-from posbench.studies.spec import StudyConfig
+from posbench.studies.study_spec import StudyConfig
 
 
 class NotAnOutput(ValueError):

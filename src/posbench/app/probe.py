@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from posbench.data.tasks.base import Task
+from posbench.data.tasks.task import Task
 from posbench.evaluation.generate import greedy_generate
 from posbench.evaluation.task_accuracy import attention_probs
 from posbench.targets import IGNORE

@@ -8,9 +8,9 @@ from pathlib import Path
 import yaml
 
 from posbench.config_loader import ConfigError, from_dict, parse_override, to_dict
-from posbench.data.tasks.base import build_task
+from posbench.data.tasks.task import build_task
 from posbench.studies.cell import cell_config
-from posbench.studies.spec import StudyConfig, expand, load_study
+from posbench.studies.study_spec import StudyConfig, expand, load_study
 
 DIMS = ("d_model", "n_heads", "n_layers", "d_ff")  # model fields the form sets; other overrides are kept
 

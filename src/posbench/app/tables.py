@@ -7,8 +7,8 @@ import csv
 import io
 from dataclasses import dataclass, field
 
-from posbench.studies.report import summarize
-from posbench.studies.spec import StudyConfig, StudyEval
+from posbench.studies.study_report import summarize
+from posbench.studies.study_spec import StudyConfig, StudyEval
 
 # (cell key, column label, shown as a percentage); a key absent from every cell shows as n/a
 COLUMNS = (("id_acc", "ID acc %", True), ("ood_beyond_acc", "OOD beyond train length %", True),

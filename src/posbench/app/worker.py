@@ -13,10 +13,10 @@ import sys
 import traceback
 from pathlib import Path
 
+from posbench.app.app_paths import LOCK, PID, STATUS
 from posbench.app.background import read_spec
-from posbench.app.paths import LOCK, PID, STATUS
 from posbench.data.atomic import write_text
-from posbench.studies.runner import run_study
+from posbench.studies.study_runner import run_study
 
 
 def main(run_dir: str) -> int:

@@ -14,7 +14,7 @@ One job per file:
     sampling.py, loader.py     the global sample order and what training reads
     layout.py, atomic.py, info.py, prepare_fineweb.py   paths, atomic writes, `info`, the CLI
 
-Kept import-light on purpose: data/config.py imports the config classes from here, and tokenizer worker
+Kept import-light on purpose: data/data_config.py imports the config classes from here, and tokenizer worker
 processes import only what they use (no torch). `tokenize_shards.py` is not called `tokenize.py` so
 that it can never shadow the standard library's `tokenize` module.
 """

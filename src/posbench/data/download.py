@@ -25,9 +25,9 @@ from tqdm import tqdm
 
 from posbench.data import hub
 from posbench.data.atomic import DirLock, fsync_dir, remove_stale_temps
+from posbench.data.corpus_sources import RAW_MANIFEST, HubSource, RemoteFile
 from posbench.data.errors import DownloadError
 from posbench.data.manifest import Manifest
-from posbench.data.sources import RAW_MANIFEST, HubSource, RemoteFile
 from posbench.data.splits import SplitsConfig
 
 CHUNK = 1 << 20

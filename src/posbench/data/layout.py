@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from posbench.data.sources import Source, build_source
+from posbench.data.corpus_sources import Source, build_source
 from posbench.data.tasks.mix import TaskMixConfig, mix_tag
 from posbench.data.tokenizers import TokenizerKind, tokenizer_kind
 
@@ -30,7 +30,7 @@ class DataLayout:
 
     @classmethod
     def from_config(cls, cfg) -> DataLayout:
-        """`cfg` is a DataConfig (data/config.py), duck-typed: only its fields are read."""
+        """`cfg` is a DataConfig (data/data_config.py), duck-typed: only its fields are read."""
         root = Path(cfg.root).expanduser()
         source = build_source(cfg.source, root)
         kind = tokenizer_kind(cfg.tokenizer, root / "tokenizers" / source.tag / cfg.tokenizer.tag())

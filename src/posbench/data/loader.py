@@ -10,9 +10,9 @@ Shape legend: B per-rank batch, G global batch (B * world), T seq_len.
 
 The order is a pure function of (seed, global sample index), so the concatenation of every rank's
 batches equals the single-process batch, and the step is the whole data cursor: resuming at step s reads
-the same batches, even with a different world size (training/sources.py addresses the rows). The
+the same batches, even with a different world size (training/batch_sources.py addresses the rows). The
 validation set is fixed: the first `val_tokens // T` windows of the val shards, in order, split by rank
-(training/sources.py `val_indices`).
+(training/batch_sources.py `val_indices`).
 
 `ShardBatchSource` is the training loop's BatchSource over a train and a val ShardSet.
 """
@@ -108,7 +108,7 @@ def split_shards(layout: DataLayout, splits, split: str) -> list[Path]:
 
 
 class ShardBatchSource:
-    """The training loop's BatchSource (training/sources.py) over token shards: sample index i is
+    """The training loop's BatchSource (training/batch_sources.py) over token shards: sample index i is
     window `window_ids(i)` of the train shards; validation row i is val window i (fixed, in order)."""
 
     def __init__(self, train: ShardSet, val: ShardSet, seed: int = 0, val_tokens: int = 10_485_760,

@@ -32,12 +32,12 @@ import numpy as np
 from tqdm import tqdm
 
 from posbench.data.atomic import DirLock, remove_stale_temps
+from posbench.data.corpus_sources import InputFile
 from posbench.data.errors import DataError, ShardError
 from posbench.data.layout import DataLayout, shard_name
 from posbench.data.manifest import Manifest
 from posbench.data.readers import reader_for
 from posbench.data.shards import ShardWriter, fingerprint_prefix, read_header
-from posbench.data.sources import InputFile
 from posbench.data.tasks.mix import EXAMPLES_PER_FILE, TaskMixConfig, build_mixer
 from posbench.data.tokenizers import Tokenizer, tokenizer_from_spec
 

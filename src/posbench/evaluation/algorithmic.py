@@ -31,11 +31,11 @@ import numpy as np
 
 from posbench.config_loader import ConfigError
 from posbench.data.tasks import TaskConfig, build_task, get_task_class, task_names
-from posbench.evaluation import plots
-from posbench.evaluation.base import Evaluator, Session, Target
+from posbench.evaluation import eval_plots
+from posbench.evaluation.evaluator import Evaluator, Session, Target
 from posbench.evaluation.generate import decode, greedy_generate
 from posbench.evaluation.markdown import md_table, pct
-from posbench.evaluation.registry import SUITES
+from posbench.evaluation.suite_registry import SUITES
 
 DEMO_OFFSET = 1_000_000  # demonstration indices start here, far from the query indices 0..n-1
 SPLIT_LABEL = {"id": "ID", "ood": "OOD"}
@@ -204,5 +204,5 @@ class Algorithmic(Evaluator):
                 panels[f"{label}, {shots}-shot"] = {
                     SPLIT_LABEL[s]: [cells[(t, s, shots)]["accuracy"] if (t, s, shots) in cells else None
                                      for t in groups] for s in res["splits"]}
-        return [plots.grouped_bars(out_dir / "algorithmic_id_ood.png", panels, groups, "exact match",
+        return [eval_plots.grouped_bars(out_dir / "algorithmic_id_ood.png", panels, groups, "exact match",
                                    "Algorithmic tasks: in vs out of distribution", chance)]

@@ -24,7 +24,7 @@ from collections import defaultdict
 import torch
 
 from posbench.data.tokenizers import Tokenizer
-from posbench.evaluation.base import NullProgress, Progress
+from posbench.evaluation.evaluator import NullProgress, Progress
 from posbench.pe import PositionRangeError
 
 

@@ -8,8 +8,8 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from posbench.data.tasks import Example, TaskConfig, get_task_class
-from posbench.evaluation.registry import SUITES
 from posbench.evaluation.retrieval import GridConfig, RetrievalGrid
+from posbench.evaluation.suite_registry import SUITES
 
 
 @dataclass

@@ -27,11 +27,11 @@ import torch.nn.functional as F
 
 from posbench.config_loader import ConfigError
 from posbench.data.errors import DataError
-from posbench.evaluation import plots
-from posbench.evaluation.base import Evaluator, Session, Target
+from posbench.evaluation import eval_plots
+from posbench.evaluation.evaluator import Evaluator, Session, Target
 from posbench.evaluation.markdown import fmt, md_table, short_reason
 from posbench.evaluation.ppl_data import PplDataConfig, ValidationShards, build_ppl_data
-from posbench.evaluation.registry import SUITES
+from posbench.evaluation.suite_registry import SUITES
 from posbench.pe import PositionRangeError
 
 LOGIT_ELEMENTS = 1 << 26  # float32 logits materialised at once (256 MiB): long windows x big vocabularies
@@ -50,7 +50,7 @@ class PplConfig:
             raise ConfigError("ppl: need stride >= 0 (0 = half the window), max_tokens >= 1, curve_bins >= 1")
 
 
-class Protocol:
+class WindowProtocol:
     name: ClassVar[str] = ""
     label: ClassVar[str] = ""
     curve: ClassVar[bool] = False  # every window scores positions 0..L-1: a loss-by-position curve exists
@@ -67,7 +67,7 @@ class Protocol:
         return {}
 
 
-class NonOverlapping(Protocol):
+class NonOverlapping(WindowProtocol):
     name, label, curve = "nonoverlap", "non-overlapping", True
 
     def windows(self, L, budget, available):
@@ -75,7 +75,7 @@ class NonOverlapping(Protocol):
         return [k * L for k in range(n)], [0] * n
 
 
-class SlidingWindow(Protocol):
+class SlidingWindow(WindowProtocol):
     name, label, style = "sliding", "sliding window", "--"
 
     def step(self, L: int) -> int:
@@ -128,7 +128,7 @@ class Perplexity(Evaluator):
             raise DataError(f"perplexity data {self.data.describe()} has {len(self.stream)} tokens; length "
                             f"{short[0]} needs at least {short[0] + 1}. Give more text or drop the longer lengths")
 
-    def plan(self, L: int, protocol: Protocol) -> tuple[list[int], list[int]]:
+    def plan(self, L: int, protocol: WindowProtocol) -> tuple[list[int], list[int]]:
         return protocol.windows(L, self.cfg.max_tokens, len(self.stream))
 
     def work(self) -> int:
@@ -138,7 +138,7 @@ class Perplexity(Evaluator):
         # about batch_size x training length tokens per forward, whatever the window length
         return max(1, self.target.batch_size * self.target.train_len // L)
 
-    def score(self, session: Session, L: int, protocol: Protocol) -> tuple[dict, np.ndarray | None]:
+    def score(self, session: Session, L: int, protocol: WindowProtocol) -> tuple[dict, np.ndarray | None]:
         starts, score_from = self.plan(L, protocol)
         stream = torch.from_numpy(self.stream)
         total, count = 0.0, 0
@@ -226,7 +226,7 @@ class Perplexity(Evaluator):
                 series[f"{label} ({PROTOCOLS[name].label})"] = (pts, PROTOCOLS[name].style, colour)
         train_lens = sorted({res["train_len"] for res in results.values()})
         marks = {f"trained at {n}": n for n in train_lens}
-        paths = [plots.lines(out_dir / "ppl_vs_length.png", series, "context length (tokens)", "perplexity",
+        paths = [eval_plots.lines(out_dir / "ppl_vs_length.png", series, "context length (tokens)", "perplexity",
                              "Perplexity vs context length", logx=True, logy=True, marks=marks)]
         curves = {}
         for colour, (label, res) in enumerate(results.items()):
@@ -237,6 +237,6 @@ class Perplexity(Evaluator):
                 mid = [(a + b - 1) / 2 for a, b in zip(c["start"], c["end"], strict=True)]
                 curves[f"{label} (L={r['length']})"] = (list(zip(mid, c["loss"], strict=True)), "-", colour)
         if curves:
-            paths.append(plots.lines(out_dir / "loss_vs_position.png", curves, "position in window",
+            paths.append(eval_plots.lines(out_dir / "loss_vs_position.png", curves, "position in window",
                                      "loss (nats)", "Loss by position (non-overlapping windows)", marks=marks))
         return paths

@@ -19,9 +19,9 @@ from pathlib import Path
 
 from posbench.cli_errors import cli_entry
 from posbench.config_loader import ConfigError, nearest
-from posbench.data.config import DownloadConfig
+from posbench.data.corpus_sources import HubFolder, RemoteFile
+from posbench.data.data_config import DownloadConfig
 from posbench.data.errors import DataError
-from posbench.data.sources import HubFolder, RemoteFile
 
 
 @dataclass(frozen=True)

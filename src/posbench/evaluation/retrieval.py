@@ -28,8 +28,8 @@ from posbench.data.layout import DataLayout
 from posbench.data.loader import split_shards
 from posbench.data.shards import open_shard
 from posbench.data.tasks import Example, Task, TextFiller, build_task
-from posbench.evaluation import plots
-from posbench.evaluation.base import Evaluator, Session, Target
+from posbench.evaluation import eval_plots
+from posbench.evaluation.evaluator import Evaluator, Session, Target
 from posbench.evaluation.generate import decode, greedy_generate
 from posbench.evaluation.markdown import fmt, md_table, pct
 
@@ -212,7 +212,7 @@ class RetrievalGrid(Evaluator):
         for i, group in enumerate(groups):
             res = next(iter(group.values()))
             suffix = "" if len(groups) == 1 else f"_{i}"
-            paths.append(plots.heatmaps(out_dir / f"{cls.name}_heatmap{suffix}.png",
+            paths.append(eval_plots.heatmaps(out_dir / f"{cls.name}_heatmap{suffix}.png",
                                         {label: cls.grid(r) for label, r in group.items()},
                                         [str(L) for L in res["lengths"]], [f"{d:g}" for d in res["depths"]],
                                         "context length (tokens)", "depth of the fact", cls.title))

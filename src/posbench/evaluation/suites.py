@@ -4,8 +4,8 @@ Adding a suite: one file with an `@SUITES.register("name")` Evaluator subclass (
 Config dataclass, one import below, its place in ALL (or BY_NAME), and one field in config.EvalConfig.
 """
 
-from posbench.evaluation import algorithmic, lambada, niah, passkey, ppl  # noqa: F401  (imported to register)
-from posbench.evaluation.registry import get_suite, suite_names
+from posbench.evaluation import algorithmic, lambada, niah, ppl  # noqa: F401  (imported to register)
+from posbench.evaluation.suite_registry import get_suite, suite_names
 
 ALL = ["ppl", "algorithmic", "passkey", "niah"]  # `--suite all`, in this order (cheap and broad first)
 # asked for by name only: they need data fetched beforehand (python -m posbench.evaluation.prepare_data), and

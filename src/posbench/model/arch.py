@@ -6,7 +6,7 @@
 
 Each architecture is a registered Config dataclass with its own options (strict: `mamba` has no
 `decoder_pe`); `build(model_cfg, pe_cfg, device_type)` makes the module. The model classes are
-imported inside `build` because they import `model/config.py`, which declares `ModelConfig.arch` with these
+imported inside `build` because they import `model/model_config.py`, which declares `ModelConfig.arch` with these
 classes (a module-level import would be circular).
 
 Every architecture speaks the decoder's interface, so the training loop, the checkpoint loader and the
@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from posbench.config_loader import ConfigError
-from posbench.pe.base import PEConfig, PEContext
+from posbench.pe.encoding import PEConfig, PEContext
 from posbench.pe.none import NoPE
 from posbench.registry import Registry
 

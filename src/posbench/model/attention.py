@@ -12,7 +12,7 @@ from torch import nn
 
 from posbench.model.kernels import AttentionKernel, EagerKernel
 from posbench.model.norms import RMSNorm
-from posbench.pe.base import PositionalEncoding
+from posbench.pe.encoding import PositionalEncoding
 
 
 @dataclass

@@ -21,7 +21,7 @@ from torch import nn
 from posbench.model.attention import Attention
 from posbench.model.kernels import materialize_bias
 from posbench.model.norms import RMSNorm
-from posbench.pe.base import PositionalEncoding
+from posbench.pe.encoding import PositionalEncoding
 
 
 def key_mask(score_mod, keep_BS, H: int, T: int, device) -> torch.Tensor:

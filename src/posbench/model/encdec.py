@@ -30,11 +30,11 @@ from torch import nn
 
 from posbench.model.arch import EncoderDecoderArch
 from posbench.model.attention import Attention, KVCache
-from posbench.model.config import ModelConfig
 from posbench.model.cross_attention import BidirectionalAttention, CrossAttention
 from posbench.model.embedding import TokenEmbedding
 from posbench.model.init import init_embeddings, init_residual_block
 from posbench.model.mlp import SwiGLU
+from posbench.model.model_config import ModelConfig
 from posbench.model.norms import RMSNorm
 from posbench.model.transformer import causal_blocks
 from posbench.pe import PES, PEConfig, PositionalEncoding

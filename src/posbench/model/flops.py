@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
-from posbench.model.config import ModelConfig
+from posbench.model.model_config import ModelConfig
 from posbench.pe import PEConfig
 
 
@@ -51,7 +51,7 @@ def stats_of(model: torch.nn.Module, cfg: ModelConfig, seq_len: int | None = Non
     shapes are read, so the device and the weights' values do not matter."""
     from posbench.model.attention import Attention
     from posbench.model.cross_attention import CrossAttention
-    from posbench.pe.base import PositionalEncoding
+    from posbench.pe.encoding import PositionalEncoding
 
     total = sum(p.numel() for p in model.parameters())
     emb = model.tok_emb.weight.numel()

@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from posbench.config_loader import ConfigError
-from posbench.pe.base import PositionalEncoding
+from posbench.pe.encoding import PositionalEncoding
 from posbench.registry import Registry
 
 KERNELS = Registry("attention kernel")

@@ -25,9 +25,9 @@ from mambapy.mamba import Mamba, MambaConfig
 from torch import nn
 
 from posbench.model.arch import MambaArch
-from posbench.model.config import ModelConfig
 from posbench.model.embedding import TokenEmbedding
 from posbench.model.init import init_embeddings
+from posbench.model.model_config import ModelConfig
 from posbench.model.norms import RMSNorm
 from posbench.pe import PES, PEConfig, PositionalEncoding
 from posbench.targets import IGNORE

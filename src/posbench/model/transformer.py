@@ -1,5 +1,5 @@
 """Decoder-only transformer: pre-norm RMSNorm, SwiGLU, QK-norm, tied embeddings. No PE names here:
-the PE is reached only through its hooks (see pe/base.py), the kernel through its call.
+the PE is reached only through its hooks (see pe/encoding.py), the kernel through its call.
 
 Shape legend: B batch, T tokens, D model dim, V vocabulary.
 
@@ -13,12 +13,12 @@ import torch
 from torch import nn
 
 from posbench.model.attention import Attention, KVCache
-from posbench.model.config import ModelConfig
 from posbench.model.embedding import TokenEmbedding
 from posbench.model.init import init_embeddings, init_residual_block
 from posbench.model.kernels import select_kernel
 from posbench.model.loss import auto_chunk_tokens, head_loss
 from posbench.model.mlp import SwiGLU
+from posbench.model.model_config import ModelConfig
 from posbench.model.norms import RMSNorm
 from posbench.pe import PES, PEConfig, PositionalEncoding
 

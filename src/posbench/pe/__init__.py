@@ -15,6 +15,6 @@ from posbench.pe import (  # noqa: F401  (imported for their @PES.register side 
     t5,
     xpos,
 )
-from posbench.pe.base import PES, PEConfig, PEContext, PositionalEncoding, PositionRangeError
+from posbench.pe.encoding import PES, PEConfig, PEContext, PositionalEncoding, PositionRangeError
 
 __all__ = ["PES", "PEConfig", "PEContext", "PositionalEncoding", "PositionRangeError"]

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import torch
 
 from posbench.config_loader import ConfigError
-from posbench.pe.base import PEConfig, PositionalEncoding
+from posbench.pe.encoding import PEConfig, PositionalEncoding
 
 
 @dataclass

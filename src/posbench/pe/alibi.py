@@ -6,8 +6,8 @@ import math
 
 import torch
 
-from posbench.pe.base import PES
 from posbench.pe.bias import BiasPE
+from posbench.pe.encoding import PES
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:

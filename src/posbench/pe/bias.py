@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import torch
 
-from posbench.pe.base import PEConfig, PositionalEncoding
+from posbench.pe.encoding import PEConfig, PositionalEncoding
 
 
 @dataclass

@@ -24,7 +24,7 @@ import torch
 
 from posbench.config_loader import ConfigError, require
 from posbench.pe.absolute import FixedTablePE, TableConfig
-from posbench.pe.base import PES
+from posbench.pe.encoding import PES
 
 # float32 positions are exact integers below 2**24: no position has a nonzero digit beyond these
 EXACT_POSITIONS = 2**24

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from torch import nn
 
 from posbench.config_loader import ConfigError, require
-from posbench.pe.base import PES, PEConfig, PositionalEncoding
+from posbench.pe.encoding import PES, PEConfig, PositionalEncoding
 from posbench.pe.none import NoPE
 from posbench.pe.rope import RoPE
 

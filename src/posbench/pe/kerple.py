@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from posbench.pe.base import PES
 from posbench.pe.bias import BiasConfig, BiasPE
+from posbench.pe.encoding import PES
 
 _EPS = 1e-2
 

@@ -1,7 +1,7 @@
 """NoPE: no positional information at all; causal masking alone lets a decoder infer order
 (Kazemnejad et al. 2023, "The Impact of Positional Encoding on Length Generalization")."""
 
-from posbench.pe.base import PES, PositionalEncoding
+from posbench.pe.encoding import PES, PositionalEncoding
 
 
 @PES.register("none")

@@ -9,8 +9,8 @@ import torch
 from torch import nn
 
 from posbench.config_loader import ConfigError
-from posbench.pe.base import PES
 from posbench.pe.bias import BiasConfig, BiasPE
+from posbench.pe.encoding import PES
 
 
 @PES.register("relative_learned")

@@ -13,7 +13,7 @@ import torch
 from torch import nn
 
 from posbench.config_loader import ConfigError, require
-from posbench.pe.base import PES, PEConfig, PositionalEncoding
+from posbench.pe.encoding import PES, PEConfig, PositionalEncoding
 from posbench.pe.rope_scaling import NoScaling, ScalingConfig, build_scaling
 
 

@@ -9,7 +9,7 @@ import torch
 
 from posbench.config_loader import require
 from posbench.pe.absolute import FixedTablePE, TableConfig
-from posbench.pe.base import PES
+from posbench.pe.encoding import PES
 
 
 def sinusoidal_table(pos_T: torch.Tensor, d_model: int, base: float = 10000.0) -> torch.Tensor:

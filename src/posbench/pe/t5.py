@@ -10,8 +10,8 @@ import torch
 from torch import nn
 
 from posbench.config_loader import ConfigError
-from posbench.pe.base import PES
 from posbench.pe.bias import BiasConfig, BiasPE
+from posbench.pe.encoding import PES
 
 
 def t5_bucket(dist: torch.Tensor, num_buckets: int, max_distance: int) -> torch.Tensor:

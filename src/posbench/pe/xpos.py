@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from posbench.config_loader import ConfigError
-from posbench.pe.base import PES
+from posbench.pe.encoding import PES
 from posbench.pe.rope import RopeConfig, RotaryBase, apply_rotary
 
 

@@ -14,11 +14,11 @@ import torch
 
 from posbench.config import RunConfig
 from posbench.config_loader import load
-from posbench.data.tasks.base import build_task
 from posbench.data.tasks.source import TaskSource, eval_batch
+from posbench.data.tasks.task import build_task
 from posbench.evaluation.loading import load_model
 from posbench.evaluation.task_accuracy import attention_probs, score_rows
-from posbench.studies.spec import Cell
+from posbench.studies.study_spec import Cell
 from posbench.training import checkpoint as ckpt
 from posbench.training.loop import train
 

@@ -14,7 +14,7 @@ import shlex
 from pathlib import Path
 
 from posbench.data.atomic import atomic_open
-from posbench.sweeps.spec import Run, SweepConfig
+from posbench.sweeps.sweep_spec import Run, SweepConfig
 
 
 def write_configs(runs: list[Run], out_dir: Path) -> dict[str, Path]:

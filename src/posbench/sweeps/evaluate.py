@@ -12,10 +12,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from posbench.evaluation.config import EvalConfig
-from posbench.evaluation.runner import run_eval
+from posbench.evaluation.eval_config import EvalConfig
+from posbench.evaluation.eval_runner import run_eval
 from posbench.procpool import run_jobs
-from posbench.sweeps.spec import Run
+from posbench.sweeps.sweep_spec import Run
 
 
 def eval_dir(out_dir: Path, run: Run) -> Path:

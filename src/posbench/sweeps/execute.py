@@ -16,7 +16,7 @@ from posbench.data.atomic import write_json
 from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
 from posbench.procpool import run_jobs
-from posbench.sweeps.spec import Run
+from posbench.sweeps.sweep_spec import Run
 
 
 def done_path(out_dir: Path, run: Run) -> Path:

@@ -17,6 +17,7 @@ from posbench.model.flops import stats_of
 from posbench.model.loss import auto_chunk_tokens
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
+from posbench.training.batch_sources import BatchSource, micro_indices, val_indices
 from posbench.training.device import device_type_for
 from posbench.training.loggers import make_logger
 from posbench.training.meta import meta_json
@@ -35,7 +36,6 @@ from posbench.training.precision import choose_precision
 from posbench.training.resume import check_resume_compatible, resume_source
 from posbench.training.rundir import choose_run_dir, format_tokens, identity, lock_run_dir
 from posbench.training.signals import StopFlag
-from posbench.training.sources import BatchSource, micro_indices, val_indices
 
 
 class NonFiniteError(RuntimeError):

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from posbench.training.config import OptimConfig
+from posbench.training.train_config import OptimConfig
 
 
 def param_groups(model: nn.Module, weight_decay: float) -> list[dict]:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from posbench.config_loader import ConfigError
-from posbench.training.config import ScheduleConfig
+from posbench.training.train_config import ScheduleConfig
 
 # decay shapes: progress x in [0, 1] -> multiplier in [0, 1]
 DECAY_SHAPES: dict[str, Callable[[float], float]] = {

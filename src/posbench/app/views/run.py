@@ -7,8 +7,8 @@ from __future__ import annotations
 import streamlit as st
 
 from posbench.app import background, charts
+from posbench.app.app_paths import runs_root
 from posbench.app.outputs import live_losses, read_cells
-from posbench.app.paths import runs_root
 from posbench.app.studyform import DIMS, build_study, defaults
 from posbench.app.views.study import show_study
 from posbench.config_loader import ConfigError

@@ -8,7 +8,7 @@ import streamlit as st
 
 from posbench.app import charts
 from posbench.app.tables import SummarySettings, cells_csv, rows_csv, summary_rows
-from posbench.studies.report import summarize
+from posbench.studies.study_report import summarize
 
 
 def show_study(cells: list[dict], settings, key: str) -> None:

@@ -15,7 +15,7 @@ from posbench.app.probe import continue_ids, generated_attention, task_prompt
 from posbench.config_loader import ConfigError, from_dict
 from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
-from posbench.data.tasks.base import TaskConfig, build_task, task_names
+from posbench.data.tasks.task import TaskConfig, build_task, task_names
 from posbench.evaluation.algorithmic import pretrained_with_mix
 from posbench.evaluation.generate import decode as decode_ids
 from posbench.evaluation.loading import CheckpointError, load_model, resolve_checkpoint

@@ -23,7 +23,8 @@ from posbench.data.tasks import (  # noqa: F401  (imported for their @TASKS.regi
     sort,
     template,
 )
-from posbench.data.tasks.base import (
+from posbench.data.tasks.filler import Filler, GeneratedFiller, TextFiller, garden_filler
+from posbench.data.tasks.task import (
     IGNORE,
     PAD_ID,
     SPLITS,
@@ -36,7 +37,6 @@ from posbench.data.tasks.base import (
     get_task_class,
     task_names,
 )
-from posbench.data.tasks.filler import Filler, GeneratedFiller, TextFiller, garden_filler
 
 __all__ = ["IGNORE", "PAD_ID", "SPLITS", "TASKS", "Example", "Filler", "GeneratedFiller", "Task", "TaskConfig",
            "TextFiller", "Vocab", "build_task", "garden_filler", "get_task_class", "task_names"]

@@ -16,8 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from posbench.data.tasks.base import TASKS, Example, Vocab, answer_rows, require
 from posbench.data.tasks.gap import GapConfig, GapTask, sample_gap
+from posbench.data.tasks.task import TASKS, Example, Vocab, answer_rows, require
 
 COPY, PASTE, END = "<copy>", "<paste>", "<end>"
 

@@ -10,7 +10,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from posbench.data.tasks.base import Task, TaskConfig, require
+from posbench.data.tasks.task import Task, TaskConfig, require
 
 
 @dataclass

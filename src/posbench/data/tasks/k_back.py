@@ -21,7 +21,7 @@ from typing import Literal
 
 import numpy as np
 
-from posbench.data.tasks.base import IGNORE, TASKS, Example, label_rows, require, uniform_int
+from posbench.data.tasks.task import IGNORE, TASKS, Example, label_rows, require, uniform_int
 from posbench.data.tasks.yes_no import YesNoConfig, YesNoTask
 
 

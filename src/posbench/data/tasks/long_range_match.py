@@ -15,7 +15,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from posbench.data.tasks.base import IGNORE, TASKS, Example, label_rows, uniform_int
+from posbench.data.tasks.task import IGNORE, TASKS, Example, label_rows, uniform_int
 from posbench.data.tasks.yes_no import YesNoConfig, YesNoTask
 
 

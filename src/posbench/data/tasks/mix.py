@@ -34,8 +34,8 @@ from typing import Literal
 
 import numpy as np
 
-from posbench.data.tasks.base import Task, TaskConfig, build_task, require
 from posbench.data.tasks.filler import Filler
+from posbench.data.tasks.task import Task, TaskConfig, build_task, require
 
 EXAMPLES_PER_FILE = 1 << 32  # example-index stride between input files: more task docs than any file holds
 CORPUS = "corpus"  # the kind of a document that is not a task document

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from posbench.data.tasks.base import TASKS, Example, Task, TaskConfig, Vocab, label_rows, require, uniform_int
+from posbench.data.tasks.task import TASKS, Example, Task, TaskConfig, Vocab, label_rows, require, uniform_int
 
 
 @TASKS.register("modular_sum")

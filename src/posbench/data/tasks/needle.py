@@ -17,8 +17,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from posbench.data.tasks.base import TASKS, Example, Task, TaskConfig, Vocab, answer_rows, require, uniform_int
 from posbench.data.tasks.filler import cut_points
+from posbench.data.tasks.task import TASKS, Example, Task, TaskConfig, Vocab, answer_rows, require, uniform_int
 
 DIGITS = [str(d) for d in range(10)]
 FILL = [f"<f{i}>" for i in range(8)]

@@ -19,7 +19,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from posbench.data.tasks.base import TASKS, Example, Task, TaskConfig, Vocab, answer_rows, require, uniform_int
+from posbench.data.tasks.task import TASKS, Example, Task, TaskConfig, Vocab, answer_rows, require, uniform_int
 
 DIGITS = [str(d) for d in range(10)]
 PLUS, EQ, END = "+", "=", "<end>"

@@ -20,9 +20,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from posbench.data.tasks.base import TASKS, Example, Vocab, answer_rows, require
 from posbench.data.tasks.filler import Filler, cut_points, garden_filler
 from posbench.data.tasks.gap import GapConfig, GapTask, sample_gap
+from posbench.data.tasks.task import TASKS, Example, Vocab, answer_rows, require
 
 DIGITS = [str(d) for d in range(10)]
 FILL = [f"<f{i}>" for i in range(8)]

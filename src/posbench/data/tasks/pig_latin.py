@@ -29,7 +29,7 @@ from typing import Literal
 
 import numpy as np
 
-from posbench.data.tasks.base import TASKS, Example, Task, TaskConfig, Vocab, answer_rows, require, uniform_int
+from posbench.data.tasks.task import TASKS, Example, Task, TaskConfig, Vocab, answer_rows, require, uniform_int
 
 VOWELS, CONSONANTS = "aeiou", "bcdfghjklmnprstvwz"
 ONSETS = ["b", "c", "d", "f", "g", "h", "j", "k", "l", "m", "n", "p", "r", "s", "t", "v", "w", "y",

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from posbench.data.tasks.base import IGNORE, TASKS, Example, label_rows, require, uniform_int
+from posbench.data.tasks.task import IGNORE, TASKS, Example, label_rows, require, uniform_int
 from posbench.data.tasks.yes_no import YesNoConfig, YesNoTask
 
 _MAX_REDRAWS = 1000

@@ -8,7 +8,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 
-from posbench.data.tasks.base import TASKS
+from posbench.data.tasks.task import TASKS
 from posbench.data.tasks.transform import SequenceTransform, TransformConfig
 
 

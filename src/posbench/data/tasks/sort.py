@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from posbench.data.tasks.base import TASKS
+from posbench.data.tasks.task import TASKS
 from posbench.data.tasks.transform import SequenceTransform, TransformConfig
 
 

@@ -1,4 +1,4 @@
-"""Training directly on a task: a BatchSource (training/sources.py) over the task's token form, and the
+"""Training directly on a task: a BatchSource (training/batch_sources.py) over the task's token form, and the
 batching helper evaluators use for "id"/"ood" rows.
 
 Shape legend: B rows, T sequence length.
@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from posbench.data.tasks.base import IGNORE, PAD_ID, Example, Task, require
+from posbench.data.tasks.task import IGNORE, PAD_ID, Example, Task, require
 
 
 def pad_rows(examples: list[Example], seq_len: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:

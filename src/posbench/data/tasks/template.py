@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from posbench.data.tasks.base import TASKS, Example, Task, TaskConfig, Vocab, answer_rows, require, uniform_int
+from posbench.data.tasks.task import TASKS, Example, Task, TaskConfig, Vocab, answer_rows, require, uniform_int
 
 START, MID, END, FILL = "<start>", "<mid>", "<end>", "<fill>"
 _TEXT = {START: "[", MID: "|", END: "]", FILL: "."}

@@ -19,7 +19,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from posbench.data.tasks.base import Example, Task, TaskConfig, Vocab, answer_rows, require, uniform_int
+from posbench.data.tasks.task import Example, Task, TaskConfig, Vocab, answer_rows, require, uniform_int
 
 SEP, END = "<sep>", "<end>"
 ALPHABETS = {"letters": list(string.ascii_lowercase), "digits": list(string.digits)}

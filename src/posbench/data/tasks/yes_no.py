@@ -7,7 +7,7 @@ from __future__ import annotations
 import string
 from dataclasses import dataclass
 
-from posbench.data.tasks.base import Task, TaskConfig, Vocab, require
+from posbench.data.tasks.task import Task, TaskConfig, Vocab, require
 
 YES, NO = "<yes>", "<no>"
 

@@ -26,13 +26,13 @@ from typing import Any
 
 from posbench.config import RunConfig, load_preset, preset_path
 from posbench.config_loader import ConfigError, load, load_yaml, nested, to_dict
-from posbench.evaluation.config import EvalConfig
+from posbench.evaluation.eval_config import EvalConfig
 from posbench.pe import PEConfig
 from posbench.studies.claims import ClaimConfig, check_names
 from posbench.training.plan import budget_tokens, make_plan
 from posbench.training.rundir import check_run_name, format_tokens
 
-SWEEP_CLAIM_METRICS = ("ppl_slope",)  # what a sweep's claims can compare (sweeps/report.py)
+SWEEP_CLAIM_METRICS = ("ppl_slope",)  # what a sweep's claims can compare (sweeps/sweep_report.py)
 
 
 @dataclass

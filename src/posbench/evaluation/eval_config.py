@@ -15,7 +15,7 @@ from posbench.config_loader import ConfigError, Override, load, to_dict
 from posbench.evaluation.algorithmic import AlgorithmicConfig
 from posbench.evaluation.lambada import LambadaConfig
 from posbench.evaluation.niah import NiahConfig
-from posbench.evaluation.passkey import PasskeyConfig
+from posbench.evaluation.passkey_eval import PasskeyConfig
 from posbench.evaluation.ppl import PplConfig
 from posbench.evaluation.suites import ALL, get_suite, suite_names
 from posbench.pe.rope_scaling import ScalingConfig

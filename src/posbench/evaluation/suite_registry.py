@@ -4,7 +4,7 @@ in its own file; `suites.py` imports them all (and lists the order of `--suite a
 from __future__ import annotations
 
 from posbench.config_loader import ConfigError, nearest
-from posbench.evaluation.base import Evaluator
+from posbench.evaluation.evaluator import Evaluator
 from posbench.registry import Registry
 
 

@@ -16,9 +16,9 @@ from tqdm import tqdm
 
 from posbench.data.atomic import write_text
 from posbench.procpool import call_logged, run_jobs
-from posbench.studies.plots import all_plots
-from posbench.studies.report import write_outputs
-from posbench.studies.spec import Cell, StudyConfig, expand
+from posbench.studies.study_plots import all_plots
+from posbench.studies.study_report import write_outputs
+from posbench.studies.study_spec import Cell, StudyConfig, expand
 
 
 def cell_path(out_dir: Path, cell: Cell) -> Path:

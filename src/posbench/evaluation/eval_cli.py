@@ -85,7 +85,7 @@ def flag_overrides(args: argparse.Namespace) -> list[dict]:
 def main_eval(argv: list[str] | None = None) -> int:
     args = parser().parse_args(argv)
     from posbench.data.errors import DataError
-    from posbench.evaluation.config import load_eval_config
+    from posbench.evaluation.eval_config import load_eval_config
     from posbench.evaluation.suites import get_suite, suite_names
 
     if args.list_suites:
@@ -96,7 +96,7 @@ def main_eval(argv: list[str] | None = None) -> int:
         if args.print_config:
             print(dump_yaml(cfg), end="")
             return 0
-        from posbench.evaluation.runner import run_eval
+        from posbench.evaluation.eval_runner import run_eval
 
         run_eval(args.checkpoints, cfg, args.out)
     except (ConfigError, DataError) as e:

@@ -19,7 +19,7 @@ import numpy as np
 from posbench.data.atomic import atomic_open
 from posbench.studies.claims import claims_section
 from posbench.studies.stats import Summary, bootstrap_ci
-from posbench.sweeps.spec import Run, SweepConfig
+from posbench.sweeps.sweep_spec import Run, SweepConfig
 
 
 def md_table(header: list[str], rows: list[list[str]]) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from posbench.config_loader import ConfigError
-from posbench.data.sources import HubShards, SourceConfig
+from posbench.data.corpus_sources import HubShards, SourceConfig
 from posbench.data.splits import SplitsConfig
 from posbench.data.tasks import get_task_class
 from posbench.data.tasks.mix import TaskMixConfig

@@ -10,8 +10,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from posbench.studies.claims import claims_section
-from posbench.studies.spec import METRICS, StudyConfig
 from posbench.studies.stats import bootstrap_ci, paired, seeds_needed, success_rate
+from posbench.studies.study_spec import METRICS, StudyConfig
 
 # ood_beyond_acc is the headline OOD figure: accuracy at target positions past the training length only.
 # ood_acc (all positions of the longer examples) mixes in-range positions in and stays, labelled as such.

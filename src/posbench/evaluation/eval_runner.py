@@ -21,9 +21,9 @@ from tqdm import tqdm
 from posbench.config_loader import ConfigError, to_dict
 from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
-from posbench.evaluation import report
-from posbench.evaluation.base import Evaluator, Session, Target
-from posbench.evaluation.config import EvalConfig
+from posbench.evaluation import eval_report
+from posbench.evaluation.eval_config import EvalConfig
+from posbench.evaluation.evaluator import Evaluator, Session, Target
 from posbench.evaluation.loading import inspect_checkpoint, load_model
 from posbench.evaluation.scaling import apply_rope_scaling, check_rope_scaling
 from posbench.evaluation.suites import get_suite
@@ -117,7 +117,7 @@ def evaluate(p: Planned, cfg: EvalConfig, device: torch.device) -> dict:
     if device.type == "cuda":
         torch.cuda.empty_cache()
     return {"label": t.label, "checkpoint": str(t.path), "step": meta.get("step"), "tokens": meta.get("tokens"),
-            "config": to_dict(t.run_cfg), "eval_config": to_dict(cfg), "code_version": report.code_version(),
+            "config": to_dict(t.run_cfg), "eval_config": to_dict(cfg), "code_version": eval_report.code_version(),
             "device": str(device), "precision": precision.name, "lengths": t.lengths,
             "rope_scaling": to_dict(cfg.rope_scaling) if cfg.rope_scaling else None,
             "rope_scaling_as_trained": trained_scaling, "started": started,
@@ -145,9 +145,9 @@ def run_eval(paths: list[str], cfg: EvalConfig, out: str | Path | None = None, l
         payload = evaluate(p, cfg, device)
         payloads.append(payload)
         ckpt_dir = out_dir if len(planned) == 1 else out_dir / p.target.label
-        written[p.target.label] = report.write_checkpoint_report(payload, ckpt_dir)
+        written[p.target.label] = eval_report.write_checkpoint_report(payload, ckpt_dir)
         log(f"{p.target.label}: wrote {ckpt_dir / 'results.json'} and {ckpt_dir / 'summary.md'}")
-    comparison = report.write_comparison(payloads, out_dir) if len(planned) > 1 else None
+    comparison = eval_report.write_comparison(payloads, out_dir) if len(planned) > 1 else None
     if comparison:
         log(f"comparison of {len(planned)} checkpoints: {comparison['summary']}")
     return {"out": out_dir, "checkpoints": written, "comparison": comparison}

@@ -26,7 +26,7 @@ from typing import Any
 
 from posbench.config import load_preset
 from posbench.config_loader import ConfigError, load, nested, to_dict
-from posbench.data.tasks.base import TaskConfig
+from posbench.data.tasks.task import TaskConfig
 from posbench.model.arch import ArchConfig, DecoderArch
 from posbench.pe import PEConfig
 from posbench.pe.none import NoPE

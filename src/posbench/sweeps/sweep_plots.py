@@ -12,8 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from posbench.sweeps.report import _algorithmic, _ppl, metrics_rows  # noqa: E402
-from posbench.sweeps.spec import Run  # noqa: E402
+from posbench.sweeps.sweep_report import _algorithmic, _ppl, metrics_rows  # noqa: E402
+from posbench.sweeps.sweep_spec import Run  # noqa: E402
 
 
 def _colors(pes: list[str]) -> dict[str, tuple]:
