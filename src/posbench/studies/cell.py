@@ -7,6 +7,7 @@ import dataclasses
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -75,19 +76,38 @@ class CachedRows:
         return self.source.n_val()
 
 
-def run_cell(cell: Cell, work_dir: Path) -> dict:
+class CpuPhases:
+    """CPU seconds of this process (all threads) per phase of a cell, for `scripts/bench_study.py`: each
+    `lap(phase)` books the time since the previous lap. Kept beside the cell's log, never in its result."""
+
+    def __init__(self, since: float | None = None):
+        self.seconds: dict[str, float] = {}
+        self._t = time.process_time() if since is None else since
+
+    def lap(self, phase: str) -> None:
+        now = time.process_time()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self._t
+        self._t = now
+
+
+def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dict:
+    phases = phases or CpuPhases()
     task = build_task(cell.task)
     cfg = cell_config(cell, task, work_dir)
     torch.set_num_threads(1)  # cells run in parallel processes; one thread each is fastest here
     shutil.rmtree(work_dir / cell.cell_id, ignore_errors=True)  # an interrupted attempt starts over
     st = cell.study.train
+    phases.lap("startup")
     source = CachedRows(TaskSource(task, cfg.model.seq_len, cell.seed, n_val=64), st.steps * st.batch_size,
                         work_dir / "rows")
+    phases.lap("rows")
     out = train(cfg, source)
     run_dir = Path(out["run_dir"])
+    phases.lap("train")
 
     ev = cell.study.eval
     splits = {s: eval_batch(task, ev.seed, s, range(ev.n_examples)) for s in ("id", "ood")}
+    phases.lap("rows")
     curve = []
     for path in ckpt.list_checkpoints(run_dir):
         model = load_model(path).model
@@ -113,6 +133,7 @@ def run_cell(cell: Cell, work_dir: Path) -> dict:
     attn = attention_probs(model, x[:1, :length])
     losses = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     shutil.rmtree(run_dir, ignore_errors=True)
+    phases.lap("eval")
     return {"cell_id": cell.cell_id, "task": cell.task.name, "pe": cell.label, "seed": cell.seed,
             "arch": cfg.model.arch.name, "data_note": task.data_note,
             "axes": cell.axes, "chance": task.chance_accuracy, **final, "curve": curve,
