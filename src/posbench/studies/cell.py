@@ -1,5 +1,6 @@
 """One study cell: train a small model on one task with one PE and seed through the project's own
-trainer, then score its checkpoints in and out of distribution. The result is a plain dict."""
+trainer, scoring its checkpoints in and out of distribution as training reaches them (in memory: the
+trainer's `snapshots`). The result is a plain dict."""
 
 from __future__ import annotations
 
@@ -16,10 +17,8 @@ import torch
 from posbench.config import load_config
 from posbench.data.tasks.base import build_task
 from posbench.data.tasks.source import TaskSource, eval_batch
-from posbench.evaluation.loading import load_model
 from posbench.evaluation.task_accuracy import attention_probs, score_rows
 from posbench.studies.spec import Cell
-from posbench.training import checkpoint as ckpt
 from posbench.training.loop import train
 
 
@@ -100,25 +99,32 @@ def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dic
     phases.lap("startup")
     source = CachedRows(TaskSource(task, cfg.model.seq_len, cell.seed, n_val=64), st.steps * st.batch_size,
                         work_dir / "rows")
-    phases.lap("rows")
-    out = train(cfg, source)
-    run_dir = Path(out["run_dir"])
-    phases.lap("train")
-
     ev = cell.study.eval
     splits = {s: eval_batch(task, ev.seed, s, range(ev.n_examples)) for s in ("id", "ood")}
     phases.lap("rows")
-    curve = []
-    for path in ckpt.list_checkpoints(run_dir):
-        model = load_model(path).model
-        row = {"step": json.loads((path / "meta.json").read_text())["step"]}
-        for split, (_, x, y) in splits.items():
-            row[f"{split}_acc"] = score_rows(model, x, y).acc
-        curve.append(row)
+
+    # The learning curve: the trainer hands over the model at each checkpoint step (in memory, no disk
+    # round trip) and at the end. Every snapshot is scored as the final model is, so the last one is the
+    # final result (accuracy does not depend on train_len, which only splits it by position).
+    curve, scores, final_model = [], {}, []
+
+    def score_snapshot(step: int, model) -> None:
+        phases.lap("train")
+        scores.update({split: score_rows(model, x, y, train_len=cfg.model.seq_len)
+                       for split, (_, x, y) in splits.items()})
+        curve.append({"step": step, **{f"{split}_acc": score.acc for split, score in scores.items()}})
+        final_model[:] = [model]
+        phases.lap("eval")
+
+    out = train(cfg, source, snapshots=score_snapshot)
+    run_dir = Path(out["run_dir"])
+    phases.lap("train")
+
+    model = final_model[0].eval()
     final = {}
     by_length: dict[int, list[float]] = {}
-    for split, (examples, x, y) in splits.items():
-        score = score_rows(model, x, y, train_len=cfg.model.seq_len)
+    for split, (examples, _, _) in splits.items():
+        score = scores[split]
         final.update({f"{split}_acc": score.acc, f"{split}_exact": score.exact, f"{split}_loss": score.loss})
         for ex, acc in zip(examples, score.per_example):
             by_length.setdefault(len(ex.tokens_T), []).append(acc)
