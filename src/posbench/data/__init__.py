@@ -5,7 +5,7 @@
     python -m posbench.data.prepare_fineweb info
 
 One job per file:
-    sources.py, splits.py      where input files come from (hub shards, hub folder, local globs), split ranges
+    corpus_sources.py, splits.py     where input files come from (hub shards, hub folder, local globs), split ranges
     hub.py, download.py        the hub's HTTP layout; parallel, retried, verified downloads + manifest.py
     readers.py                 documents out of parquet / jsonl / txt, in bounded batches
     tokenizers.py              bytes / named tiktoken / trained BPE (bpe_train.py, rankfile.py: no pickle)

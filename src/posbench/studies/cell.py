@@ -1,5 +1,6 @@
 """One study cell: train a small model on one task with one PE and seed through the project's own
-trainer, then score its checkpoints in and out of distribution. The result is a plain dict."""
+trainer, scoring its checkpoints in and out of distribution as training reaches them (in memory: the
+trainer's `snapshots`). The result is a plain dict."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import dataclasses
 import json
 import os
 import shutil
+import time
 from pathlib import Path
 
 import numpy as np
@@ -16,10 +18,8 @@ from posbench.config import RunConfig
 from posbench.config_loader import load
 from posbench.data.tasks.source import TaskSource, eval_batch
 from posbench.data.tasks.task import build_task
-from posbench.evaluation.loading import load_model
 from posbench.evaluation.task_accuracy import attention_probs, score_rows
 from posbench.studies.study_spec import Cell
-from posbench.training import checkpoint as ckpt
 from posbench.training.loop import train
 
 
@@ -82,30 +82,56 @@ class CachedRows:
         return self.source.n_val()
 
 
-def run_cell(cell: Cell, work_dir: Path) -> dict:
+class CpuPhases:
+    """CPU seconds of this process (all threads) per phase of a cell, for `scripts/bench_study.py`: each
+    `lap(phase)` books the time since the previous lap. Kept beside the cell's log, never in its result."""
+
+    def __init__(self, since: float | None = None):
+        self.seconds: dict[str, float] = {}
+        self._t = time.process_time() if since is None else since
+
+    def lap(self, phase: str) -> None:
+        now = time.process_time()
+        self.seconds[phase] = self.seconds.get(phase, 0.0) + now - self._t
+        self._t = now
+
+
+def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dict:
+    phases = phases or CpuPhases()
     task = build_task(cell.task)
     cfg = cell_config(cell, task, work_dir)
     torch.set_num_threads(1)  # cells run in parallel processes; one thread each is fastest here
     shutil.rmtree(work_dir / cell.cell_id, ignore_errors=True)  # an interrupted attempt starts over
     st = cell.study.train
+    phases.lap("startup")
     source = CachedRows(TaskSource(task, cfg.model.seq_len, cell.seed, n_val=64), st.steps * st.batch_size,
                         work_dir / "rows")
-    out = train(cfg, source)
-    run_dir = Path(out["run_dir"])
-
     ev = cell.study.eval
     splits = {s: eval_batch(task, ev.seed, s, range(ev.n_examples)) for s in ("id", "ood")}
-    curve = []
-    for path in ckpt.list_checkpoints(run_dir):
-        model = load_model(path).model
-        row = {"step": json.loads((path / "meta.json").read_text())["step"]}
-        for split, (_, x, y) in splits.items():
-            row[f"{split}_acc"] = score_rows(model, x, y).acc
-        curve.append(row)
+    phases.lap("rows")
+
+    # The learning curve: the trainer hands over the model at each checkpoint step (in memory, no disk
+    # round trip) and at the end. Every snapshot is scored as the final model is, so the last one is the
+    # final result (accuracy does not depend on train_len, which only splits it by position).
+    curve, scores, final_model = [], {}, []
+
+    def score_snapshot(step: int, model) -> None:
+        phases.lap("train")
+        scores.update({split: score_rows(model, x, y, train_len=cfg.model.seq_len)
+                       for split, (_, x, y) in splits.items()})
+        curve.append({"step": step, **{f"{split}_acc": score.acc for split, score in scores.items()}})
+        final_model[:] = [model]
+        phases.lap("eval")
+
+    out = train(cfg, source, snapshots=score_snapshot)
+    run_dir = Path(out["run_dir"])
+    phases.lap("train")
+
+    model = final_model[0].eval()
     final = {}
     by_length: dict[int, list[float]] = {}
-    for split, (examples, x, y) in splits.items():
-        score = score_rows(model, x, y, train_len=cfg.model.seq_len)
+    for split, (examples, _, _) in splits.items():
+        score = scores[split]
         final.update({f"{split}_acc": score.acc, f"{split}_exact": score.exact, f"{split}_loss": score.loss})
         for ex, acc in zip(examples, score.per_example):
             by_length.setdefault(len(ex.tokens_T), []).append(acc)
@@ -120,6 +146,7 @@ def run_cell(cell: Cell, work_dir: Path) -> dict:
     attn = attention_probs(model, x[:1, :length])
     losses = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
     shutil.rmtree(run_dir, ignore_errors=True)
+    phases.lap("eval")
     return {"cell_id": cell.cell_id, "task": cell.task.name, "pe": cell.label, "seed": cell.seed,
             "arch": cfg.model.arch.name, "data_note": task.data_note,
             "axes": cell.axes, "chance": task.chance_accuracy, **final, "curve": curve,

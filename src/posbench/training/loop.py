@@ -8,6 +8,7 @@ import contextlib
 import math
 import os
 import time
+from collections.abc import Callable
 
 import torch
 
@@ -42,16 +43,36 @@ class NonFiniteError(RuntimeError):
     pass
 
 
-def train(cfg: RunConfig, source: BatchSource) -> dict:
-    """Train until the run's budget (or train.max_steps); returns a summary dict."""
+Snapshots = Callable[[int, torch.nn.Module], None]
+
+
+def train(cfg: RunConfig, source: BatchSource, snapshots: Snapshots | None = None) -> dict:
+    """Train until the run's budget (or train.max_steps); returns a summary dict.
+
+    `snapshots(step, model)`, single-process runs only: the periodic checkpoints of train.ckpt_interval
+    go to it in memory instead of to disk, and it sees the final model once the final checkpoint is saved
+    (a study scores its learning curve this way, without writing and re-loading each checkpoint). It gets
+    the model in eval mode under no_grad; training mode and every RNG state are restored afterwards, so
+    whatever it runs cannot change the training that follows."""
     with contextlib.ExitStack() as held:  # releases the run directory's lock however training ends
-        return _train(cfg, source, held)
+        return _train(cfg, source, held, snapshots)
 
 
-def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> dict:
+def _snapshot(snapshots: Snapshots, step: int, model: torch.nn.Module) -> None:
+    rng, was_training = ckpt.rng_state(), model.training
+    model.eval()
+    with torch.no_grad():
+        snapshots(step, model)
+    model.train(was_training)
+    ckpt.set_rng_state(rng)
+
+
+def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snapshots: Snapshots | None) -> dict:
     device_type = device_type_for(cfg)
     device = dist.init(device_type)
     world, rank = dist.world_size(), dist.rank()
+    if snapshots is not None and world > 1:
+        raise ValueError("train(snapshots=...) hands the model to a callback in memory: single-process runs only")
     accum_steps(cfg, world)  # the batch arithmetic, checked before a model is built
     torch.manual_seed(cfg.seed)
     model = build_model(cfg.model, cfg.pe, device_type)  # the run's one model; the plan reads its size
@@ -187,8 +208,13 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack) -> d
                 return {"run_dir": str(run_dir), "step": step, "tokens": tokens, "stopped": True}
             if cfg.train.ckpt_interval and step % cfg.train.ckpt_interval == 0 and tokens < plan.end_tokens \
                     and best_step != step:  # not twice: this very step was just saved as `best`
-                save("periodic")
+                if snapshots is None:
+                    save("periodic")
+                else:
+                    _snapshot(snapshots, step, model)
         save("final")
+        if snapshots is not None:
+            _snapshot(snapshots, step, model)
         return {"run_dir": str(run_dir), "step": step, "tokens": tokens, "stopped": False}
     finally:
         stop.restore()

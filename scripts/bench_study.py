@@ -1,0 +1,159 @@
+#!/usr/bin/env python
+"""Where a study's CPU time goes: runs a study (default: the quickstart) and prints CPU-seconds per phase.
+
+    python scripts/bench_study.py                        # the whole quickstart (60 cells)
+    python scripts/bench_study.py --cells 4              # its first 4 cells: a quick measurement
+    python scripts/bench_study.py --study configs/study/full.yaml --workers 2 --out /tmp/bench_full
+
+Phases, in CPU-seconds (user + sys, every process and thread; on a shared machine wall time says more
+about the neighbours than about the study):
+    startup  a worker's imports, the cell's task and config (the first cell of a worker pays the imports)
+    rows     task example generation: the cached training rows (`cell.CachedRows`) and the eval rows
+    train    the `train()` call: model build, the loop, its log rows and final checkpoint
+    eval     scoring the learning-curve snapshots, the final scores, attention maps, reading the losses
+    report   plots, report.md, results.json/csv (the parent process)
+    other    everything else: process start-up and shut-down, the pool, the progress bar, cell JSON writes
+Each cell's phases come from `<out>/logs/<cell_id>.cpu.json` (studies/study_runner.py writes them beside the cell's
+log); the workers' total from getrusage(RUSAGE_CHILDREN), the parent's from process_time().
+
+The FLOP floor is the training FLOPs (6 x parameters x tokens, from the cells' configs) over `workers` x the
+matmul peak of one thread (fp32, measured here in thread CPU time at the study model's shape
+1024x128 @ 128x384 and at 2048^3; the larger is used): no schedule of this grid on this machine can train
+in less wall time, with every core doing nothing but matmuls at their best rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import tempfile
+import time
+from pathlib import Path
+
+from posbench.cli_errors import cli_entry
+from posbench.studies.study_runner import cpu_path, run_study
+from posbench.studies.study_spec import expand, load_study
+
+PHASES = ("startup", "rows", "train", "eval", "report", "other")
+PEAK_SHAPES = ((1024, 128, 384), (2048, 2048, 2048))  # (m, k, n): the study MLP's matmul, a big square one
+
+
+def matmul_peak(m: int, k: int, n: int, repeats: int = 7) -> float:
+    """FLOP/s of one thread's fp32 (m x k) @ (k x n), best of `repeats` in thread CPU time."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        a, b = torch.randn(m, k), torch.randn(k, n)
+        inner = max(1, int(2e9 // (2 * m * k * n)))  # about 2 GFLOP per timing: well above the clock's grain
+        best = float("inf")
+        for _ in range(repeats + 1):  # the first is a warm-up
+            t0 = time.thread_time()
+            for _ in range(inner):
+                a @ b
+            best = min(best, (time.thread_time() - t0) / inner)
+        return 2 * m * k * n / best
+    finally:
+        torch.set_num_threads(threads)
+
+
+def training_flops(cells) -> tuple[float, int]:
+    """(6 x parameters x training tokens summed over `cells`, tokens), from each cell's resolved config."""
+    from posbench.data.tasks.base import build_task
+
+    from posbench.model.flops import model_stats
+    from posbench.studies.cell import cell_config
+
+    flops, tokens = 0.0, 0
+    with tempfile.TemporaryDirectory() as tmp:  # cell_config names a work dir; nothing is written
+        for cell in cells:
+            task = build_task(cell.task)
+            cfg = cell_config(cell, task, Path(tmp))
+            n_tokens = cell.study.train.steps * cfg.train.global_batch_tokens
+            flops += 6 * model_stats(cfg.model, cfg.pe, "cpu").params_total * n_tokens
+            tokens += n_tokens
+    return flops, tokens
+
+
+def phase_totals(records: list[dict], parent_pid: int, parent_cpu: float, children_cpu: float,
+                 report_cpu: float) -> dict[str, float]:
+    """CPU-seconds per phase (PHASES) from the cells' records ({"pid", "seconds": {phase: s}}): what the
+    records do not account for in the workers (children_cpu) and in the parent goes to `other`."""
+    totals = dict.fromkeys(PHASES, 0.0)
+    in_parent = in_workers = 0.0
+    for rec in records:
+        for phase, s in rec["seconds"].items():
+            totals[phase if phase in totals else "other"] += s
+        cell_total = sum(rec["seconds"].values())
+        if rec["pid"] == parent_pid:  # workers=1: cells run in the parent process
+            in_parent += cell_total
+        else:
+            in_workers += cell_total
+    totals["report"] += report_cpu
+    totals["other"] += max(0.0, children_cpu - in_workers) + max(0.0, parent_cpu - in_parent - report_cpu)
+    return totals
+
+
+def format_table(totals: dict[str, float], wall: float, n_cells: int, workers: int, flops: float,
+                 tokens: int, peaks: dict[str, float]) -> str:
+    total = sum(totals.values())
+    lines = [f"{'phase':<8} {'CPU s':>9} {'share':>7} {'per cell':>9}"]
+    for phase in PHASES:
+        s = totals[phase]
+        lines.append(f"{phase:<8} {s:>9.1f} {s / max(total, 1e-9):>7.1%} {s / max(n_cells, 1):>9.2f}")
+    lines.append(f"{'total':<8} {total:>9.1f} {1:>7.0%} {total / max(n_cells, 1):>9.2f}")
+    peak = max(peaks.values())
+    floor_cpu = flops / peak
+    lines += [
+        "",
+        f"wall: {wall:.1f} s for {n_cells} cells on {workers} workers "
+        f"(CPU total / wall = {total / max(wall, 1e-9):.2f})",
+        f"training: {tokens:,} tokens, {flops / 1e12:.2f} TFLOP (6 x params x tokens)",
+        "matmul peak, 1 thread fp32: " + ", ".join(f"{k} {v / 1e9:.1f} GFLOP/s" for k, v in peaks.items()),
+        f"FLOP floor: {flops / 1e12:.2f} TFLOP / ({workers} x {peak / 1e9:.1f} GFLOP/s) = "
+        f"{floor_cpu / workers:.1f} s wall ({floor_cpu:.1f} CPU-s); "
+        f"train phase at {floor_cpu / max(totals['train'], 1e-9):.0%} of peak",
+    ]
+    return "\n".join(lines)
+
+
+@cli_entry
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--study", default="quickstart", help="preset name or a study YAML file (default quickstart)")
+    p.add_argument("--cells", type=int, help="run only the grid's first N cells")
+    p.add_argument("--workers", type=int, help="parallel cell processes (default: the study's `workers`)")
+    p.add_argument("--out", help="an empty or new directory for the study's outputs (default: a new temp dir)")
+    p.add_argument("--json", help="also write the numbers to this JSON file")
+    args = p.parse_args(argv)
+    study = load_study(args.study)
+    cells = expand(study)[: args.cells]
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix=f"bench_study_{study.name}_"))
+    if (out / "cells").is_dir() and any((out / "cells").iterdir()):
+        raise ValueError(f"{out} holds finished cells, which a study skips: pass an empty or new --out")
+    workers = min(args.workers or study.workers, len(cells))
+
+    wall0 = time.perf_counter()
+    result = run_study(study, out, workers, progress=False, limit=args.cells)
+    wall = time.perf_counter() - wall0
+    parent_cpu = time.process_time()  # since this process started: its imports are part of a study's cost
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # the workers, joined when the pool shut down
+    records = [json.loads(cpu_path(out, c).read_text()) for c in cells]
+    totals = phase_totals(records, os.getpid(), parent_cpu, usage.ru_utime + usage.ru_stime, result["report_cpu_s"])
+    flops, tokens = training_flops(cells)
+    peaks = {f"{m}x{k}@{k}x{n}": matmul_peak(m, k, n) for m, k, n in PEAK_SHAPES}
+    table = format_table(totals, wall, len(cells), workers, flops, tokens, peaks)
+    print(f"study {study.name}: {len(cells)} of {len(expand(study))} cells, outputs in {out}\n")
+    print(table)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"study": study.name, "cells": len(cells), "workers": workers,
+                                               "wall_s": wall, "cpu_s": totals, "flops": flops, "tokens": tokens,
+                                               "peak_flops": peaks}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
