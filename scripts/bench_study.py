@@ -62,8 +62,7 @@ def matmul_peak(m: int, k: int, n: int, repeats: int = 7) -> float:
 
 def training_flops(cells) -> tuple[float, int]:
     """(6 x parameters x training tokens summed over `cells`, tokens), from each cell's resolved config."""
-    from posbench.data.tasks.base import build_task
-
+    from posbench.data.tasks.task import build_task
     from posbench.model.flops import model_stats
     from posbench.studies.cell import cell_config
 

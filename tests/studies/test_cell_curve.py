@@ -9,9 +9,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from posbench.data.tasks.base import build_task
 
 from posbench.data.tasks.source import TaskSource, eval_batch
+from posbench.data.tasks.task import build_task
 from posbench.evaluation.loading import load_model
 from posbench.evaluation.task_accuracy import score_rows
 from posbench.studies.cell import CachedRows, CpuPhases, cell_config, run_cell
