@@ -94,3 +94,28 @@ def test_learned_pe_beyond_its_table_gives_na_cells():
         assert cell["tokens_max"] > 64
         assert cell["accuracy"] is None and cell["correct"] is None and "positions" in cell["na"]
     assert "n/a" in Algorithmic.markdown(result)
+
+
+def test_always_yes_scores_the_commonest_answer_baseline_not_chance():
+    """A balanced yes/no task's finite example set is rarely split in half: a model that answers "yes" to
+    everything scores the share of "yes" answers, which each cell reports beside the per-token chance."""
+    _, cfg = small_model("rope")
+    task_cfg = get_task_class("k_back").Config(k=1, ask="last")
+    task, n = get_task_class("k_back")(task_cfg), 40
+    answers = [task.example(SEED, i, "id").answer for i in range(n)]
+    yes = next(a for a in answers if "yes" in a)
+    by_hand = max(answers.count(a) for a in set(answers)) / n  # counted here from the generator
+    assert by_hand != 0.5  # with 40 examples of this seed; otherwise the test could not tell the two apart
+    ev = Algorithmic(AlgorithmicConfig(tasks=[task_cfg], n_examples=n, shots=[0], splits=["id"]),
+                     target_for(cfg, [64], seed=SEED))
+    said = list(yes.encode())
+
+    def always_yes(hist):  # the next byte of " yes" after whatever part of it the history ends with
+        return next((said[j] for j in (3, 2, 1) if hist[-j:] == said[:j]), said[0])
+    model = ScriptedModel(257, always_yes)
+    result = ev.run(session_for(model))
+    cell = result["cells"][0]
+    assert cell["most_common_answer_accuracy"] == pytest.approx(by_hand)
+    assert cell["chance_per_token"] == 0.5
+    assert cell["accuracy"] == pytest.approx(answers.count(yes) / n)
+    assert f"| {100 * by_hand:.1f}% |" in Algorithmic.markdown(result)  # the report's commonest-answer column

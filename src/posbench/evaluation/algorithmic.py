@@ -23,6 +23,7 @@ beyond share measures extrapolation in position, where exact match of a long exa
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
@@ -145,6 +146,9 @@ class Algorithmic(Evaluator):
                        f"(prompt + answer: {min(lengths)}..{max(lengths)} tokens)") if n_na else None,
                 "tokens_mean": float(np.mean(lengths)), "tokens_max": max(lengths),
                 "chance_per_token": task.chance_accuracy,
+                # what always giving this cell's commonest answer scores: a balanced yes/no task's 128 examples
+                # are rarely 64/64, so a model that answers "yes" to everything is not at 50%
+                "most_common_answer_accuracy": max(Counter(answers[k] for k in rows).values()) / len(rows),
                 "samples": [{"prompt_tail": tok.decode(prompts[k][-60:]), "answer": answers[k],
                              "output": texts.get(k)} for k in rows[: self.cfg.samples_kept]],
             })
@@ -167,10 +171,12 @@ class Algorithmic(Evaluator):
         tasks = list(dict.fromkeys(c["task"] for c in result["cells"]))
         beyond = [(s, k) for s, k in cols if any(c.get("n_beyond") for c in result["cells"] if c["split"] == s)]
         header = ["task", *(f"{SPLIT_LABEL[s]} {k}-shot" for s, k in cols),
-                  *(f"{SPLIT_LABEL[s]} {k}-shot beyond train length (tokens)" for s, k in beyond), "chance/token"]
+                  *(f"{SPLIT_LABEL[s]} {k}-shot beyond train length (tokens)" for s, k in beyond), "chance/token",
+                  f"{SPLIT_LABEL[cols[0][0]]} always the commonest answer"]
         rows = [[t, *(pct(cells[(t, s, k)]["accuracy"]) for s, k in cols),
                  *(pct(cells[(t, s, k)].get("beyond_accuracy")) for s, k in beyond),
-                 f"{cells[(t, *cols[0])]['chance_per_token']:.2f}"] for t in tasks]
+                 f"{cells[(t, *cols[0])]['chance_per_token']:.2f}",
+                 pct(cells[(t, *cols[0])].get("most_common_answer_accuracy"))] for t in tasks]
         note = (f" Beyond columns: answer tokens predicted past the training length ({result.get('train_len')} "
                 "tokens), position by position." if beyond else " No answer token lies past the training length.")
         return (f"{result['n_examples']} examples per cell; demonstrations from the `{result['demo_split']}` "

@@ -137,6 +137,18 @@ def chance_line(runs: list[Run], results: dict[str, dict]) -> str:
     return ", ".join(f"{k} {v:.0%}" for k, v in sorted(chance.items()))
 
 
+def commonest_answer_line(runs: list[Run], results: dict[str, dict]) -> str:
+    """What always giving the commonest answer of each (task, split) scores: the evaluation examples are the
+    same for every run, and a finite set of a balanced yes/no task is rarely split exactly in half."""
+    best: dict[str, dict[str, float]] = {}
+    for run in runs:
+        for c in _algorithmic(results.get(run.name, {"suites": {}})):
+            if c.get("most_common_answer_accuracy") is not None:  # absent from results written before it existed
+                best.setdefault(c["task"], {})["ID" if c["split"] == "id" else "OOD"] = c["most_common_answer_accuracy"]
+    return ", ".join(f"{task} " + " / ".join(f"{v:.1%} {split}" for split, v in sorted(splits.items(), reverse=True))
+                     for task, splits in sorted(best.items()))
+
+
 def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], out_dir: Path,
                  plots: list[Path]) -> str:
     tables = build_tables(sweep, runs, results)
@@ -164,7 +176,9 @@ def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], 
          "Zero-shot in the mix's own prompt format; ID = the training range of the task, OOD = longer "
          "instances; exact match of whole answers, and, where answers reach past the training length, the share "
          "of those answer tokens right (*beyond train length*). Per-token chance: " + chance_line(runs, results)
-         + "; for the yes/no tasks (one answer word) exact match by chance is the same, for longer answers ~0."),
+         + "; for the yes/no tasks (one answer word) exact match by chance is the same, for longer answers ~0."
+         + (" Always giving the commonest answer of these examples scores: " + commonest_answer_line(runs, results)
+            + "." if commonest_answer_line(runs, results) else "")),
         ("Passkey retrieval (accuracy %, mean over depths)", tables["passkey"], True, "Columns: length in tokens."),
         ("Needle in a haystack (accuracy %, mean over depths)", tables["niah"], True, "Columns: length in tokens."),
     ]
