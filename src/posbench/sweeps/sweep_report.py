@@ -145,8 +145,9 @@ def commonest_answer_line(runs: list[Run], results: dict[str, dict]) -> str:
         for c in _algorithmic(results.get(run.name, {"suites": {}})):
             if c.get("most_common_answer_accuracy") is not None:  # absent from results written before it existed
                 best.setdefault(c["task"], {})["ID" if c["split"] == "id" else "OOD"] = c["most_common_answer_accuracy"]
-    return ", ".join(f"{task} " + " / ".join(f"{v:.1%} {split}" for split, v in sorted(splits.items(), reverse=True))
-                     for task, splits in sorted(best.items()))
+    def both(splits: dict[str, float]) -> str:
+        return " / ".join(f"{splits[split]:.1%} {split}" for split in ("ID", "OOD") if split in splits)
+    return ", ".join(f"{task} {both(splits)}" for task, splits in sorted(best.items()))
 
 
 def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], out_dir: Path,
