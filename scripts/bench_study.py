@@ -64,7 +64,7 @@ def training_flops(cells) -> tuple[float, int]:
     """(6 x parameters x training tokens summed over `cells`, tokens), from each cell's resolved config."""
     from posbench.data.tasks.task import build_task
     from posbench.model.flops import model_stats
-    from posbench.studies.cell import cell_config
+    from posbench.studies.cell_config import cell_config
 
     flops, tokens = 0.0, 0
     with tempfile.TemporaryDirectory() as tmp:  # cell_config names a work dir; nothing is written

@@ -74,7 +74,7 @@ def test_arms_restricted_to_tasks_and_bad_arms(tmp_path):
 
 
 def test_encoder_decoder_on_a_task_without_a_source_refused_before_training(tmp_path):
-    from posbench.studies.cell import cell_config
+    from posbench.studies.cell_config import cell_config
 
     spec = tmp_path / "s.yaml"
     spec.write_text(STUDY.replace("tasks: [{name: pig_latin, words: dictionary, word_list: WORDS, id_range: [3, 5], "

@@ -14,7 +14,9 @@ from posbench.data.tasks.source import TaskSource, eval_batch
 from posbench.data.tasks.task import build_task
 from posbench.evaluation.loading import load_model
 from posbench.evaluation.task_accuracy import score_rows
-from posbench.studies.cell import CachedRows, CpuPhases, cell_config, run_cell
+from posbench.studies.cell import CpuPhases, run_cell
+from posbench.studies.cell_config import cell_config
+from posbench.studies.row_cache import CachedRows
 from posbench.studies.study_spec import expand, load_study
 from posbench.training import checkpoint as ckpt
 from posbench.training.loop import train

@@ -9,7 +9,7 @@ import yaml
 
 from posbench.config_loader import ConfigError, from_dict, parse_override, to_dict
 from posbench.data.tasks.task import build_task
-from posbench.studies.cell import cell_config
+from posbench.studies.cell_config import cell_config
 from posbench.studies.study_spec import StudyConfig, expand, load_study
 
 DIMS = ("d_model", "n_heads", "n_layers", "d_ff")  # model fields the form sets; other overrides are kept

@@ -115,7 +115,7 @@ class EncoderDecoderArch(ArchConfig):
             raise ConfigError("model.arch.name=encoder_decoder needs a task with a source/target form "
                               "(rows `source <sep> target`, e.g. pig_latin, reverse, sort); this task has none")
         decoder_pe = dataclasses.replace(self.decoder_pe)
-        # as for `pe` (studies/cell.py): a table PE must cover the OOD rows for OOD to be measurable; its
+        # as for `pe` (studies/cell_config.py): a table PE must cover the OOD rows for OOD to be measurable; its
         # rows past the training length stay untrained, which is what the study probes
         if getattr(decoder_pe, "max_positions", 0) is None:
             decoder_pe.max_positions = ood_len

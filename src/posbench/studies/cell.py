@@ -4,9 +4,7 @@ trainer's `snapshots`). The result is a plain dict."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
-import os
 import shutil
 import time
 from pathlib import Path
@@ -14,72 +12,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from posbench.config import RunConfig
-from posbench.config_loader import load
 from posbench.data.tasks.source import TaskSource, eval_batch
 from posbench.data.tasks.task import build_task
 from posbench.evaluation.task_accuracy import attention_probs, score_rows
+from posbench.studies.cell_config import cell_config
+from posbench.studies.row_cache import CachedRows
 from posbench.studies.study_spec import Cell
 from posbench.training.loop import train
-
-
-def cell_config(cell: Cell, task, work_dir: Path):
-    st = cell.study.train
-    seq = max(task.max_tokens("train"), task.max_tokens("id"))
-    tokens_per_step = st.batch_size * seq
-    budget = st.steps * tokens_per_step
-    interval = max(1, st.steps // st.curve_points)
-    # the cell's own values, as the typed values they are; the study's dotted text and vary axes
-    # (cell.settings) come after them and win
-    cell_values = {
-        "model": {"size": "study", "vocab_size": task.vocab.size, "seq_len": seq},
-        "seed": cell.seed,
-        "train": {"out_dir": str(work_dir), "run_name": cell.cell_id, "budget_unit": "tokens",
-                  "target_budgets": [budget], "global_batch_tokens": tokens_per_step, "micro_batch": st.batch_size,
-                  "log_interval": interval, "eval_interval": 0, "ckpt_interval": interval,
-                  "keep_last": st.curve_points + 2, "device": "cpu"},
-        "logging": {"wandb": "disabled"},
-        "optim": {"lr": st.lr},
-        "schedule": {"warmup_tokens": max(1, int(st.warmup_frac * budget)), "decay_frac": st.decay_frac},
-    }
-    cfg = load(RunConfig, overrides=[cell_values, *cell.settings])
-    # The row's PE and architecture are typed objects already: set whole (a study override cannot leak
-    # options into them), once. A table-based PE (learned, integer, ...) must cover the OOD lengths for
-    # OOD to be measurable at all: its rows past the training length stay untrained, which is exactly
-    # what the study probes.
-    ood = task.max_tokens("ood")
-    unbounded = getattr(cell.pe, "max_positions", 0) is None
-    cfg.pe = dataclasses.replace(cell.pe, max_positions=ood) if unbounded else dataclasses.replace(cell.pe)
-    cfg.model.arch = cell.arch.for_task(task.source_end_token, ood)
-    return cfg.resolve()
-
-
-class CachedRows:
-    """The task's training rows for this study, generated once per (task, seed) and shared on disk by
-    every PE's cell: the cells of one seed see identical data (paired), and example generation, which
-    costs about as much as a training step for these small models, is paid once instead of per PE."""
-
-    def __init__(self, source: TaskSource, n_rows: int, cache_dir: Path):
-        self.source, self.fingerprint = source, source.fingerprint
-        self.tokenizer_fingerprint = source.tokenizer_fingerprint
-        path = cache_dir / f"{source.fingerprint.replace(':', '_')}_T{source.seq_len}_n{n_rows}.npz"
-        if not path.is_file():
-            x, y = source.samples(list(range(n_rows)))
-            cache_dir.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
-            np.savez(tmp, x=x.numpy(), y=y.numpy())
-            os.replace(tmp, path)  # concurrent writers produce identical files
-        with np.load(path) as f:  # plain int arrays: allow_pickle stays False
-            self.x, self.y = torch.from_numpy(f["x"]), torch.from_numpy(f["y"])
-
-    def samples(self, indices):
-        return self.x[indices], self.y[indices]
-
-    def val_samples(self, indices):
-        return self.source.val_samples(indices)
-
-    def n_val(self) -> int:
-        return self.source.n_val()
 
 
 class CpuPhases:

@@ -1,0 +1,39 @@
+"""A study task's training rows, generated once per (task, seed) and shared on disk by every PE's cell."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from posbench.data.tasks.source import TaskSource
+
+
+class CachedRows:
+    """The task's training rows for this study, generated once per (task, seed) and shared on disk by
+    every PE's cell: the cells of one seed see identical data (paired), and example generation, which
+    costs about as much as a training step for these small models, is paid once instead of per PE."""
+
+    def __init__(self, source: TaskSource, n_rows: int, cache_dir: Path):
+        self.source, self.fingerprint = source, source.fingerprint
+        self.tokenizer_fingerprint = source.tokenizer_fingerprint
+        path = cache_dir / f"{source.fingerprint.replace(':', '_')}_T{source.seq_len}_n{n_rows}.npz"
+        if not path.is_file():
+            x, y = source.samples(list(range(n_rows)))
+            cache_dir.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
+            np.savez(tmp, x=x.numpy(), y=y.numpy())
+            os.replace(tmp, path)  # concurrent writers produce identical files
+        with np.load(path) as f:  # plain int arrays: allow_pickle stays False
+            self.x, self.y = torch.from_numpy(f["x"]), torch.from_numpy(f["y"])
+
+    def samples(self, indices):
+        return self.x[indices], self.y[indices]
+
+    def val_samples(self, indices):
+        return self.source.val_samples(indices)
+
+    def n_val(self) -> int:
+        return self.source.n_val()
