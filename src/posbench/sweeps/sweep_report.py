@@ -153,6 +153,7 @@ def commonest_answer_line(runs: list[Run], results: dict[str, dict]) -> str:
 def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], out_dir: Path,
                  plots: list[Path]) -> str:
     tables = build_tables(sweep, runs, results)
+    commonest = commonest_answer_line(runs, results)
     groups = list(dict.fromkeys(r.group for r in runs))
     pes = list(dict.fromkeys(r.pe for r in runs))
     first = runs[0].cfg
@@ -178,8 +179,7 @@ def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], 
          "instances; exact match of whole answers, and, where answers reach past the training length, the share "
          "of those answer tokens right (*beyond train length*). Per-token chance: " + chance_line(runs, results)
          + "; for the yes/no tasks (one answer word) exact match by chance is the same, for longer answers ~0."
-         + (" Always giving the commonest answer of these examples scores: " + commonest_answer_line(runs, results)
-            + "." if commonest_answer_line(runs, results) else "")),
+         + (f" Always giving the commonest answer of these examples scores: {commonest}." if commonest else "")),
         ("Passkey retrieval (accuracy %, mean over depths)", tables["passkey"], True, "Columns: length in tokens."),
         ("Needle in a haystack (accuracy %, mean over depths)", tables["niah"], True, "Columns: length in tokens."),
     ]
