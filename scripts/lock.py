@@ -145,9 +145,9 @@ def tests(py: Path, args: list[str]) -> int:
 
 
 def readme_test_commands() -> list[list[str]]:
-    """The README's test block, one pytest argument list per `python -m pytest ...` line."""
+    """The README's test blocks (fast, then slow), one pytest argument list per `python -m pytest ...` line."""
     out = []
-    for line in block("test").splitlines():
+    for line in (block("test") + "\n" + block("test-slow")).splitlines():
         line = line.split("#", 1)[0].strip()
         if line.startswith("python -m pytest"):
             out.append(line.split()[3:])

@@ -5,7 +5,8 @@ A fenced code block is tagged by an HTML comment (invisible when rendered) on th
 
     <!-- readme: system -->       system packages some tests need (CI runs it verbatim where apt-get exists)
     <!-- readme: install -->      sets up everything for the main job and the tests (CI runs it verbatim)
-    <!-- readme: test -->         runs the tests (CI runs it verbatim)
+    <!-- readme: test -->         runs the fast tests (CI runs it verbatim)
+    <!-- readme: test-slow -->    runs the slow integration tests (CI runs it verbatim, after the fast ones)
     <!-- readme: runnable -->     needs no download; tests/test_readme.py runs each one and checks its exit code
 
     python scripts/readme_blocks.py install        # prints the block's text, for `bash -c`
@@ -44,7 +45,7 @@ def blocks(readme: Path = README) -> list[tuple[str, str]]:
 
 
 def block(tag: str, readme: Path = README) -> str:
-    """The one block with this tag (system, install and test must be unique: CI runs exactly one of each)."""
+    """The one block with this tag (system, install, test and test-slow must be unique: CI runs exactly one of each)."""
     texts = [text for t, text in blocks(readme) if t == tag]
     if len(texts) != 1:
         raise ValueError(f"{readme}: expected exactly one `<!-- readme: {tag} -->` block, found {len(texts)}")

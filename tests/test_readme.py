@@ -21,17 +21,20 @@ _spec.loader.exec_module(readme_blocks)
 
 def test_install_and_test_blocks_are_unique_and_install_the_test_tools():
     install, test = readme_blocks.block("install"), readme_blocks.block("test")
-    assert "pip install -r requirements.txt" in install
-    assert test.strip() == "python -m pytest tests"
-    # the install block must provide what the test block needs: pytest (and ruff, run as a test)
+    slow = readme_blocks.block("test-slow")
+    assert "pip install -r requirements.txt -c requirements.lock" in install
+    # the fast suite on every core, then the slow integration tests (pyproject's addopts leave them out)
+    assert test.strip() == "python -m pytest tests -n auto"
+    assert slow.strip() == "python -m pytest tests -m slow"
+    # the install block must provide what the test blocks need: pytest, pytest-xdist (and ruff, run as a test)
     reqs = {line.split("#")[0].split(">")[0].split("=")[0].strip()
             for line in (ROOT / "requirements.txt").read_text().splitlines()}
-    assert {"pytest", "ruff"} <= reqs
+    assert {"pytest", "pytest-xdist", "ruff"} <= reqs
 
 
 def test_ci_runs_the_readme_blocks_and_installs_nothing_else():
     ci = (ROOT / ".ci" / "run").read_text()
-    assert all(f"readme_blocks.py {tag}" in ci for tag in ("system", "install", "test"))
+    assert all(f"readme_blocks.py {tag}" in ci for tag in ("system", "install", "test", "test-slow"))
     commands = [line for line in ci.splitlines() if line.strip() and not line.lstrip().startswith("#")]
     assert not any("pip install" in line or "apt-get install" in line for line in commands), commands
 
@@ -63,7 +66,7 @@ def test_parser_refuses_broken_markup(tmp_path, text, message):
 def test_cli_prints_the_block_and_fails_clearly():
     out = subprocess.run([sys.executable, "scripts/readme_blocks.py", "test"], cwd=ROOT, capture_output=True,
                          text=True)
-    assert out.returncode == 0 and out.stdout.strip() == "python -m pytest tests"
+    assert out.returncode == 0 and out.stdout.strip() == "python -m pytest tests -n auto"
     bad = subprocess.run([sys.executable, "scripts/readme_blocks.py", "nonesuch"], cwd=ROOT, capture_output=True,
                          text=True)
     assert bad.returncode == 1 and bad.stderr.startswith("error: ") and "nonesuch" in bad.stderr
