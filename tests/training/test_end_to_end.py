@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import write_word_corpus
 from tests.training.helpers import losses
 
@@ -18,6 +20,7 @@ def sh(*args):
     return p.stdout + p.stderr
 
 
+@pytest.mark.slow  # the whole path through four subprocesses: an integration test
 def test_tokenize_train_branch_resume_on_local_shards(tmp_path):
     corpus = write_word_corpus(tmp_path / "corpus", n_files=3, docs_per_file=120, words=(20, 120))
     data = ["configs/data/local_example.yaml", f"data.root={tmp_path / 'data'}",
