@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from posbench.data.atomic import atomic_open
+from posbench.fileio import atomic_open
+from posbench.stats import Summary, bootstrap_ci
 from posbench.studies.claims import claims_section
-from posbench.studies.stats import Summary, bootstrap_ci
 from posbench.sweeps.sweep_spec import Run, SweepConfig
 
 
