@@ -138,3 +138,23 @@ def test_a_posbench_error_inside_a_command_is_one_line(tmp_path):
     """
     proc = run_patched(tmp_path, patch, ["data", "info", "data.tokenizer.name=bytes"])
     assert proc.returncode == 4 and proc.stderr == "error: checkpoint ck/step_1 is corrupt\n", proc.stderr
+
+
+NANO = ["--model-size", "nano", "model.seq_len=64", "model.vocab_size=512", "data.tokenizer.name=bytes",
+        "train.stream=random", "train.budget_unit=tokens", "train.target_budgets=[1024]",
+        "train.global_batch_tokens=512", "train.micro_batch=2", "logging.wandb=disabled", "schedule.warmup_tokens=0",
+        "train.out_dir=o"]
+
+
+@pytest.mark.parametrize("env, code, text", [
+    ({"POSBENCH_INJECT_NAN": "1,0"}, 3, "non-finite"),
+    ({"POSBENCH_ENOSPC_DURING_SAVE": "2"}, 5, "disk full"),
+])
+def test_train_py_exits_with_the_documented_code(tmp_path, env, code, text):
+    """The real failures, end to end: a diverged loss (3) and a full disk during the final checkpoint (5)."""
+    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), *NANO], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=180, env={**os.environ, "POSBENCH_DEBUG": "0", "OMP_NUM_THREADS": "1",
+                                                       **env})
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and text in last and "Traceback" not in proc.stderr

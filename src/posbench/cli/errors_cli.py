@@ -23,10 +23,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from posbench.errors import EXIT_BAD_INPUT, EXIT_CHECKPOINT, EXIT_DISK_FULL, EXIT_NON_FINITE, PosbenchError
-
-__all__ = ["EXIT_BAD_INPUT", "EXIT_CHECKPOINT", "EXIT_DISK_FULL", "EXIT_NON_FINITE", "cli_entry", "exit_code",
-           "one_line"]
+from posbench.errors import EXIT_DISK_FULL, PosbenchError
 
 
 def debug_requested(argv: Sequence[str]) -> bool:
