@@ -6,7 +6,7 @@
     python eval.py ckpt --suite ppl,passkey --rope-scaling yarn --rope-factor 4 --out evals/yarn4
 """
 
-from posbench.evaluation.eval_cli import main_eval
+from posbench.cli.eval import main_eval
 
 if __name__ == "__main__":
     raise SystemExit(main_eval())

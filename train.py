@@ -6,7 +6,7 @@
     python train.py configs/model/nano.yaml pe.name=alibi model.dropout=0.1 --print-config
 """
 
-from posbench.cli import main_train
+from posbench.cli.train import main_train
 
 if __name__ == "__main__":
     raise SystemExit(main_train())

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from posbench.cli_errors import cli_entry
+from posbench.cli.errors_cli import cli_entry
 
 
 def synthetic_docs(n_chars: int, seed: int = 0) -> list[str]:

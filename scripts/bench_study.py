@@ -32,7 +32,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from posbench.cli_errors import cli_entry
+from posbench.cli.errors_cli import cli_entry
 from posbench.studies.study_runner import cpu_path, run_study
 from posbench.studies.study_spec import expand, load_study
 

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import torch
 
-from posbench.cli_errors import cli_entry
+from posbench.cli.errors_cli import cli_entry
 from posbench.config import load_config
 from posbench.model.flops import model_stats
 from posbench.model.transformer import Transformer

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from collections import Counter
 
-from posbench.cli import config_from_args, config_parser
-from posbench.cli_errors import cli_entry
+from posbench.cli.errors_cli import cli_entry
+from posbench.config import config_from_args, config_parser
 from posbench.model.flops import model_stats
 
 

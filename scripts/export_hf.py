@@ -6,26 +6,10 @@
 
 RoPE (scaling none, pi or yarn) and NoPE checkpoints become a standard Qwen3ForCausalLM; other PEs are refused
 with the reason (no transformers architecture computes them). Needs `pip install -e '.[hf]'`.
+The command is `posbench export` (posbench/cli/export.py).
 """
 
-from __future__ import annotations
-
-import argparse
-
-from posbench.cli_errors import cli_entry
-
-
-@cli_entry
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("checkpoint", help="a step directory, a run's `latest`, or a run directory")
-    p.add_argument("out_dir", help="the directory to write (created)")
-    args = p.parse_args(argv)
-    from posbench.interop.hf_export import export
-
-    export(args.checkpoint, args.out_dir)
-    return 0
-
+from posbench.cli.export import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

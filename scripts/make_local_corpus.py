@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from posbench.cli_errors import cli_entry
+from posbench.cli.errors_cli import cli_entry
 
 DEFAULT_SOURCE = "/usr/share/doc/python3.11/html/_sources"
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from posbench.cli_errors import cli_entry  # noqa: E402
+from posbench.cli.errors_cli import cli_entry  # noqa: E402
 from posbench.training.hparam_scaling import Anchor, derive, mismatches  # noqa: E402
 
 SIZES = ["tiny", "small", "medium", "large"]

@@ -6,56 +6,10 @@
     python scripts/study.py quickstart --seeds 0 1 2 3 4      # any preset with other seeds
     POSBENCH_STUDY_SMOKE=1 python scripts/study.py quickstart # the same grid in seconds (CI; numbers meaningless)
 
-Re-running the same command skips finished cells.
+Re-running the same command skips finished cells. The command is `posbench study` (posbench/cli/study.py).
 """
 
-from __future__ import annotations
-
-import argparse
-import os
-from pathlib import Path
-
-from posbench.cli_errors import cli_entry
-from posbench.studies.study_runner import run_study
-from posbench.studies.study_spec import StudyConfig, load_study
-
-SMOKE_ENV = "POSBENCH_STUDY_SMOKE"
-
-
-def shrink_for_smoke(study: StudyConfig) -> StudyConfig:
-    """The same grid of tasks x PEs, one seed, a few steps and examples: it exercises every code path of a
-    study (training, scoring, statistics, report, plots) in seconds, so CI can run the README's quickstart
-    command as written. Its numbers mean nothing, so it gets its own output directory."""
-    study.name = f"{study.name}_smoke"
-    study.seeds = study.seeds[:1]
-    study.train.steps, study.train.curve_points = 20, 2
-    study.eval.n_examples, study.eval.n_boot = 16, 200
-    return study
-
-
-@cli_entry
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("study", help="preset name (quickstart, full, depth_x_steps) or a study YAML file")
-    p.add_argument("--out", help="output directory (default runs/study_<name>)")
-    p.add_argument("--workers", type=int, help="parallel cell processes (default: the study's `workers`)")
-    p.add_argument("--seeds", type=int, nargs="+", help="override the study's seeds")
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--smoke", action="store_true",
-                   help=f"shrink to 1 seed, 20 steps, 16 examples (also: {SMOKE_ENV}=1); for CI, not for results")
-    args = p.parse_args(argv)
-    study = load_study(args.study)  # bad input: one line `error: ...` from cli_entry
-    if args.smoke or os.environ.get(SMOKE_ENV, "") not in ("", "0"):
-        study = shrink_for_smoke(study)
-    if args.seeds:
-        study.seeds = args.seeds
-    out = Path(args.out or f"runs/study_{study.name}")
-    result = run_study(study, out, args.workers, progress=not args.no_progress)
-    print(result["table"])
-    print(f"\n{result['cells']} cells ({result['ran']} run now) in {result['seconds']:.0f} s; "
-          f"report: {out / 'report.md'}")
-    return 0
-
+from posbench.cli.study import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

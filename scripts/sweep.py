@@ -11,64 +11,10 @@ write one comparison (report.md, results.csv, plots).
 
 Re-running the same command skips finished runs and evaluations and resumes a killed run.
 Errors are one line `error: ...` with the shared exit codes (2 bad input, 4 checkpoint, 5 disk full).
+The command is `posbench sweep` (posbench/cli/sweep.py).
 """
 
-from __future__ import annotations
-
-import argparse
-from pathlib import Path
-
-from posbench.cli_errors import cli_entry
-
-
-@cli_entry
-def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("sweep", help="preset name (cpu_demo, reference) or a sweep YAML file")
-    p.add_argument("--out", help="output directory (default runs/sweep_<name>)")
-    p.add_argument("--emit", choices=["torchrun", "slurm"], help="write launch scripts instead of training here")
-    p.add_argument("--report-only", action="store_true", help="no training: evaluate finished runs and report")
-    p.add_argument("--workers", type=int,
-                   help="train (then evaluate) this many runs at once, each in its own process with "
-                        "cores/workers threads (default: the sweep's `workers`, 1 unless set)")
-    p.add_argument("--prepare-data", action="store_true",
-                   help="first tokenize the runs' local or downloaded corpus with their tokenizer and task mix "
-                        "(resumable) and print the measured shares")
-    p.add_argument("--no-progress", action="store_true")
-    args = p.parse_args(argv)
-    if args.workers is not None and args.workers < 1:
-        p.error(f"--workers {args.workers}: must be at least 1")
-
-    from posbench.data.errors import DataError
-    from posbench.sweeps import emit, evaluate, execute, sweep_plots, sweep_report, sweep_spec
-
-    sweep = sweep_spec.load_sweep(args.sweep)
-    workers = args.workers or sweep.workers
-    out = Path(args.out or f"runs/sweep_{sweep.name}")
-    if args.emit:
-        out = out.resolve()  # cluster nodes read these paths
-    runs = sweep_spec.plan_runs(sweep, out)
-    eval_cfg = sweep_spec.eval_config(sweep)
-    if args.emit:
-        script = emit.EMITTERS[args.emit](sweep, runs, out)
-        print(f"{len(runs)} runs; wrote {script} and {out / 'configs'}/")
-        return 0
-    if args.report_only:
-        missing = [r.name for r in runs if not execute.is_done(out, r)]
-        if missing:
-            raise DataError(f"{len(missing)} runs are not finished ({', '.join(missing[:5])}"
-                            f"{', ...' if len(missing) > 5 else ''}): run them first")
-    else:
-        if args.prepare_data:
-            execute.prepare_data(runs)
-        execute.run_all(runs, out, progress=not args.no_progress, workers=workers)
-    targets = [r for r in runs if sweep.eval_branches or not r.parent]
-    results = evaluate.evaluate_all(targets, out, eval_cfg, progress=not args.no_progress, workers=workers)
-    figures = sweep_plots.all_plots(runs, results, out)
-    sweep_report.write_report(sweep, runs, results, out, figures)
-    print(f"report: {out / 'report.md'} (throughput: {out / 'throughput.md'})")
-    return 0
-
+from posbench.cli.sweep import main
 
 if __name__ == "__main__":
     raise SystemExit(main())

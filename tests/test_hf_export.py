@@ -10,12 +10,12 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from posbench.cli import build_stream  # noqa: E402
 from posbench.config import load_config  # noqa: E402
 from posbench.data.tokenizers import TokenizerConfig, build_tokenizer  # noqa: E402
 from posbench.evaluation.generate import greedy_generate  # noqa: E402
 from posbench.evaluation.loading import load_model  # noqa: E402
 from posbench.interop.hf_export import export, hf_tokenizer  # noqa: E402
+from posbench.training.batch_sources import build_stream  # noqa: E402
 from posbench.training.loop import train  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,13 +20,14 @@ PKG = SRC / "posbench"
 ABOVE_MODEL = ("posbench.data", "posbench.training", "posbench.evaluation", "posbench.studies", "posbench.sweeps",
                "posbench.app", "posbench.interop", "posbench.config", "posbench.cli")
 # A stage's own config module may import its own stage and what lies below it, never the assembly
-# module or a stage above it. Below the stages: config_loader and registry (generic, import nothing of ours).
+# module or a stage above it. Below the stages: config_loader and registry (generic, import nothing of ours but
+# the bottom layer's errors).
 STAGE_CONFIGS = {
     "model/model_config.py": ("posbench.model", "posbench.pe"),
     "data/data_config.py": ("posbench.data",),
     "training/train_config.py": ("posbench.training",),
 }
-GENERIC = ("posbench.config_loader", "posbench.registry")
+GENERIC = ("posbench.config_loader", "posbench.registry", "posbench.errors")
 
 
 def module_name(path: Path, root: Path = SRC) -> str:
@@ -97,3 +98,46 @@ def test_the_reader_sees_lazy_and_relative_imports(tmp_path):
                      "from posbench import config\n")
     found = {name for _, name in imports(probe, tmp_path)}
     assert {"posbench.data", "posbench.training", "posbench.config"} <= found
+
+
+# Commands live together (DESIGN.md, style 18): nothing outside posbench/cli imports it, except the shims that
+# keep an old `python -m` path working; each shim holds nothing but a docstring and the guarded call, and
+# nothing imports a shim.
+CLI = ("posbench.cli",)
+SHIMS = {"__main__.py", "data/prepare_fineweb.py", "evaluation/prepare_data.py", "app/__main__.py"}
+# The bottom layer (style 16, 14): errors carry exit codes, fileio writes atomically, stats summarises numbers.
+BOTTOM = {"errors.py": (), "fileio.py": ("posbench.errors",), "stats.py": ()}
+
+
+def test_nothing_outside_cli_imports_a_command():
+    files = [p for p in sorted(PKG.rglob("*.py"))
+             if "cli" not in p.relative_to(PKG).parts[:1] and p.relative_to(PKG).as_posix() not in SHIMS]
+    assert files
+    assert violations(files, forbidden=CLI) == []
+
+
+@pytest.mark.parametrize("rel", sorted(SHIMS))
+def test_shims_are_only_shims(rel):
+    path = PKG / rel
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    body = tree.body[1:] if isinstance(tree.body[0], ast.Expr) else tree.body  # the docstring
+    assert len(body) == 1 and isinstance(body[0], ast.If) and "__main__" in ast.unparse(body[0].test), \
+        f"{rel}: a shim is a docstring and `if __name__ == '__main__':` only"
+    assert {name for _, name in imports(path) if under(name, ("posbench",))} <= {
+        f"posbench.cli.{m}" for m in ("main", "data", "app")}
+    shim = module_name(path)
+    users = [p for p in sorted(PKG.rglob("*.py")) if any(name == shim for _, name in imports(p))]
+    assert users == [], f"{shim} is a shim: import posbench.cli.* instead"
+
+
+@pytest.mark.parametrize("rel", sorted(BOTTOM))
+def test_bottom_modules_import_nothing_of_ours(rel):
+    path = PKG / rel
+    assert path.is_file()
+    assert violations([path], allowed=BOTTOM[rel]) == []
+
+
+def test_data_layer_imports_no_command_and_no_assembly():
+    """data/ sits below the run config's assembly module and every command."""
+    files = [p for p in sorted((PKG / "data").rglob("*.py")) if p.relative_to(PKG).as_posix() not in SHIMS]
+    assert violations(files, forbidden=CLI + ("posbench.config",)) == []

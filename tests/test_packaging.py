@@ -61,6 +61,13 @@ def test_wheel_installs_and_runs_outside_the_checkout(tmp_path):
     assert sorted(p.relative_to(REPO / "configs") for p in (REPO / "configs").rglob("*.yaml")) == \
         sorted(p.relative_to(Path(where[1])) for p in Path(where[1]).rglob("*.yaml"))
 
+    # the console scripts: `posbench VERB` and its two aliases
+    usage = run([str(target / "bin" / "posbench"), "--help"], work, env).stdout
+    assert all(f"  {verb} " in usage for verb in ("train", "eval", "data", "study", "sweep", "export", "app",
+                                                  "lm-eval")), usage
+    assert run([str(target / "bin" / "posbench"), "study", "--help"], work, env).stdout.startswith("usage: ")
+    assert (target / "bin" / "posbench-app").is_file() and (target / "bin" / "posbench-lm-eval").is_file()
+
     trained = run([str(py), "-m", "posbench", "train", *TRAIN], work, env)
     assert "saved final checkpoint ck/nano_rope_4.1K_s42/step_00000008" in trained.stdout + trained.stderr
     assert (work / "ck" / "nano_rope_4.1K_s42" / "step_00000008" / "model.pt").is_file()

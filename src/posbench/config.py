@@ -15,6 +15,7 @@ fail before any work, naming the nearest valid key.
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -98,3 +99,22 @@ def load_config(files: list[str | Path] = (), overrides: list[Override] = (), mo
         files.insert(0, preset_path("model", model_size))
     shortcuts = [nested("pe.name", pe_type)] if pe_type else []
     return load(RunConfig, files, shortcuts + list(overrides)).resolve()
+
+
+def config_parser(description: str) -> argparse.ArgumentParser:
+    """The run config's command-line grammar (train.py, describe_model.py, a WandB trial's command): YAML
+    presets and dotted overrides as positionals, `--model-size` and `--pe-type` as familiar shortcuts."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("sources", nargs="*", metavar="FILE.yaml | key.sub=value",
+                   help="YAML presets merged left to right, then dotted overrides")
+    p.add_argument("--model-size", help="model preset: nano, tiny, small, medium, large")
+    p.add_argument("--pe-type", help="positional encoding (see --list-pe-types); sets pe.name")
+    return p
+
+
+def config_from_args(args: argparse.Namespace, flags: list[dict] = ()) -> RunConfig:
+    """Positionals are YAML files and dotted text (parsed once, in the loader); `flags` are mappings of
+    the values argparse already holds, applied last, as they are."""
+    files = [s for s in args.sources if "=" not in s]
+    overrides = [s for s in args.sources if "=" in s]
+    return load_config(files, overrides + list(flags), model_size=args.model_size, pe_type=args.pe_type)

@@ -22,9 +22,10 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import yaml
 
-
-class ConfigError(ValueError):
-    """A configuration value or key is invalid; the message says what to change."""
+from posbench.errors import (  # defined once, with its exit code; importable from here as before
+    ConfigError,
+    user_path_error,
+)
 
 
 def require(cond: bool, message: str) -> None:
@@ -60,6 +61,8 @@ def load_yaml(path: str | Path) -> dict:
         raise ConfigError(f"{path}: not a UTF-8 text file (byte {e.start}); pass a YAML config") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {yaml_problem(e)}") from None
+    except OSError as e:  # the user's file exists but cannot be read (permissions, a FIFO gone, ...)
+        raise user_path_error(e) from e
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -8,14 +8,14 @@ import pyarrow.parquet as pq
 import pytest
 from data_helpers import FakeHub
 
+from posbench.cli.data import main
 from posbench.config import load_config
-from posbench.config_loader import ConfigError
 from posbench.data.corpus_sources import RAW_MANIFEST
 from posbench.data.errors import DataError, DownloadError
 from posbench.data.manifest import Manifest
 from posbench.data.tokenizers import ByteTokenizer
+from posbench.evaluation.eval_sets import EVAL_SETS, prepare, prepared_files, source
 from posbench.evaluation.ppl_data import PG19, WikiText103
-from posbench.evaluation.prepare_data import EVAL_SETS, main, prepare, prepared_files, source
 
 
 def parquet(texts) -> bytes:
@@ -47,7 +47,7 @@ def hub():
 
 
 def test_prepare_fetches_only_the_test_files_verified_and_resumes(tmp_path, hub):
-    assert main(["--root", str(tmp_path), "--endpoint", hub.url]) == 0
+    assert main(["download-eval", "--root", str(tmp_path), "--endpoint", hub.url]) == 0
     assert sorted(hub.gets) == ["data/lambada_test_en.jsonl", "data/test-00000-of-00001.parquet",
                                 "wikitext-103-raw-v1/test-00000-of-00001.parquet"]
     for name, s in EVAL_SETS.items():
@@ -71,9 +71,9 @@ def test_a_corrupt_transfer_is_never_renamed_in(tmp_path, hub):
     assert hub.gets.count("data/lambada_test_en.jsonl") == 2
 
 
-def test_unknown_set_and_missing_files_are_clear_errors(tmp_path, hub):
-    with pytest.raises(ConfigError, match="did you mean `lambada`"):
-        main(["lambda", "--root", str(tmp_path), "--endpoint", hub.url])
+def test_unknown_set_and_missing_files_are_clear_errors(tmp_path, hub, capsys):
+    assert main(["download-eval", "lambda", "--root", str(tmp_path), "--endpoint", hub.url]) == 2
+    assert "did you mean `lambada`" in capsys.readouterr().err
     hub.repos["EleutherAI/lambada_openai"] = {"data/other.jsonl": b"{}\n"}
     with pytest.raises(DataError, match="no file in EleutherAI/lambada_openai matches"):
         prepare(["lambada"], tmp_path, hub.url, log=lambda *_: None)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from posbench.evaluation.eval_cli import main_eval
+from posbench.cli.eval import main_eval
 from tests.evaluation.helpers import nano_checkpoint, write_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -113,11 +113,11 @@ def test_errors_name_the_problem_before_any_work(runs, tmp_path, capsys, case, m
 def test_a_retrained_tokenizer_is_refused_unless_allowed(tmp_path, capsys):
     """Issue 13 item 10: a checkpoint trained on BPE-300 of corpus A, then the BPE retrained in place on
     corpus B: the same text becomes other ids, so eval.py refuses (naming both fingerprints) unless told."""
-    from posbench.cli import build_stream
+    from posbench.cli.data import main as data_main
     from posbench.config import load_config
     from posbench.data.layout import DataLayout
-    from posbench.data.prepare_fineweb import main as data_main
     from posbench.data.tokenize_shards import tokenize
+    from posbench.training.batch_sources import build_stream
     from posbench.training.loop import train
 
     corpus = tmp_path / "corpus"

@@ -56,7 +56,7 @@ def test_answer_tokens_split_at_the_training_length_by_hand():
 
 
 def test_seeds_needed_by_hand():
-    from posbench.studies.stats import seeds_needed
+    from posbench.stats import seeds_needed
 
     # mean 0.2, sd 0.1: (1.96 * 0.1 / 0.2)^2 = 0.96 -> the minimum, 2 seeds
     assert seeds_needed([0.1, 0.2, 0.3]) == 2

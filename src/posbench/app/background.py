@@ -19,9 +19,14 @@ from pathlib import Path
 
 from posbench.app.app_paths import LOCK, LOG, PID, SPEC, STATUS
 from posbench.config_loader import from_dict, to_dict
-from posbench.data.atomic import write_text
+from posbench.errors import BadInputError
+from posbench.fileio import write_text
 from posbench.studies.study_runner import cell_path
 from posbench.studies.study_spec import StudyConfig, expand
+
+
+class StudyNameTaken(BadInputError, FileExistsError):
+    """The study name the user chose is the directory of another study (a FileExistsError as it always was)."""
 
 
 @dataclass
@@ -59,7 +64,7 @@ def start(study: StudyConfig, run_dir: Path) -> bool:
         return False
     spec = json.dumps(to_dict(study), sort_keys=True, indent=1)
     if (run_dir / SPEC).is_file() and (run_dir / SPEC).read_text() != spec:
-        raise FileExistsError(f"{run_dir} already holds another study; choose another name")
+        raise StudyNameTaken(f"{run_dir} already holds another study; choose another name")
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text(run_dir / SPEC, spec)
     (run_dir / STATUS).unlink(missing_ok=True)

@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from posbench.config_loader import ConfigError
 from posbench.data.tasks.task import Task
 from posbench.evaluation.generate import greedy_generate
 from posbench.evaluation.task_accuracy import attention_probs
@@ -34,6 +35,6 @@ def task_prompt(task: Task, seed: int, index: int, split: str) -> tuple[list[int
     ex = task.example(seed, index, split)
     asked = np.flatnonzero(ex.targets_T != IGNORE)
     if asked.size == 0:
-        raise ValueError(f"example {index} of task `{task.name}` ({split}) asks nothing")
+        raise ConfigError(f"example {index} of task `{task.name}` ({split}) asks nothing")  # the user's pick
     first = int(asked[0])
     return ex.tokens_T[: first + 1].tolist(), [int(t) for t in ex.targets_T[asked]]

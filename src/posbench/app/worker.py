@@ -15,7 +15,7 @@ from pathlib import Path
 
 from posbench.app.app_paths import LOCK, PID, STATUS
 from posbench.app.background import read_spec
-from posbench.data.atomic import write_text
+from posbench.fileio import write_text
 from posbench.studies.study_runner import run_study
 
 

@@ -12,7 +12,11 @@ One job per file:
     shards.py                  the on-disk token format (256 x int32 header, then uint16/uint32 tokens)
     tokenize_shards.py         worker processes writing shards, deterministic and resumable
     sampling.py, loader.py     the global sample order and what training reads
-    layout.py, atomic.py, info.py, prepare_fineweb.py   paths, atomic writes, `info`, the CLI
+    layout.py, info.py         paths, `info`
+    errors.py                  DataError, ShardError, DownloadError (defined in posbench/errors.py, exit code 2)
+    prepare_fineweb.py         a shim: the command is `posbench data` (posbench/cli/data.py)
+
+Atomic writes and the directory lock are posbench/fileio.py's (shared by every stage).
 
 Kept import-light on purpose: data/data_config.py imports the config classes from here, and tokenizer worker
 processes import only what they use (no torch). `tokenize_shards.py` is not called `tokenize.py` so

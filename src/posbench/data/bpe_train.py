@@ -14,6 +14,7 @@ from pathlib import Path
 from posbench.data import rankfile
 from posbench.data.errors import DataError
 from posbench.data.tokenizers import BOS, TrainedBPE
+from posbench.errors import user_paths
 
 
 class _Capped:
@@ -57,7 +58,8 @@ def train_bpe(cfg: TrainedBPE.Config, texts: Iterable[str], folder: str | Path, 
                         "(more shards, larger data.tokenizer.max_chars) or lower data.tokenizer.vocab_size")
     extra = {"trained_on": {"source": trained_on, "chars": stream.chars, "documents": stream.docs,
                             "doc_cap": cfg.doc_cap, "trainer": "rustbpe"}}
-    fp = rankfile.save(folder, f"bpe{cfg.vocab_size}", cfg.pattern, ranks, {BOS: len(ranks)}, extra)
+    with user_paths():  # the folder is under the user's data.root
+        fp = rankfile.save(folder, f"bpe{cfg.vocab_size}", cfg.pattern, ranks, {BOS: len(ranks)}, extra)
     log(f"trained BPE vocab {cfg.vocab_size} on {stream.chars:,} chars / {stream.docs:,} documents in "
         f"{time.perf_counter() - t0:.1f}s -> {folder}")
     return fp

@@ -24,11 +24,11 @@ from pathlib import Path
 from tqdm import tqdm
 
 from posbench.data import hub
-from posbench.data.atomic import DirLock, fsync_dir, remove_stale_temps
 from posbench.data.corpus_sources import RAW_MANIFEST, HubSource, RemoteFile
 from posbench.data.errors import DownloadError
 from posbench.data.manifest import Manifest
 from posbench.data.splits import SplitsConfig
+from posbench.fileio import DirLock, fsync_dir, remove_stale_temps
 
 CHUNK = 1 << 20
 _NETWORK_ERRORS = (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError)
@@ -236,3 +236,20 @@ class Downloader:
             raise DownloadError(f"{url}: sha256 {sha[:16]}... does not match the hub's {want[:16]}... (corrupt "
                                 "download); deleted, not kept. Re-run to retry")
         return size, sha
+
+
+def download_corpus(cfg, log=print) -> None:
+    """`posbench data download`: the val, filler and first `download.max_train_shards` train files of `cfg`'s
+    source (a DataConfig), verified; a local source has nothing to fetch."""
+    from posbench.data.layout import DataLayout
+
+    source = DataLayout.from_config(cfg).source
+    if not source.downloadable:
+        log(f"{source.describe()}: local files, nothing to download ({len(source.inputs())} files found)")
+        return
+    files = source.remote_files(cfg.download.timeout_s)
+    cfg.splits.check_count(len(files), source.describe())
+    wanted = select_files(files, cfg.splits, cfg.download.max_train_shards)
+    report = Downloader(source, cfg.download).run(wanted)
+    log(f"download: {len(report.downloaded)} files fetched ({report.bytes / 2**20:,.1f} MiB in "
+        f"{report.seconds:.1f}s), {len(report.skipped)} already verified -> {source.raw_dir}")

@@ -10,9 +10,9 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from posbench.data.atomic import read_json, write_json
 from posbench.data.errors import DataError
 from posbench.data.paths import safe_relpath
+from posbench.fileio import read_json, write_json
 
 VERSION = 1
 

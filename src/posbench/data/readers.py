@@ -7,7 +7,8 @@
     .md .rst   plain text, as .txt (READMEs, docs sources: real prose that needs no download)
 
 Null and empty documents are skipped. `check()` validates a file cheaply (schema, first record)
-before any worker starts, so a bad file fails the run up front with its name in the message.
+before any worker starts, so a bad file fails the run up front with its name in the message. Input files are
+the user's (their corpus, downloads under their data.root, --ppl-text): the OS refusing one is bad input.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import ClassVar
 
 from posbench.data.errors import DataError
+from posbench.errors import user_paths
 from posbench.registry import Registry
 
 TXT_MAX_BYTES = 256 << 20
@@ -96,7 +98,7 @@ class JsonlReader(DocumentReader):
         return obj.get(self.text_field)
 
     def check(self) -> None:
-        with self.path.open("rb") as f:
+        with user_paths(), self.path.open("rb") as f:
             for lineno, line in enumerate(f, 1):
                 if line.strip():
                     self._text(line, lineno)
@@ -104,7 +106,7 @@ class JsonlReader(DocumentReader):
 
     def batches(self) -> Iterator[list[str]]:
         batch: list[str] = []
-        with self.path.open("rb") as f:
+        with user_paths(), self.path.open("rb") as f:
             for lineno, line in enumerate(f, 1):
                 if not line.strip():
                     continue
@@ -121,7 +123,8 @@ class JsonlReader(DocumentReader):
 @READERS.register(".txt")
 class TextReader(DocumentReader):
     def check(self) -> None:
-        size = self.path.stat().st_size
+        with user_paths():
+            size = self.path.stat().st_size
         if size > TXT_MAX_BYTES:
             raise DataError(f"{self.path}: {size:,} bytes; a .txt file is one document and is read whole, so "
                             f"files over {TXT_MAX_BYTES >> 20} MiB are refused: split it into several files, "
@@ -129,7 +132,8 @@ class TextReader(DocumentReader):
 
     def batches(self) -> Iterator[list[str]]:
         self.check()
-        text = self.path.read_text(encoding="utf-8", errors="replace")
+        with user_paths():
+            text = self.path.read_text(encoding="utf-8", errors="replace")
         if text:
             yield [text]
 

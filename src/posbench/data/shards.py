@@ -22,8 +22,8 @@ from pathlib import Path
 
 import numpy as np
 
-from posbench.data.atomic import atomic_open
 from posbench.data.errors import ShardError
+from posbench.fileio import atomic_open
 
 MAGIC = 0x42534F50
 VERSION = 1

@@ -31,7 +31,6 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from posbench.data.atomic import DirLock, remove_stale_temps
 from posbench.data.corpus_sources import InputFile
 from posbench.data.errors import DataError, ShardError
 from posbench.data.layout import DataLayout, shard_name
@@ -40,6 +39,7 @@ from posbench.data.readers import reader_for
 from posbench.data.shards import ShardWriter, fingerprint_prefix, read_header
 from posbench.data.tasks.mix import EXAMPLES_PER_FILE, TaskMixConfig, build_mixer
 from posbench.data.tokenizers import Tokenizer, tokenizer_from_spec
+from posbench.fileio import DirLock, remove_stale_temps
 
 
 @dataclass(frozen=True)
@@ -162,6 +162,26 @@ def ensure_tokenizer(cfg, layout: DataLayout, log=print) -> Tokenizer:
         log(f"training the BPE tokenizer (vocab {kind.cfg.vocab_size}) on {len(train)} train files ...")
         train_bpe(kind.cfg, texts(), kind.folder, trained_on=layout.source.describe(), log=log)
     return kind.build()
+
+
+def train_tokenizer(cfg, force: bool = False, log=print) -> None:
+    """`posbench data train-tokenizer`: train `cfg`'s BPE on the downloaded train split, unless one is saved
+    (`force`: delete it and train again; its token shards are then redone by `tokenize`)."""
+    import shutil
+
+    layout = DataLayout.from_config(cfg)
+    kind = layout.tokenizer
+    if not kind.needs_training:
+        log(f"tokenizer `{kind.cfg.name}` needs no training")
+        return
+    if kind.is_ready() and not force:
+        log(f"a trained tokenizer is already in {kind.folder} (use --force to retrain; its token shards "
+            "are then redone by `tokenize`)")
+        return
+    if force and kind.folder.exists():
+        shutil.rmtree(kind.folder)
+    tok = ensure_tokenizer(cfg, layout, log)
+    log(f"tokenizer ready: vocab {tok.vocab_size}, fingerprint {tok.fingerprint[:16]} in {kind.folder}")
 
 
 def tokenize(cfg, log=print, workers: int | None = None) -> TokenizeReport:

@@ -13,8 +13,8 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
-from posbench.data.atomic import write_text
 from posbench.evaluation.suites import get_suite
+from posbench.fileio import write_text
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
 NA_NOTE = ("n/a: not measurable, never clamped: the PE cannot represent that many positions (e.g. beyond a "

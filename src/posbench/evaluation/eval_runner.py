@@ -21,6 +21,7 @@ from tqdm import tqdm
 from posbench.config_loader import ConfigError, to_dict
 from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
+from posbench.errors import user_paths
 from posbench.evaluation import eval_report
 from posbench.evaluation.eval_config import EvalConfig
 from posbench.evaluation.evaluator import Evaluator, Session, Target
@@ -145,9 +146,11 @@ def run_eval(paths: list[str], cfg: EvalConfig, out: str | Path | None = None, l
         payload = evaluate(p, cfg, device)
         payloads.append(payload)
         ckpt_dir = out_dir if len(planned) == 1 else out_dir / p.target.label
-        written[p.target.label] = eval_report.write_checkpoint_report(payload, ckpt_dir)
+        with user_paths():  # --out (or the checkpoint's run directory) is the user's
+            written[p.target.label] = eval_report.write_checkpoint_report(payload, ckpt_dir)
         log(f"{p.target.label}: wrote {ckpt_dir / 'results.json'} and {ckpt_dir / 'summary.md'}")
-    comparison = eval_report.write_comparison(payloads, out_dir) if len(planned) > 1 else None
+    with user_paths():
+        comparison = eval_report.write_comparison(payloads, out_dir) if len(planned) > 1 else None
     if comparison:
         log(f"comparison of {len(planned)} checkpoints: {comparison['summary']}")
     return {"out": out_dir, "checkpoints": written, "comparison": comparison}

@@ -24,9 +24,9 @@ import torch.nn.functional as F
 from posbench.config_loader import ConfigError
 from posbench.data.errors import DataError
 from posbench.data.readers import reader_for
+from posbench.evaluation.eval_sets import prepared_files
 from posbench.evaluation.evaluator import Evaluator, Session, Target
 from posbench.evaluation.markdown import fmt, md_table, pct
-from posbench.evaluation.prepare_data import prepared_files
 from posbench.evaluation.suite_registry import SUITES
 
 

@@ -33,7 +33,7 @@ from posbench.data.loader import split_shards
 from posbench.data.readers import reader_for
 from posbench.data.shards import open_shard
 from posbench.data.tokenizers import Tokenizer
-from posbench.evaluation.prepare_data import EVAL_SETS, prepared_files
+from posbench.evaluation.eval_sets import EVAL_SETS, prepared_files
 from posbench.registry import Registry
 
 

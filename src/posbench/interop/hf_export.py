@@ -35,6 +35,7 @@ import torch
 from posbench.config import RunConfig
 from posbench.config_loader import ConfigError, dump_yaml
 from posbench.data.tokenizers import BOS, Tokenizer
+from posbench.errors import user_paths
 
 NOPE_FACTOR = 1e30  # linear RoPE scaling that makes every angle vanish (see the module docstring)
 REMOTE_DIR = Path(__file__).parent / "hf_remote"
@@ -226,8 +227,10 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print) -> Path:
     tokenizer = DataLayout.from_config(run_cfg.data).tokenizer.build()
     whole_sequence = not supports_cache(model)
     out = Path(out_dir)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent) as tmp:
+    with user_paths():  # out_dir is the user's: a file in its way, no permission to write there
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent)
+    with staging as tmp:
         tmp = Path(tmp)
         if why_remote:
             kind = REMOTE
@@ -247,9 +250,10 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print) -> Path:
         (tmp / "posbench_export.json").write_text(json.dumps({"checkpoint": str(loaded.path), "pe": run_cfg.pe.name,
                                                               "architecture": kind}, indent=1))
         diff = verify(tmp, model, model.pe.max_positions, trust_remote_code=bool(why_remote))
-        out.mkdir(exist_ok=True)
-        for f in tmp.iterdir():
-            f.replace(out / f.name)
+        with user_paths():
+            out.mkdir(exist_ok=True)
+            for f in tmp.iterdir():
+                f.replace(out / f.name)
     how = f"{REMOTE} (remote code: {why_remote})" if why_remote else QWEN3
     log(f"exported {loaded.path} ({run_cfg.pe.name}) as {how} to {out}; max |logit difference| on random ids "
         f"{diff:.2g}")

@@ -4,8 +4,8 @@
     # or, in Python: import posbench.interop.lm_eval_model, then lm_eval.simple_evaluate(model="posbench", ...)
 
 lm_eval 0.4.13 discovers models only through its own registry (no plugin entry points), so the model is
-registered by importing this module; `python -m posbench.interop.lm_eval_model` (console script
-`posbench-lm-eval`) is the `lm_eval` command line with it imported first.
+registered by importing this module; `python -m posbench.interop.lm_eval_model` (= `posbench lm-eval`, console
+script `posbench-lm-eval`: posbench/cli/lm_eval.py) is the `lm_eval` command line with it imported first.
 
 model_args: checkpoint (a run, its `latest` or a step_N dir), device (cpu), batch_size (8), max_length.
 max_length is the longest input scored: by default the PE's range when it is bounded (a learned table),
@@ -213,12 +213,7 @@ class PosbenchLM(TemplateLM):
         return out
 
 
-def main() -> None:
-    """The lm_eval command line with the `posbench` model registered (this module is imported)."""
+if __name__ == "__main__":  # the lm_eval command line with this module (hence `--model posbench`) imported
     from lm_eval.__main__ import cli_evaluate
 
     cli_evaluate()
-
-
-if __name__ == "__main__":
-    main()

@@ -24,7 +24,7 @@ import re
 from dataclasses import dataclass, field
 
 from posbench.config_loader import ConfigError, nearest
-from posbench.studies.stats import Summary, bootstrap_ci
+from posbench.stats import Summary, bootstrap_ci
 
 RELATIONS = (">=", ">", "~")
 _SPLIT = re.compile(r"\s*(>=|>|~)\s*")

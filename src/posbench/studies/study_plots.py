@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from posbench.studies.stats import bootstrap_ci  # noqa: E402
+from posbench.stats import bootstrap_ci  # noqa: E402
 
 
 def _by(results, *keys):

@@ -9,8 +9,8 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from posbench.stats import bootstrap_ci, paired, seeds_needed, success_rate
 from posbench.studies.claims import claims_section
-from posbench.studies.stats import bootstrap_ci, paired, seeds_needed, success_rate
 from posbench.studies.study_spec import METRICS, StudyConfig
 
 # ood_beyond_acc is the headline OOD figure: accuracy at target positions past the training length only.

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from posbench.data.atomic import write_text
+from posbench.errors import user_paths
+from posbench.fileio import write_text
 from posbench.procpool import call_logged, run_jobs
 from posbench.studies.study_plots import all_plots
 from posbench.studies.study_report import write_outputs
@@ -53,8 +54,9 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
               limit: int | None = None) -> dict:
     """`limit`: only the grid's first `limit` cells, reported on their own (scripts/bench_study.py)."""
     out_dir = Path(out_dir)
-    for sub in ("cells", "logs", "work"):
-        (out_dir / sub).mkdir(parents=True, exist_ok=True)
+    with user_paths():  # --out is the user's: a file in its way, no permission to write there
+        for sub in ("cells", "logs", "work"):
+            (out_dir / sub).mkdir(parents=True, exist_ok=True)
     cells = expand(study)[:limit]
     todo = [c for c in cells if not cell_path(out_dir, c).is_file()]
     workers = min(workers or study.workers, max(1, len(todo)))

@@ -170,6 +170,18 @@ def load_study(path_or_preset: str) -> StudyConfig:
     return load_preset("study", path_or_preset, StudyConfig, "study")
 
 
+def shrink_for_smoke(study: StudyConfig) -> StudyConfig:
+    """The same grid of tasks x PEs, one seed, a few steps and examples: it exercises every code path of a
+    study (training, scoring, statistics, report, plots) in seconds, so CI can run the README's quickstart
+    command as written (`--smoke` or POSBENCH_STUDY_SMOKE=1). Its numbers mean nothing, so it gets its own
+    output directory."""
+    study.name = f"{study.name}_smoke"
+    study.seeds = study.seeds[:1]
+    study.train.steps, study.train.curve_points = 20, 2
+    study.eval.n_examples, study.eval.n_boot = 16, 200
+    return study
+
+
 def _with_study_axes(study: StudyConfig, axes: dict) -> StudyConfig:
     """The study with its `study.*` axes applied, rebuilt through the strict loader: a value is typed and
     checked like one in the study file, and an unknown key names the nearest valid one."""

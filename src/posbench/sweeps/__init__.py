@@ -7,6 +7,7 @@ every final checkpoint evaluated, one comparison report.
     report.py    report.md, results.csv, throughput.md: means and bootstrap CIs over seeds, per PE
     plots.py     loss vs tokens, perplexity vs length, task accuracy, passkey/NIAH heatmaps, side by side per PE
     emit.py      --emit torchrun | slurm: the launch commands / an sbatch array script instead of running
+    sweep_runner.py  run_sweep: all of the above for one sweep config
 
-Entry point: scripts/sweep.py.
+Entry point: `posbench sweep` = scripts/sweep.py (posbench/cli/sweep.py).
 """

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path
 
-from posbench.data.atomic import atomic_open
+from posbench.fileio import atomic_open
 from posbench.sweeps.sweep_spec import Run, SweepConfig
 
 

@@ -12,9 +12,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from posbench.data.atomic import write_json
 from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
+from posbench.errors import user_paths
+from posbench.fileio import write_json
 from posbench.procpool import run_jobs
 from posbench.sweeps.sweep_spec import Run
 
@@ -69,7 +70,7 @@ def chains(runs: list[Run]) -> list[list[Run]]:
 
 def train_chain(chain: list[Run], out_dir: Path, log=print) -> list[str]:
     """Train the unfinished runs of one chain in order; returns the names trained now."""
-    from posbench.cli import build_stream
+    from posbench.training.batch_sources import build_stream
     from posbench.training.loop import train
 
     ran = []
@@ -88,6 +89,8 @@ def train_chain(chain: list[Run], out_dir: Path, log=print) -> list[str]:
 def run_all(runs: list[Run], out_dir: Path, progress: bool = True, log=print, workers: int = 1) -> None:
     """Train every unfinished run, `workers` chains at a time (output then in `<out>/logs/<run>.log`)."""
     check_data(runs)
+    with user_paths():  # --out is the user's: a file in its way, no permission to write there
+        Path(out_dir).mkdir(parents=True, exist_ok=True)
     todo = [c for c in chains(runs) if not all(is_done(out_dir, r) for r in c)]
     workers = min(workers, max(1, len(todo)))
     with tqdm(total=len(runs), initial=sum(is_done(out_dir, r) for r in runs), desc="sweep runs", unit="run",

@@ -1,7 +1,7 @@
 """One comparison for a whole sweep: report.md, results.csv (every number), throughput.md.
 
 Rows are run groups (size, budget, `vary` axes), columns or sub-rows the PEs; every figure is the mean over
-seeds with a percentile-bootstrap CI (studies/stats.py, deterministic), n/a where a PE cannot represent the
+seeds with a percentile-bootstrap CI (posbench/stats.py, deterministic), n/a where a PE cannot represent the
 length. report.md and results.csv hold no wall-clock figures, so an interrupted and resumed sweep writes
 them byte-identical to an uninterrupted one; tokens/s and MFU go to throughput.md.
 """
@@ -16,9 +16,9 @@ from pathlib import Path
 
 import numpy as np
 
-from posbench.data.atomic import atomic_open
+from posbench.fileio import atomic_open
+from posbench.stats import Summary, bootstrap_ci
 from posbench.studies.claims import claims_section
-from posbench.studies.stats import Summary, bootstrap_ci
 from posbench.sweeps.sweep_spec import Run, SweepConfig
 
 

@@ -94,7 +94,7 @@ def gpu_count(env: dict = os.environ) -> int:
 def trial_config(sweep: dict, params: dict):
     """The typed RunConfig of one trial, parsed from the rendered command exactly as train.py parses it:
     a parameter that is not a config key, or a value of the wrong type, fails here with the nearest key."""
-    from posbench.cli import config_from_args, config_parser
+    from posbench.config import config_from_args, config_parser
 
     argv = render_command(sweep, params)
     args = argv[argv.index(sweep["program"]) + 1:]

@@ -11,10 +11,15 @@ step: resuming at step s reproduces the exact batches. A source maps a sample in
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 import torch
+
+from posbench.config_loader import ConfigError
+
+if TYPE_CHECKING:
+    from posbench.config import RunConfig
 
 
 class BatchSource(Protocol):
@@ -68,3 +73,16 @@ class RandomTokens:
 
     def n_val(self) -> int:
         return self._n_val
+
+
+def build_stream(cfg: RunConfig) -> BatchSource:
+    """The BatchSource a run's config asks for: random tokens (`train.stream=random`) or its token shards."""
+    if cfg.train.stream == "random":
+        return RandomTokens(cfg.model.vocab_size, cfg.model.seq_len, cfg.seed)
+    from posbench.data.loader import build_batch_source
+
+    source = build_batch_source(cfg.data, cfg.model.seq_len)
+    if source.train.vocab_size > cfg.model.vocab_size:
+        raise ConfigError(f"the token shards use a vocabulary of {source.train.vocab_size} but model.vocab_size "
+                          f"is {cfg.model.vocab_size}; set model.vocab_size={source.train.vocab_size}")
+    return source

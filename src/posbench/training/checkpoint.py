@@ -33,22 +33,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from posbench.config_loader import ConfigError
-from posbench.data.atomic import fsync_dir
+# CheckpointError (exit code 4) and DiskFullError (5) are defined once in posbench.errors; importable from here
+from posbench.errors import CheckpointError, DiskFullError
+from posbench.fileio import fsync_dir
 from posbench.training import distributed as dist
 
 FILES = ("model.pt", "optim.pt", "config.yaml", "meta.json")
 KEPT_KINDS = ("branch", "final")  # never pruned
-
-
-class CheckpointError(ConfigError, RuntimeError):
-    """A checkpoint is missing, unreadable or does not match its own config; the message names it. One class
-    for training (resume, save) and evaluation (loading): a ConfigError, since the input is wrong, and a
-    RuntimeError, as a failed save always was; cli_errors maps it to exit code 4."""
-
-
-class DiskFullError(CheckpointError):
-    """No space left while writing a checkpoint (cli_errors maps it to exit code 5)."""
 
 
 @dataclass

@@ -13,6 +13,7 @@ from collections.abc import Callable
 import torch
 
 from posbench.config import RunConfig
+from posbench.errors import NonFiniteError  # exit code 3; importable from here as before
 from posbench.model.arch import build_model
 from posbench.model.flops import stats_of
 from posbench.model.loss import auto_chunk_tokens
@@ -37,11 +38,6 @@ from posbench.training.precision import choose_precision
 from posbench.training.resume import check_resume_compatible, resume_source
 from posbench.training.rundir import choose_run_dir, format_tokens, identity, lock_run_dir
 from posbench.training.signals import StopFlag
-
-
-class NonFiniteError(RuntimeError):
-    pass
-
 
 Snapshots = Callable[[int, torch.nn.Module], None]
 

@@ -17,8 +17,9 @@ import torch
 
 from posbench.config import RunConfig
 from posbench.config_loader import ConfigError, to_dict
-from posbench.data.atomic import DirLock, write_text
 from posbench.data.errors import DataError
+from posbench.errors import PosbenchError, user_paths
+from posbench.fileio import DirLock, write_text
 from posbench.training import distributed as dist
 
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
@@ -106,10 +107,11 @@ def choose_run_dir(cfg: RunConfig, end_tokens: int, ident: dict) -> tuple[Path, 
     check_run_name(name)
     out = Path(cfg.train.out_dir)
     if dist.is_main():
-        run_dir, existed = find_run_dir(out, name, ident)
-        if cfg.train.resume == "auto" and not existed and not cfg.train.allow_resume_mismatch:
-            refuse_changed_identity(out / name, ident)
-        claim_run_dir(run_dir, ident)
+        with user_paths():  # train.out_dir is the user's: a file in its way, no permission, a full disk
+            run_dir, existed = find_run_dir(out, name, ident)
+            if cfg.train.resume == "auto" and not existed and not cfg.train.allow_resume_mismatch:
+                refuse_changed_identity(out / name, ident)
+            claim_run_dir(run_dir, ident)
     else:
         run_dir, existed = None, False
     shared = [str(run_dir) if run_dir else "", existed]
@@ -126,7 +128,7 @@ def lock_run_dir(run_dir: Path, held: contextlib.ExitStack) -> None:
     if dist.is_main():
         try:
             held.enter_context(DirLock(run_dir, "training"))
-        except DataError as e:
+        except PosbenchError as e:  # busy (DataError), or the OS refused the user's out_dir (UserPathError)
             error = e
     if dist.any_rank(error is not None, dist.collective_device()):
         raise error or DataError(f"rank 0 could not lock {run_dir}; all ranks stop")

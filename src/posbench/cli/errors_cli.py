@@ -1,11 +1,14 @@
 """One top-level error handler for every command-line entry point.
 
-Bad input (a malformed YAML file, a wrong override, an unreadable path, a corrupt checkpoint) prints
-one line `error: ...` on stderr and exits non-zero; the traceback is shown only with `--debug` or
-`POSBENCH_DEBUG=1`, because a researcher needs the fix, not the call stack.
+An expected failure is a `posbench.errors.PosbenchError` (a malformed YAML file, a wrong override, a path
+the user gave that the OS refuses, a corrupt checkpoint, a non-finite loss): it prints one line
+`error: ...` on stderr and exits with the class's code; the traceback is shown only with `--debug` or
+`POSBENCH_DEBUG=1`, because a researcher needs the fix, not the call stack. Anything else is a bug in our
+code (a plain ValueError or a missing file inside our own code included) and keeps its traceback: Python
+exits with code 1.
 
-Exit codes (documented in docs/architecture.md):
-    2  bad input: config, data, YAML, value or file-system error
+Exit codes (posbench/errors.py, documented in docs/architecture.md):
+    2  bad input: config, flag, path, data or YAML error
     3  training diverged (non-finite loss)
     4  checkpoint missing, corrupt or incompatible
     5  disk full (ENOSPC) while writing
@@ -20,10 +23,7 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-EXIT_BAD_INPUT = 2
-EXIT_NON_FINITE = 3
-EXIT_CHECKPOINT = 4
-EXIT_DISK_FULL = 5
+from posbench.errors import EXIT_DISK_FULL, PosbenchError
 
 
 def debug_requested(argv: Sequence[str]) -> bool:
@@ -39,29 +39,13 @@ def one_line(exc: BaseException) -> str:
 
 def exit_code(exc: BaseException) -> int | None:
     """The documented exit code of an expected failure, None for a bug (which keeps its traceback)."""
-    import yaml
-
-    from posbench.config_loader import ConfigError
-    from posbench.data.errors import DataError
-
-    disk_full = _optional("posbench.training.checkpoint", "DiskFullError")
-    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC or disk_full and isinstance(exc, disk_full):
+    if isinstance(exc, PosbenchError):
+        return exc.exit_code
+    # A full disk is never our bug, wherever the write was (shards, results, a plot): one errno check here
+    # instead of a wrapper around every writer.
+    if isinstance(exc, OSError) and exc.errno == errno.ENOSPC:
         return EXIT_DISK_FULL
-    # Imported lazily: posbench.training pulls in torch, which a data-only command does not need yet.
-    checkpoint_error = _optional("posbench.training.checkpoint", "CheckpointError")
-    non_finite = _optional("posbench.training.loop", "NonFiniteError")
-    if checkpoint_error is not None and isinstance(exc, checkpoint_error):
-        return EXIT_CHECKPOINT
-    if non_finite is not None and isinstance(exc, non_finite):
-        return EXIT_NON_FINITE
-    if isinstance(exc, (ConfigError, DataError, yaml.YAMLError, ValueError, OSError, UnicodeDecodeError)):
-        return EXIT_BAD_INPUT
     return None
-
-
-def _optional(module: str, name: str):
-    mod = sys.modules.get(module)
-    return getattr(mod, name, None) if mod is not None else None
 
 
 def cli_entry(main: Callable[[list[str] | None], int | None]) -> Callable[[list[str] | None], int]:
@@ -74,7 +58,7 @@ def cli_entry(main: Callable[[list[str] | None], int | None]) -> Callable[[list[
         argv = [a for a in argv if a != "--debug"]
         try:
             return int(main(argv) or 0)
-        except Exception as e:  # noqa: BLE001 - classified below; unknown errors re-raise
+        except Exception as e:  # noqa: BLE001 - classified below; a bug re-raises with its traceback
             code = exit_code(e)
             if code is None:
                 raise

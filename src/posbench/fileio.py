@@ -17,7 +17,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from posbench.data.errors import DataError
+from posbench.errors import DataError, user_paths
 
 TEMP_SUFFIX = ".tmp"
 
@@ -97,8 +97,9 @@ class DirLock:
         self._fd: int | None = None
 
     def __enter__(self) -> DirLock:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        with user_paths():  # the locked folder is an output folder the user named (data.root, train.out_dir)
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

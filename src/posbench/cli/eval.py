@@ -1,4 +1,4 @@
-"""eval.py's command line: checkpoints and familiar flags, mapped onto EvalConfig fields.
+"""`posbench eval` / eval.py: checkpoints and familiar flags, mapped onto EvalConfig fields.
 
     python eval.py checkpoints/tiny_rope_2.35B_s42/latest --suite all
     python eval.py ckpt_a ckpt_b ckpt_c --suite ppl --lengths 512,1024,2048,4096,8192
@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from posbench.cli_errors import cli_entry
+from posbench.cli.errors_cli import cli_entry
 from posbench.config_loader import ConfigError, dump_yaml, nested
 
 
@@ -99,7 +99,10 @@ def main_eval(argv: list[str] | None = None) -> int:
         from posbench.evaluation.eval_runner import run_eval
 
         run_eval(args.checkpoints, cfg, args.out)
-    except (ConfigError, DataError) as e:
+    except (ConfigError, DataError) as e:  # a CheckpointError (a ConfigError) too: eval.py has always said 2
         print(f"error: {e}", file=sys.stderr)
         return 2
     return 0
+
+
+main = main_eval

@@ -1,0 +1,153 @@
+"""Data preparation CLI: download, tokenize (training the BPE first if needed), info; the evaluation sets.
+
+    python -m posbench.data.prepare_fineweb download --max-shards 100
+    python -m posbench.data.prepare_fineweb tokenize
+    python -m posbench.data.prepare_fineweb info
+    python -m posbench.data.prepare_fineweb tokenize --data fineweb_edu data.tokenizer.name=gpt2
+
+Any command takes config sources after it: YAML files (with a top-level `data:` mapping) and dotted
+overrides such as `data.root=/scratch/data` or `data.source.name=local data.source.paths=[my/*.jsonl]`.
+With none, the defaults are configs/data/fineweb_edu.yaml's. Exit codes: 0 ok, 1 data error, 2 config.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+from posbench.cli.errors_cli import cli_entry
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m posbench.data.prepare_fineweb", description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="command", required=True)
+
+    def command(name: str, help: str) -> argparse.ArgumentParser:
+        c = sub.add_parser(name, help=help, description=help)
+        c.add_argument("sources", nargs="*", metavar="FILE.yaml | data.key=value",
+                       help="YAML presets merged left to right, then dotted overrides")
+        c.add_argument("--data", metavar="PRESET", help="a preset from configs/data/ (e.g. fineweb_edu)")
+        return c
+
+    d = command("download", "download the val, filler and first N train shards, verified")
+    d.add_argument("--max-shards", type=int, metavar="N", help="train shards to fetch (val and filler always)")
+    d.add_argument("--workers", type=int, help="parallel downloads")
+    t = command("tokenize", "tokenize every downloaded file into token shards (resumable)")
+    t.add_argument("--workers", type=int, help="worker processes (default: data.tokenize.workers)")
+    tt = command("train-tokenizer", "train the BPE tokenizer on the downloaded train split")
+    tt.add_argument("--force", action="store_true", help="retrain even if one is already saved")
+    i = command("info", "show what is downloaded, the tokenizer, and what is tokenized")
+    i.add_argument("--verify", action="store_true", help="fully validate every shard (reads all tokens)")
+    e = sub.add_parser("download-eval", help=EVAL_SETS_HELP, description=_EVAL_SETS_DOC,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
+    _eval_sets_arguments(e)
+    return p
+
+
+# `download-eval` = `python -m posbench.evaluation.prepare_data` (its --help text, kept)
+EVAL_SETS_HELP = "fetch the evaluation sets (WikiText-103, PG-19, LAMBADA test files), verified"
+_EVAL_SETS_DOC = """\
+Fetch the evaluation sets once, verified and cached like the FineWeb download (data/download.py: `.part`
+files, size and sha256 from the hub's tree API, atomic rename, a manifest, resume):
+
+    python -m posbench.evaluation.prepare_data                    # wikitext103 pg19 lambada
+    python -m posbench.evaluation.prepare_data lambada --root /scratch/data
+    HF_ENDPOINT=https://mirror.example python -m posbench.evaluation.prepare_data wikitext103
+
+Files land in <root>/raw/<repo>__<folder>/ (root: --root, default `data`, the default data.root). Nothing
+else ever downloads them: eval.py's `ppl.data=wikitext103|pg19` and `--suite lambada` read these verified
+files (or a local `datasets` cache / ppl.data.path), so evaluation runs offline.
+"""
+
+
+def _eval_sets_arguments(p: argparse.ArgumentParser) -> None:
+    from posbench.evaluation.eval_sets import EVAL_SETS
+
+    p.add_argument("names", nargs="*", metavar="NAME", help=f"which sets ({', '.join(EVAL_SETS)}); default all")
+    p.add_argument("--root", default="data", help="data root (default: data)")
+    p.add_argument("--endpoint", default="", help="hub URL (default: $HF_ENDPOINT, else huggingface.co)")
+
+
+def download_eval(args: argparse.Namespace) -> int:
+    from posbench.evaluation.eval_sets import EVAL_SETS, check_names, prepare
+
+    check_names(args.names)
+    prepare(args.names or list(EVAL_SETS), args.root, args.endpoint)
+    return 0
+
+
+@cli_entry
+def main_eval_sets(argv: list[str] | None = None) -> int:
+    """`python -m posbench.evaluation.prepare_data [NAME ...] [--root DIR] [--endpoint URL]`."""
+    p = argparse.ArgumentParser(prog="python -m posbench.evaluation.prepare_data", description=_EVAL_SETS_DOC,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    _eval_sets_arguments(p)
+    return download_eval(p.parse_args(argv))
+
+
+def _config(args):
+    from posbench.config import load_config, preset_path
+    from posbench.config_loader import nested
+
+    files = [s for s in args.sources if "=" not in s]
+    overrides = [s for s in args.sources if "=" in s]
+    if args.data:
+        files.insert(0, preset_path("data", args.data))
+    if getattr(args, "max_shards", None) is not None:
+        overrides.append(nested("data.download.max_train_shards", args.max_shards))
+    if getattr(args, "workers", None) is not None:
+        overrides.append(nested(f"data.{args.command}.workers", args.workers))
+    return load_config(files, overrides).data
+
+
+def cmd_download(cfg) -> None:
+    from posbench.data.download import download_corpus
+
+    download_corpus(cfg)
+
+
+def cmd_tokenize(cfg) -> None:
+    from posbench.data.tokenize_shards import tokenize
+
+    tokenize(cfg)
+
+
+def cmd_train_tokenizer(cfg, force: bool) -> None:
+    from posbench.data.tokenize_shards import train_tokenizer
+
+    train_tokenizer(cfg, force)
+
+
+def cmd_info(cfg, verify: bool) -> None:
+    from posbench.data.info import describe
+
+    print(describe(cfg, verify=verify))
+
+
+COMMANDS = {"download": lambda cfg, args: cmd_download(cfg), "tokenize": lambda cfg, args: cmd_tokenize(cfg),
+            "train-tokenizer": lambda cfg, args: cmd_train_tokenizer(cfg, args.force),
+            "info": lambda cfg, args: cmd_info(cfg, args.verify)}
+
+
+@cli_entry
+def main(argv: list[str] | None = None) -> int:
+    """Data errors (a bad config, an unreachable hub, a corpus too small for the vocabulary) exit through
+    the shared handler: one line `error: ...`, exit 2."""
+    args = _parser().parse_args(argv)
+    if args.command == "download-eval":
+        return download_eval(args)
+    t0 = time.perf_counter()
+    try:
+        COMMANDS[args.command](_config(args), args)
+    except KeyboardInterrupt:
+        print("interrupted; finished files are kept, re-run the same command to resume", file=sys.stderr)
+        return 130
+    if args.command != "info":
+        print(f"done in {time.perf_counter() - t0:.1f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,31 @@
+"""Export a checkpoint as a Hugging Face transformers model directory (config, safetensors, tokenizer, card).
+
+    python scripts/export_hf.py checkpoints/tiny_rope_2.35B_s42/latest exports/tiny_rope
+    python -c "from transformers import AutoModelForCausalLM; AutoModelForCausalLM.from_pretrained('exports/tiny_rope')"
+
+RoPE (scaling none, pi or yarn) and NoPE checkpoints become a standard Qwen3ForCausalLM; other PEs are refused
+with the reason (no transformers architecture computes them). Needs `pip install -e '.[hf]'`.
+`posbench export ...` is the same command; the work is posbench/interop/hf_export.py's.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from posbench.cli.errors_cli import cli_entry
+
+
+@cli_entry
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("checkpoint", help="a step directory, a run's `latest`, or a run directory")
+    p.add_argument("out_dir", help="the directory to write (created)")
+    args = p.parse_args(argv)
+    from posbench.interop.hf_export import export
+
+    export(args.checkpoint, args.out_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

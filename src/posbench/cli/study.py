@@ -1,0 +1,50 @@
+"""Run a positional-encoding study on synthetic tasks and write report.md, plots and results.
+
+    python scripts/study.py quickstart                        # built-in preset, minutes on a laptop CPU
+    python scripts/study.py configs/study/full.yaml --out runs/full --workers 4
+    python scripts/study.py quickstart --seeds 0 1 2 3 4      # any preset with other seeds
+    POSBENCH_STUDY_SMOKE=1 python scripts/study.py quickstart # the same grid in seconds (CI; numbers meaningless)
+
+Re-running the same command skips finished cells. `posbench study ...` is the same command.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from posbench.cli.errors_cli import cli_entry
+
+SMOKE_ENV = "POSBENCH_STUDY_SMOKE"
+
+
+@cli_entry
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("study", help="preset name (quickstart, full, depth_x_steps) or a study YAML file")
+    p.add_argument("--out", help="output directory (default runs/study_<name>)")
+    p.add_argument("--workers", type=int, help="parallel cell processes (default: the study's `workers`)")
+    p.add_argument("--seeds", type=int, nargs="+", help="override the study's seeds")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--smoke", action="store_true",
+                   help=f"shrink to 1 seed, 20 steps, 16 examples (also: {SMOKE_ENV}=1); for CI, not for results")
+    args = p.parse_args(argv)
+    from posbench.studies.study_runner import run_study
+    from posbench.studies.study_spec import load_study, shrink_for_smoke
+
+    study = load_study(args.study)  # bad input: one line `error: ...` from cli_entry
+    if args.smoke or os.environ.get(SMOKE_ENV, "") not in ("", "0"):
+        study = shrink_for_smoke(study)
+    if args.seeds:
+        study.seeds = args.seeds
+    out = Path(args.out or f"runs/study_{study.name}")
+    result = run_study(study, out, args.workers, progress=not args.no_progress)
+    print(result["table"])
+    print(f"\n{result['cells']} cells ({result['ran']} run now) in {result['seconds']:.0f} s; "
+          f"report: {out / 'report.md'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

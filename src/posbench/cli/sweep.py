@@ -1,0 +1,50 @@
+"""Pretrain every (size x PE x seed [x any config field]) of a sweep, evaluate the final checkpoints, and
+write one comparison (report.md, results.csv, plots).
+
+    python scripts/sweep.py cpu_demo                            # a preset from configs/sweep/, runs here
+    python scripts/sweep.py cpu_demo --prepare-data             # tokenize its corpus with its task mix first
+    python scripts/sweep.py cpu_demo --workers 2                # two runs at a time, one core each
+    python scripts/sweep.py configs/sweep/reference.yaml --emit slurm     # an sbatch array script instead
+    python scripts/sweep.py reference --emit slurm --out /shared/sweeps/ref
+    python scripts/sweep.py reference --out /shared/sweeps/ref --report-only   # after the cluster jobs
+
+Re-running the same command skips finished runs and evaluations and resumes a killed run.
+Errors are one line `error: ...` with the shared exit codes (2 bad input, 4 checkpoint, 5 disk full).
+`posbench sweep ...` is the same command; the work is posbench/sweeps/sweep_runner.py's.
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from posbench.cli.errors_cli import cli_entry
+
+
+@cli_entry
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("sweep", help="preset name (cpu_demo, reference) or a sweep YAML file")
+    p.add_argument("--out", help="output directory (default runs/sweep_<name>)")
+    p.add_argument("--emit", choices=["torchrun", "slurm"], help="write launch scripts instead of training here")
+    p.add_argument("--report-only", action="store_true", help="no training: evaluate finished runs and report")
+    p.add_argument("--workers", type=int,
+                   help="train (then evaluate) this many runs at once, each in its own process with "
+                        "cores/workers threads (default: the sweep's `workers`, 1 unless set)")
+    p.add_argument("--prepare-data", action="store_true",
+                   help="first tokenize the runs' local or downloaded corpus with their tokenizer and task mix "
+                        "(resumable) and print the measured shares")
+    p.add_argument("--no-progress", action="store_true")
+    args = p.parse_args(argv)
+    if args.workers is not None and args.workers < 1:
+        p.error(f"--workers {args.workers}: must be at least 1")
+
+    from posbench.sweeps.sweep_runner import run_sweep
+    from posbench.sweeps.sweep_spec import load_sweep
+
+    run_sweep(load_sweep(args.sweep), args.out, emit_kind=args.emit, report_only=args.report_only,
+              prepare_data=args.prepare_data, workers=args.workers, progress=not args.no_progress)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

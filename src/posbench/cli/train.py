@@ -1,0 +1,58 @@
+"""`posbench train` / train.py: pretrain a model from YAML presets, dotted overrides and familiar flags.
+
+    python train.py --list-pe-types
+    python train.py --model-size tiny --pe-type rope --print-config
+    python train.py configs/model/nano.yaml pe.name=alibi model.dropout=0.1 --print-config
+"""
+
+from __future__ import annotations
+
+from posbench.cli.errors_cli import cli_entry
+from posbench.config import config_from_args, config_parser
+from posbench.config_loader import nested
+
+# main_train's own flags -> the config field each one sets (after every positional, as before)
+TRAIN_FLAGS = {"resume": "train.resume", "branch_from": "train.branch_from", "budget": "train.budget"}
+
+
+def list_pe_types() -> str:
+    from posbench.pe import PES
+
+    rows = sorted(PES.classes().items())
+    width = max(len(n) for n, _ in rows)
+    lines = [f"{name:<{width}}  {cls.kind:<8}  {cls.summary}" for name, cls in rows]
+    return "\n".join(lines + [f"({len(rows)} positional encodings)"])
+
+
+@cli_entry
+def main_train(argv: list[str] | None = None) -> int:
+    p = config_parser("Pretrain a decoder-only LM with a chosen positional encoding.")
+    p.add_argument("--list-pe-types", action="store_true", help="print every registered PE and exit")
+    p.add_argument("--print-config", action="store_true", help="print the resolved config and exit")
+    p.add_argument("--resume", help="`auto` (latest valid checkpoint of this run) or a checkpoint path")
+    p.add_argument("--branch-from", help="branch checkpoint to run one budget's decay from")
+    p.add_argument("--budget", help="with --branch-from: the budget, in train.budget_unit")
+    args = p.parse_intermixed_args(argv)
+    if args.list_pe_types:
+        print(list_pe_types())
+        return 0
+    # each flag's value goes to its field as the string argparse read; the strict loader types it
+    # (`--budget 2.5e9` -> 2.5e9), so a bad value fails with the same message as `train.budget=...`
+    flags = [nested(key, getattr(args, flag)) for flag, key in TRAIN_FLAGS.items() if getattr(args, flag)]
+    from posbench.training import distributed as dist
+    from posbench.training.batch_sources import build_stream
+    from posbench.training.loop import train
+
+    # Errors become one line and a documented exit code in errors_cli.cli_entry.
+    try:
+        cfg = config_from_args(args, flags)
+        if args.print_config:
+            print(cfg.to_yaml(), end="")
+            return 0
+        train(cfg, build_stream(cfg))
+    finally:
+        dist.shutdown()
+    return 0
+
+
+main = main_train

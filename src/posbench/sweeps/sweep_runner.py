@@ -1,0 +1,45 @@
+"""A whole sweep, from its config to its report: plan every run (and the branch runs of smaller WSD budgets)
+before anything trains, then either emit launch scripts, or train here (resumably), evaluate every final
+checkpoint and write the comparison (report.md, results.csv, throughput.md, plots). `posbench sweep`
+(posbench/cli/sweep.py, scripts/sweep.py) is its command line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from posbench.data.errors import DataError
+from posbench.sweeps import emit, evaluate, execute, sweep_plots, sweep_report
+from posbench.sweeps.sweep_spec import SweepConfig, eval_config, plan_runs
+
+
+def run_sweep(sweep: SweepConfig, out: Path | None = None, *, emit_kind: str | None = None,
+              report_only: bool = False, prepare_data: bool = False, workers: int | None = None,
+              progress: bool = True, log=print) -> Path:
+    """Run `sweep` into `out` (default runs/sweep_<name>); returns the report's path, or with `emit_kind`
+    (torchrun | slurm) the launch script written instead. `report_only`: no training, every run must be
+    finished (DataError naming the first five that are not)."""
+    workers = workers or sweep.workers
+    out = Path(out or f"runs/sweep_{sweep.name}")
+    if emit_kind:
+        out = out.resolve()  # cluster nodes read these paths
+    runs = plan_runs(sweep, out)
+    eval_cfg = eval_config(sweep)
+    if emit_kind:
+        script = emit.EMITTERS[emit_kind](sweep, runs, out)
+        log(f"{len(runs)} runs; wrote {script} and {out / 'configs'}/")
+        return script
+    if report_only:
+        missing = [r.name for r in runs if not execute.is_done(out, r)]
+        if missing:
+            raise DataError(f"{len(missing)} runs are not finished ({', '.join(missing[:5])}"
+                            f"{', ...' if len(missing) > 5 else ''}): run them first")
+    else:
+        if prepare_data:
+            execute.prepare_data(runs)
+        execute.run_all(runs, out, progress=progress, workers=workers)
+    targets = [r for r in runs if sweep.eval_branches or not r.parent]
+    results = evaluate.evaluate_all(targets, out, eval_cfg, progress=progress, workers=workers)
+    figures = sweep_plots.all_plots(runs, results, out)
+    sweep_report.write_report(sweep, runs, results, out, figures)
+    log(f"report: {out / 'report.md'} (throughput: {out / 'throughput.md'})")
+    return out / "report.md"
