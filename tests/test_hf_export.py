@@ -1,6 +1,7 @@
 """Export to transformers: a posbench checkpoint against the exported Qwen3ForCausalLM, loaded by transformers
 with no remote code, on the same random ids (max |logit difference| <= 1e-4 in fp32) and the same 32 greedy
-tokens; the exported tokenizer gives posbench's ids. Other PEs: test_hf_export_remote.py."""
+tokens, with transformers' KV cache and without, as posbench's greedy loops (scores within 1e-4); the exported
+tokenizer gives posbench's ids. Other PEs: test_hf_export_remote.py (which uses the generation helpers here)."""
 
 import random
 from pathlib import Path
@@ -12,13 +13,62 @@ transformers = pytest.importorskip("transformers")
 
 from posbench.config import load_config  # noqa: E402
 from posbench.data.tokenizers import TokenizerConfig, build_tokenizer  # noqa: E402
-from posbench.evaluation.generate import greedy_generate  # noqa: E402
+from posbench.evaluation.generate import greedy_cached, greedy_generate, greedy_recompute  # noqa: E402
 from posbench.evaluation.loading import load_model  # noqa: E402
 from posbench.interop.hf_export import export, hf_tokenizer  # noqa: E402
 from posbench.training.batch_sources import build_stream  # noqa: E402
 from posbench.training.loop import train  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
+SCORE_TOLERANCE = 1e-4  # fp32: kernel noise is ~1e-6, a wrong position or a lost cache entry is far above
+
+
+def hf_greedy(hf, prompt_BT, n_new: int, use_cache: bool, **kw) -> tuple[list[list[int]], torch.Tensor]:
+    """transformers' greedy generate: (new tokens per row, scores (B, N, V))."""
+    out = hf.generate(prompt_BT, max_new_tokens=n_new, do_sample=False, use_cache=use_cache, output_scores=True,
+                      return_dict_in_generate=True, eos_token_id=None, pad_token_id=0, **kw)
+    return out.sequences[:, prompt_BT.shape[1]:].tolist(), torch.stack(out.scores, dim=1).float()
+
+
+def ours_greedy(model, prompt_BT, n_new: int, cached: bool) -> tuple[list[list[int]], torch.Tensor]:
+    """posbench's greedy loop, with its KV cache or re-running the sequence: (new tokens, logits (B, N, V))."""
+    steps = []
+    new_BN = (greedy_cached if cached else greedy_recompute)(model, prompt_BT, n_new, scores=steps)
+    return new_BN.tolist(), torch.stack(steps, dim=1)
+
+
+def max_diff(a, b) -> float:
+    assert a.shape == b.shape
+    return (a - b).abs().max().item()
+
+
+def assert_generation_parity(hf, ours, prompt: list[int], n_new: int, cache: bool = True,
+                             cache_consistent: bool = True) -> float:
+    """transformers' generate with its KV cache == without it == posbench's greedy loop (greedy_generate, what the
+    evaluation uses), token for token, scores within SCORE_TOLERANCE. cache=False: the model refuses the cache
+    (randomized positions); cache_consistent=False: cached and uncached decoding differ by design (dynamic RoPE
+    scaling), each is held to posbench's loop of its kind. Returns the largest score difference."""
+    prompt_BT = torch.tensor([prompt])
+    (ours_new,) = greedy_generate(ours, [prompt], [n_new], torch.device("cpu"))
+    uncached, uncached_scores = hf_greedy(hf, prompt_BT, n_new, use_cache=False)
+    ours_re, ours_re_scores = ours_greedy(ours, prompt_BT, n_new, cached=False)
+    assert uncached == ours_re
+    worst = max_diff(uncached_scores, ours_re_scores)
+    if not cache:
+        assert uncached[0] == ours_new
+        with pytest.raises(ValueError, match="use_cache=False"):
+            hf_greedy(hf, prompt_BT, n_new, use_cache=True)
+        assert worst <= SCORE_TOLERANCE
+        return worst
+    cached, cached_scores = hf_greedy(hf, prompt_BT, n_new, use_cache=True)
+    ours_c, ours_c_scores = ours_greedy(ours, prompt_BT, n_new, cached=True)
+    assert cached == ours_c and cached[0] == ours_new
+    worst = max(worst, max_diff(cached_scores, ours_c_scores))
+    if cache_consistent:
+        assert cached == uncached
+        worst = max(worst, max_diff(cached_scores, uncached_scores))
+    assert worst <= SCORE_TOLERANCE
+    return worst
 
 
 def checkpoint(tmp_path: Path, pe: str, *extra) -> Path:
@@ -57,11 +107,7 @@ def test_exported_model_equals_posbench(tmp_path, pe, extra):
         want = ours(ids)
         got = hf(ids).logits
     assert got.shape == want.shape and (got - want).abs().max().item() <= 1e-4
-    prompt = ids[0, :20].tolist()
-    (ours_new,) = greedy_generate(ours, [prompt], [32], torch.device("cpu"))
-    hf_new = hf.generate(torch.tensor([prompt]), max_new_tokens=32, do_sample=False, eos_token_id=None,
-                         pad_token_id=0)[0, 20:].tolist()
-    assert hf_new == ours_new
+    assert_generation_parity(hf, ours, ids[0, :20].tolist(), 32)
     card = (out / "README.md").read_text()
     assert f"positional encoding `{pe}`" in card and "## Training configuration" in card
 

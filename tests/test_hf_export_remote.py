@@ -1,9 +1,13 @@
 """Export through remote code: for every registered PE (and RoPE scalings / model options Qwen3 cannot express),
 a tiny random checkpoint is exported, loaded by transformers with trust_remote_code, and compared with posbench:
-max |logit difference| <= 1e-4 in fp32 on random ids, the same 32 greedy tokens (transformers' generate with its
-KV cache). Bad input: what cannot be expressed is refused before anything is written, with one line on stderr."""
+max |logit difference| <= 1e-4 in fp32 on random ids; the same 32 greedy tokens from transformers' generate with
+its KV cache, without it and posbench's greedy loop, scores within 1e-4; a left-padded batch generates each row
+as alone (or is refused where the PE cannot take one). The export check refuses a model whose cache path is
+broken though its logits agree. Bad input: what cannot be expressed is refused before anything is written, with
+one line on stderr."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -15,13 +19,13 @@ transformers = pytest.importorskip("transformers")
 
 from posbench.config import load_config  # noqa: E402
 from posbench.config_loader import ConfigError, dump_yaml  # noqa: E402
-from posbench.evaluation.generate import greedy_generate  # noqa: E402
 from posbench.evaluation.loading import load_model  # noqa: E402
 from posbench.interop.hf_export import export  # noqa: E402
 from posbench.interop.hf_remote.modeling_posbench import PE_CLASSES, check_pe_config  # noqa: E402
 from posbench.model.arch import build_model  # noqa: E402
 from posbench.pe import PES  # noqa: E402
 from posbench.training import checkpoint as ckpt  # noqa: E402
+from tests.test_hf_export import SCORE_TOLERANCE, assert_generation_parity, hf_greedy, max_diff, ours_greedy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TINY = ["model.d_model=32", "model.n_heads=4", "model.n_layers=2", "model.d_ff=64", "model.seq_len=64",
@@ -70,6 +74,29 @@ CASES = {
 }
 
 
+# randomized positions are drawn per whole sequence: no KV cache (the remote code refuses it), no padding
+NO_CACHE = {"randomized"}
+# dynamic NTK rescales every frequency with the current length, so keys cached at a shorter length keep their
+# old rotation (posbench's model and transformers' own dynamic RoPE alike): its cached decoding is compared with
+# posbench's cached loop, its uncached with posbench's recomputing loop, not with each other
+CACHE_INCONSISTENT = {"rope_dynamic"}
+# the PEs whose positions or frequencies are set by the whole sequence: a padded batch is refused
+NO_PADS = NO_CACHE | CACHE_INCONSISTENT
+
+
+def assert_left_padding(hf, ours, prompts: list[list[int]], n_new: int):
+    """A left-padded batch (attention_mask 0 on pads) generates, with the KV cache, each row's tokens as that
+    prompt alone through posbench's greedy loop, scores within SCORE_TOLERANCE."""
+    width = max(map(len, prompts))
+    ids = torch.tensor([[0] * (width - len(p)) + p for p in prompts])
+    mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
+    new, scores_BNV = hf_greedy(hf, ids, n_new, use_cache=True, attention_mask=mask)
+    for row, prompt in enumerate(prompts):
+        want, want_scores = ours_greedy(ours, torch.tensor([prompt]), n_new, cached=True)
+        assert new[row] == want[0], f"row {row}"
+        assert max_diff(scores_BNV[row:row + 1], want_scores) <= SCORE_TOLERANCE, f"row {row}"
+
+
 def test_every_registered_pe_has_a_remote_class_and_a_parity_case():
     assert set(PES.names()) <= set(PE_CLASSES)
     covered = {next(o for o in opts if o.startswith("pe.name=")).split("=")[1] for opts in CASES.values()}
@@ -79,7 +106,8 @@ def test_every_registered_pe_has_a_remote_class_and_a_parity_case():
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_remote_code_export_equals_posbench(tmp_path, case):
     run = random_checkpoint(tmp_path, *CASES[case])
-    out = export(run, tmp_path / "hf", log=lambda *_: None)
+    logs = []
+    out = export(run, tmp_path / "hf", log=logs.append)
     assert {p.name for p in out.iterdir()} >= {"config.json", "model.safetensors", "generation_config.json",
                                                "tokenizer.json", "README.md", "modeling_posbench.py",
                                                "configuration_posbench.py"}
@@ -96,12 +124,86 @@ def test_remote_code_export_equals_posbench(tmp_path, case):
     diff = (got - want).abs().max().item()
     print(f"PARITY {case}: max|dlogit|={diff:.3g}")
     assert got.shape == want.shape and diff <= 1e-4
-    prompt = ids[0, :20].tolist()
-    (ours_new,) = greedy_generate(ours, [prompt], [32], torch.device("cpu"))
-    hf_new = hf.generate(torch.tensor([prompt]), max_new_tokens=32, do_sample=False, eos_token_id=None,
-                         pad_token_id=0)[0, 20:].tolist()
-    assert hf_new == ours_new
+    gen_diff = assert_generation_parity(hf, ours, ids[0, :20].tolist(), 32, cache=case not in NO_CACHE,
+                                        cache_consistent=case not in CACHE_INCONSISTENT)
+    print(f"GENERATION {case}: max|dscore|={gen_diff:.3g}")
+    prompts = [ids[0, :20].tolist(), ids[1, :13].tolist()]
+    assert hf.pe.pads_ok == (case not in NO_PADS)
+    if case in NO_PADS:
+        with pytest.raises(ValueError, match="cannot take a padded batch"):
+            hf_greedy(hf, torch.tensor([prompts[0], [0] * 7 + prompts[1]]), 4, use_cache=case not in NO_CACHE,
+                      attention_mask=torch.tensor([[1] * 20, [0] * 7 + [1] * 13]))
+    else:
+        assert_left_padding(hf, ours, prompts, 16)
     assert "trust_remote_code=True" in (out / "README.md").read_text()
+    if case in NO_CACHE:
+        assert "cached generation not compared" in " ".join(logs)
+
+
+# bugs in the cache path only: the full forward (no history in the cache) is untouched, so the logit check passes
+BROKEN_CACHE_PATHS = {
+    # a new token's positions restart at 0 instead of following the cached ones: a plain mismatch
+    "positions_restart": ("        pos_BT = pos_BS[:, offset:]\n", "        pos_BT = pos_BS[:, :T]  # injected bug\n",
+                          r"greedy generation differs: transformers' generate with its KV cache vs .*: first "
+                          r"differing step \d+ of 8 \(tokens \d+ vs \d+, \|score difference\| there [0-9.e+-]+\), "
+                          r"max \|score difference\| [0-9.e+-]+ \(tolerance"),
+    # history dropped once the cache holds any, what transformers' rename of `past_key_values` to `cache` did
+    # to the remote code before it read `cache`: the mask (5.0 always passes one) or generate's position_ids
+    # (newer 5.x drop an all-ones mask) then disagree with the empty cache, and the forward refuses them
+    "history_dropped": ("        if use_cache and cache is None:\n",
+                        "        if cache is not None and cache.get_seq_length() > 0:  # injected bug\n"
+                        "            cache = DynamicCache(config=self.config)\n"
+                        "        if use_cache and cache is None:\n",
+                        r"transformers' generate with its KV cache failed on the exported model: ValueError: "
+                        r"(position_ids must be the token indices|attention_mask must be 2D \(batch, cached \+ new "
+                        r"tokens\) = \(1, 1\), got shape \(1, 9\))"),
+}
+
+
+@pytest.mark.parametrize("bug", sorted(BROKEN_CACHE_PATHS))
+def test_export_check_rejects_a_model_whose_cache_path_is_broken(tmp_path, monkeypatch, bug):
+    """A remote-code bug only cached decoding meets agrees on random-id logits but not in greedy generation:
+    the export is refused, the error says what differed, and nothing is written."""
+    from posbench.interop import hf_export
+
+    target, injected, error = BROKEN_CACHE_PATHS[bug]
+    broken = tmp_path / "remote"
+    broken.mkdir()
+    for name in hf_export.REMOTE_FILES:
+        shutil.copyfile(hf_export.REMOTE_DIR / name, broken / name)
+    source = (broken / "modeling_posbench.py").read_text()
+    assert source.count(target) == 1
+    (broken / "modeling_posbench.py").write_text(source.replace(target, injected))
+    monkeypatch.setattr(hf_export, "REMOTE_DIR", broken)
+    run = random_checkpoint(tmp_path, "pe.name=alibi")
+    with pytest.raises(ConfigError, match=error):
+        export(run, tmp_path / "hf", log=lambda *_: None)
+    assert not (tmp_path / "hf").exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".hf.")]  # the staging directory is gone
+
+
+@pytest.mark.parametrize("case", ["alibi", "learned"])
+def test_remote_forward_takes_the_cache_under_either_name(tmp_path, case):
+    """transformers 5.0 hands the cache over as `past_key_values`, newer releases as `cache`: a model exported
+    today decodes alike under both; positions other than the token indices are refused, not ignored."""
+    run = random_checkpoint(tmp_path, *CASES[case])
+    out = export(run, tmp_path / "hf", log=lambda *_: None)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32, trust_remote_code=True).eval()
+    ids = torch.randint(0, 257, (2, 12), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        full = hf(ids, use_cache=False).logits
+        for name in ("cache", "past_key_values"):
+            first = hf(ids[:, :8], use_cache=True)
+            step = first.logits
+            cache = first["cache"] if "cache" in first else first["past_key_values"]
+            for t in range(8, 12):
+                out_t = hf(ids[:, t:t + 1], use_cache=True, **{name: cache})
+                step = torch.cat((step, out_t.logits), dim=1)
+            assert (step - full).abs().max().item() <= SCORE_TOLERANCE, name
+        with pytest.raises(ValueError, match="position_ids must be the token indices"):
+            hf(ids, position_ids=torch.arange(5, 17)[None])
+        with pytest.raises(ValueError, match="not both"):
+            hf(ids, cache=transformers.DynamicCache(), past_key_values=transformers.DynamicCache())
 
 
 def test_remote_code_refuses_options_it_does_not_implement():

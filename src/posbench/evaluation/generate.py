@@ -41,13 +41,17 @@ def supports_cache(model) -> bool:
 
 
 @torch.no_grad()
-def greedy_cached(model, prompt_BT: torch.Tensor, n_new: int) -> torch.Tensor:
-    """(B, N) greedy tokens: the prompt once through the cache, then one token per call."""
+def greedy_cached(model, prompt_BT: torch.Tensor, n_new: int, scores: list | None = None) -> torch.Tensor:
+    """(B, N) greedy tokens: the prompt once through the cache, then one token per call. `scores`, when given,
+    gets each step's float32 logits (B, V) appended (the export check compares them with transformers')."""
     cache = model.new_cache()
     logits_BTV = model(prompt_BT, cache=cache)
     out = []
     for i in range(n_new):
-        next_B = logits_BTV[:, -1].float().argmax(-1)
+        step_BV = logits_BTV[:, -1].float()
+        if scores is not None:
+            scores.append(step_BV)
+        next_B = step_BV.argmax(-1)
         out.append(next_B)
         if i + 1 < n_new:  # the last token is never fed back: it needs no position
             logits_BTV = model(next_B[:, None], cache=cache)
@@ -55,12 +59,15 @@ def greedy_cached(model, prompt_BT: torch.Tensor, n_new: int) -> torch.Tensor:
 
 
 @torch.no_grad()
-def greedy_recompute(model, prompt_BT: torch.Tensor, n_new: int) -> torch.Tensor:
-    """(B, N) greedy tokens by re-running the whole sequence each step (no cache)."""
+def greedy_recompute(model, prompt_BT: torch.Tensor, n_new: int, scores: list | None = None) -> torch.Tensor:
+    """(B, N) greedy tokens by re-running the whole sequence each step (no cache); `scores` as greedy_cached."""
     seq_BT = prompt_BT
     out = []
     for _ in range(n_new):
-        next_B = model(seq_BT)[:, -1].float().argmax(-1)
+        step_BV = model(seq_BT)[:, -1].float()
+        if scores is not None:
+            scores.append(step_BV)
+        next_B = step_BV.argmax(-1)
         out.append(next_B)
         seq_BT = torch.cat((seq_BT, next_B[:, None]), dim=1)
     return torch.stack(out, dim=1)

@@ -8,17 +8,29 @@ through the PE_CLASSES registry by the name in `config.pe`; each class lists the
 never load as a silently different model.
 
 Shape legend: B batch, H heads, T new tokens, S cached + new tokens, K head dim, D model dim, F K/2.
-The PE contract, as in posbench: positions(T, offset) -> float32 positions; embed(x, pos) adds absolute
-tables; rotate(q, k, pos) for the RoPE family; bias(layer, pos_q, pos_k) -> (H, T, S) logit bias or None;
-layer_pe(layer) the PE a layer uses (per-layer hybrids). Attention is the explicit-softmax reference in
-float32. The KV cache (transformers' DynamicCache) holds rotated keys, as posbench's does; keys sit at
-positions 0..S-1, because positions are token indices for every PE except randomized ones, which never cache.
+A leading B of a position tensor may be 1 (every row at the same positions: an unpadded batch).
+The PE contract, as in posbench but with a row per sequence: positions(index_BS) -> float32 positions of
+token indices; embed(x, pos_BT) adds absolute tables; rotate(q, k, pos_BT) for the RoPE family;
+bias(layer, pos_q_BT, pos_k_BS) -> (B, H, T, S) logit bias or None; layer_pe(layer) the PE a layer uses
+(per-layer hybrids). Attention is the explicit-softmax reference in float32. The KV cache (transformers'
+DynamicCache) holds rotated keys, as posbench's does.
+
+Positions are token indices, as in training: 0..S-1, or in a left-padded batch (attention_mask 0 on pads)
+each row's count of real tokens before it, which is what transformers' own models (Llama, Qwen3) and
+`generate` derive from the mask. A cached key's position is therefore recomputed from the mask on every call
+instead of being stored. Randomized positions are drawn per whole sequence (no cache, no padding), and
+dynamic RoPE scaling sets its frequencies from the longest position (no padding).
+
+transformers' calling convention changed within 5.x: 5.0 passes the cache as `past_key_values` with a
+`cache_position` and always a mask; newer releases pass `cache`, drop an all-ones mask and read
+`output.cache`; both pass `position_ids` derived from the mask. forward accepts both names and ignores
+`cache_position` (the cache length says the same), so one exported directory generates alike on every 5.x.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 import torch
 import torch.nn.functional as F
@@ -29,7 +41,7 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 from .configuration_posbench import PosbenchConfig
 
 PE_CLASSES: dict[str, type[PE]] = {}
-SCALINGS: dict[str, tuple[frozenset, object]] = {}  # name -> (options, transform(inv_F, pos_T, cfg, original))
+SCALINGS: dict[str, tuple[frozenset, object]] = {}  # name -> (options, transform(inv_F, pos_BT, cfg, original))
 
 
 def register(*names):
@@ -88,6 +100,12 @@ class PE(nn.Module):
     options: frozenset = frozenset()  # config fields besides `name` this class implements
     whole_sequence = False  # positions depend on the whole sequence: no KV cache
 
+    @property
+    def pads_ok(self) -> bool:
+        """Whether rows may sit at different positions (a left-padded batch): every PE whose output at a
+        position depends only on that row's positions."""
+        return True
+
     def __init__(self, cfg: dict, dims: Dims):
         super().__init__()
         self.cfg, self.dims = cfg, dims
@@ -102,17 +120,18 @@ class PE(nn.Module):
             raise ValueError(f"PE `{self.cfg['name']}` is defined for positions 0..{limit - 1}, but {n_positions} "
                              f"positions were requested; give at most {limit} tokens")
 
-    def positions(self, T: int, offset: int, device) -> torch.Tensor:
-        self.check(offset + T)
-        return torch.arange(offset, offset + T, device=device, dtype=torch.float32)
+    def positions(self, index_BS: torch.Tensor) -> torch.Tensor:
+        """Token indices (long) -> this PE's float32 positions."""
+        self.check(int(index_BS.max().item()) + 1 if index_BS.numel() else 0)
+        return index_BS.float()
 
-    def embed(self, x_BTD, pos_T):
+    def embed(self, x_BTD, pos_BT):
         return x_BTD
 
-    def rotate(self, q_BHTK, k_BHTK, pos_T):
+    def rotate(self, q_BHTK, k_BHTK, pos_BT):
         return q_BHTK, k_BHTK
 
-    def bias(self, layer: int, pos_q_T, pos_k_S):
+    def bias(self, layer: int, pos_q_BT, pos_k_BS):
         return None
 
     def layer_pe(self, layer: int) -> PE:
@@ -141,23 +160,23 @@ def yarn_mscale(factor):
 
 
 @scaling("none")
-def _none(inv_F, pos_T, cfg, original):
+def _none(inv_F, pos_BT, cfg, original):
     return inv_F, 1.0
 
 
 @scaling("pi")  # Chen et al. 2023: every frequency divided by the factor
-def _pi(inv_F, pos_T, cfg, original):
+def _pi(inv_F, pos_BT, cfg, original):
     return inv_F / cfg["factor"], 1.0
 
 
 @scaling("ntk")  # base b -> b * s^(d/(d-2)), as a per-frequency factor
-def _ntk(inv_F, pos_T, cfg, original):
+def _ntk(inv_F, pos_BT, cfg, original):
     return ntk_inv_freq(inv_F, cfg["factor"]), 1.0
 
 
 @scaling("dynamic")  # NTK with the factor grown to the current length, only past the original length
-def _dynamic(inv_F, pos_T, cfg, original):
-    length = int(pos_T.max().item()) + 1 if pos_T.numel() else 0
+def _dynamic(inv_F, pos_BT, cfg, original):
+    length = int(pos_BT.max().item()) + 1 if pos_BT.numel() else 0
     if length <= original:
         return inv_F, 1.0
     s = cfg["factor"] * length / original - (cfg["factor"] - 1)
@@ -165,7 +184,7 @@ def _dynamic(inv_F, pos_T, cfg, original):
 
 
 @scaling("yarn", "beta_fast", "beta_slow", "truncate")
-def _yarn(inv_F, pos_T, cfg, original):
+def _yarn(inv_F, pos_BT, cfg, original):
     """transformers' YaRN: a ramp linear in the frequency index between the indices where a frequency turns
     beta_fast and beta_slow times over the original length (found by a log-linear fit, exact for RoPE)."""
     F_ = inv_F.shape[0]
@@ -186,7 +205,7 @@ def _yarn(inv_F, pos_T, cfg, original):
 
 
 @scaling("yarn_paper", "alpha", "beta")
-def _yarn_paper(inv_F, pos_T, cfg, original):
+def _yarn_paper(inv_F, pos_BT, cfg, original):
     """Peng et al. 2023 eqs. 17-22 as written: the ramp is linear in L_train / wavelength."""
     r_F = original / (2 * math.pi / inv_F.clamp_min(1e-30))
     gamma_F = ((r_F - cfg["alpha"]) / (cfg["beta"] - cfg["alpha"])).clamp(0.0, 1.0)
@@ -198,9 +217,9 @@ def rotate_half(x):
     return torch.cat((-x2, x1), dim=-1)
 
 
-def apply_rotary(x_BHTK, cos_TK, sin_TK):
+def apply_rotary(x_BHTK, cos_BTK, sin_BTK):
     xf = x_BHTK.float()
-    return (xf * cos_TK + rotate_half(xf) * sin_TK).to(x_BHTK.dtype)
+    return (xf * cos_BTK[:, None] + rotate_half(xf) * sin_BTK[:, None]).to(x_BHTK.dtype)
 
 
 @register("rope")
@@ -209,21 +228,27 @@ class Rotary(PE):
 
     options = frozenset(("theta", "scaling"))
 
+    @property
+    def pads_ok(self):
+        # dynamic NTK rescales every frequency with the longest position in the call: rows of one padded
+        # batch would each need their own
+        return (self.cfg.get("scaling") or {}).get("name", "none") != "dynamic"
+
     def inv_freq(self):
         K = self.dims.head_dim
         return self.cfg["theta"] ** (-torch.arange(0, K, 2, dtype=torch.float32) / K)
 
-    def cos_sin(self, pos_T):
+    def cos_sin(self, pos_BT):
         s = self.cfg.get("scaling") or {"name": "none"}
         original = s.get("original_max_positions") or self.dims.seq_len
-        inv_F, mscale = SCALINGS[s["name"]][1](self.inv_freq().float().to(pos_T.device), pos_T, s, original)
-        angle_TF = pos_T.float()[:, None] * inv_F[None, :]
-        angle_TK = torch.cat((angle_TF, angle_TF), dim=-1)
-        return angle_TK.cos() * mscale, angle_TK.sin() * mscale
+        inv_F, mscale = SCALINGS[s["name"]][1](self.inv_freq().float().to(pos_BT.device), pos_BT, s, original)
+        angle_BTF = pos_BT.float()[..., None] * inv_F
+        angle_BTK = torch.cat((angle_BTF, angle_BTF), dim=-1)
+        return angle_BTK.cos() * mscale, angle_BTK.sin() * mscale
 
-    def rotate(self, q_BHTK, k_BHTK, pos_T):
-        cos_TK, sin_TK = self.cos_sin(pos_T)
-        return apply_rotary(q_BHTK, cos_TK, sin_TK), apply_rotary(k_BHTK, cos_TK, sin_TK)
+    def rotate(self, q_BHTK, k_BHTK, pos_BT):
+        cos_BTK, sin_BTK = self.cos_sin(pos_BT)
+        return apply_rotary(q_BHTK, cos_BTK, sin_BTK), apply_rotary(k_BHTK, cos_BTK, sin_BTK)
 
 
 @register("lrope")
@@ -256,20 +281,21 @@ class XPos(Rotary):
 
     options = Rotary.options | {"gamma", "scale_base"}
 
-    def rotate(self, q_BHTK, k_BHTK, pos_T):
-        cos_TK, sin_TK = self.cos_sin(pos_T)
+    def rotate(self, q_BHTK, k_BHTK, pos_BT):
+        cos_BTK, sin_BTK = self.cos_sin(pos_BT)
         K = self.dims.head_dim
-        zeta_F = (torch.arange(0, K, 2, device=pos_T.device, dtype=torch.float32) / K + self.cfg["gamma"]) \
+        zeta_F = (torch.arange(0, K, 2, device=pos_BT.device, dtype=torch.float32) / K + self.cfg["gamma"]) \
             / (1 + self.cfg["gamma"])
-        scale_TF = zeta_F[None, :] ** (pos_T.float()[:, None] / self.cfg["scale_base"])
-        scale_TK = torch.cat((scale_TF, scale_TF), dim=-1)
-        return (apply_rotary(q_BHTK, cos_TK * scale_TK, sin_TK * scale_TK),
-                apply_rotary(k_BHTK, cos_TK / scale_TK, sin_TK / scale_TK))
+        scale_BTF = zeta_F ** (pos_BT.float()[..., None] / self.cfg["scale_base"])
+        scale_BTK = torch.cat((scale_BTF, scale_BTF), dim=-1)
+        return (apply_rotary(q_BHTK, cos_BTK * scale_BTK, sin_BTK * scale_BTK),
+                apply_rotary(k_BHTK, cos_BTK / scale_BTK, sin_BTK / scale_BTK))
 
 
 # -- logit biases ------------------------------------------------------------------------------------------
 class Bias(PE):
-    """bias_at(t, h, dist, q_pos) on broadcast grids: h (H,1,1), causal distance and query position (1,T,S)."""
+    """bias_at(t, h, dist, q_pos) on broadcast grids: h (1,H,1,1), causal distance (B,1,T,S), query position
+    (B,1,T,1)."""
 
     options = frozenset(("per_layer",))
 
@@ -277,14 +303,14 @@ class Bias(PE):
     def n_tables(self) -> int:
         return self.dims.n_layers if self.cfg.get("per_layer") else 1
 
-    def bias(self, layer, pos_q_T, pos_k_S):
+    def bias(self, layer, pos_q_BT, pos_k_BS):
         t = layer if self.n_tables > 1 else 0
-        h = torch.arange(self.dims.n_heads, device=pos_q_T.device)[:, None, None]
-        q_pos = pos_q_T.float()[None, :, None]
+        h = torch.arange(self.dims.n_heads, device=pos_q_BT.device)[None, :, None, None]
+        q_pos = pos_q_BT.float()[:, None, :, None]
         # future keys get distance 0: masked anyway, and log/pow stay finite there
-        dist = (q_pos - pos_k_S.float()[None, None, :]).clamp_min(0.0)
+        dist = (q_pos - pos_k_BS.float()[:, None, None, :]).clamp_min(0.0)
         out = self.bias_at(t, h, dist, q_pos)
-        return out.expand(self.dims.n_heads, pos_q_T.shape[0], pos_k_S.shape[0])
+        return out.expand(dist.shape[0], self.dims.n_heads, dist.shape[2], dist.shape[3])
 
     def bias_at(self, t, h, dist, q_pos):
         raise NotImplementedError
@@ -379,8 +405,8 @@ class FIRE(Bias):
     def bias_at(self, t, h, dist, q_pos):
         c = self.c_L[t].clamp_min(1e-4)
         x = torch.log1p(c * dist) / torch.log1p(c * torch.maximum(q_pos, self.threshold_L[t]).clamp_min(1.0))
-        hidden_TSN = torch.relu(x[0, ..., None] * self.w1_LN[t] + self.b1_LN[t])
-        return self.b2_LH[t][:, None, None] + torch.einsum("tsn,hn->hts", hidden_TSN, self.w2_LHN[t])
+        hidden_BTSN = torch.relu(x[:, 0, ..., None] * self.w1_LN[t] + self.b1_LN[t])
+        return self.b2_LH[t][:, None, None] + torch.einsum("btsn,hn->bhts", hidden_BTSN, self.w2_LHN[t])
 
 
 # -- absolute tables ---------------------------------------------------------------------------------------
@@ -390,12 +416,12 @@ class Table(PE):
     options = frozenset(("scale",))
     default_scale = 1.0
 
-    def table(self, pos_T):
+    def table(self, pos_BT):
         raise NotImplementedError
 
-    def embed(self, x_BTD, pos_T):
+    def embed(self, x_BTD, pos_BT):
         scale = self.cfg["scale"] if self.cfg.get("scale") is not None else self.default_scale
-        return x_BTD + (self.table(pos_T.float()) * scale).to(x_BTD.dtype)
+        return x_BTD + (self.table(pos_BT.float()) * scale).to(x_BTD.dtype)
 
 
 @register("sinusoidal")
@@ -406,21 +432,21 @@ class Sinusoidal(Table):
     def default_scale(self):  # a table with per-channel RMS init_std, as loud as the token embeddings
         return self.dims.init_std * math.sqrt(2)
 
-    def table(self, pos_T):
+    def table(self, pos_BT):
         d = self.dims.d_model
-        i = torch.arange(0, d, 2, device=pos_T.device, dtype=torch.float32)
-        angle_TF = pos_T[:, None] * self.cfg["base"] ** (-i / d)[None, :]
-        out = torch.empty(pos_T.shape[0], d, device=pos_T.device, dtype=torch.float32)
-        out[:, 0::2], out[:, 1::2] = torch.sin(angle_TF), torch.cos(angle_TF)
+        i = torch.arange(0, d, 2, device=pos_BT.device, dtype=torch.float32)
+        angle_BTF = pos_BT[..., None] * self.cfg["base"] ** (-i / d)
+        out = torch.empty(*pos_BT.shape, d, device=pos_BT.device, dtype=torch.float32)
+        out[..., 0::2], out[..., 1::2] = torch.sin(angle_BTF), torch.cos(angle_BTF)
         return out
 
 
 @register("sinonly")
 class SineOnly(Sinusoidal):
-    def table(self, pos_T):
+    def table(self, pos_BT):
         d = self.dims.d_model
-        i = torch.arange(d, device=pos_T.device, dtype=torch.float32)
-        return torch.sin(pos_T[:, None] * self.cfg["base"] ** (-i / d)[None, :])
+        i = torch.arange(d, device=pos_BT.device, dtype=torch.float32)
+        return torch.sin(pos_BT[..., None] * self.cfg["base"] ** (-i / d))
 
 
 @register("binary", "binary_norm", "decimal", "decimal_norm")
@@ -449,23 +475,23 @@ class Digits(Table):
             return min(self.digit_base ** min(self.dims.d_model, 32), self.EXACT_POSITIONS)
         return self.digit_base ** self.cfg["n_digits"]
 
-    def digits(self, pos_T, n):
-        p = pos_T.long()
-        return ((p[:, None] // self.digit_base ** torch.arange(n, device=p.device)[None, :]) % self.digit_base).float()
+    def digits(self, pos_BT, n):
+        p = pos_BT.long()
+        return ((p[..., None] // self.digit_base ** torch.arange(n, device=p.device)) % self.digit_base).float()
 
     def to_unit(self, digits):
         return 2 * digits / (self.digit_base - 1) - 1
 
-    def table(self, pos_T):
+    def table(self, pos_BT):
         d, norm = self.dims.d_model, self.cfg["name"].endswith("_norm")
-        out = torch.zeros(pos_T.shape[0], d, device=pos_T.device, dtype=torch.float32)
+        out = torch.zeros(*pos_BT.shape, d, device=pos_BT.device, dtype=torch.float32)
         if self.reference:
             n = min(d, math.ceil(math.log(self.EXACT_POSITIONS, self.digit_base)))
-            out[:, d - n:] = self.digits(pos_T, n).flip(-1)
+            out[..., d - n:] = self.digits(pos_BT, n).flip(-1)
             return self.to_unit(out) if norm else out
         n = self.cfg["n_digits"]
-        digits_TN = self.digits(pos_T, n)
-        out[:, :n] = self.to_unit(digits_TN) / n ** 0.5 if norm else digits_TN
+        digits_BTN = self.digits(pos_BT, n)
+        out[..., :n] = self.to_unit(digits_BTN) / n ** 0.5 if norm else digits_BTN
         return out
 
 
@@ -477,8 +503,8 @@ class Integer(Table):
     def max_positions(self):
         return self.cfg.get("max_positions") or self.dims.seq_len
 
-    def table(self, pos_T):
-        return (pos_T / self.max_positions)[:, None].expand(-1, self.dims.d_model)
+    def table(self, pos_BT):
+        return (pos_BT / self.max_positions)[..., None].expand(*pos_BT.shape, self.dims.d_model)
 
 
 @register("learned", "sininit")
@@ -496,8 +522,8 @@ class Learned(PE):
     def max_positions(self):
         return self.cfg.get("max_positions") or self.dims.seq_len
 
-    def embed(self, x_BTD, pos_T):
-        return self.norm(x_BTD + (self.table(pos_T.long()) * self.cfg["scale"]).to(x_BTD.dtype))
+    def embed(self, x_BTD, pos_BT):
+        return self.norm(x_BTD + (self.table(pos_BT.long()) * self.cfg["scale"]).to(x_BTD.dtype))
 
 
 # -- wrappers ----------------------------------------------------------------------------------------------
@@ -515,6 +541,10 @@ class Hybrid(PE):
     def max_positions(self):
         limits = [m.max_positions for m in self.members if m.max_positions is not None]
         return min(limits) if limits else None
+
+    @property
+    def pads_ok(self):
+        return all(m.pads_ok for m in self.members)
 
     def layer_pe(self, layer):
         return self.members[layer % len(self.members)]
@@ -537,17 +567,25 @@ class Randomized(PE):
     def max_positions(self):
         return self.range
 
-    def positions(self, T, offset, device):
-        self.check(offset + T)
-        if not (self.training or self.whole_sequence):
-            return self.inner.positions(T, offset, device)
-        if offset:
-            raise ValueError("randomized positions are drawn for a whole sequence; decode without a KV cache")
-        gen = None if self.training else torch.Generator().manual_seed(self.cfg.get("eval_seed", 0) * 1_000_003 + T)
-        return torch.randperm(self.range, generator=gen)[:T].sort().values.to(device=device, dtype=torch.float32)
+    @property
+    def pads_ok(self):
+        # drawn positions belong to a whole unpadded sequence of T tokens (seeded by T)
+        return not self.whole_sequence and self.inner.pads_ok
 
-    def embed(self, x_BTD, pos_T):
-        return self.inner.embed(x_BTD, pos_T)
+    def positions(self, index_BS):
+        self.check(int(index_BS.max().item()) + 1 if index_BS.numel() else 0)
+        if not (self.training or self.whole_sequence):
+            return self.inner.positions(index_BS)
+        S = index_BS.shape[-1]
+        if index_BS.shape[0] != 1 or int(index_BS[0, 0]) != 0:
+            raise ValueError("randomized positions are drawn for a whole unpadded sequence; decode without a KV "
+                             "cache")
+        gen = None if self.training else torch.Generator().manual_seed(self.cfg.get("eval_seed", 0) * 1_000_003 + S)
+        drawn_S = torch.randperm(self.range, generator=gen)[:S].sort().values
+        return drawn_S.to(device=index_BS.device, dtype=torch.float32)[None]
+
+    def embed(self, x_BTD, pos_BT):
+        return self.inner.embed(x_BTD, pos_BT)
 
     def layer_pe(self, layer):
         return self.inner.layer_pe(layer)
@@ -575,22 +613,24 @@ class Attention(nn.Module):
         self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else nn.Identity()
         self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else nn.Identity()
 
-    def forward(self, x_BTD, pos_T, pe: PE, layer: int, cache):
+    def forward(self, x_BTD, pos_BT, pos_BS, allowed_BTS, pe: PE, layer: int, cache):
+        """pos_BS: the positions of every key, cached and new; allowed_BTS: which keys each query sees."""
         B, T, D = x_BTD.shape
         qkv = self.qkv(x_BTD).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        q, k = pe.rotate(self.q_norm(qkv[0]), self.k_norm(qkv[1]), pos_T)
+        q, k = pe.rotate(self.q_norm(qkv[0]), self.k_norm(qkv[1]), pos_BT)
         v = qkv[2]
-        pos_S = pos_T
         if cache is not None:
             k, v = cache.update(k, v, layer)
-            pos_S = torch.arange(k.shape[2], device=x_BTD.device, dtype=torch.float32)
-        S = k.shape[2]
+        S = pos_BS.shape[-1]
+        if k.shape[2] != S:
+            # a cache that returns preallocated slots (StaticCache) would have the padding slots attended
+            raise ValueError(f"the cache returned {k.shape[2]} keys for {S} tokens; modeling_posbench.py supports "
+                             "transformers' DynamicCache only (leave cache_implementation unset)")
         s_BHTS = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(self.head_dim)
-        bias_HTS = pe.bias(layer, pos_T, pos_S)
-        if bias_HTS is not None:
-            s_BHTS = s_BHTS + bias_HTS
-        allowed = torch.ones(T, S, dtype=torch.bool, device=x_BTD.device).tril(diagonal=S - T)
-        p_BHTS = torch.softmax(s_BHTS.masked_fill(~allowed, float("-inf")), dim=-1)
+        bias_BHTS = pe.bias(layer, pos_BT, pos_BS)
+        if bias_BHTS is not None:
+            s_BHTS = s_BHTS + bias_BHTS
+        p_BHTS = torch.softmax(s_BHTS.masked_fill(~allowed_BTS[:, None], float("-inf")), dim=-1)
         out_BHTK = (p_BHTS @ v.float()).to(x_BTD.dtype)
         return self.proj(out_BHTK.transpose(1, 2).reshape(B, T, D))
 
@@ -614,9 +654,13 @@ class Block(nn.Module):
         self.mlp_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = SwiGLU(cfg)
 
-    def forward(self, x, pos_T, pe, layer, cache):
-        x = x + self.attn(self.attn_norm(x), pos_T, pe, layer, cache)
+    def forward(self, x, pos_BT, pos_BS, allowed_BTS, pe, layer, cache):
+        x = x + self.attn(self.attn_norm(x), pos_BT, pos_BS, allowed_BTS, pe, layer, cache)
         return x + self.mlp(self.mlp_norm(x))
+
+
+# the output field that holds the cache: `cache` in newer transformers, `past_key_values` in 5.0
+OUTPUT_CACHE_FIELD = "cache" if "cache" in {f.name for f in fields(CausalLMOutputWithPast)} else "past_key_values"
 
 
 class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
@@ -655,27 +699,44 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
     def set_output_embeddings(self, value):
         self.lm_head = value
 
-    def forward(self, input_ids, attention_mask=None, past_key_values=None, use_cache=None, labels=None,
-                logits_to_keep=0, **kwargs):
-        if attention_mask is not None and not bool(attention_mask.bool().all()):
-            # positions are token indices and the model was trained without padding: a pad would shift them
-            raise ValueError("padded batches are not supported: pass unpadded sequences of equal length")
+    def forward(self, input_ids=None, attention_mask=None, position_ids=None, cache=None, labels=None,
+                use_cache=None, logits_to_keep=0, **kwargs):
+        """transformers' causal-LM interface (as Llama's / Qwen3's forward): `cache` (also accepted under its
+        5.0 name `past_key_values`), a 2D `attention_mask` over cached + new tokens (0 on left pads),
+        `position_ids` (must be the token indices the mask implies: this model has no other positions)."""
+        if "past_key_values" in kwargs:
+            old = kwargs.pop("past_key_values")
+            if cache is not None and old is not None:
+                raise ValueError("pass the cache as `cache` or as `past_key_values`, not both")
+            cache = old if cache is None else cache
+        kwargs.pop("cache_position", None)  # 5.0 passes it; the cache length gives the same offset
+        if kwargs.get("inputs_embeds") is not None or input_ids is None:
+            # the PE is added to scaled token embeddings inside forward: embeddings from outside would skip it
+            raise ValueError("modeling_posbench.py takes input_ids only (no inputs_embeds)")
         use_cache = self.config.use_cache if use_cache is None else use_cache
-        if self.pe.whole_sequence:
-            if past_key_values is not None and past_key_values.get_seq_length() > 0:
-                raise ValueError("this model's positions are drawn for a whole sequence (randomized PE): "
-                                 "generate with use_cache=False")
-            use_cache, past_key_values = False, None
-        if use_cache and past_key_values is None:
-            past_key_values = DynamicCache(config=self.config)
-        if not use_cache:
-            past_key_values = None
-        offset = past_key_values.get_seq_length() if past_key_values is not None else 0
-        pos_T = self.pe.positions(input_ids.shape[1], offset, input_ids.device)
+        if self.pe.whole_sequence and (use_cache or cache is not None):
+            # a cache would keep keys at positions drawn for a shorter sequence: refuse instead of decoding wrong
+            raise ValueError("this model's positions are drawn for a whole sequence (randomized PE): generate with "
+                             "use_cache=False")
+        if use_cache and cache is None:
+            cache = DynamicCache(config=self.config)
+        B, T = input_ids.shape
+        offset = cache.get_seq_length() if cache is not None else 0
+        index_BS, keep_BS = self.token_indices(attention_mask, position_ids, B, offset, T, input_ids.device)
+        pos_BS = self.pe.positions(index_BS)
+        pos_BT = pos_BS[:, offset:]
+        S = offset + T
+        # causal over cache slots; a pad key is never seen, but a pad query sees itself, so that a row of left
+        # pads has one allowed key (no all -inf softmax, no NaN in the pad's values)
+        slot_S = torch.arange(S, device=input_ids.device)
+        query_T = slot_S[offset:]
+        allowed_BTS = (slot_S[None, :] <= query_T[:, None])[None]
+        if keep_BS is not None:
+            allowed_BTS = allowed_BTS & (keep_BS[:, None, :] | (slot_S[None, :] == query_T[:, None])[None])
         x = self.tok_emb(input_ids)
-        x = self.pe.embed(x * self.embed_scale if self.embed_scale != 1.0 else x, pos_T)
+        x = self.pe.embed(x * self.embed_scale if self.embed_scale != 1.0 else x, pos_BT)
         for layer, block in enumerate(self.blocks):
-            x = block(x, pos_T, self.pe.layer_pe(layer), layer, past_key_values)
+            x = block(x, pos_BT, pos_BS, allowed_BTS, self.pe.layer_pe(layer), layer, cache)
         h = self.norm(x)
         if isinstance(logits_to_keep, int) and logits_to_keep > 0:
             h = h[:, -logits_to_keep:]
@@ -683,4 +744,33 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
         loss = None
         if labels is not None:
             loss = F.cross_entropy(logits[:, :-1].float().flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100)
-        return CausalLMOutputWithPast(loss=loss, logits=logits, past_key_values=past_key_values)
+        return CausalLMOutputWithPast(loss=loss, logits=logits, **{OUTPUT_CACHE_FIELD: cache})
+
+    def token_indices(self, attention_mask, position_ids, B: int, offset: int, T: int, device):
+        """(index_BS, keep_BS): each slot's token index (what the PE sees as its position) and which slots are
+        real tokens (None: all of them). Padded rows count only their real tokens, as transformers does."""
+        S, keep_BS = offset + T, None
+        if attention_mask is not None:
+            if attention_mask.ndim != 2 or tuple(attention_mask.shape) != (B, S):
+                raise ValueError(f"attention_mask must be 2D (batch, cached + new tokens) = ({B}, {S}), got shape "
+                                 f"{tuple(attention_mask.shape)}")
+            if not bool(attention_mask.bool().all()):
+                keep_BS = attention_mask.bool()
+        if keep_BS is None:
+            index_BS = torch.arange(S, device=device)[None]
+        else:
+            if not self.pe.pads_ok:
+                raise ValueError(f"PE `{self.config.pe['name']}` cannot take a padded batch: its positions "
+                                 "(randomized) or frequencies (dynamic RoPE scaling) are set by the whole sequence, "
+                                 "not per row; pass unpadded sequences of equal length")
+            index_BS = (keep_BS.long().cumsum(-1) - 1).clamp_min(0)
+        if position_ids is not None:
+            want_BT = index_BS[:, offset:]
+            real_BT = keep_BS[:, offset:] if keep_BS is not None else torch.ones_like(want_BT, dtype=torch.bool)
+            if position_ids.ndim != 2 or position_ids.shape[-1] != T or \
+                    bool(((position_ids.to(device) != want_BT) & real_BT).any()):
+                # cached keys' positions are not stored but recomputed from the mask: other positions cannot be
+                # honoured, and the model was trained on token indices only
+                raise ValueError("position_ids must be the token indices implied by attention_mask (what generate "
+                                 "passes); modeling_posbench.py has no other positions")
+        return index_BS, keep_BS
