@@ -3,7 +3,8 @@
 Shape legend: B batch, T prompt tokens, N new tokens, V vocabulary.
 
 The model is any module with `new_cache()`, `positions(T, device, offset)` and
-`forward(idx_BT, cache=...) -> logits_BTV`: the Transformer, or a scripted stand-in in tests. The cache
+`forward(idx_BT, cache=...) -> ModelOutput` (its `.logits`, B x T x V): any architecture, or a scripted stand-in
+in tests. The cache
 holds rotated keys and key positions (model/attention.py), so decoding one token at a time gives the
 same logits as re-running the whole sequence, for every PE family.
 
@@ -44,13 +45,13 @@ def supports_cache(model) -> bool:
 def greedy_cached(model, prompt_BT: torch.Tensor, n_new: int) -> torch.Tensor:
     """(B, N) greedy tokens: the prompt once through the cache, then one token per call."""
     cache = model.new_cache()
-    logits_BTV = model(prompt_BT, cache=cache)
+    logits_BTV = model(prompt_BT, cache=cache).logits
     out = []
     for i in range(n_new):
         next_B = logits_BTV[:, -1].float().argmax(-1)
         out.append(next_B)
         if i + 1 < n_new:  # the last token is never fed back: it needs no position
-            logits_BTV = model(next_B[:, None], cache=cache)
+            logits_BTV = model(next_B[:, None], cache=cache).logits
     return torch.stack(out, dim=1)
 
 
@@ -60,7 +61,7 @@ def greedy_recompute(model, prompt_BT: torch.Tensor, n_new: int) -> torch.Tensor
     seq_BT = prompt_BT
     out = []
     for _ in range(n_new):
-        next_B = model(seq_BT)[:, -1].float().argmax(-1)
+        next_B = model(seq_BT).logits[:, -1].float().argmax(-1)
         out.append(next_B)
         seq_BT = torch.cat((seq_BT, next_B[:, None]), dim=1)
     return torch.stack(out, dim=1)
