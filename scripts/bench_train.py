@@ -91,7 +91,8 @@ def ours(cfg, source) -> list[float]:
 
 def bare(cfg, source, steps, device) -> list[float]:
     torch.manual_seed(cfg.seed)
-    model = Transformer(cfg.model, cfg.pe, device.type).to(device)  # the loss by vocabulary (train.loss=auto)
+    # the loss path by vocabulary and logit moments every step, as this bare loop has always had them
+    model = Transformer(cfg.model, cfg.pe, device.type).to(device)
     opt = build_optimizer(model, cfg.optim, device.type)
     precision = choose_precision("auto", device.type)
     x, y = source.x.to(device), source.y.to(device)
