@@ -40,14 +40,13 @@ def child(size: str, seq_len: int, micro_batch: int, chunk: int) -> dict:
     torch.set_num_threads(max(1, torch.get_num_threads()))
     cfg = load_config(model_size=size, pe_type="rope", overrides=[f"model.seq_len={seq_len}"])
     torch.manual_seed(0)
-    model = Transformer(cfg.model, cfg.pe)
-    model.loss_chunk_tokens = chunk
+    model = Transformer(cfg.model, cfg.pe, loss_chunk_tokens=chunk)
     opt = build_optimizer(model, cfg.optim, "cpu")
     x = torch.randint(0, cfg.model.vocab_size, (micro_batch, seq_len))
     y = torch.randint(0, cfg.model.vocab_size, (micro_batch, seq_len))
 
     def step():
-        _, loss = model(x, y)
+        loss = model(x, y, logit_moments=True).loss  # as on the training loop's log steps
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()

@@ -91,6 +91,7 @@ def ours(cfg, source) -> list[float]:
 
 def bare(cfg, source, steps, device) -> list[float]:
     torch.manual_seed(cfg.seed)
+    # the loss path by vocabulary and logit moments every step, as this bare loop has always had them
     model = Transformer(cfg.model, cfg.pe, device.type).to(device)
     opt = build_optimizer(model, cfg.optim, device.type)
     precision = choose_precision("auto", device.type)
@@ -99,7 +100,7 @@ def bare(cfg, source, steps, device) -> list[float]:
     for _ in range(steps):
         t0 = time.perf_counter()
         with precision.autocast():
-            _, loss = model(x, y)
+            loss = model(x, y, logit_moments=True).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -155,22 +156,21 @@ def peer_bench(args, device) -> list[dict]:
             source = FixedBatch(cfg.model.vocab_size, args.micro_batch, cfg.model.seq_len)
             x, y = source.x.to(device), source.y.to(device)
             torch.manual_seed(cfg.seed)
-            ours = Transformer(cfg.model, cfg.pe, device.type).to(device)
             t = cfg.train
-            ours.loss_chunk_tokens = auto_chunk_tokens(cfg.model.vocab_size, t.loss, t.loss_chunk_tokens)
-            ours.logit_moments = False  # as on the loop's non-log steps
+            chunk = auto_chunk_tokens(cfg.model.vocab_size, t.loss, t.loss_chunk_tokens)
+            ours = Transformer(cfg.model, cfg.pe, device.type, loss_chunk_tokens=chunk).to(device)
             peer = peer_model(cfg, ours, device)
             with torch.no_grad():
-                diff = abs(ours(x, y)[1].item() - peer(input_ids=x, labels=y, shift_labels=y).loss.item())
+                diff = abs(ours(x, y).loss.item() - peer(input_ids=x, labels=y, shift_labels=y).loss.item())
             precision = choose_precision("auto", device.type)
-            variants = {"posbench": (ours, lambda m=ours, x=x, y=y: m(x, y)[1]),
+            # no logit moments, as on the loop's non-log steps
+            variants = {"posbench": (ours, lambda m=ours, x=x, y=y: m(x, y).loss),
                         "peer": (peer, lambda m=peer, x=x, y=y: m(input_ids=x, labels=y, shift_labels=y).loss)}
             if args.compile:
-                twin = Transformer(cfg.model, cfg.pe, device.type).to(device)
+                twin = Transformer(cfg.model, cfg.pe, device.type, loss_chunk_tokens=chunk).to(device)
                 twin.load_state_dict(ours.state_dict())
-                twin.loss_chunk_tokens, twin.logit_moments = ours.loss_chunk_tokens, False
                 compiled = torch.compile(twin)
-                variants["compiled"] = (twin, lambda m=compiled, x=x, y=y: m(x, y)[1])
+                variants["compiled"] = (twin, lambda m=compiled, x=x, y=y: m(x, y).loss)
             opts = {k: build_optimizer(m, cfg.optim, device.type) if k != "peer" else
                     torch.optim.AdamW(m.parameters(), lr=cfg.optim.lr, fused=device.type == "cuda")
                     for k, (m, _) in variants.items()}
@@ -194,7 +194,7 @@ def peer_bench(args, device) -> list[dict]:
             stats = model_stats(cfg.model, cfg.pe, args.device)
             tok_s = {k: x.numel() / statistics.median(v[args.warmup:]) for k, v in times.items()}
             results.append({"size": size, "params": stats.params_total, "loss_diff": diff,
-                            "loss_chunk_tokens": ours.loss_chunk_tokens, "peak_tflops": peak / 1e12,
+                            "loss_chunk_tokens": chunk, "peak_tflops": peak / 1e12,
                             **{f"{k}_tok_s": v for k, v in tok_s.items()},
                             **{f"{k}_mfu": stats.flops_per_token_train * v / peak for k, v in tok_s.items()}})
     print(f"device: {torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}, threads "

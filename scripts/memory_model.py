@@ -38,8 +38,7 @@ H100_BF16 = 989e12
 def saved_bytes(cfg, n_layers: int, T: int = 256) -> int:
     cfg.model.n_layers, cfg.model.vocab_size = n_layers, 512  # the vocabulary does not change a layer
     torch.manual_seed(0)
-    model = Transformer(cfg.model, cfg.pe)
-    model.loss_chunk_tokens = 0
+    model = Transformer(cfg.model, cfg.pe, loss_chunk_tokens=0)
     seen: dict[int, int] = {}
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
 

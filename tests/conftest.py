@@ -14,12 +14,13 @@ TEST_PE_OVERRIDES = {
 }
 
 
-def build_test_model(pe_name: str, seed: int = 0, overrides=(), **model_kw) -> Transformer:
+def build_test_model(pe_name: str, seed: int = 0, overrides=(), loss_chunk_tokens: int | None = None,
+                     **model_kw) -> Transformer:
     torch.manual_seed(seed)
     dims = dict(size="test", d_model=32, n_layers=4, n_heads=4, d_ff=64, seq_len=64, vocab_size=61)
     ov = [f"model.{k}={v}" for k, v in {**dims, **model_kw}.items()]
     cfg = load_config(overrides=ov + TEST_PE_OVERRIDES.get(pe_name, []) + list(overrides), pe_type=pe_name)
-    return Transformer(cfg.model, cfg.pe)
+    return Transformer(cfg.model, cfg.pe, loss_chunk_tokens=loss_chunk_tokens)
 
 
 WORDS = "the of and to in is was for on that with as by at from it an be this are".split()

@@ -22,7 +22,7 @@ from posbench.config_loader import ConfigError, dump_yaml  # noqa: E402
 from posbench.evaluation.loading import load_model  # noqa: E402
 from posbench.interop.hf_export import export  # noqa: E402
 from posbench.interop.hf_remote.modeling_posbench import PE_CLASSES, check_pe_config  # noqa: E402
-from posbench.model.arch import build_model  # noqa: E402
+from posbench.model.build import build_model  # noqa: E402
 from posbench.pe import PES  # noqa: E402
 from posbench.training import checkpoint as ckpt  # noqa: E402
 from tests.test_hf_export import SCORE_TOLERANCE, assert_generation_parity, hf_greedy, max_diff, ours_greedy  # noqa: E402
@@ -120,7 +120,7 @@ def test_remote_code_export_equals_posbench(tmp_path, case):
     T = min(100, ours.pe.max_positions or 100)  # past the training length 64 where the PE is defined there
     ids = torch.randint(0, 257, (2, T), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        want, got = ours(ids), hf(ids).logits
+        want, got = ours(ids).logits, hf(ids).logits
     diff = (got - want).abs().max().item()
     print(f"PARITY {case}: max|dlogit|={diff:.3g}")
     assert got.shape == want.shape and diff <= 1e-4

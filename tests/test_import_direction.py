@@ -1,7 +1,10 @@
-"""Lower layers import nothing from higher ones (DESIGN.md, style 13), read from the source with `ast`.
+"""Lower layers import nothing from higher ones (DESIGN.md, style 13), read from the source with `ast`, and no
+module of the package imports itself through others (no import cycles).
 
 Every import counts, including those inside functions: a lazy import is still a dependency, only a
-later one. Relative imports are resolved against the importing module's package.
+later one. Relative imports are resolved against the importing module's package. Imports under
+`if TYPE_CHECKING:` are for annotations and never run: the cycle test leaves them out (the direction
+tests, stricter, still read them).
 """
 
 from __future__ import annotations
@@ -54,6 +57,107 @@ def imports(path: Path, root: Path = SRC) -> list[tuple[int, str]]:
             found += [(node.lineno, f"{mod}.{alias.name}") for alias in node.names] if mod == "posbench" \
                 else [(node.lineno, mod)]
     return found
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or \
+        (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+
+
+def _run_time_nodes(node: ast.AST):
+    """Every node below `node` that can run: the bodies of `if TYPE_CHECKING:` are skipped (their `else` is not)."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.If) and _is_type_checking(child.test):
+            for other in child.orelse:
+                yield other
+                yield from _run_time_nodes(other)
+            continue
+        yield child
+        yield from _run_time_nodes(child)
+
+
+def import_graph(root: Path = SRC) -> dict[str, dict[str, int]]:
+    """module -> {module of the package it imports at run time (at any depth): first line}. `from pkg import
+    name` is an edge to `pkg.name` when that is a module of ours, else to `pkg` (its __init__)."""
+    paths = {module_name(p, root): p for p in sorted((root / "posbench").rglob("*.py"))}
+    graph = {}
+    for name, path in paths.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges: dict[str, int] = {}
+        for node in _run_time_nodes(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+                mod = ".".join(base + ([node.module] if node.module else []))
+                targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in paths else mod for a in node.names]
+            else:
+                continue
+            for target in targets:
+                if target in paths and target != name:
+                    edges.setdefault(target, node.lineno)
+        graph[name] = edges
+    return graph
+
+
+def strongly_connected(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """Tarjan's strongly connected components, iteratively (no recursion limit on deep chains)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found = []
+    for start in graph:
+        if start in index:
+            continue
+        work = [(start, iter(graph[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            v, children = work[-1]
+            w = next(children, None)
+            if w is not None:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(graph[w])))
+                elif w in on_stack:
+                    low[v] = min(low[v], index[w])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[v])
+            if low[v] == index[v]:
+                component = []
+                while True:
+                    w = stack.pop()
+                    on_stack.discard(w)
+                    component.append(w)
+                    if w == v:
+                        break
+                found.append(sorted(component))
+    return found
+
+
+def a_cycle(graph: dict[str, dict[str, int]], component: list[str]) -> list[str]:
+    """One cycle inside a strongly connected component, as `a.py:line -> b` steps (shortest back to the start)."""
+    start, members = component[0], set(component)
+    came_from = {start: None}
+    queue = [start]
+    for v in queue:  # breadth first from start until an edge leads back to it
+        for w in graph[v]:
+            if w == start:
+                path = [v]
+                while came_from[path[-1]] is not None:
+                    path.append(came_from[path[-1]])
+                path.reverse()
+                return [f"{a} (line {graph[a][b]}) -> {b}" for a, b in zip(path, path[1:] + [start])]
+            if w in members and w not in came_from:
+                came_from[w] = v
+                queue.append(w)
+    raise AssertionError(f"no cycle through {start}")
 
 
 def under(name: str, prefixes) -> bool:
@@ -141,3 +245,32 @@ def test_data_layer_imports_no_command_and_no_assembly():
     """data/ sits below the run config's assembly module and every command."""
     files = [p for p in sorted((PKG / "data").rglob("*.py")) if p.relative_to(PKG).as_posix() not in SHIMS]
     assert violations(files, forbidden=CLI + ("posbench.config",)) == []
+
+
+def test_no_import_cycles():
+    """No module of posbench imports itself through others at run time (lazy imports inside functions count;
+    those under `if TYPE_CHECKING:` do not): every strongly connected component of the graph is one module."""
+    graph = import_graph()
+    assert len(graph) > 50
+    cycles = [c for c in strongly_connected(graph) if len(c) > 1]
+    report = "\n".join(f"{len(c)} modules in a cycle: {', '.join(c)}\n  e.g. " + "\n  ".join(a_cycle(graph, c))
+                       for c in cycles)
+    assert not cycles, "import cycles:\n" + report
+
+
+def test_the_cycle_finder_sees_lazy_imports_and_skips_type_checking(tmp_path):
+    """The checker itself: a lazy import closes a cycle, an annotation-only import does not."""
+    pkg = tmp_path / "posbench"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "a.py").write_text("from posbench import b\n")
+    (pkg / "b.py").write_text("def f():\n    from posbench.c import x\n")
+    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from posbench.b import f\n"
+                              "else:\n    from . import a\n")
+    (pkg / "d.py").write_text("import typing\nif typing.TYPE_CHECKING:\n    from posbench import a\n")
+    graph = import_graph(tmp_path)
+    assert graph["posbench.c"] == {"posbench.a": 5} and graph["posbench.d"] == {}
+    (cycle,) = [c for c in strongly_connected(graph) if len(c) > 1]
+    assert cycle == ["posbench.a", "posbench.b", "posbench.c"]
+    assert a_cycle(graph, cycle) == ["posbench.a (line 1) -> posbench.b", "posbench.b (line 2) -> posbench.c",
+                                     "posbench.c (line 5) -> posbench.a"]

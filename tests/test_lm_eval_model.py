@@ -34,7 +34,7 @@ from posbench.evaluation.loading import load_model  # noqa: E402
 from posbench.evaluation.ppl import NonOverlapping, token_losses  # noqa: E402
 from posbench.evaluation.ppl_data import TextFiles, build_ppl_data  # noqa: E402
 from posbench.interop.lm_eval_model import PosbenchLM  # noqa: E402
-from posbench.model.arch import build_model  # noqa: E402
+from posbench.model.build import build_model  # noqa: E402
 from posbench.training import checkpoint as ckpt  # noqa: E402
 
 TINY = ["model.d_model=32", "model.n_heads=4", "model.n_layers=2", "model.d_ff=64", "model.seq_len=64",
@@ -75,7 +75,7 @@ def own_loglikelihood(model, context: str, continuation: str, max_length: int) -
     ids = (BYTES.encode(context) + BYTES.encode(continuation))[-(max_length + 1):]
     n = min(len(BYTES.encode(continuation)), len(ids) - 1)
     with torch.no_grad():
-        logp = F.log_softmax(model(torch.tensor([ids[:-1]])).float(), dim=-1)[0]
+        logp = F.log_softmax(model(torch.tensor([ids[:-1]])).logits.float(), dim=-1)[0]
     return float(sum(logp[t, ids[t + 1]] for t in range(len(ids) - 1 - n, len(ids) - 1)))
 
 

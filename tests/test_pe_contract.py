@@ -19,7 +19,7 @@ def test_registry_is_complete():
 def test_output_shapes(name):
     model = build_test_model(name).eval()
     idx = torch.randint(0, 61, (3, 17))
-    logits = model(idx)
+    logits = model(idx).logits
     assert logits.shape == (3, 17, 61)
     assert torch.isfinite(logits).all()
 
@@ -32,7 +32,7 @@ def test_causality(name):
     changed = idx.clone()
     changed[:, 12:] = (changed[:, 12:] + 7) % 61
     with torch.no_grad():
-        a, b = model(idx), model(changed)
+        a, b = model(idx).logits, model(changed).logits
     torch.testing.assert_close(a[:, :12], b[:, :12], rtol=0, atol=1e-5)
     assert not torch.allclose(a[:, 12:], b[:, 12:])
 
@@ -41,7 +41,7 @@ def test_causality(name):
 def test_gradients_reach_every_parameter(name):
     model = build_test_model(name).train()
     idx = torch.randint(0, 61, (4, 24))
-    _, loss = model(idx[:, :-1], idx[:, 1:])
+    loss = model(idx[:, :-1], idx[:, 1:]).loss
     loss.backward()
     for pname, p in model.named_parameters():
         assert p.grad is not None, f"{pname} got no gradient"
@@ -79,10 +79,10 @@ def test_the_kernel_the_model_selects_computes_what_the_eager_reference_does(nam
     model = build_test_model(name).eval()
     idx = torch.randint(0, 61, (2, 20))
     with torch.no_grad():
-        chosen = model(idx)
+        chosen = model(idx).logits
         for layer, block in enumerate(model.blocks):
             block.attn.kernel = EagerKernel(model.pe.layer_pe(layer), "cpu", 0.0)
-        eager = model(idx)
+        eager = model(idx).logits
     torch.testing.assert_close(chosen, eager, rtol=1e-4, atol=1e-4)
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from posbench.config import CONFIG_DIR, load_config
-from posbench.model.arch import build_model
+from posbench.model.build import build_model
 from posbench.pe import PES, PEContext
 
 

@@ -12,6 +12,7 @@ from torch import nn
 from posbench.config import load_config
 from posbench.data.tokenizers import ByteTokenizer
 from posbench.evaluation.evaluator import NullProgress, Session, Target
+from posbench.model.output import ModelOutput
 from posbench.model.transformer import Transformer
 from posbench.training.batch_sources import RandomTokens
 from posbench.training.loop import train
@@ -69,7 +70,7 @@ class ScriptedModel(nn.Module):
     def positions(self, T, device, offset=0):
         return torch.arange(offset, offset + T, dtype=torch.float32, device=device)
 
-    def forward(self, idx_BT, targets_BT=None, pos_T=None, cache=None):
+    def forward(self, idx_BT, targets_BT=None, pos_T=None, cache=None, *, logit_moments=False):
         rows = idx_BT.tolist()
         self.calls.append(tuple(idx_BT.shape))
         if cache is not None:
@@ -81,7 +82,7 @@ class ScriptedModel(nn.Module):
             token = self.rule(hist)
             if token is not None:
                 logits[b, -1, token] = 1.0
-        return logits
+        return ModelOutput(logits=logits)
 
 
 def nano_checkpoint(out_dir: Path, pe: str, *extra, run_name: str | None = None) -> Path:

@@ -164,7 +164,7 @@ def test_a_retrained_tokenizer_is_refused_unless_allowed(tmp_path, capsys):
 
 def test_an_encoder_decoder_checkpoint_is_refused_with_the_reason(tmp_path, capsys):
     from posbench.config import load_config
-    from posbench.model.arch import build_model
+    from posbench.model.build import build_model
     from posbench.training import checkpoint as ckpt
 
     cfg = load_config(model_size="nano", pe_type="none", overrides=[

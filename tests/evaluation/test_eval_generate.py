@@ -16,7 +16,7 @@ def reference(model, prompt, n_new):
     seq = list(prompt)
     with torch.no_grad():
         for _ in range(n_new):
-            logits = model(torch.tensor([seq]))[0, -1]
+            logits = model(torch.tensor([seq])).logits[0, -1]
             seq.append(int(logits.argmax()))
     return seq[len(prompt):]
 
@@ -35,9 +35,10 @@ def test_cached_generation_equals_uncached(pe, extra):
     full = reference(model, PROMPTS[3], 5)
     seq = torch.tensor([PROMPTS[3] + full])
     with torch.no_grad():
-        whole = model(seq)
+        whole = model(seq).logits
         cache = model.new_cache()
-        parts = [model(seq[:, :12], cache=cache)] + [model(seq[:, t:t + 1], cache=cache) for t in range(12, 17)]
+        parts = [model(seq[:, :12], cache=cache).logits] + [model(seq[:, t:t + 1], cache=cache).logits
+                                                           for t in range(12, 17)]
     torch.testing.assert_close(torch.cat(parts, dim=1), whole, rtol=1e-4, atol=1e-5)
 
 

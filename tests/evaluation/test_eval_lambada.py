@@ -28,7 +28,7 @@ def by_hand(model, text, train_len):
     ids = ([BYTES.bos_id] + list(context.encode()) + list((" " + word).encode()))[-(train_len + 1):]
     n = len((" " + word).encode())
     x = torch.tensor([ids[:-1]])
-    logp = torch.log_softmax(model(x).float()[0], -1)
+    logp = torch.log_softmax(model(x).logits.float()[0], -1)
     rows = range(len(ids) - 1 - n, len(ids) - 1)
     nll = -sum(logp[t, ids[t + 1]].item() for t in rows)
     greedy = all(logp[t].argmax().item() == ids[t + 1] for t in rows)

@@ -50,11 +50,11 @@ def test_protocols_match_references_written_here(tmp_path):
     with torch.no_grad():
         # non-overlapping: budget // L windows, each the model's own mean cross-entropy
         n = budget // L
-        per_window = [model(ids[None, k * L:(k + 1) * L], ids[None, k * L + 1:(k + 1) * L + 1])[1] for k in range(n)]
+        per_window = [model(ids[None, k * L:(k + 1) * L], ids[None, k * L + 1:(k + 1) * L + 1]).loss for k in range(n)]
         assert row["nonoverlap"]["loss"] == pytest.approx(float(torch.stack(per_window).mean()), rel=1e-5)
         assert row["nonoverlap"]["tokens"] == n * L
         # per-position curve (one bin per position): mean over windows of the loss at that position
-        logits = torch.cat([model(ids[None, k * L:(k + 1) * L]) for k in range(n)])
+        logits = torch.cat([model(ids[None, k * L:(k + 1) * L]).logits for k in range(n)])
         targets = torch.stack([ids[k * L + 1:(k + 1) * L + 1] for k in range(n)])
         by_pos = torch.nn.functional.cross_entropy(logits.transpose(1, 2), targets, reduction="none").mean(0)
         np.testing.assert_allclose(row["curve"]["loss"], by_pos.numpy(), rtol=1e-5)
@@ -66,7 +66,7 @@ def test_protocols_match_references_written_here(tmp_path):
             trg = end - prev_end
             y = ids[begin + 1:end + 1].clone()
             y[:-trg] = -100
-            nll += float(model(ids[None, begin:end], y[None])[1]) * trg
+            nll += float(model(ids[None, begin:end], y[None]).loss) * trg
             count, prev_end = count + trg, end
             if end == N:
                 break

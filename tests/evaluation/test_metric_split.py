@@ -9,6 +9,7 @@ from torch import nn
 
 from posbench.evaluation.algorithmic import position_split
 from posbench.evaluation.task_accuracy import IGNORE, score_rows
+from posbench.model.output import ModelOutput
 
 V = 7
 
@@ -25,7 +26,7 @@ class RightThenWrong(nn.Module):
         first = next(i for i in range(len(self.inputs)) if torch.equal(self.inputs[i], idx_BT[0]))  # batch offset
         y = self.targets[first:first + B].clamp_min(0)
         want = torch.where(torch.arange(T) < self.L, y, (y + 1) % V)
-        return nn.functional.one_hot(want, V).float()
+        return ModelOutput(logits=nn.functional.one_hot(want, V).float())
 
 
 def test_right_within_wrong_beyond_scores_100_and_0():

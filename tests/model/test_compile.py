@@ -39,8 +39,7 @@ def test_no_graph_breaks(name, chunk):
     are listed when there are some."""
     _maybe_xfail(name)
     torch._dynamo.reset()
-    model = build_test_model(name, **DIMS).train()
-    model.loss_chunk_tokens = chunk
+    model = build_test_model(name, loss_chunk_tokens=chunk, **DIMS).train()
     explained = torch._dynamo.explain(model)(*_batch())
     reasons = [str(r.reason) for r in explained.break_reasons]
     assert explained.graph_break_count == 0 and explained.graph_count == 1, f"{name}: {reasons}"
@@ -50,7 +49,7 @@ def _train(model, step_fn, steps=5):
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     out = []
     for i in range(steps):
-        _, loss = step_fn(*_batch(i))
+        loss = step_fn(*_batch(i)).loss
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
@@ -68,8 +67,7 @@ def test_compiled_losses_match_eager(name):
     torch._dynamo.reset()
     losses = []
     for compiled in (False, True):
-        model = build_test_model(name, **DIMS).train()
-        model.loss_chunk_tokens = 12
+        model = build_test_model(name, loss_chunk_tokens=12, **DIMS).train()
         torch.manual_seed(123)
         step_fn = torch.compile(model, fullgraph=True, backend="inductor") if compiled else model
         losses.append(_train(model, step_fn))

@@ -8,7 +8,7 @@ import torch
 from posbench.config import load_config
 from posbench.config_loader import ConfigError
 from posbench.evaluation.generate import greedy_cached, greedy_recompute
-from posbench.model.arch import build_model
+from posbench.model.build import build_model
 
 SEP = 30  # the source_end token in these tests; ids 1..29 are content, 0 is padding
 
@@ -42,7 +42,7 @@ def grad_of_logit_wrt_embeddings(model, idx_BT, t: int):
 
     handle = emb.register_forward_hook(hook)
     try:
-        model(idx_BT)[0, t].sum().backward()
+        model(idx_BT).logits[0, t].sum().backward()
     finally:
         handle.remove()
     # first call: encoder input (source), second: decoder input (<sep> target...)
@@ -82,8 +82,8 @@ def test_source_padding_is_invisible():
     short, long = rows(src_len=3, B=1, seed=2), rows(src_len=7, B=1, seed=3)
     pad = torch.zeros(1, long.shape[1] - short.shape[1], dtype=torch.long)
     batch = torch.cat([torch.cat([short, pad], 1), long], 0)
-    alone = model(short)[0]
-    together = model(batch)[0, : short.shape[1]]
+    alone = model(short).logits[0]
+    together = model(batch).logits[0, : short.shape[1]]
     torch.testing.assert_close(together[3:], alone[3:], atol=1e-5, rtol=1e-5)
     assert (together[:3] == 0).all(), "source positions predict nothing"
 
@@ -95,7 +95,7 @@ def test_logits_line_up_with_row_targets():
     idx = rows()
     targets = torch.full_like(idx, -100)
     targets[:, 5:-1] = idx[:, 6:]
-    _, loss = model(idx, targets)
+    loss = model(idx, targets).loss
     src, keep = idx[:, :5], torch.ones(2, 5, dtype=torch.bool)
     dec_in, dec_out = idx[:, 5:-1], idx[:, 6:]
     logits = model.decode(dec_in, model.memory(src, keep), keep)
@@ -110,8 +110,9 @@ def test_cached_generation_equals_uncached(decoder_pe):
     cached = greedy_cached(model, prompt, 8)
     assert torch.equal(cached, greedy_recompute(model, prompt, 8))
     cache = model.new_cache()  # and the cached logits themselves, step by step
-    full = model(torch.cat([prompt, cached[:, :-1]], 1))
-    step = [model(prompt, cache=cache)[:, -1]] + [model(cached[:, i: i + 1], cache=cache)[:, -1] for i in range(7)]
+    full = model(torch.cat([prompt, cached[:, :-1]], 1)).logits
+    step = [model(prompt, cache=cache).logits[:, -1]] + [model(cached[:, i: i + 1], cache=cache).logits[:, -1]
+                                                         for i in range(7)]
     torch.testing.assert_close(torch.stack(step, 1), full[:, prompt.shape[1] - 1:], atol=1e-5, rtol=1e-5)
 
 

@@ -6,6 +6,7 @@ import torch.nn.functional as F
 
 from posbench.config import load_config
 from posbench.model.loss import auto_chunk_tokens, head_loss
+from posbench.model.output import ModelOutput
 from posbench.model.transformer import Transformer
 from posbench.training.metrics import logit_stats, output_entropy
 
@@ -26,37 +27,40 @@ def test_value_and_gradients_match_cross_entropy(chunk):
     ref = F.cross_entropy(h1 @ w1.t(), y, ignore_index=-100)
     ref.backward()
     h2, w2 = h.clone().requires_grad_(), w.clone().requires_grad_()
-    moments, loss = head_loss(h2[None], w2, y[None], chunk)
+    out = head_loss(h2[None], w2, y[None], chunk, stats=True)
+    loss = out.loss
+    assert out.logits is None and out.logit_moments.shape == (6,)
     (loss * 3.0).backward()  # the incoming gradient scales both (gradient accumulation divides the loss)
     assert torch.allclose(loss, ref, atol=1e-6, rtol=0)
     assert torch.allclose(h2.grad, 3.0 * h1.grad, atol=1e-6, rtol=0)
     assert torch.allclose(w2.grad, 3.0 * w1.grad, atol=1e-6, rtol=0)
     with torch.no_grad():
-        _, loss_eval = head_loss(h[None], w, y[None], chunk)
+        loss_eval = head_loss(h[None], w, y[None], chunk).loss
     assert torch.allclose(loss_eval, ref, atol=1e-6, rtol=0)
-    full = logit_stats((h @ w.t())[None])
-    assert logit_stats(moments) == pytest.approx(full, rel=1e-5)
+    full = logit_stats(ModelOutput(logits=(h @ w.t())[None]))
+    assert logit_stats(out) == pytest.approx(full, rel=1e-5)
     # the output entropy from the moments: the mean over every position of -sum p log p, written out here
     p = torch.softmax((h @ w.t()).double(), dim=-1)
     want = float(-(p * p.log()).sum(-1).mean())
-    assert output_entropy(moments) == pytest.approx(want, rel=1e-5)
+    assert output_entropy(out) == pytest.approx(want, rel=1e-5)
     with torch.no_grad():
-        moments_eval, _ = head_loss(h[None], w, y[None], chunk)
-    assert output_entropy(moments_eval) == pytest.approx(want, rel=1e-5)
+        out_eval = head_loss(h[None], w, y[None], chunk, stats=True)
+    assert output_entropy(out_eval) == pytest.approx(want, rel=1e-5)
+    # stats off (the loop's non-log steps): the same loss, no moments
+    assert head_loss(h[None], w, y[None], chunk).logit_moments is None
 
 
 def test_model_tied_embedding_gradient_matches_full_loss():
     cfg = load_config(model_size="nano", overrides=["model.seq_len=32"])
-    torch.manual_seed(0)
-    model = Transformer(cfg.model, cfg.pe)
+    torch.manual_seed(1)
     x = torch.randint(0, cfg.model.vocab_size, (2, 32))
     y = torch.randint(0, cfg.model.vocab_size, (2, 32))
     y[0, :5] = -100
     grads, values = [], []
     for chunk in (0, 24):
-        model.zero_grad(set_to_none=True)
-        model.loss_chunk_tokens = chunk
-        _, loss = model(x, y)
+        torch.manual_seed(0)
+        model = Transformer(cfg.model, cfg.pe, loss_chunk_tokens=chunk)
+        loss = model(x, y).loss
         loss.backward()
         values.append(loss.detach())
         grads.append({n: p.grad.clone() for n, p in model.named_parameters()})

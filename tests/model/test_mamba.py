@@ -7,7 +7,7 @@ import torch
 from posbench.config import load_config
 from posbench.config_loader import ConfigError
 from posbench.evaluation.generate import greedy_cached, greedy_recompute
-from posbench.model.arch import build_model
+from posbench.model.build import build_model
 from posbench.training.optim import param_groups
 
 
@@ -51,10 +51,10 @@ def test_parallel_scan_equals_sequential_reference(L):
 def test_cached_stepping_equals_full_forward():
     model = mamba()
     idx = torch.randint(0, 20, (2, 13), generator=torch.Generator().manual_seed(3))
-    full = model(idx)
+    full = model(idx).logits
     cache = model.new_cache()
-    prompt = model(idx[:, :5], cache=cache)  # a prompt through the cache, then one token per call
-    steps = [model(idx[:, t:t + 1], cache=cache) for t in range(5, 13)]
+    prompt = model(idx[:, :5], cache=cache).logits  # a prompt through the cache, then one token per call
+    steps = [model(idx[:, t:t + 1], cache=cache).logits for t in range(5, 13)]
     torch.testing.assert_close(torch.cat([prompt, *steps], 1), full, atol=1e-5, rtol=1e-5)
     assert cache.length == 13
     assert torch.equal(greedy_cached(model, idx[:, :4], 6), greedy_recompute(model, idx[:, :4], 6))
@@ -65,7 +65,7 @@ def test_causal():
     idx = torch.randint(0, 20, (1, 12), generator=torch.Generator().manual_seed(4))
     changed = idx.clone()
     changed[0, 8] = (idx[0, 8] + 1) % 20
-    a, b = model(idx), model(changed)
+    a, b = model(idx).logits, model(changed).logits
     torch.testing.assert_close(a[:, :8], b[:, :8])
     assert not torch.allclose(a[:, 8:], b[:, 8:])
 
@@ -86,5 +86,6 @@ def test_per_token_losses_for_perplexity_equal_the_forward_logits():
     model = mamba()
     g = torch.Generator().manual_seed(5)
     x, y = torch.randint(0, 20, (2, 17), generator=g), torch.randint(0, 20, (2, 17), generator=g)
-    expected = torch.nn.functional.cross_entropy(model(x).flatten(0, 1), y.flatten(), reduction="none").view(2, 17)
+    logits = model(x).logits
+    expected = torch.nn.functional.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="none").view(2, 17)
     torch.testing.assert_close(token_losses(model, x, y), expected)

@@ -7,7 +7,8 @@ from pathlib import Path
 import torch
 
 from posbench.config import load_config
-from posbench.model.arch import build_model
+from posbench.model.build import build_model
+from posbench.model.output import ModelOutput
 from posbench.training.batch_sources import RandomTokens
 from posbench.training.loop import train
 from posbench.training.metrics import grad_norms_by_layer, output_entropy, weight_norm
@@ -25,7 +26,7 @@ def _model_after_backward():
     torch.manual_seed(0)
     model = build_model(cfg.model, cfg.pe, "cpu")
     x = torch.randint(0, 512, (2, 32))
-    _, loss = model(x, x.roll(-1, 1))
+    loss = model(x, x.roll(-1, 1)).loss
     loss.backward()
     return model
 
@@ -48,8 +49,8 @@ def test_weight_norm_and_output_entropy_by_hand():
     logits = torch.randn(3, 5, 7)
     p = logits[0].softmax(-1)
     manual = -(p * p.log()).sum(-1).mean().item()
-    assert math.isclose(output_entropy(logits), manual, rel_tol=1e-5)
-    assert math.isclose(output_entropy(torch.zeros(1, 4, 7)), math.log(7), rel_tol=1e-6)
+    assert math.isclose(output_entropy(ModelOutput(logits=logits)), manual, rel_tol=1e-5)
+    assert math.isclose(output_entropy(ModelOutput(logits=torch.zeros(1, 4, 7))), math.log(7), rel_tol=1e-6)
 
 
 def test_loop_logs_layer_norms_that_add_up_to_the_clipped_total(tmp_path):

@@ -3,7 +3,8 @@
 Shape legend: B batch, T prompt tokens, N new tokens, V vocabulary.
 
 The model is any module with `new_cache()`, `positions(T, device, offset)` and
-`forward(idx_BT, cache=...) -> logits_BTV`: the Transformer, or a scripted stand-in in tests. The cache
+`forward(idx_BT, cache=...) -> ModelOutput` (its `.logits`, B x T x V): any architecture, or a scripted stand-in
+in tests. The cache
 holds rotated keys and key positions (model/attention.py), so decoding one token at a time gives the
 same logits as re-running the whole sequence, for every PE family.
 
@@ -45,7 +46,7 @@ def greedy_cached(model, prompt_BT: torch.Tensor, n_new: int, scores: list | Non
     """(B, N) greedy tokens: the prompt once through the cache, then one token per call. `scores`, when given,
     gets each step's float32 logits (B, V) appended (the export check compares them with transformers')."""
     cache = model.new_cache()
-    logits_BTV = model(prompt_BT, cache=cache)
+    logits_BTV = model(prompt_BT, cache=cache).logits
     out = []
     for i in range(n_new):
         step_BV = logits_BTV[:, -1].float()
@@ -54,7 +55,7 @@ def greedy_cached(model, prompt_BT: torch.Tensor, n_new: int, scores: list | Non
         next_B = step_BV.argmax(-1)
         out.append(next_B)
         if i + 1 < n_new:  # the last token is never fed back: it needs no position
-            logits_BTV = model(next_B[:, None], cache=cache)
+            logits_BTV = model(next_B[:, None], cache=cache).logits
     return torch.stack(out, dim=1)
 
 
@@ -64,7 +65,7 @@ def greedy_recompute(model, prompt_BT: torch.Tensor, n_new: int, scores: list | 
     seq_BT = prompt_BT
     out = []
     for _ in range(n_new):
-        step_BV = model(seq_BT)[:, -1].float()
+        step_BV = model(seq_BT).logits[:, -1].float()
         if scores is not None:
             scores.append(step_BV)
         next_B = step_BV.argmax(-1)

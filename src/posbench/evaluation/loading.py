@@ -16,7 +16,7 @@ import torch
 
 from posbench.config import RunConfig
 from posbench.config_loader import ConfigError, from_dict, load_yaml
-from posbench.model.arch import build_model
+from posbench.model.build import build_model
 from posbench.model.transformer import Transformer
 from posbench.training.checkpoint import CheckpointError, NotAStateDict, read_state_dict
 

@@ -47,7 +47,7 @@ def score_rows(model, inputs_BT: torch.Tensor, targets_BT: torch.Tensor, batch_s
     try:
         for start in range(0, inputs_BT.shape[0], batch_size):
             x, y = inputs_BT[start : start + batch_size], targets_BT[start : start + batch_size]
-            logits = model(x).float()
+            logits = model(x).logits.float()
             mask = y != IGNORE
             hit = (logits.argmax(-1) == y) & mask
             correct += int(hit.sum())

@@ -301,7 +301,7 @@ def verify(out: Path, model, max_positions: int | None, trust_remote_code: bool,
     T = min(32, max_positions or 32)
     ids = torch.randint(0, model.cfg.vocab_size, (2, T), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
-        want, got = model(ids).float(), hf(ids).logits.float()
+        want, got = model(ids).logits.float(), hf(ids).logits.float()
     diff = (got - want).abs().max().item()
     if not diff <= VERIFY_TOLERANCE * max(1.0, want.abs().max().item()):
         raise ConfigError(f"the exported model's logits differ from posbench's by {diff:.3g} on random ids; "

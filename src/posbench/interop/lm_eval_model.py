@@ -89,7 +89,7 @@ class PosbenchLM(TemplateLM):
 
     @torch.no_grad()
     def _logits(self, x_BT: torch.Tensor) -> torch.Tensor:
-        return self.model(x_BT.to(self._device)).float()
+        return self.model(x_BT.to(self._device)).logits.float()
 
     @torch.no_grad()
     def _prefix_stable(self) -> bool:
@@ -158,7 +158,7 @@ class PosbenchLM(TemplateLM):
         """Greedy tokens per row, at most n_new, stopping early once done(row tokens) holds for every row."""
         cache = self.model.new_cache() if self.cached else None
         seq_BT = prompt_BT.to(self._device)
-        logits = self.model(seq_BT, cache=cache) if cache is not None else self.model(seq_BT)
+        logits = (self.model(seq_BT, cache=cache) if cache is not None else self.model(seq_BT)).logits
         new: list[list[int]] = [[] for _ in range(len(prompt_BT))]
         for step in range(n_new):
             next_B = logits[:, -1].float().argmax(-1)
@@ -167,10 +167,10 @@ class PosbenchLM(TemplateLM):
             if step + 1 == n_new or all(done(row) for row in new):
                 break
             if cache is not None:
-                logits = self.model(next_B[:, None], cache=cache)
+                logits = self.model(next_B[:, None], cache=cache).logits
             else:
                 seq_BT = torch.cat((seq_BT, next_B[:, None]), dim=1)
-                logits = self.model(seq_BT)
+                logits = self.model(seq_BT).logits
         return new
 
     def generate_until(self, requests, disable_tqdm: bool = False) -> list[str]:

@@ -5,13 +5,14 @@
     model.arch.name=mamba model.arch.d_state=16
 
 Each architecture is a registered Config dataclass with its own options (strict: `mamba` has no
-`decoder_pe`); `build(model_cfg, pe_cfg, device_type)` makes the module. The model classes are
-imported inside `build` because they import `model/model_config.py`, which declares `ModelConfig.arch` with these
-classes (a module-level import would be circular).
+`decoder_pe`). This module only describes them: it imports no model class, and `model/build.py`
+(`build_model`) is the one place that pairs each config type with the module it builds, so the configs
+(read by `model/model_config.py`) and the model classes (which read `ModelConfig`) never import each other.
 
 Every architecture speaks the decoder's interface, so the training loop, the checkpoint loader and the
-study scorer need no branch on the name: `forward(idx_BT, targets_BT=None)` -> logits (B, T, V)
-[, loss], `new_cache()`, `attention_scores(idx_BT)` (a list, empty when there is no attention).
+study scorer need no branch on the name: `forward(idx_BT, targets_BT=None, *, logit_moments=False)` ->
+`ModelOutput` (model/output.py: loss, logits, logit moments), `new_cache()`, `attention_scores(idx_BT)` (a
+list, empty when there is no attention).
 """
 
 from __future__ import annotations
@@ -53,9 +54,6 @@ class ArchConfig:
         architectures read the row as one sequence and need neither."""
         return self
 
-    def build(self, model_cfg, pe_cfg: PEConfig, device_type: str):
-        raise NotImplementedError
-
     @classmethod
     def registry_lookup(cls, name: str, where: str = "model.arch") -> type[ArchConfig]:
         return ARCHS.get(name, f"{where}.name")
@@ -77,11 +75,6 @@ ARCHS = Registry("model architecture", _check, configs=True)
 @dataclass
 class DecoderArch(ArchConfig):
     summary: ClassVar[str] = "decoder-only transformer (model/transformer.py)"
-
-    def build(self, model_cfg, pe_cfg, device_type):
-        from posbench.model.transformer import Transformer
-
-        return Transformer(model_cfg, pe_cfg, device_type)
 
 
 @ARCHS.register("encoder_decoder")
@@ -121,11 +114,6 @@ class EncoderDecoderArch(ArchConfig):
             decoder_pe.max_positions = ood_len
         return dataclasses.replace(self, source_end=source_end, decoder_pe=decoder_pe)
 
-    def build(self, model_cfg, pe_cfg, device_type):
-        from posbench.model.encdec import EncoderDecoder
-
-        return EncoderDecoder(model_cfg, pe_cfg, self, device_type)
-
 
 @ARCHS.register("mamba")
 @dataclass
@@ -150,16 +138,6 @@ class MambaArch(ArchConfig):
         if pe_cfg.name != "none":
             raise ConfigError(f"model.arch.name=mamba takes no positional encoding (its recurrence orders the "
                               f"tokens); set pe.name=none, not `{pe_cfg.name}`")
-
-    def build(self, model_cfg, pe_cfg, device_type):
-        from posbench.model.mamba import MambaLM
-
-        return MambaLM(model_cfg, pe_cfg, self, device_type)
-
-
-def build_model(model_cfg, pe_cfg: PEConfig, device_type: str = "cpu"):
-    """The one factory: the module `model.arch` names (Transformer, EncoderDecoder or MambaLM)."""
-    return model_cfg.arch.build(model_cfg, pe_cfg, device_type)
 
 
 def arch_names() -> list[str]:

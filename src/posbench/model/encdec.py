@@ -23,22 +23,25 @@ cross-attention keys and values, later calls feed one decoder token each through
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-from posbench.model.arch import EncoderDecoderArch
 from posbench.model.attention import Attention, KVCache
 from posbench.model.cross_attention import BidirectionalAttention, CrossAttention
 from posbench.model.embedding import TokenEmbedding
 from posbench.model.init import init_embeddings, init_residual_block
+from posbench.model.loss import cross_entropy
 from posbench.model.mlp import SwiGLU
-from posbench.model.model_config import ModelConfig
 from posbench.model.norms import RMSNorm
+from posbench.model.output import ModelOutput
 from posbench.model.transformer import causal_blocks
 from posbench.pe import PES, PEConfig, PositionalEncoding
-from posbench.targets import IGNORE
+
+if TYPE_CHECKING:  # annotations only: model/build.py is what pairs a config with this class
+    from posbench.model.arch import EncoderDecoderArch
+    from posbench.model.model_config import ModelConfig
 
 
 class EncoderBlock(nn.Module):
@@ -166,9 +169,11 @@ class EncoderDecoder(nn.Module):
         src_BS = torch.where(keep_BS, idx_BT[:, :S], torch.zeros_like(idx_BT[:, :S]))
         return src_BS, keep_BS, boundary_B
 
-    def forward(self, idx_BT, targets_BT=None, pos_T=None, cache: EncDecCache | None = None):
+    def forward(self, idx_BT, targets_BT=None, pos_T=None, cache: EncDecCache | None = None, *,
+                logit_moments: bool = False) -> ModelOutput:
         """Logits (B, T, V) at row positions; with targets also the mean cross-entropy over targets != -100.
-        `pos_T` is not supported: each stack counts its own positions from 0."""
+        The logits are always made, so `logit_moments` (the decoder's fused-loss request) gives nothing more
+        (model/output.py). `pos_T` is not supported: each stack counts its own positions from 0."""
         if pos_T is not None:
             raise ValueError("encoder_decoder: explicit positions are not supported; each stack numbers its "
                              "tokens from 0")
@@ -192,10 +197,8 @@ class EncoderDecoder(nn.Module):
             logits_BTV = dec_BUV.new_zeros(B, T, dec_BUV.shape[-1])
             rows_BU = torch.arange(B, device=idx_BT.device)[:, None].expand_as(j_BU)
             logits_BTV[rows_BU[inside_BU], j_BU[inside_BU]] = dec_BUV[inside_BU]
-        if targets_BT is None:
-            return logits_BTV
-        loss = F.cross_entropy(logits_BTV.float().flatten(0, 1), targets_BT.flatten(), ignore_index=IGNORE)
-        return logits_BTV, loss
+        loss = None if targets_BT is None else cross_entropy(logits_BTV, targets_BT)
+        return ModelOutput(loss=loss, logits=logits_BTV)
 
     @torch.no_grad()
     def attention_scores(self, idx_BT, pos_T=None) -> list[torch.Tensor]:

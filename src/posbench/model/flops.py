@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 import torch
 
+from posbench.model.build import build_model
 from posbench.model.model_config import ModelConfig
 from posbench.pe import PEConfig
 
@@ -39,8 +40,6 @@ class ModelStats:
 def model_stats(cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cuda",
                 seq_len: int | None = None) -> ModelStats:
     """Stats of a configuration that has no model yet (sweep planning, describe_model): built on meta."""
-    from posbench.model.arch import build_model
-
     with torch.device("meta"):
         model = build_model(cfg, pe_cfg, device_type=device_type)
     return stats_of(model, cfg, seq_len)

@@ -2,9 +2,9 @@
 
 Shape legend: B batch, T tokens, N = B * T tokens flattened, C tokens per chunk, D model dim, V vocab.
 
-`head_loss(h_BTD, weight_VD, targets_BT, chunk_tokens)`:
+`head_loss(h_BTD, weight_VD, targets_BT, chunk_tokens)` -> ModelOutput (model/output.py):
   chunk_tokens == 0  the plain path: logits = h @ W^T (B, T, V), then F.cross_entropy on their float32
-                     view; returns (logits, loss).
+                     view; returns the loss and the logits.
   chunk_tokens > 0   fused linear + cross-entropy over chunks of C tokens (the "fused linear
                      cross-entropy" of Liger-Kernel, Hsu et al. 2024, and of Wijmans et al. 2024 "Cut
                      your losses"): each chunk's float32 logits (C, V) are made, reduced to the loss,
@@ -13,8 +13,8 @@ Shape legend: B batch, T tokens, N = B * T tokens flattened, C tokens per chunk,
                      by the incoming gradient, so no logits are recomputed and the FLOPs equal the
                      plain path's. Peak extra memory: one (C, V) float32 block plus dL/dh and dL/dW
                      (the size of h and of W), instead of several (N, V) tensors (logits, their float32
-                     copy, log-softmax, its gradient). Returns (moments, loss) where moments is a
-                     detached float32 (6,) tensor [max |z|, sum z, sum z^2, count, sum of the rows'
+                     copy, log-softmax, its gradient). Returns the loss and, when asked (stats=True),
+                     the logit moments: a detached float32 (6,) tensor [max |z|, sum z, sum z^2, count, sum of the rows'
                      entropies, rows] of the logits z, which `training.metrics.logit_stats` and
                      `output_entropy` turn into the numbers they report for full logits. Without
                      autograd (evaluation) the chunks compute only the loss.
@@ -29,6 +29,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from posbench.model.output import ModelOutput
 from posbench.targets import IGNORE
 
 FUSED_MIN_VOCAB = 32768  # model.vocab_size from which the fused loss is the default
@@ -125,18 +126,24 @@ def _chunked_loss_no_grad(h_ND, w_VD, y_N, chunk: int, dtype: torch.dtype, stats
     return loss / (y_N != IGNORE).sum().float(), moments
 
 
-def head_loss(h_BTD, weight_VD, targets_BT, chunk_tokens: int, lm_head=None, stats: bool = True):
-    """(logits or logit moments, mean loss); see the module docstring. stats=False skips the moments (three
-    reductions per chunk, ~2% of a CPU step) and returns None in their place. `lm_head` (the nn.Linear holding
-    weight_VD) is called on the plain path, so hooks and autocast behave exactly as before."""
+def head_loss(h_BTD, weight_VD, targets_BT, chunk_tokens: int, lm_head=None, stats: bool = False) -> ModelOutput:
+    """The mean loss with the logits (plain path) or, with stats=True, the logit moments (fused path); see the
+    module docstring. stats=False skips the moments (three reductions per chunk, ~2% of a CPU step). `lm_head`
+    (the nn.Linear holding weight_VD) is called on the plain path, so hooks and autocast behave exactly as
+    before."""
     if chunk_tokens <= 0:
         logits_BTV = lm_head(h_BTD) if lm_head is not None else h_BTD @ weight_VD.t()
-        loss = F.cross_entropy(logits_BTV.float().flatten(0, 1), targets_BT.flatten(), ignore_index=IGNORE)
-        return logits_BTV, loss
+        return ModelOutput(loss=cross_entropy(logits_BTV, targets_BT), logits=logits_BTV)
     h_ND, y_N, dtype = h_BTD.flatten(0, 1), targets_BT.flatten(), _compute_dtype(h_BTD)
     with torch.autocast(h_BTD.device.type, enabled=False):
         if torch.is_grad_enabled() and (h_ND.requires_grad or weight_VD.requires_grad):
             loss, moments = FusedLinearCrossEntropy.apply(h_ND, weight_VD, y_N, chunk_tokens, dtype, stats)
         else:
             loss, moments = _chunked_loss_no_grad(h_ND, weight_VD, y_N, chunk_tokens, dtype, stats)
-    return (moments.detach() if stats else None), loss
+    return ModelOutput(loss=loss, logit_moments=moments.detach() if stats else None)
+
+
+def cross_entropy(logits_BTV, targets_BT):
+    """The plain path's loss: mean cross-entropy of the float32 logits over targets != -100 (every
+    architecture's full-logits loss)."""
+    return F.cross_entropy(logits_BTV.float().flatten(0, 1), targets_BT.flatten(), ignore_index=IGNORE)

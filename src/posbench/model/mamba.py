@@ -18,19 +18,22 @@ from __future__ import annotations
 
 import importlib.util
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import torch
-import torch.nn.functional as F
 from mambapy.mamba import Mamba, MambaConfig
 from torch import nn
 
-from posbench.model.arch import MambaArch
 from posbench.model.embedding import TokenEmbedding
 from posbench.model.init import init_embeddings
-from posbench.model.model_config import ModelConfig
+from posbench.model.loss import cross_entropy
 from posbench.model.norms import RMSNorm
+from posbench.model.output import ModelOutput
 from posbench.pe import PES, PEConfig, PositionalEncoding
-from posbench.targets import IGNORE
+
+if TYPE_CHECKING:  # annotations only: model/build.py is what pairs a config with this class
+    from posbench.model.arch import MambaArch
+    from posbench.model.model_config import ModelConfig
 
 
 @dataclass
@@ -91,14 +94,14 @@ class MambaLM(nn.Module):
             h_BTD = torch.stack([self._step(x_BTD[:, t], cache) for t in range(idx_BT.shape[1])], dim=1)
         return self.norm(h_BTD), self.positions(idx_BT.shape[1], idx_BT.device)
 
-    def forward(self, idx_BT, targets_BT=None, pos_T=None, cache: MambaCache | None = None):
-        """Logits (B, T, V); with targets also the mean cross-entropy over targets != -100."""
+    def forward(self, idx_BT, targets_BT=None, pos_T=None, cache: MambaCache | None = None, *,
+                logit_moments: bool = False) -> ModelOutput:
+        """Logits (B, T, V); with targets also the mean cross-entropy over targets != -100. The logits are
+        always made, so `logit_moments` (the decoder's fused-loss request) gives nothing more (model/output.py)."""
         h_BTD, _ = self.hidden(idx_BT, pos_T, cache)
         logits_BTV = self.lm_head(h_BTD)
-        if targets_BT is None:
-            return logits_BTV
-        loss = F.cross_entropy(logits_BTV.float().flatten(0, 1), targets_BT.flatten(), ignore_index=IGNORE)
-        return logits_BTV, loss
+        loss = None if targets_BT is None else cross_entropy(logits_BTV, targets_BT)
+        return ModelOutput(loss=loss, logits=logits_BTV)
 
     def attention_scores(self, idx_BT, pos_T=None) -> list[torch.Tensor]:
         """A state-space model has no attention: nothing to show."""

@@ -9,6 +9,8 @@ Initialisation: GPT-2's (model/init.py); the two projections that write into the
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 from torch import nn
 
@@ -18,9 +20,12 @@ from posbench.model.init import init_embeddings, init_residual_block
 from posbench.model.kernels import select_kernel
 from posbench.model.loss import auto_chunk_tokens, head_loss
 from posbench.model.mlp import SwiGLU
-from posbench.model.model_config import ModelConfig
 from posbench.model.norms import RMSNorm
+from posbench.model.output import ModelOutput
 from posbench.pe import PES, PEConfig, PositionalEncoding
+
+if TYPE_CHECKING:  # annotations only: model/build.py is what pairs a config with this class
+    from posbench.model.model_config import ModelConfig
 
 
 class Block(nn.Module):
@@ -48,7 +53,11 @@ def causal_blocks(cfg: ModelConfig, pe: PositionalEncoding, n_layers: int, devic
 
 
 class Transformer(nn.Module):
-    def __init__(self, cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cpu"):
+    def __init__(self, cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cpu",
+                 loss_chunk_tokens: int | None = None):
+        """`loss_chunk_tokens`: tokens per chunk of the fused head + loss (model/loss.py), 0 for plain logits,
+        None for the default by vocabulary (`auto_chunk_tokens`); a run's `train.loss` and
+        `train.loss_chunk_tokens` arrive here through `build_model`. Fixed for the model's life."""
         super().__init__()
         self.cfg = cfg
         self.pe: PositionalEncoding = PES.build(pe_cfg, cfg.pe_context())
@@ -59,9 +68,7 @@ class Transformer(nn.Module):
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight
-        # tokens per chunk of the fused head + loss (model/loss.py), 0 = plain logits; train.loss sets it
-        self.loss_chunk_tokens = auto_chunk_tokens(cfg.vocab_size)
-        self.logit_moments = True  # the fused loss also returns logit moments; the loop asks on log steps only
+        self.loss_chunk_tokens = auto_chunk_tokens(cfg.vocab_size) if loss_chunk_tokens is None else loss_chunk_tokens
         self.reset_parameters()
 
     @torch.no_grad()
@@ -89,15 +96,16 @@ class Transformer(nn.Module):
             cache.length += T
         return self.norm(x_BTD), pos_T
 
-    def forward(self, idx_BT, targets_BT=None, pos_T=None, cache: KVCache | None = None):
-        """Logits (B, T, V); with targets also the mean cross-entropy over targets != -100, returned as
-        (logits, loss), or (logit moments, loss) when `loss_chunk_tokens` > 0 (fused head + loss, the
-        logits never materialised: model/loss.py; None for the moments when `logit_moments` is False)."""
+    def forward(self, idx_BT, targets_BT=None, pos_T=None, cache: KVCache | None = None, *,
+                logit_moments: bool = False) -> ModelOutput:
+        """The logits (B, T, V); with targets also the mean cross-entropy over targets != -100. With targets
+        and `loss_chunk_tokens` > 0 the head and loss are fused (model/loss.py): no logits, and their moments
+        when `logit_moments` asks (model/output.py has the fields)."""
         h_BTD, _ = self.hidden(idx_BT, pos_T, cache)
         if targets_BT is None:
-            return self.lm_head(h_BTD)
+            return ModelOutput(logits=self.lm_head(h_BTD))
         return head_loss(h_BTD, self.lm_head.weight, targets_BT, self.loss_chunk_tokens, self.lm_head,
-                         self.logit_moments)
+                         logit_moments)
 
     def new_cache(self) -> KVCache:
         return KVCache.empty(self.cfg.n_layers)

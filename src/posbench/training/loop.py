@@ -14,7 +14,7 @@ import torch
 
 from posbench.config import RunConfig
 from posbench.errors import NonFiniteError  # exit code 3; importable from here as before
-from posbench.model.arch import build_model
+from posbench.model.build import build_model
 from posbench.model.flops import stats_of
 from posbench.model.loss import auto_chunk_tokens
 from posbench.training import checkpoint as ckpt
@@ -71,7 +71,9 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
         raise ValueError("train(snapshots=...) hands the model to a callback in memory: single-process runs only")
     accum_steps(cfg, world)  # the batch arithmetic, checked before a model is built
     torch.manual_seed(cfg.seed)
-    model = build_model(cfg.model, cfg.pe, device_type)  # the run's one model; the plan reads its size
+    # the run's one model; the plan reads its size. train.loss picks the fused chunked head + loss (model/loss.py)
+    model = build_model(cfg.model, cfg.pe, device_type,
+                        auto_chunk_tokens(cfg.model.vocab_size, cfg.train.loss, cfg.train.loss_chunk_tokens))
     plan = make_plan(cfg, world, device_type, stats_of(model, cfg.model))  # budgets, schedule: before any work
     ident = identity(cfg, source.fingerprint)
     run_dir, existed = choose_run_dir(cfg, plan.end_tokens, ident)
@@ -86,8 +88,6 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
     wrapped = dist.wrap_model(model, cfg.train.parallel, device)
     optimizer = build_optimizer(model, cfg.optim, device_type)
     precision = choose_precision(cfg.train.precision, device_type)
-    if hasattr(model, "loss_chunk_tokens"):  # fused chunked head + loss (model/loss.py), train.loss
-        model.loss_chunk_tokens = auto_chunk_tokens(cfg.model.vocab_size, cfg.train.loss, cfg.train.loss_chunk_tokens)
     step_fn = torch.compile(wrapped) if cfg.train.compile else wrapped
 
     step, tokens, parent, run_id, best_val, best_step = 0, 0, None, "", math.inf, -1
@@ -135,15 +135,15 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
 
             loss_sum = torch.zeros((), device=device)
             log_now = (step + 1) % cfg.train.log_interval == 0 or tokens + gbt >= plan.end_tokens
-            if hasattr(model, "logit_moments"):  # the fused loss's logit statistics cost passes: log steps only
-                model.logit_moments = log_now
             for micro in range(accum):
                 x, y = source.samples(micro_indices(step, micro, mb, accum, rank, world))
                 x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
                 last = micro == accum - 1
                 sync = last or not hasattr(wrapped, "no_sync")
                 with (torch.enable_grad() if sync else wrapped.no_sync()), precision.autocast():
-                    logits, loss = step_fn(x, y)
+                    # the fused loss's logit moments cost passes over the logits: asked on log steps only
+                    out = step_fn(x, y, logit_moments=log_now)
+                loss = out.loss
                 if inject_nan == f"{step},{rank}":
                     loss = loss * float("nan")
                 precision.backward(loss / accum)
@@ -174,7 +174,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
                 on_device = {"loss": dist.all_reduce_sum(loss_sum.clone()) / world, "grad_norm": grad_norm,
                              "weight_norm": weight_norm(model), **layer_norms}  # weights after the step
                 if dist.is_main():
-                    on_device["output_entropy"] = output_entropy(logits)
+                    on_device["output_entropy"] = output_entropy(out)
                 values = dict(zip(on_device, torch.stack([v.float().reshape(()) for v in on_device.values()]).tolist()))
                 now = time.perf_counter()
                 tps = (tokens - tokens_last) / max(now - t_last, 1e-9)
@@ -183,7 +183,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
                        "tokens_per_s": tps, "mfu": mfu(plan.flops_per_token, tps, peak, world),
                        "eta_s": (plan.end_tokens - tokens) / max(tps, 1e-9), **peak_memory_gib(device)}
                 if dist.is_main():
-                    row.update(logit_stats(logits))
+                    row.update(logit_stats(out))
                 logger.log(row)
             # and once at the end, so a sweep's metric is the final model's
             if cfg.train.eval_interval and (step % cfg.train.eval_interval == 0 or tokens >= plan.end_tokens):
@@ -227,7 +227,7 @@ def evaluate(cfg: RunConfig, model, source: BatchSource, device, precision) -> f
         idx = val_indices(b, cfg.train.micro_batch, dist.rank(), dist.world_size(), source.n_val())
         x, y = source.val_samples(idx)
         with precision.autocast():
-            _, loss = model(x.to(device), y.to(device))
+            loss = model(x.to(device), y.to(device)).loss
         total += loss.float()
     model.train(was_training)
     return dist.all_reduce_sum(total).item() / (cfg.train.eval_batches * dist.world_size())

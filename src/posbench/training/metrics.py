@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import torch
 
+from posbench.model.output import ModelOutput
+
 # dense bf16 peak FLOP/s per device (vendor datasheets, no sparsity)
 PEAK_BF16 = {"H100": 989e12, "H200": 989e12, "H800": 989e12, "GH200": 989e12, "B200": 2250e12,
              "A100": 312e12, "A800": 312e12, "L40S": 362e12, "A10G": 125e12, "RTX 4090": 165e12}
@@ -72,15 +74,24 @@ def weight_norm(model) -> torch.Tensor:
     return torch.stack([_local_sq(p) for p in model.parameters()]).sum().sqrt()  # a 0-d tensor (one transfer later)
 
 
+def _moments(out: ModelOutput) -> torch.Tensor:
+    """The fused loss's logit moments, for an output without logits (model/output.py)."""
+    if out.logit_moments is None:
+        raise ValueError("this model output has neither logits nor logit moments: call the model with "
+                         "logit_moments=True on the steps whose logit statistics are logged")
+    return out.logit_moments
+
+
 @torch.no_grad()
-def output_entropy(logits_BTV: torch.Tensor) -> torch.Tensor:
+def output_entropy(out: ModelOutput) -> torch.Tensor:
     """Mean entropy (nats) of the next-token distribution: over the first sequence of the batch from full
     logits (one row bounds the float32 copy to T x V), over every position from the fused loss's moments
     (model/loss.py, entries 4 and 5: summed row entropies, rows). Collapse towards 0 or stuck at log V are
     both warning signs."""
-    if logits_BTV.ndim == 1:
-        return logits_BTV[4] / logits_BTV[5].clamp(min=1.0)
-    logp = torch.log_softmax(logits_BTV[0].detach().float(), dim=-1)
+    if out.logits is None:
+        moments = _moments(out)
+        return moments[4] / moments[5].clamp(min=1.0)
+    logp = torch.log_softmax(out.logits[0].detach().float(), dim=-1)
     return -(logp.exp() * logp).sum(-1).mean()  # a 0-d tensor (one transfer later)
 
 
@@ -92,14 +103,14 @@ def peak_memory_gib(device: torch.device) -> dict[str, float]:
 
 
 @torch.no_grad()
-def logit_stats(logits_BTV: torch.Tensor) -> dict[str, float]:
+def logit_stats(out: ModelOutput) -> dict[str, float]:
     """max |z|, std and mean of the logits; from the logits themselves or, with the fused chunked loss,
     from its moments [max |z|, sum z, sum z^2, count, ...] (model/loss.py): one transfer either way."""
-    if logits_BTV.ndim == 1:
-        max_abs, s, sq, n = logits_BTV[:4].double().tolist()
+    if out.logits is None:
+        max_abs, s, sq, n = _moments(out)[:4].double().tolist()
         mean = s / n
         return {"logits/max_abs": max_abs, "logits/std": max(sq - n * mean * mean, 0.0) ** 0.5 / max(n - 1, 1) ** 0.5,
                 "logits/mean": mean}
-    lf = logits_BTV.detach().float()
+    lf = out.logits.detach().float()
     max_abs, std, mean = torch.stack((lf.abs().max(), lf.std(), lf.mean())).tolist()
     return {"logits/max_abs": max_abs, "logits/std": std, "logits/mean": mean}

@@ -1,0 +1,57 @@
+"""`build_model`: the one place that turns a model config into a module.
+
+`model.arch` is a config type (model/arch.py); `BUILDERS` pairs each with the class it builds. The model
+classes read `ModelConfig`, which names the architecture configs, so neither side may import the other at
+run time (tests/test_import_direction.py forbids import cycles): this module sits above both.
+
+Settings of the run that shape the module but are not `model.*` keys arrive typed as arguments here and
+are fixed for the model's life (DESIGN.md, style 17: nothing is set on a model after it is built):
+`loss_chunk_tokens`, from `train.loss` and `train.loss_chunk_tokens` (`model.loss.auto_chunk_tokens`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from torch import nn
+
+from posbench.model.arch import ARCHS, ArchConfig, DecoderArch, EncoderDecoderArch, MambaArch
+from posbench.model.encdec import EncoderDecoder
+from posbench.model.mamba import MambaLM
+from posbench.model.model_config import ModelConfig
+from posbench.model.transformer import Transformer
+from posbench.pe import PEConfig
+
+
+def _decoder(cfg: ModelConfig, pe_cfg: PEConfig, arch: DecoderArch, device_type: str, chunk: int | None):
+    return Transformer(cfg, pe_cfg, device_type, loss_chunk_tokens=chunk)
+
+
+# The fused chunked loss (model/loss.py) is the decoder's: the encoder-decoder and Mamba always make full logits.
+def _encoder_decoder(cfg: ModelConfig, pe_cfg: PEConfig, arch: EncoderDecoderArch, device_type: str,
+                     chunk: int | None):
+    return EncoderDecoder(cfg, pe_cfg, arch, device_type)
+
+
+def _mamba(cfg: ModelConfig, pe_cfg: PEConfig, arch: MambaArch, device_type: str, chunk: int | None):
+    return MambaLM(cfg, pe_cfg, arch, device_type)
+
+
+# config type -> (model config, PE config, that arch config, device type, loss chunk tokens) -> module
+BUILDERS: dict[type[ArchConfig], Callable[..., nn.Module]] = {
+    DecoderArch: _decoder,
+    EncoderDecoderArch: _encoder_decoder,
+    MambaArch: _mamba,
+}
+
+
+def build_model(model_cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cpu",
+                loss_chunk_tokens: int | None = None) -> nn.Module:
+    """The module `model.arch` names (Transformer, EncoderDecoder or MambaLM). `loss_chunk_tokens`: tokens per
+    chunk of the decoder's fused head + loss, 0 for plain logits, None for the default by vocabulary."""
+    arch = model_cfg.arch
+    builder = next((BUILDERS[cls] for cls in type(arch).__mro__ if cls in BUILDERS), None)
+    if builder is None:
+        raise TypeError(f"model.arch `{arch.name}` ({type(arch).__qualname__}) has no entry in "
+                        f"posbench.model.build.BUILDERS; registered: {', '.join(ARCHS.names())}")
+    return builder(model_cfg, pe_cfg, arch, device_type, loss_chunk_tokens)
