@@ -29,8 +29,7 @@ from posbench.evaluation.loading import inspect_checkpoint, load_model
 from posbench.evaluation.scaling import apply_rope_scaling, check_rope_scaling
 from posbench.evaluation.suites import get_suite
 from posbench.training.checkpoint import read_meta
-from posbench.training.device import pick_device
-from posbench.training.precision import choose_precision
+from posbench.training.device import choose_precision, pick_device
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The training loop, readable top to bottom (nanoGPT style). Setup decisions made once before the first step
-live in their own files: device.py, plan.py (batches, budgets, schedule), rundir.py (directory, identity,
-lock), resume.py, loggers.py, signals.py, meta.py."""
+live in their own files: device.py (device and precision), plan.py (batches, budgets, schedule), rundir.py
+(directory, identity, lock), resume.py (stop flag, what to continue from), loggers.py, meta.py."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from posbench.model.loss import auto_chunk_tokens
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
 from posbench.training.batch_sources import BatchSource, micro_indices, val_indices
-from posbench.training.device import device_type_for
+from posbench.training.device import choose_precision, device_type_for
 from posbench.training.loggers import make_logger
 from posbench.training.meta import meta_json
 from posbench.training.metrics import (
@@ -34,10 +34,8 @@ from posbench.training.metrics import (
 )
 from posbench.training.optim import build_optimizer, set_lr
 from posbench.training.plan import accum_steps, describe, make_plan
-from posbench.training.precision import choose_precision
-from posbench.training.resume import check_resume_compatible, resume_source
+from posbench.training.resume import StopFlag, check_resume_compatible, resume_source
 from posbench.training.rundir import choose_run_dir, format_tokens, identity, lock_run_dir
-from posbench.training.signals import StopFlag
 
 Snapshots = Callable[[int, torch.nn.Module], None]
 

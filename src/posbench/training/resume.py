@@ -1,9 +1,12 @@
-"""What a run continues from: a fresh start, `--resume auto|PATH`, a torchelastic restart, or a branch
-parent; every rank loads the checkpoint rank 0 picked, or all stop; the checkpoint's identity must match."""
+"""Stopping and continuing a run. Stopping: SIGTERM/SIGINT only set a flag, so a stop always lands on a step
+boundary where every rank saves the same step (a handler that saved or exited itself could tear a checkpoint).
+Continuing: from a fresh start, `--resume auto|PATH`, a torchelastic restart, or a branch parent; every rank
+loads the checkpoint rank 0 picked, or all stop; the checkpoint's identity must match."""
 
 from __future__ import annotations
 
 import os
+import signal
 from pathlib import Path
 
 from posbench.config import RunConfig
@@ -11,6 +14,23 @@ from posbench.config_loader import ConfigError
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
 from posbench.training.rundir import identity_diffs
+
+
+class StopFlag:
+    """SIGTERM/SIGINT set a flag; the loop saves at the next step boundary on all ranks and exits."""
+
+    def __init__(self):
+        self.raised = False
+        self.previous = {}
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            self.previous[sig] = signal.signal(sig, self._handle)
+
+    def _handle(self, signum, frame):
+        self.raised = True
+
+    def restore(self):
+        for sig, handler in self.previous.items():
+            signal.signal(sig, handler)
 
 
 def resume_source(cfg: RunConfig, run_dir: Path, existed: bool, log) -> ckpt.Loaded | None:
