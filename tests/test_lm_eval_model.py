@@ -31,8 +31,8 @@ from posbench.config_loader import dump_yaml  # noqa: E402
 from posbench.data.tokenizers import TokenizerConfig, build_tokenizer  # noqa: E402
 from posbench.evaluation.generate import greedy_generate  # noqa: E402
 from posbench.evaluation.loading import load_model  # noqa: E402
-from posbench.evaluation.ppl import NonOverlapping, token_losses  # noqa: E402
 from posbench.evaluation.ppl_data import TextFiles, build_ppl_data  # noqa: E402
+from posbench.evaluation.suites.ppl import NonOverlapping, token_losses  # noqa: E402
 from posbench.interop.lm_eval_model import PosbenchLM  # noqa: E402
 from posbench.model.build import build_model  # noqa: E402
 from posbench.training import checkpoint as ckpt  # noqa: E402

@@ -5,7 +5,7 @@ prompts beyond its table."""
 import pytest
 
 from posbench.data.tasks import get_task_class, task_names
-from posbench.evaluation.algorithmic import Algorithmic, AlgorithmicConfig
+from posbench.evaluation.suites.algorithmic import Algorithmic, AlgorithmicConfig
 from tests.evaluation.helpers import BYTES, ScriptedModel, session_for, small_model, target_for
 
 SEED, N = 3, 3

@@ -9,7 +9,7 @@ import torch
 from posbench.config_loader import ConfigError
 from posbench.data.errors import DataError
 from posbench.evaluation.eval_config import load_eval_config
-from posbench.evaluation.lambada import Lambada, LambadaConfig, split_last_word
+from posbench.evaluation.suites.lambada import Lambada, LambadaConfig, split_last_word
 from tests.evaluation.helpers import BYTES, WORDS, session_for, small_model, target_for
 
 

@@ -10,8 +10,8 @@ import pytest
 from posbench.data.layout import DataLayout
 from posbench.data.manifest import Manifest
 from posbench.data.shards import write_shard
-from posbench.evaluation.niah import NeedleGrid, NiahConfig
-from posbench.evaluation.passkey_eval import PasskeyConfig, PasskeyGrid
+from posbench.evaluation.suites.niah import NeedleGrid, NiahConfig
+from posbench.evaluation.suites.passkey_eval import PasskeyConfig, PasskeyGrid
 from tests.evaluation.helpers import BYTES, ScriptedModel, session_for, small_model, target_for
 
 QUESTIONS = [  # (question that ends the prompt, how to find the answer in the haystack)

@@ -7,7 +7,7 @@ and 0% beyond, whatever its all-positions average says.
 import torch
 from torch import nn
 
-from posbench.evaluation.algorithmic import position_split
+from posbench.evaluation.suites.algorithmic import position_split
 from posbench.evaluation.task_accuracy import IGNORE, score_rows
 from posbench.model.output import ModelOutput
 

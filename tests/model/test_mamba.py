@@ -81,7 +81,7 @@ def test_refuses_a_positional_encoding_and_keeps_A_and_D_out_of_weight_decay():
 
 
 def test_per_token_losses_for_perplexity_equal_the_forward_logits():
-    from posbench.evaluation.ppl import token_losses
+    from posbench.evaluation.suites.ppl import token_losses
 
     model = mamba()
     g = torch.Generator().manual_seed(5)

@@ -8,21 +8,18 @@ the variant's name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, make_dataclass
 from typing import Literal
 
 from posbench.config_loader import ConfigError, Override, load, to_dict
-from posbench.evaluation.algorithmic import AlgorithmicConfig
-from posbench.evaluation.lambada import LambadaConfig
-from posbench.evaluation.niah import NiahConfig
-from posbench.evaluation.passkey_eval import PasskeyConfig
-from posbench.evaluation.ppl import PplConfig
-from posbench.evaluation.suites import ALL, get_suite, suite_names
+from posbench.evaluation.suites import ALL, SUITES, get_suite, suite_names
 from posbench.pe.rope_scaling import ScalingConfig
 
 
 @dataclass
-class EvalConfig:
+class EvalOptions:
+    """eval.py's options shared by every suite; EvalConfig adds one field per suite (its `options`)."""
+
     suites: list[str] = field(default_factory=lambda: ["all"])  # ppl, algorithmic, passkey, niah, lambada, or all
     lengths: list[int] = field(default_factory=list)  # [] = 0.5x, 1x, 2x, 4x, 8x each checkpoint's seq_len
     device: Literal["auto", "cpu", "cuda"] = "auto"
@@ -34,11 +31,6 @@ class EvalConfig:
     # evaluate even when the tokenizer built now is not the one the checkpoint was trained with
     allow_tokenizer_mismatch: bool = False
     rope_scaling: ScalingConfig | None = None  # RoPE length extension applied at evaluation time
-    ppl: PplConfig = field(default_factory=PplConfig)
-    algorithmic: AlgorithmicConfig = field(default_factory=AlgorithmicConfig)
-    passkey: PasskeyConfig = field(default_factory=PasskeyConfig)
-    niah: NiahConfig = field(default_factory=NiahConfig)
-    lambada: LambadaConfig = field(default_factory=LambadaConfig)  # --suite lambada (not part of `all`)
 
     def __post_init__(self):
         for name in self.suites:
@@ -56,14 +48,27 @@ class EvalConfig:
         return list(dict.fromkeys(names))
 
     def suite_config(self, name: str):
-        return {"ppl": self.ppl, "algorithmic": self.algorithmic, "passkey": self.passkey, "niah": self.niah,
-                "lambada": self.lambada}[name]
+        get_suite(name)
+        return getattr(self, name)
 
     def lengths_for(self, train_len: int) -> list[int]:
         if self.lengths:
             return sorted(set(self.lengths))
-        # 0.5x .. 8x the training length (issue 5): in distribution, at the edge, and 2-8x beyond it
+        # 0.5x .. 8x the training length: in distribution, at the edge, and 2-8x beyond it
         return [max(2, train_len // 2), train_len, 2 * train_len, 4 * train_len, 8 * train_len]
+
+
+def _with_suite_fields(base: type) -> type:
+    """`base` plus one field per registered suite (`--set ppl.stride=64`), in the suites' order, so a new
+    suite needs no line here."""
+    suites = sorted(SUITES, key=lambda name: SUITES[name].order)
+    fields = [(name, SUITES[name].options, field(default_factory=SUITES[name].options)) for name in suites]
+    cls = make_dataclass("EvalConfig", fields, bases=(base,))
+    cls.__module__ = __name__  # picklable as eval_config.EvalConfig (make_dataclass takes module= from 3.12)
+    return cls
+
+
+EvalConfig = _with_suite_fields(EvalOptions)
 
 
 def load_eval_config(files: list[str] = (), overrides: list[Override] = ()) -> EvalConfig:

@@ -9,7 +9,8 @@
                                            comparison of several checkpoints needs no live evaluator)
 
 `work()` counts the items (windows, prompts) `run` will process, so one progress bar spans the suites.
-The registry of suites is `registry.py` (`@SUITES.register("name")`); report helpers are `markdown.py`.
+The registry of suites is `suite_registry.py` (`@SUITES.register("name")`); every module of `suites/` is one
+suite; report helpers are `markdown.py`.
 """
 
 from __future__ import annotations
@@ -65,8 +66,11 @@ class Session:
 
 
 class Evaluator:
-    name: ClassVar[str] = ""
+    name: ClassVar[str] = ""  # given by @SUITES.register
     title: ClassVar[str] = ""
+    options: ClassVar[type]  # the suite's config dataclass: EvalConfig's field of the suite's name
+    order: ClassVar[int] = 100  # place in `--suite all`, reports and EvalConfig
+    in_all: ClassVar[bool] = True  # part of `--suite all`
 
     def __init__(self, cfg, target: Target):
         self.cfg = cfg

@@ -1,7 +1,9 @@
 """The evaluation suites' registry (`--suite NAME`): each suite registers itself with `@SUITES.register`
-in its own file; `suites.py` imports them all (and lists the order of `--suite all`)."""
+in its own module of `evaluation/suites/`, which imports them all (and derives the order of `--suite all`)."""
 
 from __future__ import annotations
+
+import dataclasses
 
 from posbench.config_loader import ConfigError, nearest
 from posbench.evaluation.evaluator import Evaluator
@@ -11,6 +13,8 @@ from posbench.registry import Registry
 def _check(name: str, cls) -> None:
     if not cls.title:
         raise TypeError(f"{cls.__name__} needs a `title`")
+    if not dataclasses.is_dataclass(getattr(cls, "options", None)):
+        raise TypeError(f"{cls.__name__} needs `options`, its config dataclass (EvalConfig's `{name}` field)")
 
 
 SUITES = Registry("suite", _check)

@@ -16,9 +16,9 @@ from posbench.config_loader import ConfigError, from_dict
 from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
 from posbench.data.tasks.task import TaskConfig, build_task, task_names
-from posbench.evaluation.algorithmic import pretrained_with_mix
 from posbench.evaluation.generate import decode as decode_ids
 from posbench.evaluation.loading import CheckpointError, load_model, resolve_checkpoint
+from posbench.evaluation.suites.algorithmic import pretrained_with_mix
 
 
 @st.cache_resource(max_entries=4, show_spinner="loading the checkpoint")

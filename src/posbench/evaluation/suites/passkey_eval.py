@@ -24,6 +24,8 @@ class PasskeyConfig(GridConfig):
 @SUITES.register("passkey")
 class PasskeyGrid(RetrievalGrid):
     title = "Passkey retrieval (accuracy, length x depth)"
+    options = PasskeyConfig
+    order = 3
 
     def make_example(self, index: int, units: int, depth: float) -> Example:
         prefix = round(depth * units)

@@ -21,6 +21,8 @@ class NiahConfig(GridConfig):
 @SUITES.register("niah")
 class NeedleGrid(RetrievalGrid):
     title = "Needle in a haystack (accuracy, length x depth)"
+    options = NiahConfig
+    order = 4
 
     def make_example(self, index: int, units: int, depth: float) -> Example:
         return self.task.example_at(self.target.seed, index, filler_len=units, depth=depth)

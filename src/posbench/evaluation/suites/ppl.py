@@ -116,6 +116,8 @@ def binned_curve(loss_L: np.ndarray, bins: int) -> dict:
 @SUITES.register("ppl")
 class Perplexity(Evaluator):
     title = "Perplexity vs context length"
+    options = PplConfig
+    order = 1
 
     def __init__(self, cfg: PplConfig, target: Target):
         super().__init__(cfg, target)

@@ -53,6 +53,9 @@ def split_last_word(text: str) -> tuple[str, str]:
 @SUITES.register("lambada")
 class Lambada(Evaluator):
     title = "LAMBADA last-word prediction"
+    options = LambadaConfig
+    order = 5
+    in_all = False  # needs data fetched beforehand (posbench data download-eval)
 
     def __init__(self, cfg: LambadaConfig, target: Target):
         super().__init__(cfg, target)

@@ -85,6 +85,8 @@ def pretrained_with_mix(run) -> bool:
 @SUITES.register("algorithmic")
 class Algorithmic(Evaluator):
     title = "Algorithmic tasks (exact match, greedy decoding)"
+    options = AlgorithmicConfig
+    order = 2
 
     def __init__(self, cfg: AlgorithmicConfig, target: Target):
         super().__init__(cfg, target)
