@@ -1,4 +1,4 @@
-"""Run names quoted in the docs are the names train.py gives those runs (issue 18: README said 2.4B for a
+"""Run names quoted in the docs are the names train.py gives those runs (the README once said 2.4B for a
 run named 2.35B)."""
 
 import re

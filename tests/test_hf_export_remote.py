@@ -67,7 +67,7 @@ CASES = {
     "hybrid_bias": ["pe.name=hybrid", "pe.pattern=[{name: alibi}, {name: kerple_log, per_layer: true}]"],
     "randomized": ["pe.name=randomized"],
     "randomized_learned_dense": ["pe.name=randomized", "pe.inner={name: learned}", "pe.sample_at_eval=false"],
-    # the reference framework's definitions (issue 18): digits most significant first, embeddings x sqrt(d)
+    # the reference framework's definitions: digits most significant first, embeddings x sqrt(d)
     "binary_reference": ["pe.name=binary", "pe.layout=reference", "model.embed_scale=sqrt_d"],
     "decimal_norm_reference": ["pe.name=decimal_norm", "pe.layout=reference", "model.embed_scale=sqrt_d"],
     "rope_sqrt_d": ["pe.name=rope", "model.embed_scale=sqrt_d"],

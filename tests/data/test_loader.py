@@ -147,7 +147,7 @@ def test_bad_shards_fail_clearly(tmp_path):
     raw = bytearray(paths[0].read_bytes())  # a corrupt token deep inside, under an intact header
     raw[HEADER_BYTES + 4 * 500:HEADER_BYTES + 4 * 501] = np.array([10**6 + 5], "<u4").tobytes()
     paths[0].write_bytes(bytes(raw))
-    # refused when the shards are opened, before any batch (issue 13: not hours into a run)
+    # refused when the shards are opened, before any batch (not hours into a run)
     with pytest.raises(ShardError, match=f"{paths[0]}: token id 1000005 >= vocab size 1000000 at token 500;"):
         ShardSet(paths, T, FP)
     # with the start-up check off, the per-batch check still finds it when its batch is read

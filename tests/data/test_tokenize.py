@@ -182,8 +182,9 @@ def test_vocab_above_65536_writes_uint32_shards(tmp_path, monkeypatch):
 
 
 def test_a_manifest_naming_a_file_outside_its_folder_is_refused(tmp_path):
-    """Issue 13 item 1, for files: a tokens manifest edited (or received) to list `../../outside.bin`, a valid
-    shard outside the tokens folder, is refused when loaded, naming the manifest; nothing outside is read."""
+    """Paths from a manifest stay inside the data root: a tokens manifest edited (or received) to list
+    `../../outside.bin`, a valid shard outside the tokens folder, is refused when loaded, naming the manifest;
+    nothing outside is read."""
     from posbench.data.loader import build_batch_source
 
     cfg = local_config(tmp_path / "root", tmp_path / "corpus")

@@ -111,8 +111,9 @@ def test_errors_name_the_problem_before_any_work(runs, tmp_path, capsys, case, m
 
 
 def test_a_retrained_tokenizer_is_refused_unless_allowed(tmp_path, capsys):
-    """Issue 13 item 10: a checkpoint trained on BPE-300 of corpus A, then the BPE retrained in place on
-    corpus B: the same text becomes other ids, so eval.py refuses (naming both fingerprints) unless told."""
+    """A tokenizer retrained in place is noticed: a checkpoint trained on BPE-300 of corpus A, then the BPE
+    retrained in place on corpus B: the same text becomes other ids, so eval.py refuses (naming both
+    fingerprints) unless told."""
     from posbench.cli.data import main as data_main
     from posbench.config import load_config
     from posbench.data.layout import DataLayout

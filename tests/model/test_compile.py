@@ -2,7 +2,7 @@
 compiled AdamW steps give the eager losses within 1e-5. Tiny dims, but dynamo and inductor take seconds
 per PE (about 2.5 min for the explain tests of every PE on 2 busy cores, 20-40 s per inductor run): all
 `slow`. The inductor parity runs one PE per kind by default (rotary, bias, absolute table, hybrid, wrapper);
-POSBENCH_COMPILE_ALL=1 runs it for every registered PE (done for issue 14: all pass)."""
+POSBENCH_COMPILE_ALL=1 runs it for every registered PE (all pass when last run)."""
 
 import os
 

@@ -140,8 +140,8 @@ def test_a_kill_between_moving_aside_and_renaming_in_restores_the_old_copy(tmp_p
 
 
 def test_a_branch_parent_outside_out_dir_is_not_read(tmp_path, capsys):
-    """Issue 13 item 1 for checkpoints' meta: the parent run_dir recorded in meta.json is followed only
-    inside train.out_dir (where branch parents live); elsewhere its metrics are not read."""
+    """Paths from a checkpoint's meta stay where they belong: the parent run_dir recorded in meta.json is
+    followed only inside train.out_dir (where branch parents live); elsewhere its metrics are not read."""
     from posbench.training.loggers import parent_history
 
     rows = [{"tokens": t, "loss": 5.0 - t / 100} for t in (100, 200, 300)]

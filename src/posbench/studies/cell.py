@@ -74,7 +74,7 @@ def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dic
         final.update({f"{split}_acc": score.acc, f"{split}_exact": score.exact, f"{split}_loss": score.loss})
         for ex, acc in zip(examples, score.per_example):
             by_length.setdefault(len(ex.tokens_T), []).append(acc)
-        if split == "ood":  # extrapolation on its own: targets past the training length (issue: OOD mixes both)
+        if split == "ood":  # extrapolation on its own: targets past the training length (the OOD split mixes both)
             final.update({"ood_beyond_acc": score.beyond, "ood_within_acc": score.within,
                           "ood_by_position": [None if n == 0 else c / n for c, n in score.per_position or []]})
     # the generalisation gap against extrapolation proper (beyond the training length), when there is any

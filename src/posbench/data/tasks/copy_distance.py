@@ -6,7 +6,7 @@
 Unlike passkey the gap is made of the same symbols as the payload, so only the <copy> marker tells where
 the string is and every filler letter is a plausible distractor. The distance (units between the end of
 the payload and <paste>) is a fraction of the room `context` leaves after the fixed tokens: ID 0.25-1.0,
-OOD 1.5-2.0 (issue 5). One unit is one letter in both forms.
+OOD 1.5-2.0 (the project's task ranges). One unit is one letter in both forms.
 """
 
 from __future__ import annotations

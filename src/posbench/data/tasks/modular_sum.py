@@ -1,9 +1,9 @@
-"""modular_sum: at every position, the sum of all previous numbers mod `base` (issue 5's example:
-[3, 1, 4] -> [0, 3, 4]). A labelling task: the target at item t is a number token, sum(x_0..x_{t-1}).
+"""modular_sum: at every position, the sum of all previous numbers mod `base` (the project's
+specification: [3, 1, 4] -> [0, 3, 4]). A labelling task: the target at item t is a number token, sum(x_0..x_{t-1}).
 
     tokens  3 1 4           targets  0 3 4          text  "... of: 3 1 4 ->" + " 0 3 4"
 
-The target leaves the current item out (it is the running state *before* t), exactly as the issue
+The target leaves the current item out (it is the running state *before* t), exactly as the specification
 states; the current item is still visible to the model, so this is the same difficulty as the inclusive
 sum shifted by one. OOD = longer sequences (defaults: ID 8-16 items, OOD 17-32).
 """

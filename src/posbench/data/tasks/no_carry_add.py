@@ -1,4 +1,4 @@
-"""no_carry_add: add several numbers whose digits never carry. ID 2-5 numbers, OOD 6-8 (issue 5).
+"""no_carry_add: add several numbers whose digits never carry. ID 2-5 numbers, OOD 6-8.
 
     tokens  1 2 + 3 0 5 = 3 1 7 <end>       text  "12 + 305 =" + " 317"
 

@@ -6,7 +6,7 @@ Attention", section 4.2; the prompt follows theirs).
             "What is the pass key? The pass key is" + " 12345"
 
 The distance (filler units between the key and the question) is a fraction of the room `context` leaves
-for filler after the fixed tokens: ID 0.25-1.0, OOD 1.5-2.0 (issue 5), so ID examples fit in `context`
+for filler after the fixed tokens: ID 0.25-1.0, OOD 1.5-2.0, so ID examples fit in `context`
 tokens and OOD ones run to twice that. One unit is one filler token, or one filler word in the text
 (the classic "The grass is green..." haystack unless a filler is given). `example_at` places a key at
 any distance for the passkey evaluator's length x depth grid. `min_key_digits` > 0 draws the key's length

@@ -1,4 +1,4 @@
-"""reverse: a string of letters, then the same letters backwards. ID 3-8 letters, OOD 9-16 (issue 5).
+"""reverse: a string of letters, then the same letters backwards. ID 3-8 letters, OOD 9-16.
 
     tokens  a b c <sep> c b a <end>      text  "Reverse the letters: a b c ->" + " c b a"
 """

@@ -1,4 +1,4 @@
-"""simple_copy: a string of letters, then the same letters again. ID 4-12 letters, OOD 13-20 (issue 5).
+"""simple_copy: a string of letters, then the same letters again. ID 4-12 letters, OOD 13-20.
 
     tokens  a b c <sep> a b c <end>      text  "Copy the letters: a b c ->" + " a b c"
 """

@@ -1,5 +1,5 @@
-"""sort: numbers (repeats allowed), then the same numbers in ascending order. ID 3-6 numbers, OOD 7-10
-(issue 5). Each number 0..n_symbols-1 is one token.
+"""sort: numbers (repeats allowed), then the same numbers in ascending order. ID 3-6 numbers, OOD 7-10.
+Each number 0..n_symbols-1 is one token.
 
     tokens  5 3 9 <sep> 3 5 9 <end>      text  "Sort the numbers: 5 3 9 ->" + " 3 5 9"
 """
