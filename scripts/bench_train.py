@@ -35,10 +35,10 @@ from posbench.cli.errors_cli import cli_entry
 from posbench.config import load_config
 from posbench.model.flops import model_stats
 from posbench.model.transformer import Transformer
+from posbench.training.device import choose_precision
 from posbench.training.loop import train
 from posbench.training.metrics import mfu, peak_flops
 from posbench.training.optim import build_optimizer
-from posbench.training.precision import choose_precision
 
 CPU_SIZES = {
     "nano": ["model.seq_len=128"],

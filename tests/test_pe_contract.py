@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from posbench.config_loader import ConfigError
-from posbench.model.kernels import EagerKernel, SDPAKernel, select_kernel
+from posbench.model.kernels import EagerKernel, FlexKernel, SDPAKernel, select_kernel
 from posbench.pe import PES, PositionRangeError
 from tests.conftest import build_test_model
 
@@ -73,17 +73,22 @@ def test_model_refuses_inputs_longer_than_a_learned_table():
 
 
 @pytest.mark.parametrize("name", ALL_PES)
-def test_the_kernel_the_model_selects_computes_what_the_eager_reference_does(name):
-    """The model's own kernel choice (auto) against the eager kernel, which always applies the PE's bias:
-    a PE whose bias the chosen kernel dropped differs here (attention_scores alone would not show it)."""
+def test_the_kernel_the_model_selects_computes_what_another_kernel_does(name):
+    """The model's own kernel choice (auto) against a different kernel that also applies the PE's bias: the
+    eager reference where the model chose SDPA, FlexAttention (its unfused CPU forward, which applies the
+    score_mod element by element) where the model chose eager, as every bias PE does on CPU. A PE whose bias
+    the chosen kernel dropped differs here (attention_scores alone would not show it)."""
     model = build_test_model(name).eval()
     idx = torch.randint(0, 61, (2, 20))
+    chosen_kernel = type(model.blocks[0].attn.kernel)
+    other = FlexKernel if chosen_kernel is EagerKernel else EagerKernel
     with torch.no_grad():
         chosen = model(idx).logits
         for layer, block in enumerate(model.blocks):
-            block.attn.kernel = EagerKernel(model.pe.layer_pe(layer), "cpu", 0.0)
-        eager = model(idx).logits
-    torch.testing.assert_close(chosen, eager, rtol=1e-4, atol=1e-4)
+            block.attn.kernel = other(model.pe.layer_pe(layer), "cpu", 0.0)
+        reference = model(idx).logits
+    assert other is not chosen_kernel
+    torch.testing.assert_close(chosen, reference, rtol=1e-4, atol=1e-4)
 
 
 def test_a_pe_that_adds_a_bias_cannot_land_on_a_kernel_that_ignores_it():
