@@ -3,8 +3,10 @@
     python scripts/export_hf.py checkpoints/tiny_rope_2.35B_s42/latest exports/tiny_rope
     python -c "from transformers import AutoModelForCausalLM; AutoModelForCausalLM.from_pretrained('exports/tiny_rope')"
 
-RoPE (scaling none, pi or yarn) and NoPE checkpoints become a standard Qwen3ForCausalLM; other PEs are refused
-with the reason (no transformers architecture computes them). Needs `pip install -e '.[hf]'`.
+RoPE (scaling none, pi or yarn) and NoPE checkpoints become a standard Qwen3ForCausalLM; every other PE exports
+as remote code (`trust_remote_code=True`, posbench's own modeling file in the directory). Before the files are
+moved into place, the export is loaded back and compared with posbench on a full forward and in a short greedy
+generation with and without the KV cache. Needs `pip install -e '.[hf]'`.
 `posbench export ...` is the same command; the work is posbench/interop/hf_export.py's.
 """
 
