@@ -142,7 +142,7 @@ def problems(text: str, *, identifiers: bool) -> list[str]:
         elif q.endswith(FILE_SUFFIXES) or (q.endswith("/") and re.fullmatch(r"[\w./*{},-]+", q)):
             ok = path_exists(q)
         elif identifiers and re.fullmatch(r"[A-Za-z_]\w*(\(\))?", q) and ("_" in q.strip("_") or q.endswith("()")):
-            ok = q.rstrip("()") in code_words()
+            ok = q.startswith("my_") or q.rstrip("()") in code_words()
         else:
             continue
         if not ok:
