@@ -1,7 +1,9 @@
 """`python -m posbench.app [--runs DIR] [streamlit options]`: start the app with `streamlit run`.
 
-Extra arguments go to Streamlit (`--server.port 8601 --server.headless true`). `--runs` sets where the
-app keeps the studies it starts (default `runs/app`); the page reads it from POSBENCH_APP_RUNS.
+Extra arguments go to Streamlit (`--server.port 8601 --server.headless true`); the app's own defaults
+(no Deploy button, no usage statistics: `app/launch.py`) come before them. `--runs` sets where the app
+keeps the studies it starts (default `runs/app`; a regular file there is refused); the page reads it from
+POSBENCH_APP_RUNS.
 """
 
 from __future__ import annotations
@@ -11,18 +13,21 @@ import os
 import sys
 from pathlib import Path
 
+from posbench.app import launch
 from posbench.app.app_paths import RUNS_ENV
+from posbench.cli_errors import cli_entry
 
 
+@cli_entry
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description="Run and explore positional-encoding studies in the browser.")
     p.add_argument("--runs", default=os.environ.get(RUNS_ENV, "runs/app"),
                    help="directory for the studies the app starts (default runs/app)")
     args, streamlit_args = p.parse_known_args(argv)
-    os.environ[RUNS_ENV] = str(Path(args.runs).resolve())
+    os.environ[RUNS_ENV] = str(launch.runs_dir(args.runs))  # a regular file: a one-line error
     from streamlit.web import cli as st_cli  # imported here: `--help` stays fast
 
-    sys.argv = ["streamlit", "run", str(Path(__file__).with_name("main.py")), *streamlit_args]
+    sys.argv = launch.streamlit_args(Path(__file__).with_name("main.py"), streamlit_args)
     return st_cli.main()
 
 

@@ -97,6 +97,9 @@ def show_eval(out: EvalOutput) -> None:
             st.download_button("Download CSV", rows_csv(rows), "eval.csv", "text/csv", key="ex_eval_csv")
     curves = {k: v for k, v in out.losses.items() if v}
     if curves:
-        st.plotly_chart(charts.loss_curves(curves, "training loss (metrics.jsonl)"), key="ex_loss")
+        pes = {str(p.get("label", "?")): charts.payload_pe(p) for p in payloads}
+        st.plotly_chart(charts.loss_curves(curves, "training loss (metrics.jsonl; colour: PE)", groups=pes,
+                                           legend_by_group=False),
+                        key="ex_loss")
     elif payloads:
         st.caption("No metrics.jsonl next to these checkpoints: no loss curves.")
