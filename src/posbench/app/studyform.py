@@ -90,8 +90,11 @@ class CostEstimate:
 
     def text(self) -> str:
         done = f" ({self.cells - self.todo} already finished here are skipped)" if self.todo < self.cells else ""
-        return (f"{self.cells} cells{done}: {self.train_flop / 1e12:.2f} TFLOP of training (6 x params x tokens), "
-                f"about {self.minutes:.0f} min on {self.processes} of this machine's {os.cpu_count()} cores "
+        tera = self.train_flop >= 1e11
+        flop = f"{self.train_flop / 1e12:.2f} TFLOP" if tera else f"{self.train_flop / 1e9:.2f} GFLOP"
+        wall = f"about {self.minutes:.0f} min" if self.minutes >= 1 else f"about {60 * self.minutes:.0f} s"
+        return (f"{self.cells} cells{done}: {flop} of training (6 x params x tokens), "
+                f"{wall} on {self.processes} of this machine's {os.cpu_count()} cores "
                 f"(approximate: the quickstart's measured rate, {TRAIN_FLOP_PER_CPU_S / 1e9:.0f} GFLOP per "
                 "CPU-second, docs/performance.md; longer while other jobs share the cores)")
 
