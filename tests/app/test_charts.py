@@ -104,7 +104,8 @@ def test_heatmap_lengths_are_categories_and_na_cells_show():
     assert fig["layout"]["xaxis"]["type"] == "category" and fig["layout"]["yaxis"]["type"] == "category"
     values, na = fig["data"]
     assert values["x"] == ["256", "512", "1024", "2048"] and values["text"][0] == ["50", "50", "50", ""]
-    assert na["name"] == "n/a" and na["z"] == [[None, None, None, 1]] * 2 and na["texttemplate"] == "n/a"
+    assert na["name"] == "n/a" and na["z"] == [[None, None, None, 1]] * 2
+    assert na["text"] == [["", "", "", "n/a"]] * 2 and na["texttemplate"] == "%{text}"  # written in n/a cells only
     assert na["customdata"][0][3] == "too long"  # the reason, on hover
 
 

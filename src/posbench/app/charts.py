@@ -35,12 +35,18 @@ def _mean_by_step(rows_per_seed: list[list[dict]], key: str) -> tuple[list, list
 def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 420) -> go.Figure:
     """Title top left on its own band, the toolbar upright at the right edge (not over the title), the legend
     in rows below the plot (wraps instead of scrolling)."""
-    fig.update_layout(title=dict(text=title, x=0, xanchor="left", y=0.98, yanchor="top", font=dict(size=14)),
+    fig.update_layout(title=dict(text=_wrap(title), x=0, xanchor="left", y=0.98, yanchor="top", font=dict(size=14)),
                       xaxis_title=x, yaxis_title=y, legend_title="", height=height, showlegend=True,
                       legend=dict(orientation="h", x=0, xanchor="left", y=-0.2, yanchor="top"),
-                      modebar=dict(orientation="v"), margin=dict(l=50, r=TOOLBAR_W, t=60, b=40),
+                      modebar=dict(orientation="v"), margin=dict(l=50, r=TOOLBAR_W, t=70, b=40),
                       hovermode="x unified")
     return fig
+
+
+def _wrap(title: str, width: int = 50) -> str:
+    """A long title's parenthesis on a second, smaller line: a half-width chart cuts no title short."""
+    head, sep, rest = title.partition(" (")
+    return f"{head}<br><sup>({rest}</sup>" if sep and len(title) > width else title
 
 
 def _na_note(fig: go.Figure, text: str) -> None:
@@ -211,16 +217,17 @@ def retrieval_heatmap(result: dict, title: str) -> go.Figure:
     reason = [[acc.get((L, d), {}).get("na") or "not evaluated" for L in lengths] for d in depths]
     fig = go.Figure(go.Heatmap(z=z, x=xs, y=ys, zmin=0, zmax=100, colorscale="RdYlGn", name="accuracy",
                                text=[["" if v is None else f"{v:.0f}" for v in row] for row in z],
-                               texttemplate="%{text}", colorbar=dict(title="acc %"),
+                               texttemplate="%{text}",  # the colour bar lies below: the toolbar has the edge
+                               colorbar=dict(title="acc %", orientation="h", y=-0.3, yanchor="top", thickness=12),
                                hovertemplate="length %{x}<br>depth %{y}<br>acc %{z:.0f}%<extra></extra>"))
     na = [[1 if v is None else None for v in row] for row in z]
     if any(v for row in na for v in row):
         fig.add_trace(go.Heatmap(z=na, x=xs, y=ys, colorscale=[[0, NA_GREY], [1, NA_GREY]], showscale=False,
-                                 name="n/a", customdata=reason, texttemplate="n/a",
+                                 name="n/a", customdata=reason, texttemplate="%{text}",
                                  text=[["n/a" if v else "" for v in row] for row in na],
                                  hovertemplate="length %{x}<br>depth %{y}<br>n/a: %{customdata}<extra></extra>"))
     fig.update_xaxes(type="category", title="length (tokens)")
     fig.update_yaxes(type="category", title="depth")
-    fig.update_layout(title=dict(text=title, x=0, xanchor="left"), height=360, modebar=dict(orientation="v"),
+    fig.update_layout(title=dict(text=title, x=0, xanchor="left"), height=420, modebar=dict(orientation="v"),
                       margin=dict(l=50, r=TOOLBAR_W, t=60, b=40))
     return fig
