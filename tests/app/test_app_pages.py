@@ -152,9 +152,9 @@ def test_algorithmic_results_of_same_named_checkpoints_side_by_side(app, tmp_pat
     at = explore(app, "\n".join(paths))
     rows = at.table[0].value.to_dict("records")
     other = "nano_rope_s0 (sweep_b/eval/nano_rope_s0)"  # the same label, told apart by its directory
-    assert [(r["split"], r["nano_rope_s0"], r[other]) for r in rows] == [("id", "75.0", "50.0"),
-                                                                         ("ood", "50.0", "n/a (too long)")]
-    assert rows[1]["nano_rope_s0 beyond"] == "25.0" and rows[0]["chance/token %"] == "50.0"
+    assert [(r["split"], r["nano_rope_s0"], r[other]) for r in rows] == [
+        ("ID", "75.0", "50.0"), ("OOD, all positions", "50.0", "n/a (too long)")]
+    assert rows[1]["nano_rope_s0 beyond train length"] == "25.0" and rows[0]["chance/token %"] == "50.0"
 
 
 def test_a_checkpoint_without_attention_continues_and_says_so(app, tmp_path):
