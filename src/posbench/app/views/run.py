@@ -77,7 +77,7 @@ def _form(root) -> None:
         st.info(f"`{study.name}` is already running; showing it.")
 
 
-@st.cache_data(max_entries=16, show_spinner=False)
+@st.cache_data(max_entries=16, ttl=10, show_spinner=False)  # ttl: cells finish meanwhile
 def _estimate(spec: str, run_dir: str) -> str:
     """The cost line of a study (by its spec), skipping the cells already finished in `run_dir`."""
     study = from_dict(StudyConfig, json.loads(spec), "study")
