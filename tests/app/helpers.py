@@ -6,6 +6,11 @@ from pathlib import Path
 
 MAIN = str(Path(__file__).resolve().parents[2] / "src" / "posbench" / "app" / "main.py")
 
+# the run page's form values of a 2-cell study that trains in seconds
+TINY = {"name": "tiny", "tasks": "{name: k_back, k: 2}", "pes": ["rope", "learned"], "seeds": "0", "steps": 4,
+        "batch_size": 4, "lr": 3e-3, "workers": 1, "d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 32,
+        "other_overrides": [], "eval": {"n_examples": 8, "n_boot": 200}}
+
 
 def cell(pe: str, seed: int, id_acc: float, ood_acc: float) -> dict:
     # no ood_beyond_acc: a study written before that metric existed must still open (shown as n/a)

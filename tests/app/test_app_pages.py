@@ -32,9 +32,17 @@ def test_study_from_disk_summary_by_hand(app, tmp_path):
     assert rows["rope"]["ID acc % [95% CI]"] == "60.0 [50.0, 70.0]"
     assert rows["alibi"]["ID acc % [95% CI]"] == "90.0 [90.0, 90.0]"
     assert rows["rope"]["OOD beyond train length % [95% CI]"] == "n/a"  # the key is absent from these cells
-    assert rows["alibi"]["gap (ID - OOD, pts) [95% CI]"] == "5.0 [0.0, 10.0]"
-    # the learning-curve chart: one trace per PE, mean over seeds at each step (OOD: (0.4+0.6)/2 = 0.5 at step 10)
+    # these cells have no beyond-length accuracy: their gap is against all positions, and the table says so
+    assert rows["alibi"]["gap (ID - OOD beyond train length, pts) [95% CI]"] == \
+        "5.0 [0.0, 10.0] (vs OOD all positions)"
+    # the learning curve leads with the beyond-length accuracy: n/a in these cells, said in the chart
     fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert "OOD beyond train length" in fig["layout"]["title"]["text"]
+    assert [a["text"] for a in fig["layout"]["annotations"]][0].startswith("n/a")
+    # all positions, labelled so: one trace per PE, mean over seeds at each step ((0.4+0.6)/2 = 0.5 at step 10)
+    at.radio(key="ex0_split").set_value("OOD, all positions").run()
+    fig = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert "OOD, all positions" in fig["layout"]["title"]["text"]
     traces = {t["name"]: t for t in fig["data"]}
     assert sorted(traces) == ["alibi", "rope"] and traces["rope"]["y"] == pytest.approx([25.0, 50.0])
     # switching a PE off removes its trace
@@ -84,12 +92,11 @@ def test_eval_outputs_side_by_side(app, tmp_path):
 
 def test_bad_task_config_is_a_message(app):
     at = app.run()
-    at.text_area(key="f_tasks").set_value("{name: k_back, k: 3, colour: red}")
-    at.button[0].click().run()
+    at.text_area(key="f_tasks").set_value("{name: k_back, k: 3, colour: red}").run()  # checked as it changes
     assert not at.exception
     assert len(at.error) == 1 and "colour" in at.error[0].value and "Cannot start the study" in at.error[0].value
-    at.text_area(key="f_tasks").set_value("{name: no_such_task}")
-    at.button[0].click().run()
+    assert at.button(key="start").disabled
+    at.text_area(key="f_tasks").set_value("{name: no_such_task}").run()
     assert "no_such_task" in at.error[0].value
 
 
@@ -145,9 +152,9 @@ def test_algorithmic_results_of_same_named_checkpoints_side_by_side(app, tmp_pat
     at = explore(app, "\n".join(paths))
     rows = at.table[0].value.to_dict("records")
     other = "nano_rope_s0 (sweep_b/eval/nano_rope_s0)"  # the same label, told apart by its directory
-    assert [(r["split"], r["nano_rope_s0"], r[other]) for r in rows] == [("id", "75.0", "50.0"),
-                                                                         ("ood", "50.0", "n/a (too long)")]
-    assert rows[1]["nano_rope_s0 beyond"] == "25.0" and rows[0]["chance/token %"] == "50.0"
+    assert [(r["split"], r["nano_rope_s0"], r[other]) for r in rows] == [
+        ("ID", "75.0", "50.0"), ("OOD, all positions", "50.0", "n/a (too long)")]
+    assert rows[1]["nano_rope_s0 beyond train length"] == "25.0" and rows[0]["chance/token %"] == "50.0"
 
 
 def test_a_checkpoint_without_attention_continues_and_says_so(app, tmp_path):

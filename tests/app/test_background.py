@@ -10,10 +10,7 @@ import pytest
 
 from posbench.app import background
 from posbench.app.studyform import build_study, defaults
-
-TINY = {"name": "tiny", "tasks": "{name: k_back, k: 2}", "pes": ["rope", "learned"], "seeds": "0", "steps": 4,
-        "batch_size": 4, "lr": 3e-3, "workers": 1, "d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 32,
-        "other_overrides": [], "eval": {"n_examples": 8, "n_boot": 200}}
+from tests.app.helpers import TINY
 
 
 def wait_for(run_dir, states, timeout=300):
@@ -65,3 +62,28 @@ def test_killed_worker_shows_stopped_and_resumes(tmp_path):
     assert s.done < 2
     background.start(background.read_spec(run), run)
     assert wait_for(run, {"finished", "failed"}).state == "finished"
+
+
+@pytest.mark.slow
+def test_stop_keeps_finished_cells_and_a_resume_skips_them(tmp_path):
+    run = tmp_path / "six"
+    study = build_study({**TINY, "name": "six", "pes": ["rope", "learned", "alibi", "none", "sinusoidal", "t5"],
+                         "workers": 2, "steps": 100})
+    background.start(study, run)
+    deadline = time.time() + 300
+    while (s := background.state(run)).done < 1:
+        assert s.state == "running" and time.time() < deadline, (run / "runner.log").read_text()
+        time.sleep(0.1)
+    worker = int((run / "runner.pid").read_text())
+    group = background._group_members(worker)
+    assert len(group) >= 3  # the worker and its two cell processes
+    assert background.stop(run) is True
+    assert background._group_members(worker) == [] and not any(background._alive(p) for p in group)
+    s = background.state(run)
+    assert s.state == "stopped" and 1 <= s.done < s.total == 6
+    stamps = {p.name: p.stat().st_mtime_ns for p in (run / "cells").glob("*.json")}
+    assert background.start(study, run) is True  # resume: the finished cells are not run again
+    assert wait_for(run, {"finished", "failed"}).state == "finished", (run / "runner.log").read_text()
+    assert json.loads((run / "status.json").read_text())["ran"] == 6 - len(stamps)
+    assert stamps == {n: t for n, t in ((p.name, p.stat().st_mtime_ns) for p in (run / "cells").glob("*.json"))
+                      if n in stamps}

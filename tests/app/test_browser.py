@@ -33,7 +33,7 @@ def app_url(tmp_path):
     log = open(tmp_path / "streamlit.log", "wb")
     proc = subprocess.Popen([sys.executable, "-m", "posbench.app", "--runs", str(tmp_path / "runs"),
                              "--server.port", str(port), "--server.headless", "true", "--server.address", "127.0.0.1",
-                             "--browser.gatherUsageStats", "false", "--server.fileWatcherType", "none"],
+                             "--server.fileWatcherType", "none"],  # no usage statistics: the app's default
                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 120
@@ -127,9 +127,18 @@ def test_run_explore_and_switch_pe(app_url, browser, tmp_path):
     for label, value in (("Steps", "6"), ("Batch", "4"), ("Worker processes", "1"), ("d_model", "16"),
                          ("n_heads", "2"), ("n_layers", "1"), ("d_ff", "32")):
         set_field(browser, label, value)
+    from selenium.webdriver.common.keys import Keys
+
+    find(browser, 'input[aria-label="Name"]').send_keys(Keys.ENTER)  # Enter applies the field, starts nothing
+    wait_text(browser, "Cost: 2 cells")  # the cost of these fields, before Start
+    time.sleep(2)
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+    body = browser.find_element("tag name", "body").text
+    assert "to submit form" not in body and "Deploy" not in body  # no form; the launcher hides Deploy
     browser.save_screenshot(str(shots / "1_form.png"))
     next(b for b in browser.find_elements("css selector", "button") if b.text == "Start study").click()
     wait_text(browser, "cells finished (running)", 120)
+    assert any(b.text.endswith("Stop") for b in browser.find_elements("css selector", "button"))
     browser.save_screenshot(str(shots / "2_running.png"))
     wait_text(browser, "2 / 2 cells finished (finished)", 400)
     wait_text(browser, "OOD beyond train length", 30)
@@ -149,8 +158,6 @@ def test_run_explore_and_switch_pe(app_url, browser, tmp_path):
     wait_text(browser, "Study directories, eval outputs")
     set_field(browser, "Study directories, eval outputs or results.json files (one per line)",
               str(tmp_path / "runs" / "browser"), tag="textarea")
-    from selenium.webdriver.common.keys import Keys
-
     find(browser, "textarea").send_keys(Keys.CONTROL, Keys.ENTER)  # a text area's value is sent on Ctrl+Enter
     wait_text(browser, "Study browser (2 cells)")  # the backticks render as code
     wait_text(browser, "accuracy during training")

@@ -66,6 +66,7 @@ def test_in_memory_curve_equals_the_checkpoint_curve(tmp_path, pe):
         row = {"step": json.loads((path / "meta.json").read_text())["step"]}
         for split, (_, x, y) in splits.items():
             row[f"{split}_acc"] = score_rows(model, x, y).acc
+        row["ood_beyond_acc"] = score_rows(model, *splits["ood"][1:], train_len=cfg.model.seq_len).beyond
         curve.append(row)
     final = {split: score_rows(model, x, y, train_len=cfg.model.seq_len) for split, (_, x, y) in splits.items()}
     losses = [json.loads(line)["loss"] for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
@@ -77,6 +78,8 @@ def test_in_memory_curve_equals_the_checkpoint_curve(tmp_path, pe):
         assert (result[f"{split}_acc"], result[f"{split}_exact"], result[f"{split}_loss"]) == \
             (score.acc, score.exact, score.loss)
     assert result["ood_beyond_acc"] == final["ood"].beyond
+    # the learning curve records the headline metric too: its last point is the final beyond-length score
+    assert result["curve"][-1]["ood_beyond_acc"] == result["ood_beyond_acc"] is not None
     assert [r["loss"] for r in result["train_loss"]] == losses
     assert not list((tmp_path / "memory").glob(f"{cell.cell_id}/step_*"))  # no run dir left behind
 

@@ -6,14 +6,22 @@ results.json, ...) and the worker's lock, pid, log and final status. The worker 
 flock on runner.lock while it runs: the kernel releases it when the process dies, so "running" never
 goes stale, and a second start on the same directory finds it held and exits without work. A stopped
 run is resumed by starting it again: the study runner skips the cells already written.
+
+`stop` ends a run from the page: the worker leads its own process group (a new session), and the cell
+processes its pool spawns are in that group, so one signal to the group ends them all. A cell is written
+atomically when it finishes, so a stop keeps every finished cell and loses only the cells in training,
+which the next start runs again from scratch.
 """
 
 from __future__ import annotations
 
 import fcntl
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -76,6 +84,71 @@ def start(study: StudyConfig, run_dir: Path) -> bool:
                                 close_fds=True)
     write_text(run_dir / PID, str(proc.pid))  # "running" from now on, before the worker takes its lock
     return True
+
+
+STOP_GRACE_S = 10.0  # after SIGTERM, how long the run's processes get before SIGKILL
+
+
+def stop(run_dir: Path, grace_s: float = STOP_GRACE_S) -> bool:
+    """End the run's worker and its cell processes (SIGTERM to the worker's process group, SIGKILL to what
+    is left after `grace_s`) and wait until they are gone; records the run as stopped. False when no worker
+    of this run directory is running (a pid that now belongs to another process is left alone)."""
+    run_dir = Path(run_dir)
+    pid = _worker_pid(run_dir)
+    if pid is None:
+        return False
+    write_text(run_dir / STATUS, json.dumps({"state": "stopped", "error": "stopped from the page"}))
+    deadline = time.monotonic() + grace_s
+    sig = signal.SIGTERM
+    while members := _group_members(pid):
+        for member in members:  # by pid, not killpg: only the live members of this run's group
+            try:
+                os.kill(member, sig)
+            except ProcessLookupError:
+                pass
+        _reap(pid)
+        time.sleep(0.1)
+        if time.monotonic() > deadline:
+            sig = signal.SIGKILL
+    _reap(pid)
+    (run_dir / PID).unlink(missing_ok=True)
+    return True
+
+
+def _worker_pid(run_dir: Path) -> int | None:
+    """The pid in runner.pid when it is this run's live worker (`python -m posbench.app.worker RUN_DIR`)."""
+    try:
+        pid = int((run_dir / PID).read_text() or 0)
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except (OSError, ValueError):
+        return None
+    if not _alive(pid) or "posbench.app.worker" not in args[:-2]:
+        return None
+    return pid if Path(args[args.index("posbench.app.worker") + 1]).resolve() == run_dir.resolve() else None
+
+
+def _group_members(pgid: int) -> list[int]:
+    """Live (not zombie) processes of process group `pgid`, from /proc."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # ended meanwhile
+            continue
+        if fields[0] != "Z" and int(fields[2]) == pgid:  # state, ppid, pgrp
+            found.append(int(entry.name))
+    return found
+
+
+def _reap(pid: int) -> None:
+    """Collect the worker's exit status when this process started it (the page server), so it leaves no
+    zombie behind; anyone else's child is not ours to wait for."""
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        pass
 
 
 def state(run_dir: Path) -> RunState:

@@ -1,5 +1,12 @@
 """Plotly figures for the pages. Every line chart has one trace per PE (or checkpoint) so a click on
-the legend hides or shows it, and hover shows the values. Pure functions of the loaded data."""
+the legend hides or shows it, and hover shows the values. Pure functions of the loaded data.
+
+Every PE has one colour on every chart and page (`posbench.palette`, the same as the study PNGs); the seeds
+or runs of one PE share it and differ by dash, under one legend entry per PE. Legends sit below the plot, in
+rows, so they never scroll; the toolbar stands upright at the right edge, clear of the title. Accuracy is
+named as the one it is: *OOD beyond train length* (targets past the training length only: the headline) or
+*OOD, all positions*; never "OOD" alone.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +14,12 @@ from collections import defaultdict
 
 import numpy as np
 import plotly.graph_objects as go
+
+from posbench.palette import pe_colour, seed_dash
+
+# learning-curve metrics (key in a cell's curve rows -> what the chart calls it), the headline first
+CURVE_LABELS = {"ood_beyond_acc": "OOD beyond train length", "id_acc": "ID", "ood_acc": "OOD, all positions"}
+TOOLBAR_W = 44  # px at the right edge for the upright toolbar
 
 
 def _mean_by_step(rows_per_seed: list[list[dict]], key: str) -> tuple[list, list]:
@@ -19,57 +32,107 @@ def _mean_by_step(rows_per_seed: list[list[dict]], key: str) -> tuple[list, list
     return steps, [float(np.mean(by_step[s])) for s in steps]
 
 
-def _layout(fig: go.Figure, title: str, x: str, y: str) -> go.Figure:
-    fig.update_layout(title=title, xaxis_title=x, yaxis_title=y, legend_title="", height=380, showlegend=True,
-                      margin=dict(l=40, r=10, t=50, b=40), hovermode="x unified")
+def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 420) -> go.Figure:
+    """Title top left on its own band, the toolbar upright at the right edge (not over the title), the legend
+    in rows below the plot (wraps instead of scrolling)."""
+    fig.update_layout(title=dict(text=_wrap(title), x=0, xanchor="left", y=0.98, yanchor="top", font=dict(size=14)),
+                      xaxis_title=x, yaxis_title=y, legend_title="", height=height, showlegend=True,
+                      legend=dict(orientation="h", x=0, xanchor="left", y=-0.2, yanchor="top"),
+                      modebar=dict(orientation="v"), margin=dict(l=50, r=TOOLBAR_W, t=70, b=40),
+                      hovermode="x unified")
     return fig
 
 
-def learning_curves(cells: list[dict], task: str, key: str = "ood_acc", visible: set[str] | None = None) -> go.Figure:
+def _wrap(title: str, width: int = 50) -> str:
+    """A long title's parenthesis on a second, smaller line: a half-width chart cuts no title short."""
+    head, sep, rest = title.partition(" (")
+    return f"{head}<br><sup>({rest}</sup>" if sep and len(title) > width else title
+
+
+def _na_note(fig: go.Figure, text: str) -> None:
+    fig.add_annotation(text=text, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
+                       font=dict(color="grey"))
+
+
+def learning_curves(cells: list[dict], task: str, key: str = "ood_beyond_acc",
+                    visible: set[str] | None = None) -> go.Figure:
     """Accuracy at the evaluated checkpoints, mean over seeds, one trace per PE (legend click toggles)."""
     fig = go.Figure()
     by_pe = defaultdict(list)
     for c in cells:
         if c.get("task") == task:
             by_pe[c["pe"]].append(c.get("curve") or [])
+    drawn = False
     for pe, curves in sorted(by_pe.items()):
         steps, vals = _mean_by_step(curves, key)
+        drawn = drawn or bool(steps)
         fig.add_trace(go.Scatter(x=steps, y=[100 * v for v in vals], mode="lines+markers", name=pe,
+                                 line=dict(color=pe_colour(pe)),
                                  visible=True if visible is None or pe in visible else "legendonly"))
-    label = {"id_acc": "ID", "ood_acc": "OOD"}.get(key, key)
-    return _layout(fig, f"{task}: {label} accuracy during training (mean over seeds)", "step", "accuracy %")
+    label = CURVE_LABELS.get(key, key)
+    if by_pe and not drawn:
+        _na_note(fig, f"n/a: these cells did not record {label} accuracy at each checkpoint")
+    return _layout(fig, f"{task}: accuracy during training, {label} (mean over seeds)", "step", "accuracy %")
 
 
-def loss_curves(series: dict[str, list[dict]], title: str = "training loss") -> go.Figure:
-    """One trace per name (a cell, a PE, a checkpoint's run): rows of {step, loss}."""
+def loss_curves(series: dict[str, list[dict]], title: str = "training loss", groups: dict[str, str] | None = None,
+                dashes: dict[str, int] | None = None, legend_by_group: bool = True) -> go.Figure:
+    """One trace per name (a cell, a checkpoint's run): rows of {step, loss}. `groups`: name -> PE; the
+    traces of one PE share its colour and differ by dash (`dashes[name]`, a seed's index, else their order);
+    with `legend_by_group` they share one legend entry (a click toggles them all), else each has its own."""
     fig = go.Figure()
+    groups, dashes = groups or {}, dashes or {}
+    seen: dict[str, int] = defaultdict(int)
     for name, rows in series.items():
-        fig.add_trace(go.Scatter(x=[r["step"] for r in rows], y=[r["loss"] for r in rows], mode="lines", name=name))
-    return _layout(fig, title, "step", "loss")
+        group = groups.get(name, name)
+        k = seen[group]
+        seen[group] += 1
+        fig.add_trace(go.Scatter(x=[r["step"] for r in rows], y=[r["loss"] for r in rows], mode="lines",
+                                 name=group if legend_by_group else name, legendgroup=group if legend_by_group
+                                 else name, showlegend=k == 0 or not legend_by_group,
+                                 line=dict(color=pe_colour(group), dash=seed_dash(dashes.get(name, k))),
+                                 hovertemplate=f"{name}: %{{y:.3f}}<extra></extra>"))
+    fig = _layout(fig, title, "step", "loss")
+    fig.update_layout(hovermode="closest")  # one line's value: a unified hover over dozens of cells is a wall
+    return fig
+
+
+# how each accuracy's bars are filled (the colour is the PE's): the headline solid, ID light, all positions hatched
+BAR_METRICS = (("id_acc", "ID (light)", dict(opacity=0.45)),
+               ("ood_beyond_acc", "OOD beyond train length (solid)", dict()),
+               ("ood_acc", "OOD, all positions (hatched)", dict(marker_pattern_shape="/")))
 
 
 def id_ood_bars(rows: list[dict], task: str) -> go.Figure:
-    """Mean accuracy per PE with its CI as error bars; `rows` from studies.report.summarize."""
+    """Mean accuracy per PE with its CI as error bars; `rows` from studies.report.summarize. A metric that is
+    n/a for a PE has no bar and says "n/a" where it would be."""
     fig = go.Figure()
     rows = [r for r in rows if r["task"] == task]
-    for key, label in (("id_acc", "ID"), ("ood_beyond_acc", "OOD beyond train length"), ("ood_acc", "OOD all")):
-        xs, ys, lo, hi = [], [], [], []
+    for key, label, style in BAR_METRICS:
+        xs, ys, lo, hi, text, shown = [], [], [], [], [], []
         for r in rows:
             s = r.get(key)
-            if s is None or s.mean is None:
-                continue
             xs.append(r["pe"])
-            ys.append(100 * s.mean)
-            lo.append(100 * (s.mean - s.lo))
-            hi.append(100 * (s.hi - s.mean))
-        fig.add_trace(go.Bar(x=xs, y=ys, name=label,
-                             error_y=dict(type="data", symmetric=False, array=hi, arrayminus=lo)))
+            na = s is None or s.mean is None
+            ys.append(0 if na else 100 * s.mean)  # an n/a bar has no height and says n/a, on hover too
+            lo.append(0 if na else 100 * (s.mean - s.lo))
+            hi.append(0 if na else 100 * (s.hi - s.mean))
+            text.append("n/a" if na else "")
+            shown.append("n/a" if na else s.fmt())
+        fig.add_trace(go.Bar(x=xs, y=ys, name=label, text=text, textposition="outside", customdata=shown,
+                             hovertemplate=f"{label}: %{{customdata}}<extra></extra>",
+                             marker=dict(color=[pe_colour(x) for x in xs], line=dict(color=[pe_colour(x) for x in xs],
+                                                                                     width=1)),
+                             error_y=dict(type="data", symmetric=False, array=hi, arrayminus=lo), **style))
     fig.update_layout(barmode="group")
-    return _layout(fig, f"{task}: accuracy by PE (bars: mean over seeds, whiskers: CI)", "PE", "accuracy %")
+    fig.update_yaxes(range=[0, 105])
+    return _layout(fig, f"{task}: accuracy per target position (bars: mean over seeds, whiskers: CI)", "PE",
+                   "accuracy %")
 
 
 def per_position(cells: list[dict], task: str) -> go.Figure:
-    """OOD accuracy at each target position, mean over seeds; a dashed line at the training length."""
+    """The OOD examples' accuracy at each target position, mean over seeds; a dashed line at the training
+    length (right of it: beyond it)."""
     fig = go.Figure()
     by_pe = defaultdict(list)
     train_len = None
@@ -83,10 +146,12 @@ def per_position(cells: list[dict], task: str) -> go.Figure:
         for t in range(width):
             got = [v[t] for v in lists if t < len(v) and v[t] is not None]
             vals.append(100 * float(np.mean(got)) if got else None)
-        fig.add_trace(go.Scatter(x=list(range(width)), y=vals, mode="lines", name=pe, connectgaps=False))
+        fig.add_trace(go.Scatter(x=list(range(width)), y=vals, mode="lines", name=pe, connectgaps=False,
+                                 line=dict(color=pe_colour(pe))))
     if train_len:
-        fig.add_vline(x=train_len - 0.5, line_dash="dash", annotation_text="training length")
-    return _layout(fig, f"{task}: OOD accuracy by position (mean over seeds)", "position", "accuracy %")
+        fig.add_vline(x=train_len - 0.5, line_dash="dash", annotation_text="training length (right: beyond)")
+    return _layout(fig, f"{task}: OOD examples, accuracy at each target position", "target position",
+                   "accuracy %")
 
 
 def attention_map(probs_QK: list[list[float]], q_labels: list[str], k_labels: list[str], title: str) -> go.Figure:
@@ -96,14 +161,23 @@ def attention_map(probs_QK: list[list[float]], q_labels: list[str], k_labels: li
     fig = go.Figure(go.Heatmap(z=probs_QK, x=kl, y=ql, colorscale="Viridis", zmin=0, zmax=1,
                                hovertemplate="query %{y}<br>key %{x}<br>p=%{z:.3f}<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
-    fig.update_layout(title=title, xaxis_title="key", yaxis_title="query", height=520,
-                      margin=dict(l=40, r=10, t=50, b=40))
+    fig.update_layout(title=dict(text=title, x=0, xanchor="left"), xaxis_title="key", yaxis_title="query",
+                      height=520, modebar=dict(orientation="v"), margin=dict(l=40, r=TOOLBAR_W, t=60, b=40))
     return fig
 
 
+def payload_pe(payload: dict) -> str:
+    """The PE a checkpoint was trained with (its config in eval.py's results.json), else its label."""
+    pe = ((payload.get("config") or {}).get("pe") or {}).get("name")
+    return str(pe) if pe else str(payload.get("label", "?"))
+
+
 def ppl_vs_length(payloads: list[dict], protocol: str) -> go.Figure:
-    """Perplexity at each evaluated length, one trace per checkpoint; n/a lengths leave a gap."""
+    """Perplexity at each evaluated length, one trace per checkpoint in its PE's colour (two checkpoints of one
+    PE: two dashes); n/a lengths leave a gap."""
     fig = go.Figure()
+    seen: dict[str, int] = defaultdict(int)
+    ticks: set[int] = set()
     for p in payloads:
         res = p.get("suites", {}).get("ppl")
         if not res:
@@ -113,24 +187,47 @@ def ppl_vs_length(payloads: list[dict], protocol: str) -> go.Figure:
             xs.append(row["length"])
             cell = row.get(protocol) or {}
             ys.append(cell.get("ppl"))
-        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=p.get("label", "?")))
+        ticks.update(xs)
+        pe = payload_pe(p)
+        fig.add_trace(go.Scatter(x=xs, y=ys, mode="lines+markers", name=p.get("label", "?"),
+                                 line=dict(color=pe_colour(pe), dash=seed_dash(seen[pe]))))
+        seen[pe] += 1
         if res.get("train_len"):
             fig.add_vline(x=res["train_len"], line_dash="dot")
-    fig.update_xaxes(type="log")
+    fig.update_xaxes(type="log", tickvals=sorted(ticks), ticktext=[str(t) for t in sorted(ticks)])
     return _layout(fig, f"perplexity vs context length ({protocol}; dotted: training length)", "tokens",
                    "perplexity")
 
 
+NA_GREY = "#d9d9d9"
+
+
 def retrieval_heatmap(result: dict, title: str) -> go.Figure:
-    """NIAH / passkey accuracy by (depth, length); n/a cells blank, their reason on hover."""
+    """NIAH / passkey accuracy by (depth, length) on categorical axes (every evaluated length one column,
+    equally wide); each cell shows its value, an n/a cell is grey with "n/a" in it and its reason on hover."""
     acc = {(c["length"], c["depth"]): c for c in result.get("cells", [])}
     lengths, depths = result.get("lengths", []), result.get("depths", [])
-    z = [[None if acc.get((L, d), {}).get("accuracy") is None else 100 * acc[(L, d)]["accuracy"] for L in lengths]
-         for d in depths]
-    text = [[acc.get((L, d), {}).get("na") or "" for L in lengths] for d in depths]
-    fig = go.Figure(go.Heatmap(z=z, x=[str(L) for L in lengths], y=[f"{d:g}" for d in depths], zmin=0, zmax=100,
-                               colorscale="RdYlGn", text=text,
-                               hovertemplate="length %{x}<br>depth %{y}<br>acc %{z:.0f}%<br>%{text}<extra></extra>"))
-    fig.update_layout(title=title, xaxis_title="length (tokens)", yaxis_title="depth", height=360,
-                      margin=dict(l=40, r=10, t=50, b=40))
+    xs, ys = [str(L) for L in lengths], [f"{d:g}" for d in depths]
+
+    def value(L, d):
+        a = acc.get((L, d), {}).get("accuracy")
+        return None if a is None else 100 * a
+
+    z = [[value(L, d) for L in lengths] for d in depths]
+    reason = [[acc.get((L, d), {}).get("na") or "not evaluated" for L in lengths] for d in depths]
+    fig = go.Figure(go.Heatmap(z=z, x=xs, y=ys, zmin=0, zmax=100, colorscale="RdYlGn", name="accuracy",
+                               text=[["" if v is None else f"{v:.0f}" for v in row] for row in z],
+                               texttemplate="%{text}",  # the colour bar lies below: the toolbar has the edge
+                               colorbar=dict(title="acc %", orientation="h", y=-0.3, yanchor="top", thickness=12),
+                               hovertemplate="length %{x}<br>depth %{y}<br>acc %{z:.0f}%<extra></extra>"))
+    na = [[1 if v is None else None for v in row] for row in z]
+    if any(v for row in na for v in row):
+        fig.add_trace(go.Heatmap(z=na, x=xs, y=ys, colorscale=[[0, NA_GREY], [1, NA_GREY]], showscale=False,
+                                 name="n/a", customdata=reason, texttemplate="%{text}",
+                                 text=[["n/a" if v else "" for v in row] for row in na],
+                                 hovertemplate="length %{x}<br>depth %{y}<br>n/a: %{customdata}<extra></extra>"))
+    fig.update_xaxes(type="category", title="length (tokens)")
+    fig.update_yaxes(type="category", title="depth")
+    fig.update_layout(title=dict(text=title, x=0, xanchor="left"), height=420, modebar=dict(orientation="v"),
+                      margin=dict(l=50, r=TOOLBAR_W, t=60, b=40))
     return fig

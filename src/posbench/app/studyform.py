@@ -1,8 +1,11 @@
 """The run page's form values -> a typed StudyConfig through the project's strict loader, with every
-check the runner would make (task fields, PE names, cell ids) done before anything starts."""
+check the runner would make (task fields, PE names, cell ids) done before anything starts, and what the
+study would cost on this machine (`estimate`), shown before it starts."""
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
@@ -67,3 +70,52 @@ def build_study(form: dict) -> StudyConfig:
         if cell.seed == study.seeds[0]:  # the other seeds differ only in the seed
             cell_config(cell, build_task(cell.task), Path("work"))
     return study
+
+
+# The rate this project measured for the quickstart study on its 2-core CPU machine (docs/performance.md,
+# "The quickstart study"): the train phase did 36.6 TFLOP (6 x params x tokens) in 1113.0 CPU-seconds (one
+# thread per cell process), and everything else of a cell (rows, scoring, start-up, report) took
+# 166.1 CPU-seconds over its 60 cells.
+TRAIN_FLOP_PER_CPU_S = 36.6e12 / 1113.0
+OTHER_CPU_S_PER_CELL = 166.1 / 60
+
+
+@dataclass
+class CostEstimate:
+    cells: int  # in the grid
+    todo: int  # not finished yet in the run directory (a resumed study skips the others)
+    train_flop: float  # 6 x params x training tokens, summed over the cells to run
+    processes: int  # cell processes running at once: the study's workers, at most one per core
+    minutes: float  # wall minutes at the measured rate, approximate
+
+    def text(self) -> str:
+        done = f" ({self.cells - self.todo} already finished here are skipped)" if self.todo < self.cells else ""
+        tera = self.train_flop >= 1e11
+        flop = f"{self.train_flop / 1e12:.2f} TFLOP" if tera else f"{self.train_flop / 1e9:.2f} GFLOP"
+        wall = f"about {self.minutes:.0f} min" if self.minutes >= 1 else f"about {60 * self.minutes:.0f} s"
+        return (f"{self.cells} cells{done}: {flop} of training (6 x params x tokens), "
+                f"{wall} on {self.processes} of this machine's {os.cpu_count()} cores "
+                f"(approximate: the quickstart's measured rate, {TRAIN_FLOP_PER_CPU_S / 1e9:.0f} GFLOP per "
+                "CPU-second, docs/performance.md; longer while other jobs share the cores)")
+
+
+def estimate(study: StudyConfig, run_dir: Path | None = None) -> CostEstimate:
+    """What starting `study` costs on this machine, before it starts: cells to run and wall minutes."""
+    from posbench.model.flops import model_stats
+    from posbench.studies.study_runner import cell_path
+
+    cells = expand(study)
+    todo = [c for c in cells if run_dir is None or not cell_path(run_dir, c).is_file()]
+    flop_per_token: dict[tuple, tuple[float, int]] = {}  # the seeds of a (task, row, axes) share a model
+    total = 0.0
+    for cell in todo:
+        key = (cell.task.name, repr(cell.task), cell.label, repr(sorted(cell.axes.items())))
+        if key not in flop_per_token:
+            cfg = cell_config(cell, build_task(cell.task), Path("work"))
+            params = model_stats(cfg.model, cfg.pe, "cpu").params_total
+            flop_per_token[key] = (6.0 * params, cfg.train.global_batch_tokens)
+        per_token, tokens_per_step = flop_per_token[key]
+        total += per_token * tokens_per_step * cell.study.train.steps
+    processes = max(1, min(study.workers, os.cpu_count() or 1, len(todo) or 1))
+    cpu_s = total / TRAIN_FLOP_PER_CPU_S + OTHER_CPU_S_PER_CELL * len(todo)
+    return CostEstimate(len(cells), len(todo), total, processes, cpu_s / processes / 60)

@@ -13,7 +13,7 @@ from posbench.studies.study_spec import StudyConfig, StudyEval
 # (cell key, column label, shown as a percentage); a key absent from every cell shows as n/a
 COLUMNS = (("id_acc", "ID acc %", True), ("ood_beyond_acc", "OOD beyond train length %", True),
            ("ood_acc", "OOD all positions %", True), ("id_loss", "ID loss", False), ("ood_loss", "OOD loss", False),
-           ("gap", "gap (ID - OOD, pts)", True))
+           ("gap", "gap (ID - OOD beyond train length, pts)", True))
 
 
 def summary_rows(cells: list[dict], study: StudyConfig | SummarySettings) -> list[dict]:
@@ -29,6 +29,10 @@ def summary_rows(cells: list[dict], study: StudyConfig | SummarySettings) -> lis
         for key, label, as_pct in COLUMNS:
             summary = row.get(key)
             shown[f"{label} [{pct}% CI]"] = "n/a" if summary is None else summary.fmt(as_pct)
+        beyond = row.get("ood_beyond_acc")
+        if (beyond is None or beyond.mean is None) and row["gap"].mean is not None:
+            # cells without the beyond metric computed their gap against all positions: said so
+            shown[f"{COLUMNS[-1][1]} [{pct}% CI]"] += " (vs OOD all positions)"
         shown["chance %"] = f"{100 * row['chance']:.0f}" if row.get("chance") is not None else "n/a"
         out.append(shown)
     return out

@@ -53,8 +53,7 @@ def heatmaps(path: Path, grids: dict[str, np.ndarray], xticks: list[str], yticks
     n = max(1, len(grids))
     fig, axes = plt.subplots(1, n, figsize=(1.2 + 0.7 * len(xticks) * n + 1.0, 0.5 * len(yticks) + 1.8),
                              squeeze=False)
-    cmap = matplotlib.colormaps["viridis"].copy()
-    cmap.set_bad("lightgrey")
+    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="lightgrey")
     image = None
     for i, (ax, (label, grid)) in enumerate(zip(axes[0], grids.items(), strict=False)):
         image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto", origin="upper")
@@ -94,7 +93,7 @@ def grouped_bars(path: Path, panels: dict[str, dict[str, list[float | None]]], g
         ax.set_ylim(0, 1.05)
         ax.set(ylabel=ylabel, title=label)
         ax.grid(True, axis="y", alpha=0.3)
-        ax.legend(fontsize=7, ncol=min(4, len(series) + 1))
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)  # beside: long labels
     fig.suptitle(title)
     fig.tight_layout()
     return _save(fig, path)

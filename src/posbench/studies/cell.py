@@ -58,7 +58,9 @@ def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dic
         phases.lap("train")
         scores.update({split: score_rows(model, x, y, train_len=cfg.model.seq_len)
                        for split, (_, x, y) in splits.items()})
-        curve.append({"step": step, **{f"{split}_acc": score.acc for split, score in scores.items()}})
+        # beyond: OOD targets past the training length only, the headline metric, at every snapshot too
+        curve.append({"step": step, **{f"{split}_acc": score.acc for split, score in scores.items()},
+                      "ood_beyond_acc": scores["ood"].beyond})
         final_model[:] = [model]
         phases.lap("eval")
 

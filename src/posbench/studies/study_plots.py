@@ -1,5 +1,11 @@
 """Study plots (matplotlib, Agg): learning curves with CI bands, ID vs OOD bars with CIs, accuracy vs
-sequence length, attention maps. Each function writes one PNG and returns its file name."""
+sequence length, attention maps. Each function writes one PNG and returns its file name.
+
+Every accuracy drawn says which one it is (DESIGN 20): *OOD beyond train length* (only the target positions
+past the training length: extrapolation, the headline metric) leads, and the OOD accuracy over all positions
+of the longer examples, which also counts the positions the model was trained at, is always labelled
+*OOD, all positions*; "OOD" alone labels nothing. A value that is n/a is written "n/a", never drawn as 0.
+Colours: one per PE (posbench.palette), the same in every figure and in the app."""
 
 from __future__ import annotations
 
@@ -11,8 +17,17 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib.lines import Line2D  # noqa: E402
+from matplotlib.patches import Patch  # noqa: E402
 
+from posbench.palette import pe_colour  # noqa: E402
 from posbench.stats import bootstrap_ci  # noqa: E402
+
+# (result key, label): the order every figure draws them in; the labels are the report table's
+BEYOND = ("ood_beyond_acc", "OOD beyond train length")
+ALL_POSITIONS = ("ood_acc", "OOD, all positions")
+ID = ("id_acc", "ID")
+CURVE_METRICS = (BEYOND, ID, ALL_POSITIONS)
 
 
 def _by(results, *keys):
@@ -29,58 +44,87 @@ def _tasks_pes(results):
 
 
 def learning_curves(results, out_dir: Path, confidence: float) -> str:
+    """Per task, one panel per accuracy (beyond train length, ID, OOD all positions) at every scored
+    checkpoint: mean over seeds with a CI band. Cells written before the curve recorded the beyond-length
+    accuracy leave that panel n/a."""
     tasks, pes = _tasks_pes(results)
-    fig, axes = plt.subplots(len(tasks), 2, figsize=(10, 2.8 * len(tasks)), squeeze=False)
+    fig, axes = plt.subplots(len(tasks), len(CURVE_METRICS), figsize=(14, 2.9 * len(tasks)), squeeze=False)
     groups = _by(results, "task", "pe")
     for i, task in enumerate(tasks):
-        for j, split in enumerate(("id", "ood")):
+        first = next(c for c in results if c["task"] == task)
+        for j, (key, label) in enumerate(CURVE_METRICS):
             ax = axes[i][j]
+            drawn = False
             for pe in pes:
                 cells = groups.get((task, pe), [])
                 if not cells:
                     continue
                 steps = [row["step"] for row in cells[0]["curve"]]
-                stats = [bootstrap_ci([c["curve"][k][f"{split}_acc"] for c in cells if k < len(c["curve"])],
+                stats = [bootstrap_ci([c["curve"][k].get(key) for c in cells if k < len(c["curve"])],
                                       confidence, 2000) for k in range(len(steps))]
                 if any(s.mean is None for s in stats):
                     continue
-                mean = [100 * s.mean for s in stats]
-                ax.plot(steps, mean, marker="o", ms=3, label=pe)
-                ax.fill_between(steps, [100 * s.lo for s in stats], [100 * s.hi for s in stats], alpha=0.2)
-            _accuracy_axes(ax, f"{task}: {split.upper()} accuracy", "step", cells[0]["chance"])
-    axes[0][0].legend(fontsize=8)
-    return _save(fig, out_dir, "learning_curves.png")
+                ax.plot(steps, [100 * s.mean for s in stats], marker="o", ms=3, color=pe_colour(pe), label=pe)
+                ax.fill_between(steps, [100 * s.lo for s in stats], [100 * s.hi for s in stats],
+                                color=pe_colour(pe), alpha=0.2)
+                drawn = True
+            if not drawn:
+                ax.text(0.5, 0.5, "n/a: not recorded per checkpoint\nin these results", ha="center", va="center",
+                        transform=ax.transAxes, fontsize=9, color="grey")
+            _accuracy_axes(ax, f"{task}: {label}", "step", first["chance"])
+    fig.legend(handles=[Line2D([], [], color=pe_colour(pe), marker="o", ms=3, label=pe) for pe in pes],
+               loc="upper center", ncol=min(8, len(pes)), fontsize=8, frameon=False)
+    fig.suptitle("Accuracy per target position during training (mean over seeds, CI band; dotted: chance)",
+                 fontsize=10, y=0.0, va="bottom")
+    fig.tight_layout(rect=(0, 0.03, 1, 1 - 0.25 / (2.9 * len(tasks))))
+    return _save(fig, out_dir, "learning_curves.png", layout=False)
 
 
 def _accuracy_axes(ax, title: str, xlabel: str, chance: float) -> None:
     """Accuracy in % on 0..102 with the chance level dotted."""
     ax.axhline(100 * chance, color="grey", ls=":", lw=1)
-    ax.set_title(title)
+    ax.set_title(title, fontsize=10)
     ax.set_xlabel(xlabel)
     ax.set_ylabel("accuracy %")
     ax.set_ylim(0, 102)
 
 
+# how each accuracy's bar is filled: ID light, beyond train length solid (the headline), all positions hatched
+BAR_STYLE = {"id_acc": dict(alpha=0.35), "ood_beyond_acc": dict(),
+             "ood_acc": dict(hatch="///", fill=False)}
+
+
 def id_ood_bars(results, out_dir: Path, confidence: float) -> str:
+    """Per task and PE: ID accuracy, OOD accuracy beyond the training length and OOD accuracy over all
+    positions, mean over seeds with CI whiskers; the PE's colour, the accuracy's fill (legend)."""
     tasks, pes = _tasks_pes(results)
-    fig, axes = plt.subplots(1, len(tasks), figsize=(4 * len(tasks), 3.4), squeeze=False)
+    fig, axes = plt.subplots(1, len(tasks), figsize=(4.4 * len(tasks), 3.9), squeeze=False)
     groups = _by(results, "task", "pe")
-    width = 0.38
+    bars = (ID, BEYOND, ALL_POSITIONS)
+    width = 0.27
     for i, task in enumerate(tasks):
         ax = axes[0][i]
-        for k, split in enumerate(("id", "ood")):
-            stats = [bootstrap_ci([c[f"{split}_acc"] for c in groups.get((task, pe), [])], confidence, 2000)
-                     for pe in pes]
-            mean = np.array([100 * (s.mean or 0) for s in stats])
-            err = np.array([[100 * ((s.mean or 0) - (s.lo or 0)) for s in stats],
-                            [100 * ((s.hi or 0) - (s.mean or 0)) for s in stats]])
-            ax.bar(np.arange(len(pes)) + (k - 0.5) * width, mean, width, yerr=err, capsize=3, label=split.upper())
+        for k, (key, _label) in enumerate(bars):
+            for x, pe in enumerate(pes):
+                s = bootstrap_ci([c.get(key) for c in groups.get((task, pe), [])], confidence, 2000)
+                pos = x + (k - 1) * width
+                if s.mean is None:
+                    ax.text(pos, 2, "n/a", ha="center", va="bottom", rotation=90, fontsize=7, color="grey")
+                    continue
+                err = [[100 * (s.mean - s.lo)], [100 * (s.hi - s.mean)]]
+                ax.bar(pos, 100 * s.mean, width, yerr=err, capsize=2, color=pe_colour(pe), edgecolor=pe_colour(pe),
+                       **BAR_STYLE[key])
+        ax.axhline(100 * next(c for c in results if c["task"] == task)["chance"], color="grey", ls=":", lw=1)
         ax.set_xticks(np.arange(len(pes)), pes, rotation=30, fontsize=8)
         ax.set_title(task)
         ax.set_ylim(0, 105)
-    axes[0][0].set_ylabel("accuracy %")
-    axes[0][0].legend(fontsize=8)
-    return _save(fig, out_dir, "id_ood_bars.png")
+    axes[0][0].set_ylabel("accuracy % (mean over seeds, CI)")
+    handles = [Patch(facecolor="dimgrey", edgecolor="dimgrey", label=label, **BAR_STYLE[key]) for key, label in bars]
+    fig.legend(handles=handles, loc="upper center", ncol=3, fontsize=8, frameon=False)
+    fig.suptitle("Accuracy per target position; bar colour: the PE; dotted: chance", fontsize=9, y=0.02,
+                 va="bottom")
+    fig.tight_layout(rect=(0, 0.05, 1, 0.94))
+    return _save(fig, out_dir, "id_ood_bars.png", layout=False)
 
 
 def accuracy_vs_length(results, out_dir: Path) -> str:
@@ -96,20 +140,24 @@ def accuracy_vs_length(results, out_dir: Path) -> str:
                     per_len[int(length)].append(acc)
             if per_len:
                 xs = sorted(per_len)
-                ax.plot(xs, [100 * np.mean(per_len[x]) for x in xs], marker=".", label=pe)
+                ax.plot(xs, [100 * np.mean(per_len[x]) for x in xs], marker=".", color=pe_colour(pe), label=pe)
         task_cells = [c for (t, _), cs in groups.items() if t == task for c in cs]
-        ax.axvline(task_cells[0]["seq_len"] + 0.5, color="grey", ls="--", lw=1)  # end of the training lengths
-        ax.set_title(task)
-        ax.set_xlabel("sequence length (tokens)")
+        # end of the training lengths
+        ax.axvline(task_cells[0]["seq_len"] + 0.5, color="grey", ls="--", lw=1, label="training length")
+        ax.set_title(f"{task}: by example length")
+        ax.set_xlabel("example length (tokens)")
         ax.set_ylim(0, 102)
-    axes[0][0].set_ylabel("accuracy %")
+    axes[0][0].set_ylabel("accuracy %, all positions")
     axes[0][0].legend(fontsize=8)
+    fig.suptitle("Accuracy over all target positions of the ID and OOD examples of each length (mean over seeds): "
+                 "past the training length this mixes in-range positions in; see accuracy_by_position.png",
+                 fontsize=9)
     return _save(fig, out_dir, "accuracy_vs_length.png")
 
 
 def accuracy_by_position(results, out_dir: Path, confidence: float) -> str | None:
-    """OOD accuracy at each target position, mean over seeds with a CI band, a line at the training length:
-    where a PE stops being right is the question extrapolation asks."""
+    """The OOD examples' accuracy at each target position, mean over seeds with a CI band, a line at the
+    training length: where a PE stops being right is the question extrapolation asks."""
     results = [r for r in results if r.get("ood_by_position")]
     if not results:
         return None
@@ -127,11 +175,13 @@ def accuracy_by_position(results, out_dir: Path, confidence: float) -> str | Non
             xs = [t for t in range(n) if stats[t].mean is not None]
             if not xs:
                 continue
-            ax.plot(xs, [100 * stats[t].mean for t in xs], lw=1.2, label=pe)
-            ax.fill_between(xs, [100 * stats[t].lo for t in xs], [100 * stats[t].hi for t in xs], alpha=0.2)
+            ax.plot(xs, [100 * stats[t].mean for t in xs], lw=1.2, color=pe_colour(pe), label=pe)
+            ax.fill_between(xs, [100 * stats[t].lo for t in xs], [100 * stats[t].hi for t in xs],
+                            color=pe_colour(pe), alpha=0.2)
         first = next(c for c in results if c["task"] == task)
-        ax.axvline(first["seq_len"], color="black", ls="--", lw=1, label="training length")
-        _accuracy_axes(ax, f"{task}: OOD accuracy by target position", "position", first["chance"])
+        ax.axvline(first["seq_len"], color="black", ls="--", lw=1, label="training length (right: beyond it)")
+        _accuracy_axes(ax, f"{task}: OOD examples, accuracy at each target position", "target position",
+                       first["chance"])
     axes[0][0].legend(fontsize=8)
     return _save(fig, out_dir, "accuracy_by_position.png")
 
@@ -163,8 +213,9 @@ def attention_maps(results, out_dir: Path, task: str) -> str | None:
     return _save(fig, out_dir, f"attention_{task}.png")
 
 
-def _save(fig, out_dir: Path, name: str) -> str:
-    fig.tight_layout()
+def _save(fig, out_dir: Path, name: str, layout: bool = True) -> str:
+    if layout:
+        fig.tight_layout()
     # fixed metadata: identical inputs give byte-identical files
     fig.savefig(out_dir / name, dpi=110, metadata={"Software": None})
     plt.close(fig)

@@ -1,5 +1,10 @@
 """A sweep's plots, side by side per PE: loss vs tokens, perplexity vs length, task accuracy ID vs OOD,
-passkey / NIAH accuracy over length x depth. Means over seeds; one colour per PE in every figure."""
+passkey / NIAH accuracy over length x depth. Means over seeds; one colour per PE in every figure, the same
+as in the study plots and the app (posbench.palette).
+
+Task accuracy says which it is: exact match of whole answers (ID; OOD, which counts every answer token,
+those inside the training length too) and, the extrapolation measure, the share of answer tokens predicted
+beyond the training length that are right. A value that is n/a is written "n/a", never drawn as 0."""
 
 from __future__ import annotations
 
@@ -12,13 +17,13 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from posbench.palette import pe_colour  # noqa: E402
 from posbench.sweeps.sweep_report import _algorithmic, _ppl, metrics_rows  # noqa: E402
 from posbench.sweeps.sweep_spec import Run  # noqa: E402
 
 
-def _colors(pes: list[str]) -> dict[str, tuple]:
-    cmap = plt.get_cmap("tab10")
-    return {pe: cmap(i % 10) for i, pe in enumerate(pes)}
+def _colors(pes: list[str]) -> dict[str, str]:
+    return {pe: pe_colour(pe) for pe in pes}
 
 
 def _save(fig, path: Path) -> Path:
@@ -71,25 +76,44 @@ def ppl_vs_length(runs: list[Run], results: dict, path: Path) -> Path:
     return _save(fig, path)
 
 
+# (panel title, the cell's value): whole-answer exact match per split, then answer tokens beyond the training length
+TASK_PANELS = (("ID: exact match (whole answers)", "id", "accuracy"),
+               ("OOD, all positions: exact match (whole answers)", "ood", "accuracy"),
+               ("OOD beyond train length: answer tokens right", "ood", "beyond_accuracy"))
+
+
 def task_accuracy(runs: list[Run], results: dict, path: Path) -> Path | None:
     colors = _colors(list(dict.fromkeys(r.pe for r in runs)))
-    acc = defaultdict(list)  # (task, split, pe) -> values over runs (zero-shot)
+    acc = defaultdict(list)  # (task, split, key, pe) -> values over runs (zero-shot)
+    tasks = []
     for run in runs:
         for c in _algorithmic(results.get(run.name, {"suites": {}})):
-            if c["shots"] == 0 and c["accuracy"] is not None:
-                acc[(c["task"], c["split"], run.pe)].append(c["accuracy"])
-    tasks = list(dict.fromkeys(k[0] for k in acc))
+            if c["shots"] != 0:
+                continue
+            tasks.append(c["task"])
+            for key in ("accuracy", "beyond_accuracy"):
+                if c.get(key) is not None and (key == "accuracy" or c.get("n_beyond")):
+                    acc[(c["task"], c["split"], key, run.pe)].append(c[key])
+    tasks = list(dict.fromkeys(tasks))
     if not tasks:
         return None
-    fig, axes = plt.subplots(1, 2, figsize=(max(8, 1.6 * len(tasks) * 2), 3.8), squeeze=False)
+    fig, axes = plt.subplots(1, len(TASK_PANELS), figsize=(max(12, 1.6 * len(tasks) * 3), 4.0), squeeze=False)
     width = 0.8 / len(colors)
-    for ax, split in zip(axes[0], ("id", "ood")):
+    for ax, (title, split, key) in zip(axes[0], TASK_PANELS):
         for i, pe in enumerate(colors):
-            ys = [np.mean(acc[(t, split, pe)]) if acc[(t, split, pe)] else 0.0 for t in tasks]
-            ax.bar(np.arange(len(tasks)) + i * width, ys, width, color=colors[pe], label=pe)
+            for t, task in enumerate(tasks):
+                vals = acc[(task, split, key, pe)]
+                x = t + i * width
+                if vals:
+                    ax.bar(x, np.mean(vals), width, color=colors[pe], label=pe if t == 0 else None)
+                else:  # n/a (too long for the PE, or no answer token past the training length): said, not drawn
+                    ax.text(x, 0.02, "n/a", ha="center", va="bottom", rotation=90, fontsize=6, color="grey")
         ax.set_xticks(np.arange(len(tasks)) + 0.4 - width / 2, tasks, rotation=30, ha="right", fontsize=8)
-        ax.set(title=f"zero-shot exact match, {split.upper()}", ylim=(0, 1))
-        ax.legend(fontsize=7)
+        ax.set(title=title.replace(": ", ":\n"), ylim=(0, 1), xlim=(-width, len(tasks) - 0.2),
+               ylabel="share right (mean over seeds)")
+        ax.title.set_fontsize(9)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle("Zero-shot task accuracy", fontsize=10)
     return _save(fig, path)
 
 
@@ -112,10 +136,14 @@ def retrieval_heatmaps(runs: list[Run], results: dict, suite: str, path: Path) -
         depths = sorted({k[1] for k in cells})
         z = np.array([[np.nan if any(v is None for v in cells[(L, d)]) else np.mean(cells[(L, d)])
                        for L in lengths] for d in depths])
-        ax.imshow(z, vmin=0, vmax=1, cmap="viridis", aspect="auto", origin="lower")
+        cmap = matplotlib.colormaps["viridis"].with_extremes(bad="lightgrey")
+        ax.imshow(np.ma.masked_invalid(z), vmin=0, vmax=1, cmap=cmap, aspect="auto", origin="lower")
+        for (y, x), v in np.ndenumerate(z):  # every cell says its value; n/a cells are grey and say so
+            ax.text(x, y, "n/a" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=6,
+                    color="black" if np.isnan(v) or v > 0.5 else "white")
         ax.set_xticks(range(len(lengths)), lengths, fontsize=7, rotation=45)
         ax.set_yticks(range(len(depths)), depths, fontsize=7)
-        ax.set(title=f"{suite}: {pe}", xlabel="length", ylabel="depth")
+        ax.set(title=f"{suite}: {pe} (accuracy)", xlabel="length (tokens)", ylabel="depth")
     return _save(fig, path)
 
 

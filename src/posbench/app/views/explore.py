@@ -10,6 +10,8 @@ from posbench.app.tables import rows_csv
 from posbench.app.views.study import show_study
 
 RETRIEVAL = (("niah", "needle in a haystack"), ("passkey", "passkey retrieval"))
+# exact match of whole answers: an OOD answer counts its tokens inside the training length too
+SPLITS = {"id": "ID", "ood": "OOD, all positions"}
 
 
 def page() -> None:
@@ -55,12 +57,12 @@ def algorithmic_rows(payloads: list[dict]) -> list[dict]:
     for p in payloads:
         for c in ((p.get("suites", {}).get("algorithmic") or {}).get("cells") or []):
             row = rows.setdefault((c["task"], c["split"], c["shots"]),
-                                  {"task": c["task"], "split": c["split"], "shots": c["shots"],
+                                  {"task": c["task"], "split": SPLITS.get(c["split"], c["split"]), "shots": c["shots"],
                                    "chance/token %": _pct(c.get("chance_per_token"))})
             label = str(p.get("label"))
             row[label] = f"n/a ({c['na']})" if c.get("na") else _pct(c.get("accuracy"))
             if c.get("n_beyond"):
-                row[f"{label} beyond"] = _pct(c.get("beyond_accuracy"))
+                row[f"{label} beyond train length"] = _pct(c.get("beyond_accuracy"))
     return list(rows.values())
 
 
@@ -87,8 +89,8 @@ def show_eval(out: EvalOutput) -> None:
                                  key=f"ex_{name}_{p.get('label')}")
         algorithmic = algorithmic_rows(payloads)
         if algorithmic:
-            st.markdown("**Algorithmic tasks** (exact match %, greedy decoding; *beyond*: answer tokens past the "
-                        "training length right %)")
+            st.markdown("**Algorithmic tasks** (exact match of whole answers %, greedy decoding; *beyond train "
+                        "length*: answer tokens predicted past the training length that are right, %)")
             st.table(algorithmic)
             st.download_button("Download algorithmic CSV", rows_csv(algorithmic), "algorithmic.csv", "text/csv",
                                key="ex_alg_csv")
@@ -97,6 +99,9 @@ def show_eval(out: EvalOutput) -> None:
             st.download_button("Download CSV", rows_csv(rows), "eval.csv", "text/csv", key="ex_eval_csv")
     curves = {k: v for k, v in out.losses.items() if v}
     if curves:
-        st.plotly_chart(charts.loss_curves(curves, "training loss (metrics.jsonl)"), key="ex_loss")
+        pes = {str(p.get("label", "?")): charts.payload_pe(p) for p in payloads}
+        st.plotly_chart(charts.loss_curves(curves, "training loss (metrics.jsonl; colour: PE)", groups=pes,
+                                           legend_by_group=False),
+                        key="ex_loss")
     elif payloads:
         st.caption("No metrics.jsonl next to these checkpoints: no loss curves.")

@@ -1,18 +1,23 @@
-"""Run a study: the form (quickstart defaults), start in the background, then watch: progress, live
-training losses, learning curves, and the results as cells finish. The run is found again after a
-refresh through the `run` query parameter, or picked from the runs the app started."""
+"""Run a study: the fields (quickstart defaults) with the study's cost on this machine, an explicit Start
+(nothing starts on Enter), the study in the background, then watch: progress, a Stop button, live training
+losses (colour per PE, dash per seed), learning curves, and the results as cells finish. The run is found
+again after a refresh through the `run` query parameter, or picked from the runs the app started."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import streamlit as st
 
 from posbench.app import background, charts
 from posbench.app.app_paths import runs_root
 from posbench.app.outputs import live_losses, read_cells
-from posbench.app.studyform import DIMS, build_study, defaults
+from posbench.app.studyform import DIMS, build_study, defaults, estimate
 from posbench.app.views.study import show_study
-from posbench.config_loader import ConfigError
+from posbench.config_loader import ConfigError, from_dict, to_dict
 from posbench.pe import PES
+from posbench.studies.study_spec import StudyConfig, expand
 
 POLL_S = 2.0
 
@@ -35,8 +40,10 @@ def page() -> None:
 
 
 def _form(root) -> None:
+    """The study's fields, then what it would cost, then an explicit Start button. Not an st.form: Enter in a
+    field (or Ctrl+Enter in Tasks) only applies the value, and the estimate follows every change."""
     d = defaults()
-    with st.expander("New study", expanded=not background.app_runs(root)), st.form("study_form"):
+    with st.expander("New study", expanded=not background.app_runs(root)):
         form = {"name": st.text_input("Name", d["name"], key="f_name"),
                 "tasks": st.text_area("Tasks (one per line)", d["tasks"], key="f_tasks"),
                 "pes": st.multiselect("PEs", PES.names(), default=d["pes"], key="f_pes"),
@@ -50,10 +57,16 @@ def _form(root) -> None:
         for col, dim in zip(cols, DIMS):
             form[dim] = col.number_input(dim, 1, 8192, d[dim], key=f"f_{dim}")
         form["other_overrides"] = d["other_overrides"]
-        if not st.form_submit_button("Start study"):
+        try:
+            study = build_study(form)
+            cost = _estimate(json.dumps(to_dict(study), sort_keys=True), str(root / study.name))
+            st.info(f"**Cost**: {cost}", icon=":material/timer:")
+        except (ConfigError, ValueError) as e:  # checked as the fields change: Start stays off until fixed
+            study = None
+            st.error(f"Cannot start the study: {e}")
+        if not st.button("Start study", type="primary", key="start", disabled=study is None) or study is None:
             return
     try:
-        study = build_study(form)
         started = background.start(study, root / study.name)
     except (ConfigError, ValueError, FileExistsError) as e:
         st.error(f"Cannot start the study: {e}")
@@ -62,6 +75,13 @@ def _form(root) -> None:
     st.session_state["run_pick"] = study.name
     if not started:
         st.info(f"`{study.name}` is already running; showing it.")
+
+
+@st.cache_data(max_entries=16, ttl=10, show_spinner=False)  # ttl: cells finish meanwhile
+def _estimate(spec: str, run_dir: str) -> str:
+    """The cost line of a study (by its spec), skipping the cells already finished in `run_dir`."""
+    study = from_dict(StudyConfig, json.loads(spec), "study")
+    return estimate(study, Path(run_dir)).text()
 
 
 def _monitor(run_dir) -> None:
@@ -81,12 +101,26 @@ def _progress(run_dir, started_as: str) -> None:
     st.progress(state.done / max(1, state.total), text=f"{state.done} / {state.total} cells finished ({state.state})")
     if state.state == "failed":
         st.error(f"The study failed: {state.error} (logs in {run_dir / 'logs'})")
+    if state.state == "running" and st.button("Stop", key="stop", icon=":material/stop:",
+                                              help="ends the study's processes; finished cells are kept and a "
+                                                   "resume skips them (the cells in training start over)"):
+        background.stop(run_dir)
+        st.rerun(scope="app")
     if state.state in ("failed", "stopped") and st.button("Resume (finished cells are kept)", key="resume"):
         background.start(background.read_spec(run_dir), run_dir)
         st.rerun(scope="app")
+    spec = background.read_spec(run_dir)
     cells = read_cells(run_dir)
     losses = {c["cell_id"]: c.get("train_loss", []) for c in cells}
-    losses.update(live_losses(run_dir))
+    if state.state == "running":  # a stopped run's half-trained cells are not live
+        losses.update(live_losses(run_dir))
     if losses:
-        st.plotly_chart(charts.loss_curves(losses, "training loss per cell (live)"), key="live_loss")
-    show_study(cells, background.read_spec(run_dir), key="run")
+        grid = {c.cell_id: c for c in expand(spec)}
+        order = sorted(losses, key=lambda cid: (grid[cid].label, grid[cid].seed, cid) if cid in grid else ("", 0, cid))
+        st.plotly_chart(charts.loss_curves({cid: losses[cid] for cid in order},
+                                           "training loss per cell (live; colour: PE, dash: seed)",
+                                           groups={cid: grid[cid].label for cid in order if cid in grid},
+                                           dashes={cid: spec.seeds.index(grid[cid].seed) for cid in order
+                                                   if cid in grid}),
+                        key="live_loss")
+    show_study(cells, spec, key="run")

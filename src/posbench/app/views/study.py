@@ -35,9 +35,12 @@ def show_study(cells: list[dict], settings, key: str) -> None:
     shown = st.multiselect("PEs in the charts (or click the legend)", pes, default=pes,
                            key=f"{key}_pes_{'_'.join(pes)}")
     visible = [c for c in of_task if c["pe"] in shown]
-    split = st.radio("Learning curve", ["OOD accuracy", "ID accuracy"], horizontal=True, key=f"{key}_split")
-    st.plotly_chart(charts.learning_curves(visible, task, "ood_acc" if split.startswith("OOD") else "id_acc"),
-                    key=f"{key}_lc")
+    labels = {label: k for k, label in charts.CURVE_LABELS.items()}  # the headline (beyond train length) first
+    split = st.radio("Learning curve: accuracy", list(labels), horizontal=True, key=f"{key}_split",
+                     help="OOD beyond train length: only the OOD targets past the training length (extrapolation). "
+                          "OOD, all positions: every target of the longer examples, also those inside the "
+                          "training length.")
+    st.plotly_chart(charts.learning_curves(visible, task, labels[split]), key=f"{key}_lc")
     left, right = st.columns(2)
     if visible:
         left.plotly_chart(charts.id_ood_bars(summarize(visible, settings), task), key=f"{key}_bars")

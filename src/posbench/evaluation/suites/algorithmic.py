@@ -40,6 +40,8 @@ from posbench.evaluation.suite_registry import SUITES
 
 DEMO_OFFSET = 1_000_000  # demonstration indices start here, far from the query indices 0..n-1
 SPLIT_LABEL = {"id": "ID", "ood": "OOD"}
+PLOT_LABEL = {"id": "ID exact match", "ood": "OOD exact match (whole answers, all positions)"}
+BEYOND_LABEL = "OOD beyond train length (answer tokens right)"
 
 
 @dataclass
@@ -209,8 +211,13 @@ class Algorithmic(Evaluator):
             groups = groups or tasks
             chance = chance or [cells[(t, res["splits"][0], res["shots"][0])]["chance_per_token"] for t in groups]
             for shots in res["shots"]:
-                panels[f"{label}, {shots}-shot"] = {
-                    SPLIT_LABEL[s]: [cells[(t, s, shots)]["accuracy"] if (t, s, shots) in cells else None
-                                     for t in groups] for s in res["splits"]}
-        return [eval_plots.grouped_bars(out_dir / "algorithmic_id_ood.png", panels, groups, "exact match",
-                                   "Algorithmic tasks: in vs out of distribution", chance)]
+                # which accuracy each bar is: whole answers (OOD: every answer token, inside the training
+                # length too), and the answer tokens past the training length, the extrapolation measure
+                series = {PLOT_LABEL[s]: [cells[(t, s, shots)]["accuracy"] if (t, s, shots) in cells else None
+                                          for t in groups] for s in res["splits"]}
+                if any(c.get("n_beyond") for c in res["cells"]):
+                    series[BEYOND_LABEL] = [cells[(t, "ood", shots)].get("beyond_accuracy")
+                                            if (t, "ood", shots) in cells else None for t in groups]
+                panels[f"{label}, {shots}-shot"] = series
+        return [eval_plots.grouped_bars(out_dir / "algorithmic_id_ood.png", panels, groups, "share right",
+                                        "Algorithmic tasks: in vs out of distribution", chance)]

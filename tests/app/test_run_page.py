@@ -1,0 +1,140 @@
+"""Starting and stopping work from the app: nothing starts on Enter (the run page has no form), the study's
+cost is on the page before Start, a running study has a Stop button that ends its worker and the worker's
+cell processes; the launcher hides Deploy and usage statistics and refuses a file as `--runs`."""
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from posbench.app import background
+from posbench.app.studyform import build_study
+from posbench.config_loader import to_dict
+from tests.app.helpers import MAIN, TINY
+
+# stands in for `python -m posbench.app.worker RUN_DIR` (same command line, as stop checks it): it starts a
+# "cell process" in its process group, as the study runner's pool does, and both wait to be stopped
+FAKE_WORKER = "import subprocess, time; subprocess.Popen(['sleep', '300']); time.sleep(300)"
+
+
+def fake_worker(run_dir: Path) -> subprocess.Popen:
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / "spec.json").write_text(json.dumps(to_dict(build_study(TINY)), sort_keys=True, indent=1))
+    proc = subprocess.Popen([sys.executable, "-c", FAKE_WORKER, "posbench.app.worker", str(run_dir)],
+                            start_new_session=True)
+    (run_dir / "runner.pid").write_text(str(proc.pid))
+    deadline = time.time() + 30
+    while len(background._group_members(proc.pid)) < 2:  # the worker and its cell process
+        assert time.time() < deadline
+        time.sleep(0.05)
+    return proc
+
+
+def test_stop_ends_the_worker_and_its_cell_processes(tmp_path):
+    run = tmp_path / "tiny"
+    proc = fake_worker(run)
+    members = background._group_members(proc.pid)
+    assert background.state(run).state == "running"
+    assert background.stop(run, grace_s=5) is True
+    assert background._group_members(proc.pid) == []
+    assert all(not background._alive(pid) for pid in members)
+    assert background.state(run).state == "stopped" and not (run / "runner.pid").exists()
+    assert background.stop(run) is False  # nothing left to stop
+
+
+def test_stop_leaves_a_process_that_is_not_the_run_worker_alone(tmp_path):
+    run = tmp_path / "tiny"
+    run.mkdir()
+    other = subprocess.Popen(["sleep", "60"], start_new_session=True)  # e.g. the pid was reused
+    try:
+        (run / "runner.pid").write_text(str(other.pid))
+        assert background.stop(run) is False and other.poll() is None
+    finally:
+        other.kill()
+        other.wait()
+
+
+def form_blocks(node) -> list:
+    found = [node] if getattr(node, "type", None) == "form" else []
+    for child in getattr(node, "children", {}).values():
+        found += form_blocks(child)
+    return found
+
+
+@pytest.fixture
+def app(tmp_path, monkeypatch):
+    monkeypatch.setenv("POSBENCH_APP_RUNS", str(tmp_path / "runs"))
+    return AppTest.from_file(MAIN, default_timeout=120)
+
+
+def test_nothing_starts_without_start_and_the_cost_comes_first(app, tmp_path):
+    at = app.run()
+    assert form_blocks(at._tree) == []  # no st.form: Enter in a field cannot submit anything
+    cost = at.info[0].value
+    assert cost.startswith("**Cost**: 60 cells") and "approximate" in cost and " min on " in cost
+    at.text_input(key="f_name").set_value("entered").run()  # typing and Enter apply the value, no more
+    at.text_input(key="f_seeds").set_value("0").run()
+    assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
+    assert at.info[0].value.startswith("**Cost**: 20 cells")
+    assert at.button(key="start").label == "Start study" and not at.button(key="start").disabled
+
+
+def test_cost_estimate_by_hand():
+    from posbench.app.studyform import estimate
+
+    study = build_study({**TINY, "steps": 100})
+    est = estimate(study)
+    from posbench.data.tasks.task import build_task
+    from posbench.model.flops import model_stats
+    from posbench.studies.cell_config import cell_config
+    from posbench.studies.study_spec import expand
+
+    flop = 0.0
+    for cell in expand(study):
+        cfg = cell_config(cell, build_task(cell.task), Path("work"))
+        flop += 6 * model_stats(cfg.model, cfg.pe, "cpu").params_total * cfg.train.global_batch_tokens * 100
+    assert (est.cells, est.todo, est.processes) == (2, 2, 1) and est.train_flop == pytest.approx(flop)
+    from posbench.app.studyform import OTHER_CPU_S_PER_CELL, TRAIN_FLOP_PER_CPU_S
+
+    assert est.minutes == pytest.approx((flop / TRAIN_FLOP_PER_CPU_S + 2 * OTHER_CPU_S_PER_CELL) / 60)
+
+
+def test_the_page_stops_a_running_study(app, tmp_path):
+    run = tmp_path / "runs" / "tiny"
+    proc = fake_worker(run)
+    try:
+        at = app.run()
+        assert "(running)" in at.get("progress")[0].proto.text
+        at.button(key="stop").click().run()
+        assert background._group_members(proc.pid) == []
+        assert background.state(run).state == "stopped"
+        assert at.button(key="resume").label.startswith("Resume")
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_launcher_defaults_and_runs_must_be_a_directory(tmp_path, monkeypatch, capsys):
+    from streamlit.web import cli as st_cli
+
+    from posbench.cli.app import main
+
+    argv = []
+    monkeypatch.setattr(st_cli, "main", lambda: argv.extend(sys.argv) or 0)
+    monkeypatch.setattr(sys, "argv", ["posbench-app"])
+    assert main(["--runs", str(tmp_path / "runs"), "--server.port", "8601"]) == 0
+    assert "--client.toolbarMode=minimal" in argv and "--browser.gatherUsageStats=false" in argv
+    assert argv[-2:] == ["--server.port", "8601"]
+    argv.clear()
+    assert main(["--runs", str(tmp_path / "runs"), "--client.toolbarMode", "developer"]) == 0
+    assert not any(a.startswith("--client.toolbarMode=") for a in argv)  # the user's flag wins
+    capsys.readouterr()
+    (tmp_path / "file").write_text("")
+    argv.clear()
+    assert main(["--runs", str(tmp_path / "file")]) == 2 and argv == []
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("error: --runs") and "regular file" in err
