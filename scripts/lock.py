@@ -117,21 +117,22 @@ def install(py: Path, torch: str, lock: Path | None) -> None:
 
 def installed(py: Path) -> dict[str, str]:
     """normalised name -> version of what the venv holds."""
-    text = subprocess.run([str(py), "-m", "pip", "freeze", "--exclude-editable"], capture_output=True, text=True,
-                          check=True).stdout  # fmt: skip
+    text = subprocess.run([str(py), "-m", "pip", "freeze", "--all", "--exclude-editable"], capture_output=True,
+                          text=True, check=True).stdout  # fmt: skip
     pairs = (line.split("==", 1) for line in text.splitlines() if "==" in line)
     return {name.lower().replace("_", "-"): version for name, version in pairs}
 
 
 def moved(py: Path) -> list[tuple[str, str, str]]:
-    """(package, locked versions, installed) where a fresh install of the newest versions differs."""
+    """(package, locked versions, installed) where a fresh install of the newest versions differs. Lock entries
+    this interpreter does not install (other Pythons, other platforms) are not differences."""
     locked = pinned(LOCK.read_text()) if LOCK.exists() else {}
     now = installed(py)
     rows = []
-    for name in sorted(set(locked) | set(now)):
-        if UNPINNED.match(name):
+    for name in sorted(now):
+        if UNPINNED.match(name) or name == "pip":
             continue
-        have = now.get(name, "-")
+        have = now[name]
         if have not in locked.get(name, []):
             rows.append((name, ", ".join(locked.get(name, [])) or "-", have))
     return rows
