@@ -12,6 +12,7 @@ from torch import nn
 
 from posbench.model.kernels import AttentionKernel, EagerKernel
 from posbench.model.norms import RMSNorm
+from posbench.model.packing import Documents, DocumentState
 from posbench.pe.encoding import PositionalEncoding
 
 
@@ -29,7 +30,7 @@ class LayerCache:
         else:
             self.k_BHSK = torch.cat((self.k_BHSK, k_BHTK), dim=2)
             self.v_BHSK = torch.cat((self.v_BHSK, v_BHTK), dim=2)
-            self.pos_S = torch.cat((self.pos_S, pos_T))
+            self.pos_S = torch.cat((self.pos_S, pos_T), dim=-1)  # (S,) or per row (B, S)
         return self.k_BHSK, self.v_BHSK, self.pos_S
 
 
@@ -37,6 +38,7 @@ class LayerCache:
 class KVCache:
     layers: list[LayerCache] = field(default_factory=list)
     length: int = 0  # tokens already processed: the position offset of the next call
+    documents: DocumentState | None = None  # with model.packing splitting documents: where the last one began
 
     @classmethod
     def empty(cls, n_layers: int) -> KVCache:
@@ -70,13 +72,19 @@ class Attention(nn.Module):
             return q_BHTK, k_BHTK, v_BHTK, pos_T
         return (q_BHTK, *cache.extend(k_BHTK, v_BHTK, pos_T))
 
-    def forward(self, x_BTD, pos_T, pe: PositionalEncoding, cache: LayerCache | None = None):
+    def forward(self, x_BTD, pos_T, pe: PositionalEncoding, cache: LayerCache | None = None,
+                docs: Documents | None = None):
+        """`pos_T`: (T,) or per row (B, T); `docs`: the batch's documents (model/packing.py), None when windows
+        are not split (the plain causal kernels)."""
         B, T, D = x_BTD.shape
         q, k, v, pos_S = self._qkv(x_BTD, pos_T, pe, cache)
-        out_BHTK = self.kernel(q, k, v, pe.score_mod(self.layer, pos_T, pos_S), self.training)
+        if docs is None:
+            out_BHTK = self.kernel(q, k, v, pe.score_mod(self.layer, pos_T, pos_S), self.training)
+        else:
+            out_BHTK = self.kernel(q, k, v, pe.score_mod(self.layer, pos_T, pos_S), self.training, docs)
         return self.resid_dropout(self.proj(out_BHTK.transpose(1, 2).reshape(B, T, D)))
 
-    def scores(self, x_BTD, pos_T, pe: PositionalEncoding) -> torch.Tensor:
+    def scores(self, x_BTD, pos_T, pe: PositionalEncoding, docs: Documents | None = None) -> torch.Tensor:
         """Pre-softmax logits (B, H, T, T), float32, from the eager reference: for analysis and tests."""
         q, k, _, _ = self._qkv(x_BTD, pos_T, pe, None)
-        return EagerKernel(pe, "cpu", 0.0).scores(q, k, pe.score_mod(self.layer, pos_T, pos_T))
+        return EagerKernel(pe, "cpu", 0.0).scores(q, k, pe.score_mod(self.layer, pos_T, pos_T), docs)

@@ -8,6 +8,11 @@ Causality is bottom-right aligned: query t (of T) sees keys 0 .. S - T + t.
   flash_alibi  flash-attn's fused ALiBi (alibi_slopes=...), when flash-attn is installed
   eager        explicit softmax; the reference every other kernel is tested against, and what CPU
                training uses when a bias is needed (FlexAttention has no CPU backward)
+
+`docs` (model/packing.py, None unless model.packing splits windows into documents): the batch's documents. With
+docs.masked each kernel stops attention at document boundaries: SDPA and eager with a (B, 1, T, S) bool mask,
+flex with the batch's BlockMask (built once per batch), flash_alibi with flash-attn's varlen path. Without docs
+the plain causal path runs unchanged (`is_causal=True`, no mask tensor).
 """
 
 from __future__ import annotations
@@ -21,17 +26,26 @@ import torch
 import torch.nn.functional as F
 
 from posbench.config_loader import ConfigError
+from posbench.model.packing import Documents, PackingConfig
 from posbench.pe.encoding import PositionalEncoding
 from posbench.registry import Registry
 
 KERNELS = Registry("attention kernel")
 
 
-def materialize_bias(score_mod, H: int, T: int, S: int, device) -> torch.Tensor:
-    """Evaluate a FlexAttention score_mod on broadcast index grids: (H, T, S) float32 bias.
+def materialize_bias(score_mod, H: int, T: int, S: int, device, B: int | None = None) -> torch.Tensor:
+    """Evaluate a FlexAttention score_mod on broadcast index grids: (H, T, S) float32 bias, or (B, H, T, S) with
+    `B` (per-row positions, which a score_mod reads at its batch index).
 
     Indices are positions in the q and k tensors; score_mods map them to token positions
     themselves, so a KV cache (T < S) needs nothing special here."""
+    if B is not None:
+        b = torch.arange(B, device=device)[:, None, None, None]
+        h = torch.arange(H, device=device)[None, :, None, None]
+        q_idx = torch.arange(T, device=device)[None, None, :, None]
+        kv_idx = torch.arange(S, device=device)[None, None, None, :]
+        zero = torch.zeros((), device=device, dtype=torch.float32)
+        return score_mod(zero, b, h, q_idx, kv_idx).expand(B, H, T, S)
     h = torch.arange(H, device=device)[:, None, None]
     q_idx = torch.arange(T, device=device)[None, :, None]
     kv_idx = torch.arange(S, device=device)[None, None, :]
@@ -56,22 +70,25 @@ class AttentionKernel:
         """None if usable, else the reason it is not."""
         return None
 
-    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training: bool):
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training: bool, docs: Documents | None = None):
         raise NotImplementedError
 
 
 @KERNELS.register("eager")
 class EagerKernel(AttentionKernel):
-    def scores(self, q_BHTK, k_BHSK, score_mod):
-        """Pre-softmax logits in float32 with the bias added and future keys at -inf."""
+    def scores(self, q_BHTK, k_BHSK, score_mod, docs: Documents | None = None):
+        """Pre-softmax logits in float32 with the bias added and future keys (and, with docs.masked, keys of
+        other documents) at -inf."""
         T, S = q_BHTK.shape[-2], k_BHSK.shape[-2]
         s_BHTS = (q_BHTK.float() @ k_BHSK.float().transpose(-1, -2)) / math.sqrt(q_BHTK.shape[-1])
         if score_mod is not None:
-            s_BHTS = s_BHTS + materialize_bias(score_mod, q_BHTK.shape[1], T, S, q_BHTK.device)
-        return s_BHTS.masked_fill(~causal_mask(T, S, q_BHTK.device), float("-inf"))
+            B = q_BHTK.shape[0] if docs is not None else None  # per-row positions come with documents
+            s_BHTS = s_BHTS + materialize_bias(score_mod, q_BHTK.shape[1], T, S, q_BHTK.device, B)
+        allowed = causal_mask(T, S, q_BHTK.device) if docs is None else docs.allowed()
+        return s_BHTS.masked_fill(~allowed, float("-inf"))
 
-    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training):
-        p_BHTS = torch.softmax(self.scores(q_BHTK, k_BHSK, score_mod), dim=-1)
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
+        p_BHTS = torch.softmax(self.scores(q_BHTK, k_BHSK, score_mod, docs), dim=-1)
         p_BHTS = F.dropout(p_BHTS, self.attn_dropout, training)
         return (p_BHTS @ v_BHSK.float()).to(q_BHTK.dtype)
 
@@ -82,12 +99,14 @@ class SDPAKernel(AttentionKernel):
     def supports(cls, pe, device_type, attn_dropout):
         return "the PE adds a logit bias (score_mod)" if pe.has_score_mod else None
 
-    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training):
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
         if score_mod is not None:  # SDPA has no place for a bias: running anyway would drop the PE
             raise RuntimeError(f"the sdpa kernel got a score_mod from PE `{self.pe.name}`; select a kernel "
                                "that applies it (model.attention=auto, eager or flex)")
         T, S = q_BHTK.shape[-2], k_BHSK.shape[-2]
         dropout = self.attn_dropout if training else 0.0
+        if docs is not None and docs.masked:
+            return F.scaled_dot_product_attention(q_BHTK, k_BHSK, v_BHSK, attn_mask=docs.allowed(), dropout_p=dropout)
         if T == S:  # is_causal is top-left aligned, which equals bottom-right only when T == S
             return F.scaled_dot_product_attention(q_BHTK, k_BHSK, v_BHSK, dropout_p=dropout, is_causal=True)
         mask = causal_mask(T, S, q_BHTK.device)
@@ -117,12 +136,13 @@ class FlexKernel(AttentionKernel):
             return "FlexAttention has no attention dropout (set model.attn_dropout=0)"
         return None
 
-    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training):
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
         from torch.nn.attention.flex_attention import flex_attention
 
         T, S = q_BHTK.shape[-2], k_BHSK.shape[-2]
         device = q_BHTK.device
-        block_mask = _flex_block_mask(T, S, str(device))
+        masked = docs is not None and docs.masked
+        block_mask = docs.block_mask() if masked else _flex_block_mask(T, S, str(device))
         # Compiled on CUDA (fused kernel, never a (B,H,T,S) bias); eager elsewhere, which is an
         # unfused reference used for parity tests.
         fn = _compiled_flex() if device.type == "cuda" else flex_attention
@@ -141,14 +161,39 @@ class FlashAlibiKernel(AttentionKernel):
             return "flash-attn is not installed (pip install -e '.[gpu]')"
         return None
 
-    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training):
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
         from flash_attn import flash_attn_func
 
+        if docs is not None and docs.masked:
+            return self._varlen(q_BHTK, k_BHSK, v_BHSK, docs, training)
+        if docs is not None:  # select_kernel refuses this pairing at construction; called directly, refuse too
+            raise ValueError("flash_alibi cannot apply per-document positions without the document mask")
         out_BTHK = flash_attn_func(
             q_BHTK.transpose(1, 2), k_BHSK.transpose(1, 2), v_BHSK.transpose(1, 2),
             dropout_p=self.attn_dropout if training else 0.0, causal=True,
             alibi_slopes=self.pe.alibi_slopes().float())
         return out_BTHK.transpose(1, 2)
+
+    def _varlen(self, q_BHTK, k_BHSK, v_BHSK, docs, training):
+        """Every document of every row as one sequence of flash-attn's varlen call (ALiBi's bias depends on the
+        distance only, which a document's own positions keep). Not exercised by the CPU test suite."""
+        from flash_attn import flash_attn_varlen_func
+
+        B, H, T, K = q_BHTK.shape
+        if k_BHSK.shape[2] != T:
+            raise ValueError("flash_alibi's document-masked path has no KV cache; decode with model.attention=flex")
+        doc_BT = docs.doc_q_BT
+        # a new sequence wherever the document changes or a row starts
+        starts = torch.ones(B, T, dtype=torch.bool, device=doc_BT.device)
+        starts[:, 1:] = doc_BT[:, 1:] != doc_BT[:, :-1]
+        lengths = torch.diff(torch.cat((starts.flatten().nonzero().flatten(),
+                                        torch.tensor([B * T], device=doc_BT.device))))
+        cu = torch.nn.functional.pad(lengths.cumsum(0), (1, 0)).to(torch.int32)
+        flat = lambda x: x.transpose(1, 2).reshape(B * T, H, K)
+        out = flash_attn_varlen_func(flat(q_BHTK), flat(k_BHSK), flat(v_BHSK), cu, cu, int(lengths.max()),
+                                     int(lengths.max()), dropout_p=self.attn_dropout if training else 0.0,
+                                     causal=True, alibi_slopes=self.pe.alibi_slopes().float())
+        return out.reshape(B, T, H, K).transpose(1, 2)
 
 
 def auto_kernel_name(pe: PositionalEncoding, device_type: str) -> str:
@@ -158,10 +203,14 @@ def auto_kernel_name(pe: PositionalEncoding, device_type: str) -> str:
 
 
 def select_kernel(requested: str, pe: PositionalEncoding, device_type: str,
-                  attn_dropout: float = 0.0) -> AttentionKernel:
+                  attn_dropout: float = 0.0, packing: PackingConfig | None = None) -> AttentionKernel:
     name = auto_kernel_name(pe, device_type) if requested == "auto" else requested
     kernel = KERNELS.get(name)
     reason = kernel.supports(pe, device_type, attn_dropout)
+    if kernel is FlashAlibiKernel and packing is not None and packing.mask == "causal" \
+            and packing.positions == "document":
+        reason = ("flash-attn's ALiBi takes distances in the window, not per-document positions across documents "
+                  "(use model.attention=flex, or model.packing.mask=document)")
     if reason:
         raise ConfigError(f"model.attention={name} cannot run PE `{pe.name}` on {device_type}: {reason}")
     return kernel(pe, device_type, attn_dropout)

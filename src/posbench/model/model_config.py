@@ -13,6 +13,7 @@ from typing import Literal
 from posbench.config_loader import ConfigError
 from posbench.model.arch import ArchConfig, DecoderArch
 from posbench.model.embedding import EMBED_SCALES
+from posbench.model.packing import PackingConfig
 from posbench.pe import PEContext
 
 AttentionChoice = Literal["auto", "sdpa", "flex", "flash_alibi", "eager"]
@@ -37,6 +38,8 @@ class ModelConfig:
     attention: AttentionChoice = "auto"
     embed_scale: EmbedScale = "none"  # sqrt_d: tokens x sqrt(d_model) as Vaswani et al. (model/embedding.py)
     arch: ArchConfig = field(default_factory=DecoderArch)  # decoder | encoder_decoder | mamba (model/arch.py)
+    # what a position means in a packed window: mask causal|document, positions window|document (model/packing.py)
+    packing: PackingConfig = field(default_factory=PackingConfig)
     head_dim: int = field(init=False, default=0)  # derived
 
     def __post_init__(self):
@@ -53,6 +56,10 @@ class ModelConfig:
         if not (self.init_std > 0 and self.norm_eps > 0):
             raise ConfigError("model.init_std and model.norm_eps must be > 0")
         self.head_dim = self.d_model // self.n_heads
+        if not self.packing.is_default and type(self.arch) is not DecoderArch:
+            raise ConfigError(f"model.packing (mask={self.packing.mask}, positions={self.packing.positions}) is "
+                              f"implemented for the decoder only; model.arch={self.arch.name} needs "
+                              "model.packing.mask=causal and model.packing.positions=window")
 
     def pe_context(self) -> PEContext:
         return PEContext(self.d_model, self.n_heads, self.n_layers, self.seq_len, self.init_std)

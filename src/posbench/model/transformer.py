@@ -3,6 +3,10 @@ the PE is reached only through its hooks (see pe/encoding.py), the kernel throug
 
 Shape legend: B batch, T tokens, D model dim, V vocabulary.
 
+`model.packing` (model/packing.py) says what a position means in a packed window: with a switch on, the batch's
+documents are found once per forward (at `packing.bos_id`) and every layer gets them; positions become per row
+(B, T) when they restart at each document. The default (causal/window) runs exactly as before.
+
 Initialisation: GPT-2's (model/init.py); the two projections that write into the residual stream
 (attention out, MLP down) get N(0, init_std / sqrt(2 n_layers)).
 """
@@ -22,6 +26,7 @@ from posbench.model.loss import auto_chunk_tokens, head_loss
 from posbench.model.mlp import SwiGLU
 from posbench.model.norms import RMSNorm
 from posbench.model.output import ModelOutput
+from posbench.model.packing import Documents, split_documents
 from posbench.pe import PES, PEConfig, PositionalEncoding
 
 if TYPE_CHECKING:  # annotations only: model/build.py is what pairs a config with this class
@@ -36,8 +41,8 @@ class Block(nn.Module):
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.mlp = SwiGLU(cfg.d_model, cfg.d_ff, cfg.dropout)
 
-    def forward(self, x_BTD, pos_T, pe, cache=None):
-        x_BTD = x_BTD + self.attn(self.attn_norm(x_BTD), pos_T, pe, cache)
+    def forward(self, x_BTD, pos_T, pe, cache=None, docs=None):
+        x_BTD = x_BTD + self.attn(self.attn_norm(x_BTD), pos_T, pe, cache, docs)
         return x_BTD + self.mlp(self.mlp_norm(x_BTD))
 
 
@@ -46,7 +51,7 @@ def causal_blocks(cfg: ModelConfig, pe: PositionalEncoding, n_layers: int, devic
     returns them and the kernel names (reported by describe_model and the run log)."""
     blocks, names = [], []
     for layer in range(n_layers):
-        kernel = select_kernel(cfg.attention, pe.layer_pe(layer), device_type, cfg.attn_dropout)
+        kernel = select_kernel(cfg.attention, pe.layer_pe(layer), device_type, cfg.attn_dropout, cfg.packing)
         names.append(kernel.name)
         blocks.append(block_cls(cfg, layer, kernel))
     return nn.ModuleList(blocks), names
@@ -82,16 +87,33 @@ class Transformer(nn.Module):
     def positions(self, T: int, device, offset: int = 0) -> torch.Tensor:
         return self.pe.positions(T, device, offset)
 
+    def packed_positions(self, idx_BT, pos_T=None, cache: KVCache | None = None):
+        """(positions, documents) of a batch: positions (T,) shared by the batch, or per row (B, T) when they
+        restart at every document; documents (model/packing.py) None unless `model.packing` splits windows at
+        its bos_id. Positions the caller gives (a task's own ids) are used as given."""
+        T = idx_BT.shape[1]
+        offset = cache.length if cache else 0
+        docs = None
+        if self.cfg.packing.active:
+            state = cache.documents if cache else None
+            doc_BT, within_BT, new_state = split_documents(idx_BT, self.cfg.packing.bos_id, offset, state)
+            if cache is not None:
+                cache.documents = new_state
+            docs = Documents(doc_BT, new_state.doc_BS, self.cfg.packing.mask == "document")
+            if pos_T is None and self.cfg.packing.positions == "document":
+                return self.pe.document_positions(within_BT, doc_BT), docs
+        if pos_T is None:
+            return self.positions(T, idx_BT.device, offset), docs
+        pos_T = pos_T.float()
+        self.pe.check_positions(int(pos_T.max().item()) + 1)
+        return pos_T, docs
+
     def hidden(self, idx_BT, pos_T=None, cache: KVCache | None = None):
         B, T = idx_BT.shape
-        if pos_T is None:
-            pos_T = self.positions(T, idx_BT.device, cache.length if cache else 0)
-        else:
-            pos_T = pos_T.float()
-            self.pe.check_positions(int(pos_T.max().item()) + 1)
+        pos_T, docs = self.packed_positions(idx_BT, pos_T, cache)
         x_BTD = self.emb_dropout(self.pe.embed(self.tok_emb(idx_BT), pos_T))
         for layer, block in enumerate(self.blocks):
-            x_BTD = block(x_BTD, pos_T, self.pe.layer_pe(layer), cache.layers[layer] if cache else None)
+            x_BTD = block(x_BTD, pos_T, self.pe.layer_pe(layer), cache.layers[layer] if cache else None, docs)
         if cache is not None:
             cache.length += T
         return self.norm(x_BTD), pos_T
@@ -113,12 +135,11 @@ class Transformer(nn.Module):
     @torch.no_grad()
     def attention_scores(self, idx_BT, pos_T=None) -> list[torch.Tensor]:
         """Per layer, the pre-softmax logits (B, H, T, T) incl. PE bias and causal -inf (analysis)."""
-        B, T = idx_BT.shape
-        pos_T = self.positions(T, idx_BT.device) if pos_T is None else pos_T.float()
+        pos_T, docs = self.packed_positions(idx_BT, pos_T)
         x_BTD = self.pe.embed(self.tok_emb(idx_BT), pos_T)
         out = []
         for layer, block in enumerate(self.blocks):
             pe = self.pe.layer_pe(layer)
-            out.append(block.attn.scores(block.attn_norm(x_BTD), pos_T, pe))
-            x_BTD = block(x_BTD, pos_T, pe)
+            out.append(block.attn.scores(block.attn_norm(x_BTD), pos_T, pe, docs))
+            x_BTD = block(x_BTD, pos_T, pe, None, docs)
         return out

@@ -36,12 +36,22 @@ class BiasPE(PositionalEncoding):
         t = layer if self.n_tables > 1 else 0
         pos_q_T = pos_q_T.float()
         pos_k_S = pos_k_S.float()
+        if pos_q_T.dim() == 2:  # per-row positions (B, T) / (B, S): documents of a packed window
+            return self._batched_mod(t, pos_q_T, pos_k_S)
 
         def mod(score, b, h, q_idx, kv_idx):
             q_pos = pos_q_T[q_idx]
             # masked (future) entries get distance 0: they are discarded anyway, and this keeps
             # log/pow finite there so no NaN leaks into gradients
             dist = (q_pos - pos_k_S[kv_idx]).clamp_min(0.0)
+            return score + self.bias(t, h, dist, q_pos)
+
+        return mod
+
+    def _batched_mod(self, t, pos_q_BT, pos_k_BS):
+        def mod(score, b, h, q_idx, kv_idx):
+            q_pos = pos_q_BT[b, q_idx]
+            dist = (q_pos - pos_k_BS[b, kv_idx]).clamp_min(0.0)  # future keys: 0, as above
             return score + self.bias(t, h, dist, q_pos)
 
         return mod

@@ -59,13 +59,13 @@ class DigitsPE(FixedTablePE):
                 f"lower pe.n_digits")
 
     def digits(self, pos_T, n: int):
-        """(T, n) digits of each position, least significant first, as float32."""
+        """(T, n) (or (B, T, n)) digits of each position, least significant first, as float32."""
         p = pos_T.long()
         # exact integer powers made in Python (a constant under torch.compile, where inductor's integer pow
         # of arange came out 0 and divided by zero), capped below int64's range: for base 10 and n >= 19,
         # 10**k would wrap; every position (< 2**24) has digit 0 there, which the cap gives
         powers = torch.tensor([min(self.digit_base ** k, 2 ** 62) for k in range(n)], device=p.device)
-        return ((p[:, None] // powers[None, :]) % self.digit_base).float()
+        return ((p[..., None] // powers) % self.digit_base).float()
 
     def to_unit(self, digits):
         return 2 * digits / (self.digit_base - 1) - 1  # bits -> +-1, decimal d -> (d - 4.5) / 4.5
@@ -76,8 +76,8 @@ class DigitsPE(FixedTablePE):
         digits_TN = self.digits(pos_T, self.cfg.n_digits)
         if self.normalised:
             digits_TN = self.to_unit(digits_TN) / self.cfg.n_digits ** 0.5
-        out = torch.zeros(pos_T.shape[0], self.ctx.d_model, device=pos_T.device, dtype=torch.float32)
-        out[:, : self.cfg.n_digits] = digits_TN
+        out = torch.zeros(*pos_T.shape, self.ctx.d_model, device=pos_T.device, dtype=torch.float32)
+        out[..., : self.cfg.n_digits] = digits_TN
         return out
 
     def reference_table(self, pos_T):
@@ -85,8 +85,8 @@ class DigitsPE(FixedTablePE):
         # digits beyond those any exact position needs are zeros; computing only these keeps the powers
         # inside int64 at any d_model
         n = min(d, math.ceil(math.log(EXACT_POSITIONS, self.digit_base)))
-        out = torch.zeros(pos_T.shape[0], d, device=pos_T.device, dtype=torch.float32)
-        out[:, d - n:] = self.digits(pos_T, n).flip(-1)  # most significant first, ending in the last channel
+        out = torch.zeros(*pos_T.shape, d, device=pos_T.device, dtype=torch.float32)
+        out[..., d - n:] = self.digits(pos_T, n).flip(-1)  # most significant first, ending in the last channel
         return self.to_unit(out) if self.normalised else out
 
 
@@ -132,4 +132,4 @@ class IntegerPE(FixedTablePE):
 
     def table(self, pos_T):
         value_T = pos_T.float() / self.max_positions
-        return value_T[:, None].expand(-1, self.ctx.d_model).contiguous()
+        return value_T[..., None].expand(*value_T.shape, self.ctx.d_model).contiguous()

@@ -1,10 +1,14 @@
 """The positional-encoding contract every variant follows.
 
 Shape legend: B batch, H heads, T query length, S key length, K head dim, D model dim.
+Positions are shared by the batch, `pos_T` (T,), or per row, (B, T), when they restart at every document of a
+packed window; every hook takes both (a 1-D `pos_T` is computed exactly as before).
 
 A PE overrides only the hooks it uses; attention calls every hook every time and never asks which
 PE it has:
   positions(T, device, offset)        -> pos_T   float32 positions (bf16 cannot hold ints > 256)
+  document_positions(within_BT, doc_BT) -> pos_BT  per-row positions when they restart at each document
+                                                   (model.packing.positions=document, model/packing.py)
   embed(x_BTD, pos_T)                 -> x_BTD   absolute PEs add to the token embeddings
   rotate(q_BHTK, k_BHTK, pos_T)       -> q, k    RoPE family rotates queries and keys
   score_mod(layer, pos_q_T, pos_k_S)  -> fn | None
@@ -94,6 +98,13 @@ class PositionalEncoding(nn.Module):
         pos_T = torch.arange(offset, offset + T, device=device, dtype=torch.float32)
         self.check_positions(offset + T)
         return pos_T
+
+    def document_positions(self, within_BT: torch.Tensor, doc_BT: torch.Tensor) -> torch.Tensor:
+        """(B, T) float32 positions when they restart at every document: `within_BT` is each token's index in its
+        document, `doc_BT` its document's index in the row."""
+        if within_BT.numel():
+            self.check_positions(int(within_BT.max().item()) + 1)
+        return within_BT.float()
 
     def check_positions(self, n_positions: int) -> None:
         limit = self.max_positions

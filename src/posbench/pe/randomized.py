@@ -1,7 +1,9 @@
 """Randomized positions (Ruoss et al. 2023, "Randomized Positional Encodings Boost Length
 Generalization of Transformers"): a sequence of length T gets T sorted positions drawn without
 replacement from [0, max_positions), so the wrapped PE sees, during training, every position it will
-meet on longer test sequences. One draw per forward pass, shared by the batch."""
+meet on longer test sequences. One draw per forward pass, shared by the batch; with positions that restart at
+every document (model.packing.positions=document) one draw per document instead, the draw a document of that
+length gets alone (so a packed window computes what its documents do alone, at evaluation's fixed seed too)."""
 
 from __future__ import annotations
 
@@ -65,11 +67,30 @@ class RandomizedPositions(PositionalEncoding):
         if offset:
             raise ValueError("randomized positions are drawn for a whole sequence; incremental decoding "
                              "with an offset needs pe.sample_at_eval=false")
-        gen = None
-        if not self.training:
-            gen = torch.Generator().manual_seed(self.cfg.eval_seed * 1_000_003 + T)
-        draw = torch.randperm(self.range, generator=gen)[:T]
-        return draw.sort().values.to(device=device, dtype=torch.float32)
+        return self._draw(T, self._generator(T)).to(device=device)
+
+    def _draw(self, T, gen):
+        return torch.randperm(self.range, generator=gen)[:T].sort().values.to(torch.float32)
+
+    def _generator(self, T):
+        return None if self.training else torch.Generator().manual_seed(self.cfg.eval_seed * 1_000_003 + T)
+
+    def document_positions(self, within_BT, doc_BT):
+        if not (self.training or self.cfg.sample_at_eval):
+            return self.inner.document_positions(within_BT, doc_BT)
+        if within_BT.numel():
+            self.check_positions(int(within_BT.max().item()) + 1)
+            if (within_BT[:, 0] > 0).any():
+                raise ValueError("randomized positions are drawn for a whole document; incremental decoding "
+                                 "inside one needs pe.sample_at_eval=false")
+        out_BT = torch.empty(within_BT.shape, dtype=torch.float32)
+        for b, row in enumerate(doc_BT.cpu()):  # one draw per document (a Python loop: few documents per row)
+            _, counts = torch.unique_consecutive(row, return_counts=True)
+            start = 0
+            for n in counts.tolist():
+                out_BT[b, start:start + n] = self._draw(n, self._generator(n))
+                start += n
+        return out_BT.to(within_BT.device)
 
     def embed(self, x_BTD, pos_T):
         return self.inner.embed(x_BTD, pos_T)

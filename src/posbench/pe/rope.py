@@ -70,9 +70,12 @@ class RotaryBase(PositionalEncoding):
         self.scaling = build_scaling(scaling, self.ctx.seq_len)
 
     def cos_sin(self, pos_T):
+        """(T, K) cos and sin for positions (T,); (B, 1, T, K), broadcasting over heads, for per-row (B, T)."""
         inv_F, mscale = self.scaling.transform(self.inv_freq().float(), pos_T)
-        angle_TF = pos_T.float()[:, None] * inv_F[None, :]
+        angle_TF = pos_T.float()[..., None] * inv_F[None, :]
         angle_TK = torch.cat((angle_TF, angle_TF), dim=-1)
+        if angle_TK.dim() == 3:
+            angle_TK = angle_TK[:, None]
         return angle_TK.cos() * mscale, angle_TK.sin() * mscale
 
     def rotate(self, q_BHTK, k_BHTK, pos_T):

@@ -13,12 +13,13 @@ from posbench.pe.encoding import PES
 
 
 def sinusoidal_table(pos_T: torch.Tensor, d_model: int, base: float = 10000.0) -> torch.Tensor:
-    """PE[p, 2i] = sin(p / base^(2i/d)), PE[p, 2i+1] = cos(p / base^(2i/d)); float32 (T, d)."""
+    """PE[p, 2i] = sin(p / base^(2i/d)), PE[p, 2i+1] = cos(p / base^(2i/d)); float32 (T, d), or (B, T, d) for
+    per-row positions."""
     i = torch.arange(0, d_model, 2, device=pos_T.device, dtype=torch.float32)
-    angle_TF = pos_T.float()[:, None] * base ** (-i / d_model)[None, :]
-    out = torch.empty(pos_T.shape[0], d_model, device=pos_T.device, dtype=torch.float32)
-    out[:, 0::2] = torch.sin(angle_TF)
-    out[:, 1::2] = torch.cos(angle_TF)
+    angle_TF = pos_T.float()[..., None] * base ** (-i / d_model)[None, :]
+    out = torch.empty(*pos_T.shape, d_model, device=pos_T.device, dtype=torch.float32)
+    out[..., 0::2] = torch.sin(angle_TF)
+    out[..., 1::2] = torch.cos(angle_TF)
     return out
 
 
@@ -61,4 +62,4 @@ class SineOnlyPE(UnitWaveTable):
         i = torch.arange(d, device=pos_T.device, dtype=torch.float32)
         # Without the cosine partner, p -> PE[p] is no longer a rotation, so PE[p+k] is not a linear
         # function of PE[p]: the ablation tests whether that property matters.
-        return torch.sin(pos_T.float()[:, None] * self.cfg.base ** (-i / d)[None, :])
+        return torch.sin(pos_T.float()[..., None] * self.cfg.base ** (-i / d)[None, :])

@@ -33,7 +33,9 @@ class XPos(RotaryBase):
         zeta_F = (torch.arange(0, K, 2, device=pos_T.device, dtype=torch.float32) / K + self.cfg.gamma) \
             / (1 + self.cfg.gamma)
         # zeta^(p/B) in float32: exact relative decay up to ~30k positions before float32 underflows
-        scale_TF = zeta_F[None, :] ** (pos_T.float()[:, None] / self.cfg.scale_base)
+        scale_TF = zeta_F[None, :] ** (pos_T.float()[..., None] / self.cfg.scale_base)
         scale_TK = torch.cat((scale_TF, scale_TF), dim=-1)
+        if scale_TK.dim() == 3:  # per-row positions (B, T): broadcast over heads as cos_sin does
+            scale_TK = scale_TK[:, None]
         return (apply_rotary(q_BHTK, cos_TK * scale_TK, sin_TK * scale_TK),
                 apply_rotary(k_BHTK, cos_TK / scale_TK, sin_TK / scale_TK))

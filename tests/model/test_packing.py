@@ -1,0 +1,194 @@
+"""model.packing, held to its definition for every registered PE: a packed window read with mask=document and
+positions=document computes, token for token, what each of its documents computes alone (losses and gradients),
+and with either switch off it does not (where the PE can tell: a shift-invariant PE cannot see window positions
+once the mask isolates documents, so for those the positions switch alone must change nothing)."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from posbench.config import load_config
+from posbench.config_loader import ConfigError
+from posbench.model.kernels import EagerKernel, FlexKernel
+from posbench.model.packing import Documents, split_documents
+from posbench.pe import PES
+from tests.conftest import build_test_model
+
+ALL_PES = PES.names()
+BOS = 60  # the test model's vocabulary is 61
+ROWS = [(7, 11, 9), (12, 5, 10)]  # document lengths per row, <|bos|> included
+
+
+def packing(mask, positions):
+    return [f"model.packing.mask={mask}", f"model.packing.positions={positions}", f"model.packing.bos_id={BOS}"]
+
+
+def documents(seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    rows = []
+    for lengths in ROWS:
+        rows.append([torch.cat((torch.tensor([BOS]), torch.randint(0, BOS, (n - 1,), generator=gen)))
+                     for n in lengths])
+    return rows
+
+
+def models(name, *modes):
+    """One model per (mask, positions) mode, all with the weights of the first."""
+    built = [build_test_model(name, overrides=packing(*mode)).eval() for mode in modes]
+    for m in built[1:]:
+        m.load_state_dict(built[0].state_dict())
+    return built
+
+
+def token_losses(logits_TV, doc_T):
+    """Cross-entropy of predicting each document's next token (its last token has none in the document)."""
+    return F.cross_entropy(logits_TV[:-1].float(), doc_T[1:], reduction="none")
+
+
+def packed_run(model, rows):
+    """Per row and document: (logits, per-token losses) of the packed window, and the sum of the losses."""
+    idx = torch.stack([torch.cat(docs) for docs in rows])
+    logits = model(idx).logits
+    out, total = [], 0.0
+    for b, docs in enumerate(rows):
+        start = 0
+        for doc in docs:
+            seg = logits[b, start:start + len(doc)]
+            losses = token_losses(seg, doc)
+            out.append((seg, losses))
+            total = total + losses.sum()
+            start += len(doc)
+    return out, total
+
+
+def alone_run(model, rows):
+    out, total = [], 0.0
+    for docs in rows:
+        for doc in docs:
+            logits = model(doc[None]).logits[0]
+            losses = token_losses(logits, doc)
+            out.append((logits, losses))
+            total = total + losses.sum()
+    return out, total
+
+
+def max_diff(a, b):
+    return max((x[0] - y[0]).abs().max().item() for x, y in zip(a, b))
+
+
+def grads(model):
+    return {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("name", ALL_PES)
+def test_a_packed_window_computes_what_each_document_computes_alone(name):
+    """The definition, losses and gradients, <= 1e-5 in float32."""
+    packed_model, alone_model = models(name, ("document", "document"), ("document", "document"))
+    rows = documents()
+    packed, packed_total = packed_run(packed_model, rows)
+    alone, alone_total = alone_run(alone_model, rows)
+    for (p_logits, p_losses), (a_logits, a_losses) in zip(packed, alone):
+        torch.testing.assert_close(p_logits, a_logits, rtol=0, atol=1e-5)
+        torch.testing.assert_close(p_losses, a_losses, rtol=0, atol=1e-5)
+    packed_total.backward()
+    alone_total.backward()
+    g_packed, g_alone = grads(packed_model), grads(alone_model)
+    assert g_packed.keys() == g_alone.keys() and g_packed
+    for n in g_packed:
+        torch.testing.assert_close(g_packed[n], g_alone[n], rtol=1e-4, atol=1e-5, msg=lambda m: f"{n}: {m}")
+
+
+def shift_invariant(model) -> bool:
+    """Whether window positions are invisible once documents are isolated: relative PEs, except randomized
+    positions (a window draws other positions than its documents do alone)."""
+    return model.pe.is_relative and model.pe.name != "randomized"
+
+
+@pytest.mark.parametrize("name", ALL_PES)
+def test_either_switch_off_changes_what_a_packed_window_computes(name):
+    no_mask, window_pos, reference = models(name, ("causal", "document"), ("document", "window"),
+                                            ("document", "document"))
+    rows = documents()
+    with torch.no_grad():
+        alone, _ = alone_run(reference, rows)
+        # mask off: later documents attend to earlier ones, whatever the PE (NoPE included)
+        assert max_diff(packed_run(no_mask, rows)[0], alone) > 1e-3
+        # positions off: documents after the first start at their window offset
+        diff = max_diff(packed_run(window_pos, rows)[0], alone)
+    if shift_invariant(window_pos):
+        assert diff <= 1e-4, f"{name} is relative, yet window positions changed its outputs by {diff}"
+    else:
+        assert diff > 1e-3
+
+
+def test_the_default_runs_the_plain_causal_kernel_with_no_mask_tensor(monkeypatch):
+    calls = []
+    real = F.scaled_dot_product_attention
+
+    def spy(*args, **kwargs):
+        calls.append(kwargs)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(F, "scaled_dot_product_attention", spy)
+    idx = torch.stack([torch.cat(docs) for docs in documents()])
+    build_test_model("rope")(idx)
+    assert calls and all(c.get("is_causal") is True and c.get("attn_mask") is None for c in calls)
+    # and the document mask is a (B, 1, T, S) bool tensor, no float bias
+    calls.clear()
+    build_test_model("rope", overrides=packing("document", "window"))(idx)
+    masks = [c["attn_mask"] for c in calls]
+    assert masks and all(m.dtype == torch.bool and m.shape == (2, 1, 27, 27) for m in masks)
+
+
+def test_the_default_path_is_untouched_by_an_inactive_packing():
+    """A switch on but no boundary token (task rows, random tokens: bos_id None) is the default, bit for bit."""
+    torch.manual_seed(0)
+    idx = torch.randint(0, 61, (2, 20))
+    a = build_test_model("alibi")
+    b = build_test_model("alibi", overrides=["model.packing.mask=document", "model.packing.positions=document"])
+    assert not b.cfg.packing.active
+    assert torch.equal(a(idx[:, :-1], idx[:, 1:]).loss, b(idx[:, :-1], idx[:, 1:]).loss)
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi", "t5", "learned", "sinusoidal", "fire", "xpos", "hybrid"])
+def test_cached_decoding_equals_the_full_forward_across_a_document_start(name):
+    model = build_test_model(name, overrides=packing("document", "document")).eval()
+    idx = torch.stack([torch.cat(docs) for docs in documents()])[:, :20]  # row 0 starts documents at 0 and 7
+    with torch.no_grad():
+        full = model(idx).logits
+        cache = model.new_cache()
+        first = model(idx[:, :5], cache=cache).logits
+        steps = [model(idx[:, t:t + 1], cache=cache).logits for t in range(5, 20)]
+    torch.testing.assert_close(torch.cat([first, *steps], dim=1), full, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["rope", "alibi", "t5", "kerple_log", "hybrid"])
+def test_flex_with_the_batch_block_mask_computes_what_the_eager_kernel_does(name):
+    """FlexAttention (its unfused CPU forward) with a BlockMask over document ids against the eager reference."""
+    model = build_test_model(name, overrides=packing("document", "document")).eval()
+    idx = torch.stack([torch.cat(docs) for docs in documents()])
+    with torch.no_grad():
+        for layer, block in enumerate(model.blocks):
+            block.attn.kernel = EagerKernel(model.pe.layer_pe(layer), "cpu", 0.0)
+        eager = model(idx).logits
+        for layer, block in enumerate(model.blocks):
+            block.attn.kernel = FlexKernel(model.pe.layer_pe(layer), "cpu", 0.0)
+        flex = model(idx).logits
+    torch.testing.assert_close(flex, eager, rtol=1e-4, atol=1e-4)
+
+
+def test_documents_split_at_bos_and_a_cut_document_starts_the_window():
+    idx = torch.tensor([[5, 6, BOS, 1, 2, BOS, 3], [BOS, 1, 2, 3, BOS, 4, 5]])
+    doc, within, _ = split_documents(idx, BOS)
+    assert doc.tolist() == [[0, 0, 1, 1, 1, 2, 2], [1, 1, 1, 1, 2, 2, 2]]
+    assert within.tolist() == [[0, 1, 0, 1, 2, 0, 1], [0, 1, 2, 3, 0, 1, 2]]
+    allowed = Documents(doc, doc, masked=True).allowed()[0, 0]
+    assert allowed[4].tolist() == [False, False, True, True, True, False, False]
+
+
+def test_packing_is_refused_where_it_is_not_implemented():
+    with pytest.raises(ConfigError, match="decoder only"):
+        load_config(overrides=["model.arch.name=mamba", "model.packing.mask=document"])
+    with pytest.raises(ConfigError, match="per-document positions"):
+        build_test_model("alibi", overrides=packing("causal", "document") + ["model.attention=flash_alibi"],
+                         )
