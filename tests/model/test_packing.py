@@ -192,3 +192,74 @@ def test_packing_is_refused_where_it_is_not_implemented():
     with pytest.raises(ConfigError, match="per-document positions"):
         build_test_model("alibi", overrides=packing("causal", "document") + ["model.attention=flash_alibi"],
                          )
+
+
+class DocumentTokens:
+    """Random rows with a <|bos|> every 16 tokens (from token 5 on): packed documents, the last one cut."""
+
+    def __init__(self, vocab_size, seq_len, bos_id):
+        from posbench.training.batch_sources import RandomTokens
+
+        self.rows, self.bos_id = RandomTokens(vocab_size - 1, seq_len), bos_id
+        self.fingerprint, self.tokenizer_fingerprint = "docs-" + self.rows.fingerprint, ""
+
+    def _docs(self, xy):
+        x, y = xy
+        x, y = x.clone(), y.clone()
+        x[:, 5::16] = self.bos_id
+        y[:, 4::16] = self.bos_id
+        return x, y
+
+    def samples(self, indices):
+        return self._docs(self.rows.samples(indices))
+
+    def val_samples(self, indices):
+        return self._docs(self.rows.val_samples(indices))
+
+    def n_val(self):
+        return self.rows.n_val()
+
+
+def test_training_takes_the_boundary_from_the_data_and_records_both_switches(tmp_path):
+    """The data's bos_id lands in the saved config; identity, meta and run name say which switches were on; eval's
+    loader builds the model that reads windows as training did."""
+    import json
+
+    from posbench.evaluation.loading import load_model
+    from posbench.training.loop import train
+    from tests.training.helpers import nano_config
+
+    cfg = nano_config(tmp_path, "train.stream=random", "train.max_steps=2", "model.packing.mask=document",
+                      "model.packing.positions=document", "pe.name=alibi")
+    assert cfg.model.packing.bos_id is None
+    source = DocumentTokens(cfg.model.vocab_size, cfg.model.seq_len, cfg.model.vocab_size - 1)
+    run_dir = tmp_path / train(cfg, source)["run_dir"]
+    assert run_dir.name.endswith("_docmask_docpos")
+    want = {"mask": "document", "positions": "document", "bos_id": cfg.model.vocab_size - 1}
+    assert json.loads((run_dir / "identity.json").read_text())["packing"] == want
+    meta = json.loads((run_dir / "latest" / "meta.json").read_text())
+    assert meta["packing"] == want and meta["identity"]["packing"] == want
+    loaded = load_model(run_dir)
+    assert loaded.cfg.model.packing.active and loaded.cfg.model.packing.bos_id == want["bos_id"]
+    # and a bos_id that contradicts the data is refused
+    bad = nano_config(tmp_path / "bad", "train.stream=random", "model.packing.mask=document",
+                      "model.packing.bos_id=3")
+    with pytest.raises(ConfigError, match="leave model.packing.bos_id unset"):
+        train(bad, source)
+
+
+def test_the_default_identity_is_the_identity_runs_had_before_packing_existed():
+    from posbench.training.rundir import identity
+
+    ident = identity(load_config(), "data")
+    assert "packing" not in ident and "packing" not in ident["model"]
+    assert identity(load_config(overrides=["model.packing.mask=document"]), "data")["packing"]["mask"] == "document"
+
+
+def test_the_export_refuses_a_packing_it_cannot_express():
+    from posbench.interop.hf_export import refuse_packing
+
+    refuse_packing(load_config())  # the default exports
+    for mode in (["model.packing.mask=document"], ["model.packing.positions=document"]):
+        with pytest.raises(ConfigError, match="is not exported.*Nothing was exported"):
+            refuse_packing(load_config(overrides=mode))

@@ -112,8 +112,9 @@ class ShardBatchSource:
     window `window_ids(i)` of the train shards; validation row i is val window i (fixed, in order)."""
 
     def __init__(self, train: ShardSet, val: ShardSet, seed: int = 0, val_tokens: int = 10_485_760,
-                 tokenizer_fingerprint: str = "", mix_tag: str = ""):
+                 tokenizer_fingerprint: str = "", mix_tag: str = "", bos_id: int | None = None):
         self.train, self.val, self.seed = train, val, seed
+        self.bos_id = bos_id  # the <|bos|> that starts every document (model.packing splits windows there)
         self.tokenizer_fingerprint = tokenizer_fingerprint  # in every checkpoint's meta, checked by eval.py
         self._n_val = min(val.n_windows, max(1, val_tokens // val.seq_len))
         # names the tokenizer and the task mix, so a resume onto other shards says which differs
@@ -137,8 +138,10 @@ class ShardBatchSource:
 def build_batch_source(cfg, seq_len: int) -> ShardBatchSource:
     """A BatchSource for `cfg` (a DataConfig): tokenized train and val shards of its tokenizer."""
     layout = DataLayout.from_config(cfg)
-    fingerprint = layout.tokenizer.build().fingerprint
+    tokenizer = layout.tokenizer.build()
+    fingerprint = tokenizer.fingerprint
     check = cfg.loader.check_tokens
     train = ShardSet(split_shards(layout, cfg.splits, "train"), seq_len, fingerprint, check)
     val = ShardSet(split_shards(layout, cfg.splits, "val"), seq_len, fingerprint, check)
-    return ShardBatchSource(train, val, cfg.loader.seed, cfg.loader.val_tokens, fingerprint, layout.mix_tag)
+    return ShardBatchSource(train, val, cfg.loader.seed, cfg.loader.val_tokens, fingerprint, layout.mix_tag,
+                            tokenizer.bos_id)

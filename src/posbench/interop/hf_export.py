@@ -109,6 +109,19 @@ def qwen3_reason(run_cfg: RunConfig) -> str | None:
     return None
 
 
+def refuse_packing(run_cfg: RunConfig) -> None:
+    """model.packing other than causal/window is not exported: neither Qwen3 nor the remote code splits a row into
+    documents at <|bos|> or restarts positions there, so a row holding several documents would compute something
+    else than posbench does (one document per row computes the same; passing position_ids and a document mask is
+    not implemented yet)."""
+    p = run_cfg.model.packing
+    if not p.is_default:
+        raise ConfigError(f"model.packing (mask={p.mask}, positions={p.positions}) is not exported: the exported "
+                          "model would attend across documents and count positions from the row's start where "
+                          "posbench restarts them at each <|bos|> (position_ids/document masks for the export are "
+                          "not implemented). Nothing was exported")
+
+
 def remote_pe_config(run_cfg: RunConfig) -> dict:
     """The PE config as the plain dict the remote code reads; ConfigError when it cannot express the model."""
     from posbench.interop.hf_remote.modeling_posbench import check_pe_config
@@ -322,6 +335,7 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print) -> Path:
 
     loaded = load_model(checkpoint, "cpu")
     run_cfg, model = loaded.cfg, loaded.model
+    refuse_packing(run_cfg)  # before any file is written
     why_remote = qwen3_reason(run_cfg)
     pe = remote_pe_config(run_cfg) if why_remote else None  # refuses before any file is written
     tokenizer = DataLayout.from_config(run_cfg.data).tokenizer.build()

@@ -11,6 +11,7 @@ step: resuming at step s reproduces the exact batches. A source maps a sample in
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
@@ -25,6 +26,7 @@ if TYPE_CHECKING:
 class BatchSource(Protocol):
     fingerprint: str
     tokenizer_fingerprint: str  # the full fingerprint of the text tokenizer; "" when rows are not text
+    bos_id: int | None  # the token that starts each document in a row; None: a row is one document
 
     def samples(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """Training rows (B, T) int64 inputs and targets (-100 where there is no target)."""
@@ -56,6 +58,7 @@ class RandomTokens:
         self.vocab_size, self.seq_len, self.seed, self._n_val = vocab_size, seq_len, seed, n_val
         self.fingerprint = f"random-v{vocab_size}-t{seq_len}-s{seed}"
         self.tokenizer_fingerprint = ""
+        self.bos_id = None  # no documents: each row is one
 
     def _rows(self, indices: list[int], split: int) -> tuple[torch.Tensor, torch.Tensor]:
         # numpy's SeedSequence mixes all words; torch's CPU generator keeps only 32 bits of a seed,
@@ -73,6 +76,21 @@ class RandomTokens:
 
     def n_val(self) -> int:
         return self._n_val
+
+
+def bind_documents(cfg: RunConfig, source: BatchSource) -> RunConfig:
+    """`cfg` with `model.packing.bos_id` taken from the data when a packing switch is on and it is unset: the data
+    stage says where documents start, and the config carries it to the checkpoint, so evaluation reads windows as
+    training did. A bos_id that contradicts the data is refused. A source without documents (task rows, random
+    tokens; any source without a `bos_id`) leaves it None: each row is one document."""
+    packing, bos_id = cfg.model.packing, getattr(source, "bos_id", None)
+    if packing.is_default or bos_id is None or packing.bos_id == bos_id:
+        return cfg
+    if packing.bos_id is not None:
+        raise ConfigError(f"model.packing.bos_id={packing.bos_id}, but the training data starts its documents with "
+                          f"token {bos_id}; leave model.packing.bos_id unset to take it from the data")
+    return dataclasses.replace(cfg, model=dataclasses.replace(cfg.model, packing=dataclasses.replace(
+        packing, bos_id=bos_id)))
 
 
 def build_stream(cfg: RunConfig) -> BatchSource:

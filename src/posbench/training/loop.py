@@ -13,13 +13,14 @@ from collections.abc import Callable
 import torch
 
 from posbench.config import RunConfig
+from posbench.config_loader import to_dict
 from posbench.errors import NonFiniteError  # exit code 3; importable from here as before
 from posbench.model.build import build_model
 from posbench.model.flops import stats_of
 from posbench.model.loss import auto_chunk_tokens
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
-from posbench.training.batch_sources import BatchSource, micro_indices, val_indices
+from posbench.training.batch_sources import BatchSource, bind_documents, micro_indices, val_indices
 from posbench.training.device import choose_precision, device_type_for
 from posbench.training.loggers import make_logger
 from posbench.training.meta import meta_json
@@ -68,6 +69,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
     if snapshots is not None and world > 1:
         raise ValueError("train(snapshots=...) hands the model to a callback in memory: single-process runs only")
     accum_steps(cfg, world)  # the batch arithmetic, checked before a model is built
+    cfg = bind_documents(cfg, source)  # model.packing's document boundary, from the data (saved with the config)
     torch.manual_seed(cfg.seed)
     # the run's one model; the plan reads its size. train.loss picks the fused chunked head + loss (model/loss.py)
     model = build_model(cfg.model, cfg.pe, device_type,
@@ -109,7 +111,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
     def save(kind: str) -> None:
         model_state, optim_state = dist.full_state(wrapped, optimizer)
         meta = meta_json(step, tokens, plan, kind, ident, run_id, parent, source.tokenizer_fingerprint,
-                             best_val if math.isfinite(best_val) else None)
+                         best_val if math.isfinite(best_val) else None, to_dict(cfg.model.packing))
         path = ckpt.save(run_dir, step, model_state, optim_state, meta, cfg.to_yaml())
         ckpt.prune(run_dir, cfg.train.keep_last)
         logger.message(f"saved {kind} checkpoint {path}")

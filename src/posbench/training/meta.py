@@ -44,9 +44,11 @@ def provenance() -> dict:
 
 
 def meta_json(step: int, tokens: int, plan: Plan, kind: str, ident: dict, run_id: str, parent: dict | None,
-              tokenizer_fingerprint: str, best_val_loss: float | None = None) -> dict:
+              tokenizer_fingerprint: str, best_val_loss: float | None = None, packing: dict | None = None) -> dict:
+    """`packing`: model.packing (mask, positions, bos_id), what a position meant in training's windows."""
     s = plan.schedule
     return {"step": step, "tokens": tokens, "kind": kind,  # the step is the data cursor (training/batch_sources.py)
+            "packing": packing,
             "best_val_loss": best_val_loss, "provenance": provenance(),
             "identity": ident, "wandb_id": run_id, "parent": parent, "tokenizer_fingerprint": tokenizer_fingerprint,
             "schedule": {"peak_lr": s.peak_lr, "warmup_tokens": s.warmup_tokens, "budget_tokens": s.budget_tokens,

@@ -46,6 +46,13 @@ def default_name(size: str, pe: str, budget_tokens: int, seed: int) -> str:
     return f"{size}_{pe}_{format_tokens(budget_tokens)}_s{seed}"
 
 
+def packing_suffix(cfg: RunConfig) -> str:
+    """`_docmask` / `_docpos` for the model.packing switches that are on ("" by default): runs that differ only in
+    what a position means get names that say so."""
+    p = cfg.model.packing
+    return ("_docmask" if p.mask == "document" else "") + ("_docpos" if p.positions == "document" else "")
+
+
 def _atomic_json(path: Path, data: dict) -> None:
     write_text(path, json.dumps(data, indent=1, sort_keys=True))
 
@@ -79,14 +86,21 @@ def claim_run_dir(run_dir: Path, identity: dict) -> None:
 
 
 def identity(cfg: RunConfig, data_fingerprint: str) -> dict:
-    """What a run directory (and a resume) must agree on."""
-    return {"model": to_dict(cfg.model), "pe": to_dict(cfg.pe), "data": data_fingerprint, "seed": cfg.seed}
+    """What a run directory (and a resume) must agree on. `packing` (model.packing: what a position means in a
+    packed window) is its own entry, and only when a switch is on: run directories made before it existed keep
+    their identity, which is the default's (causal mask, window positions)."""
+    model = to_dict(cfg.model)
+    packing = model.pop("packing", None)
+    ident = {"model": model, "pe": to_dict(cfg.pe), "data": data_fingerprint, "seed": cfg.seed}
+    if not cfg.model.packing.is_default:
+        ident["packing"] = packing
+    return ident
 
 
 def identity_diffs(saved: dict, ident: dict) -> str:
     """'model, data (checkpoint: X, this run: Y)': which parts differ, with both data fingerprints, since a
     different tokenizer or task mix is the usual cause and the fingerprint names which."""
-    diffs = [k for k in ("model", "pe", "data", "seed") if saved.get(k) != ident[k]]
+    diffs = [k for k in ("model", "pe", "data", "seed", "packing") if saved.get(k) != ident.get(k)]
     return ", ".join(f"data (checkpoint: {saved.get('data')}, this run: {ident['data']})" if k == "data" else k
                      for k in diffs)
 
@@ -103,7 +117,8 @@ def refuse_changed_identity(named_dir: Path, ident: dict) -> None:
 
 
 def choose_run_dir(cfg: RunConfig, end_tokens: int, ident: dict) -> tuple[Path, bool]:
-    name = cfg.train.run_name or default_name(cfg.model.size, cfg.pe.name, end_tokens, cfg.seed)
+    name = cfg.train.run_name or default_name(cfg.model.size, cfg.pe.name, end_tokens, cfg.seed) \
+        + packing_suffix(cfg)
     check_run_name(name)
     out = Path(cfg.train.out_dir)
     if dist.is_main():
