@@ -82,7 +82,9 @@ def grads(model):
 
 @pytest.mark.parametrize("name", ALL_PES)
 def test_a_packed_window_computes_what_each_document_computes_alone(name):
-    """The definition, losses and gradients, <= 1e-5 in float32."""
+    """The definition, losses and gradients, <= 1e-5 in float32. Models run in eval mode: randomized positions
+    are then the fixed-seed draw for each document's length (pe.sample_at_eval), which a document alone gets
+    too; in training mode every document draws afresh, so no two runs are equal, packed or not."""
     packed_model, alone_model = models(name, ("document", "document"), ("document", "document"))
     rows = documents()
     packed, packed_total = packed_run(packed_model, rows)
@@ -95,7 +97,7 @@ def test_a_packed_window_computes_what_each_document_computes_alone(name):
     g_packed, g_alone = grads(packed_model), grads(alone_model)
     assert g_packed.keys() == g_alone.keys() and g_packed
     for n in g_packed:
-        torch.testing.assert_close(g_packed[n], g_alone[n], rtol=1e-4, atol=1e-5, msg=lambda m: f"{n}: {m}")
+        torch.testing.assert_close(g_packed[n], g_alone[n], rtol=0, atol=1e-5, msg=lambda m: f"{n}: {m}")
 
 
 def shift_invariant(model) -> bool:

@@ -56,11 +56,17 @@ class Documents:
     doc_q_BT: torch.Tensor
     doc_k_BS: torch.Tensor
     masked: bool
+    _allowed: torch.Tensor | None = field(default=None, repr=False)
     _block_mask: object = field(default=None, repr=False)
 
     def allowed(self) -> torch.Tensor:
         """(B, 1, T, S) bool, True where attention is allowed: causal (bottom-right aligned) and, when masked,
-        within the query's document."""
+        within the query's document. Made on first use, then shared by every layer."""
+        if self._allowed is None:
+            self._allowed = self._make_allowed()
+        return self._allowed
+
+    def _make_allowed(self) -> torch.Tensor:
         T, S = self.doc_q_BT.shape[1], self.doc_k_BS.shape[1]
         causal_TS = torch.ones(T, S, dtype=torch.bool, device=self.doc_q_BT.device).tril(diagonal=S - T)
         if not self.masked:
@@ -80,7 +86,9 @@ class Documents:
             def mask_mod(b, h, q_idx, kv_idx):
                 return (q_idx + offset >= kv_idx) & (doc_q[b, q_idx] == doc_k[b, kv_idx])
 
-            self._block_mask = create_block_mask(mask_mod, B, None, T, S, device=str(doc_q.device))
+            # compiled on CUDA, so the (B, T, S) mask is never materialised there
+            self._block_mask = create_block_mask(mask_mod, B, None, T, S, device=str(doc_q.device),
+                                                 _compile=doc_q.device.type == "cuda")
         return self._block_mask
 
 
