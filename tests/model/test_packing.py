@@ -265,3 +265,35 @@ def test_the_export_refuses_a_packing_it_cannot_express():
     for mode in (["model.packing.mask=document"], ["model.packing.positions=document"]):
         with pytest.raises(ConfigError, match="is not exported.*Nothing was exported"):
             refuse_packing(load_config(overrides=mode))
+
+
+def test_flash_alibi_varlen_cuts_rows_into_documents(monkeypatch):
+    """flash-attn is not installed here (nor a GPU): a stand-in `flash_attn_varlen_func` with flash-attn's
+    semantics (causal within each cu_seqlens sequence, ALiBi -slope * (i - j)) checks the kernel's own part, the
+    sequences it cuts and the layout it hands over, against the eager kernel with the document mask."""
+    import math
+    import sys
+    import types
+
+    from posbench.model.kernels import FlashAlibiKernel
+
+    def varlen(q, k, v, cu_q, cu_k, max_q, max_k, dropout_p=0.0, causal=False, alibi_slopes=None):
+        assert causal and torch.equal(cu_q, cu_k) and cu_q.dtype == torch.int32
+        out = torch.empty_like(q)
+        for a, b in zip(cu_q[:-1].tolist(), cu_q[1:].tolist()):
+            s = torch.einsum("thk,shk->hts", q[a:b], k[a:b]) / math.sqrt(q.shape[-1])
+            i = torch.arange(b - a)
+            s = s - alibi_slopes[:, None, None] * (i[:, None] - i[None, :]).clamp_min(0)
+            s = s.masked_fill(i[None, :] > i[:, None], float("-inf"))
+            out[a:b] = torch.einsum("hts,shk->thk", s.softmax(-1), v[a:b])
+        return out
+
+    monkeypatch.setitem(sys.modules, "flash_attn", types.SimpleNamespace(flash_attn_varlen_func=varlen))
+    pe = build_test_model("alibi").pe
+    idx = torch.stack([torch.cat(docs) for docs in documents()])
+    doc, _, _ = split_documents(idx, BOS)
+    docs = Documents(doc, doc, masked=True)
+    q, k, v = (torch.randn(2, 4, 27, 8) for _ in range(3))
+    got = FlashAlibiKernel(pe, "cuda", 0.0)(q, k, v, None, False, docs)
+    want = EagerKernel(pe, "cpu", 0.0)(q, k, v, pe.score_mod(0, torch.arange(27.0), torch.arange(27.0)), False, docs)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

@@ -162,12 +162,12 @@ class FlashAlibiKernel(AttentionKernel):
         return None
 
     def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
-        from flash_attn import flash_attn_func
-
         if docs is not None and docs.masked:
             return self._varlen(q_BHTK, k_BHSK, v_BHSK, docs, training)
         if docs is not None:  # select_kernel refuses this pairing at construction; called directly, refuse too
             raise ValueError("flash_alibi cannot apply per-document positions without the document mask")
+        from flash_attn import flash_attn_func
+
         out_BTHK = flash_attn_func(
             q_BHTK.transpose(1, 2), k_BHSK.transpose(1, 2), v_BHSK.transpose(1, 2),
             dropout_p=self.attn_dropout if training else 0.0, causal=True,
