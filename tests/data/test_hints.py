@@ -9,7 +9,6 @@ import pytest
 from posbench.cli.data import main as data_main
 from posbench.cli.train import main_train
 from posbench.data.errors import DataError
-from posbench.data.hints import config_args, prepare_hint
 
 
 @pytest.fixture
@@ -55,6 +54,8 @@ def test_local_split_ranges_with_no_file_say_so_not_download(local_corpus, capsy
 
 
 def test_hints_outside_a_command_say_what_to_pass():
+    from posbench.data.hints import config_args, prepare_hint
+
     assert prepare_hint(False) == ("run `posbench data tokenize <the YAML files and data.* overrides you train "
                                    "with>` (local files: nothing to download)")
     with config_args(["--data", "fineweb_edu", "data.paths=[a b]"]):
