@@ -64,6 +64,10 @@ def test_eval_py_compares_two_checkpoints(runs, tmp_path):
 
     summary = (out / "summary.md").read_text()
     assert "| length | rope | learned |" in summary and "n/a" in summary
+    # the comparison gives every n/a its reason too, not only each checkpoint's own summary
+    assert "- learned 512: n/a, the PE represents at most 64 positions" in summary  # passkey / niah
+    assert "- learned 128: n/a, " in summary  # perplexity beyond the learned table
+    assert "- learned: prompt short (the full prompt's question and answer take" in summary
     for png in ("ppl_vs_length", "loss_vs_position", "algorithmic_id_ood", "passkey_heatmap", "niah_heatmap"):
         assert (out / f"{png}.png").read_bytes()[:8] == PNG, png
         assert f"({png}.png)" in summary

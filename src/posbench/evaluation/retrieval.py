@@ -229,7 +229,12 @@ class RetrievalGrid(Evaluator):
         lengths = sorted({L for res in results.values() for L in res["lengths"]})
         rows = [[str(L), *(pct(res["by_length"].get(str(L))) if str(L) in res["by_length"] else "-"
                            for res in results.values())] for L in lengths]
-        return "Accuracy by length (mean over depths):\n\n" + md_table(["length", *results], rows)
+        notes = [f"- {label} {L}: n/a, {na}" for label, res in results.items()
+                 for L, na in sorted({(c["length"], c["na"]) for c in res["cells"] if c.get("na")})]
+        prompts = [f"- {label}: prompt {res['prompt']}" + (f" ({res['prompt_why']})" if res.get("prompt_why") else "")
+                   for label, res in results.items() if res.get("prompt")]
+        return "\n".join(["Accuracy by length (mean over depths):", "", md_table(["length", *results], rows),
+                          *([""] + prompts + notes if prompts or notes else [])])
 
     @classmethod
     def plots(cls, results: dict[str, dict], out_dir: Path) -> list[Path]:
