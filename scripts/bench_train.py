@@ -7,7 +7,11 @@ framework's overhead (schedule, finite checks, logging, metrics), not data gener
     python scripts/bench_train.py --device cuda --sizes tiny small --pes rope alibi --json out.json
     python scripts/bench_train.py --peer [--compile]       # against transformers' Qwen3ForCausalLM
 
-Prints one table; tokens/s is the median over measured steps (after warmup steps).
+Prints one table; tokens/s is the median over measured steps (after warmup steps). Our loop reports a
+rate per log row (tokens since the previous row / time since it), so it logs every 5 steps when --warmup and
+--steps are multiples of 5 (as a real run logs: per-step logging costs amortised), else every step; the
+table's header says which. MFU needs a known peak (the CUDA table of training/metrics.py): n/a on a CPU,
+where --peer measures one.
 
 --peer: the same training step (forward, loss, backward, clip 1.0, AdamW, zero_grad, one .item()) of
 posbench's RoPE decoder and of `transformers.Qwen3ForCausalLM` with identical dimensions and weights
@@ -67,12 +71,19 @@ class FixedBatch:
         return 1
 
 
-def config_for(size, pe, device, micro_batch, steps, out_dir):
+def log_interval(steps: int, warmup: int) -> int:
+    """Every 5 steps when the measured steps are whole log intervals (each rate then covers 5 measured steps,
+    none of the warmup), else every step: a log row's rate covers the steps since the previous row."""
+    return 5 if warmup % 5 == 0 and steps % 5 == 0 else 1
+
+
+def config_for(size, pe, device, micro_batch, steps, out_dir, warmup=0):
     preset = size if size not in CPU_SIZES else "nano"
     extra = CPU_SIZES.get(size, [])
     cfg = load_config(model_size=preset, pe_type=pe, overrides=extra + [
         f"train.out_dir={out_dir}", f"train.run_name=bench_{size}_{pe}", f"train.device={device}",
-        f"train.micro_batch={micro_batch}", "train.budget_unit=tokens", "train.log_interval=5",
+        f"train.micro_batch={micro_batch}", "train.budget_unit=tokens",
+        f"train.log_interval={log_interval(steps, warmup)}",
         "train.eval_interval=0", "train.ckpt_interval=0", "logging.wandb=disabled", "train.keep_last=2",
         "schedule.warmup_tokens=0", "schedule.warmup_frac=0", "schedule.decay_frac=0.01"])
     tokens_per_step = micro_batch * cfg.model.seq_len
@@ -83,10 +94,17 @@ def config_for(size, pe, device, micro_batch, steps, out_dir):
 
 
 def ours(cfg, source) -> list[float]:
+    """Tokens/s of each step of our loop: a log row's rate, given to every step since the previous row."""
     out = train(cfg, source)
     rows = [json.loads(x) for x in (Path(out["run_dir"]) / "metrics.jsonl").read_text().splitlines()]
-    # one rate per log interval (5 steps), so per-step logging costs are amortised as in a real run
-    return [r["tokens_per_s"] for r in rows if "tokens_per_s" in r for _ in range(5)]
+    rates, last = [], 0
+    for r in rows:
+        if "tokens_per_s" in r:
+            rates += [r["tokens_per_s"]] * (r["step"] - last)
+            last = r["step"]
+    if last != out["step"]:
+        raise RuntimeError(f"the loop logged up to step {last} of {out['step']}: log_interval does not divide --steps")
+    return rates
 
 
 def bare(cfg, source, steps, device) -> list[float]:
@@ -220,7 +238,7 @@ def peer_bench(args, device) -> list[dict]:
 
 @cli_entry
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--sizes", nargs="+", default=None)
     p.add_argument("--pes", nargs="+", default=["rope", "alibi"])
@@ -235,6 +253,10 @@ def main(argv=None):
                    help="thread: CPU time of the calling thread, with --threads 1 the step's compute; steadier "
                         "than wall time on a shared machine (CPU only)")
     args = p.parse_args(argv)
+    if args.steps <= args.warmup or args.warmup < 0:
+        p.error(f"--steps ({args.steps}) must exceed --warmup ({args.warmup}): the measured steps are those after it")
+    if args.device == "cuda" and not torch.cuda.is_available():
+        p.error("--device cuda: no CUDA device is visible")
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.clock == "thread" and (args.device != "cpu" or torch.get_num_threads() != 1):
@@ -252,26 +274,34 @@ def main(argv=None):
     with tempfile.TemporaryDirectory() as tmp:
         for size in sizes:
             for pe in args.pes:
-                cfg = config_for(size, pe, args.device, args.micro_batch, args.steps, tmp)
+                cfg = config_for(size, pe, args.device, args.micro_batch, args.steps, tmp, args.warmup)
                 source = FixedBatch(cfg.model.vocab_size, args.micro_batch, cfg.model.seq_len)
                 b = statistics.median(bare(cfg, source, args.steps, device)[args.warmup:])
                 o = statistics.median(ours(cfg, source)[args.warmup:])
                 stats = model_stats(cfg.model, cfg.pe, args.device)
-                peak = peak_flops(device)
+                peak = peak_flops(device)  # 0: no known peak (a CPU, an unlisted GPU)
                 results.append({"size": size, "pe": pe, "kernel": stats.kernels[0], "params": stats.params_total,
                                 "bare_tok_s": b, "ours_tok_s": o, "overhead_pct": 100 * (b / o - 1),
-                                "mfu": mfu(stats.flops_per_token_train, o, peak, 1),
-                                "peak_mem_gb": torch.cuda.max_memory_allocated() / 1e9 if device.type == "cuda" else 0})
+                                "mfu": mfu(stats.flops_per_token_train, o, peak, 1) if peak else None,
+                                "peak_mem_gb": torch.cuda.max_memory_allocated() / 1e9 if device.type == "cuda"
+                                else None, "log_interval": cfg.train.log_interval})
     header = f"{'size':<10} {'pe':<7} {'kernel':<7} {'params':>11} {'bare tok/s':>11} {'ours tok/s':>11} " \
              f"{'overhead':>9} {'MFU':>6} {'mem GB':>7}"
     print(f"device: {torch.cuda.get_device_name() if device.type == 'cuda' else 'cpu'}, "
           f"threads {torch.get_num_threads()}, micro-batch {args.micro_batch}, median of steps "
-          f"{args.warmup}..{args.steps}")
+          f"{args.warmup}..{args.steps}; our loop logging every {log_interval(args.steps, args.warmup)} steps")
     print(header)
     print("-" * len(header))
     for r in results:
+        mfu_text = "n/a" if r["mfu"] is None else f"{100 * r['mfu']:.1f}%"
+        mem_text = "n/a" if r["peak_mem_gb"] is None else f"{r['peak_mem_gb']:.2f}"
         print(f"{r['size']:<10} {r['pe']:<7} {r['kernel']:<7} {r['params']:>11,} {r['bare_tok_s']:>11,.0f} "
-              f"{r['ours_tok_s']:>11,.0f} {r['overhead_pct']:>8.1f}% {100 * r['mfu']:>5.1f}% {r['peak_mem_gb']:>7.2f}")
+              f"{r['ours_tok_s']:>11,.0f} {r['overhead_pct']:>8.1f}% {mfu_text:>6} {mem_text:>7}")
+    notes = [why for flag, why in ((any(r["mfu"] is None for r in results), "MFU n/a: no known peak FLOP/s for "
+                                    "this device (training/metrics.py lists CUDA GPUs; --peer measures a matmul peak)"),
+                                   (device.type != "cuda", "mem GB n/a: peak memory is read on CUDA only")) if flag]
+    for note in notes:
+        print(note)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
 

@@ -24,7 +24,7 @@ def fmt(n: float) -> str:
 
 @cli_entry
 def main(argv=None) -> int:
-    p = config_parser(__doc__.splitlines()[0])
+    p = config_parser(__doc__.split("\n\n")[0])
     p.add_argument("--device", default="cuda", choices=["cuda", "cpu"],
                    help="device whose kernel choice to report (default: cuda)")
     args = p.parse_intermixed_args(argv)

@@ -65,7 +65,7 @@ def generated_documents(n_docs: int, doc_chars: int):
 
 @cli_entry
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--source", default=DEFAULT_SOURCE, help="folder of .txt/.rst.txt sources (searched recursively)")
     p.add_argument("--out", default="data/corpus/pydocs", help="output folder for part_XX.jsonl")
     p.add_argument("--files", type=int, default=16, help="number of jsonl files (file 0 val, 1 filler, 2.. train)")

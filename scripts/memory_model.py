@@ -62,7 +62,7 @@ def need_bytes(mb, chunk, T, L, layer, head, V, D, state, C) -> float:
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--presets", nargs="+", default=PRESETS)
     p.add_argument("--gpu-gb", type=float, default=80.0)
     p.add_argument("--chunk", type=int, default=512)

@@ -27,7 +27,7 @@ lm_eval = pytest.importorskip("lm_eval")
 from lm_eval.api.instance import Instance  # noqa: E402
 
 from posbench.config import load_config  # noqa: E402
-from posbench.config_loader import dump_yaml  # noqa: E402
+from posbench.config_loader import ConfigError, dump_yaml  # noqa: E402
 from posbench.data.tokenizers import TokenizerConfig, build_tokenizer  # noqa: E402
 from posbench.evaluation.generate import greedy_generate  # noqa: E402
 from posbench.evaluation.loading import load_model  # noqa: E402
@@ -178,3 +178,92 @@ def test_rolling_loglikelihood_is_eval_perplexity(tmp_path, pe):
     with torch.no_grad():
         loss = token_losses(loaded.model, win[:, :-1], win[:, 1:]).double().mean().item()
     assert harness_ppl == pytest.approx(math.exp(loss), rel=1e-5)
+
+
+# -- the README's offline commands ------------------------------------------------------------------------------
+ROOT = Path(__file__).resolve().parents[1]
+PASSAGES = ["the river ran under the old bridge near the garden river", "she wrote a letter to her brother letter",
+            "a a a a a a", "number theory is the theory of number", "his city was by the river city"]
+
+
+def readme_command(marker: str) -> str:
+    """The README line that starts with `marker`, its continuation lines joined."""
+    text = (ROOT / "README.md").read_text()
+    start = text.index(marker)
+    lines = []
+    for line in text[start:].splitlines():
+        lines.append(line.rstrip("\\").strip())
+        if not line.endswith("\\"):
+            return " ".join(lines)
+    raise AssertionError(f"README: {marker!r} never ends")
+
+
+@pytest.fixture
+def readme_dir(tmp_path):
+    """A scratch repository root: configs/ linked from the checkout, a `posbench` on PATH that is this
+    interpreter's `python -m posbench`, the repeat-last-token model at checkpoints/RUN."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "posbench").write_text(f"#!/bin/sh\nexec {sys.executable} -m posbench \"$@\"\n")
+    (bin_dir / "posbench").chmod(0o755)
+    work = tmp_path / "repo"
+    work.mkdir()
+    (work / "configs").symlink_to(ROOT / "configs")
+    (work / "checkpoints").mkdir()
+    save_checkpoint(tmp_path, ["pe.name=rope"], repeat_last_token).rename(work / "checkpoints" / "RUN")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"}
+    env.pop("HF_HUB_OFFLINE", None)
+    env.pop("HF_DATASETS_OFFLINE", None)
+    return work, env
+
+
+def test_readme_offline_lambada_scores_the_download_eval_cache(readme_dir):
+    """`posbench data download-eval lambada` (from the loopback hub here) then the README's offline lm-eval
+    command, verbatim: the scores land in a folder named after the checkpoint and equal eval.py's LAMBADA suite
+    on the same file (the harness's acc and perplexity, computed by posbench)."""
+    from posbench.cli.data import main as data_main
+    from posbench.evaluation.eval_sets import prepared_files
+    from posbench.evaluation.suites.lambada import Lambada, LambadaConfig
+    from tests.data.data_helpers import FakeHub
+    from tests.evaluation.helpers import session_for, target_for
+
+    work, env = readme_dir
+    with FakeHub({}, repo="posbench-tests/unused") as hub:
+        hub.add_repo("EleutherAI/lambada_openai", {
+            "data/lambada_test_en.jsonl": "".join(json.dumps({"text": t}) + "\n" for t in PASSAGES).encode()})
+        download = readme_command("posbench data download-eval lambada").split("#")[0].split()
+        assert download == ["posbench", "data", "download-eval", "lambada"]
+        assert data_main([*download[2:], "--root", str(work / "data"), "--endpoint", hub.url]) == 0
+    command = readme_command("HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 posbench lm-eval")
+    proc = subprocess.run(["bash", "-c", command], cwd=work, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (out,) = (work / "runs" / "lm_eval" / "checkpoints__RUN").glob("results_*.json")
+    scores = json.loads(out.read_text())["results"]["lambada_local"]
+    loaded = load_model(work / "checkpoints" / "RUN")
+    (cached,) = prepared_files("lambada", work / "data")
+    own = Lambada(LambadaConfig(path=str(cached)), target_for(loaded.cfg, [64], batch_size=2)).run(
+        session_for(loaded.model))
+    assert scores["acc,none"] == pytest.approx(own["accuracy"])  # 0 here: a space after the last letter
+    assert scores["perplexity,none"] == pytest.approx(own["ppl"], rel=1e-4)
+
+
+def test_a_hub_task_offline_is_one_line_naming_the_local_task(readme_dir):
+    work, env = readme_dir
+    env = {**env, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    proc = subprocess.run(["posbench", "lm-eval", "--model", "posbench", "--model_args", "pretrained=checkpoints/RUN",
+                           "--tasks", "lambada_openai"], cwd=work, env=env, capture_output=True, text=True,
+                          timeout=300)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    assert last.startswith("error: lm_eval: a task's dataset `EleutherAI/lambada_openai` is on the Hugging Face Hub")
+    assert "(HF_HUB_OFFLINE and HF_DATASETS_OFFLINE set)" in last
+    assert "`--include_path configs/lm_eval --tasks lambada_local`" in last
+
+
+def test_pretrained_is_the_checkpoint_and_one_is_needed(tmp_path):
+    run = save_checkpoint(tmp_path, ["pe.name=rope"], repeat_last_token)
+    assert PosbenchLM(pretrained=str(run)).max_length == 64
+    with pytest.raises(ConfigError, match="differ"):
+        PosbenchLM(checkpoint=str(run), pretrained=str(tmp_path))
+    with pytest.raises(ConfigError, match="pretrained=checkpoints/RUN"):
+        PosbenchLM()

@@ -64,6 +64,10 @@ def test_eval_py_compares_two_checkpoints(runs, tmp_path):
 
     summary = (out / "summary.md").read_text()
     assert "| length | rope | learned |" in summary and "n/a" in summary
+    # the comparison gives every n/a its reason too, not only each checkpoint's own summary
+    assert "- learned 512: n/a, the PE represents at most 64 positions" in summary  # passkey / niah
+    assert "- learned 128: n/a, " in summary  # perplexity beyond the learned table
+    assert "- learned: prompt short (the full prompt's question and answer take" in summary
     for png in ("ppl_vs_length", "loss_vs_position", "algorithmic_id_ood", "passkey_heatmap", "niah_heatmap"):
         assert (out / f"{png}.png").read_bytes()[:8] == PNG, png
         assert f"({png}.png)" in summary
@@ -81,6 +85,32 @@ def test_one_checkpoint_defaults_to_its_eval_dir_and_records_rope_scaling(runs):
     assert res["rope_scaling_as_trained"] == [{"pe": "rope", "name": "none", "factor": 1.0}]
     assert list(res["suites"]) == ["ppl"]
     assert "RoPE scaling at evaluation: yarn x4" in (out / "summary.md").read_text()
+
+
+def test_in_distribution_cells_stay_inside_the_training_length(runs, tmp_path):
+    """A 64-token nano with eval.py's defaults (lengths 0.5x..8x, 0 and 3 shots): every ID prompt asked fits in
+    64 tokens with its answer, the ID cells that cannot fit are n/a with their reason, and passkey and needle
+    have a measured cell at the training length (the short prompt); the summary says why each n/a is one."""
+    out = tmp_path / "id"
+    assert main_eval([str(runs["rope"]), "--suite", "algorithmic,passkey,niah", "--tasks", "sort,no_carry_add,passkey",
+                      "--set", "algorithmic.n_examples=3", "--set", "algorithmic.splits=[id]", "--set",
+                      "passkey.n_samples=1", "--set", "niah.n_samples=1", "--set", "passkey.depths=[0.5]", "--set",
+                      "niah.depths=[0.5]", "--out", str(out), "--device", "cpu", "--no-progress"]) == 0
+    res = strict_json(out / "results.json")
+    assert res["lengths"] == [32, 64, 128, 256, 512]
+    cells = {(c["task"], c["shots"]): c for c in res["suites"]["algorithmic"]["cells"]}
+    for c in cells.values():
+        assert (c["na"] is None and c["tokens_max"] <= 64) or (c["accuracy"] is None and c["na"]), c
+    assert cells[("no_carry_add", 0)]["accuracy"] is not None
+    assert cells[("passkey", 0)]["na"].startswith("not in distribution: 3 of 3 queries")
+    passkey, niah = res["suites"]["passkey"], res["suites"]["niah"]
+    assert passkey["prompt"] == "short" and passkey["by_length"]["64"] is not None
+    # the short needle (a city and a 7-digit number) needs ~75 bytes: more than 64, said so (nano's 128 holds it)
+    assert niah["prompt"] == "short" and "cannot hold the short prompt's question and answer" in \
+        next(c["na"] for c in niah["cells"] if c["length"] == 64)
+    summary = (out / "summary.md").read_text()
+    assert "- passkey ID 0-shot: n/a, not in distribution" in summary
+    assert "no answer token of the cell lies past the training length" in summary  # the footnote names every reason
 
 
 @pytest.mark.parametrize("case,message", [

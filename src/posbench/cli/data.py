@@ -138,9 +138,12 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "download-eval":
         return download_eval(args)
+    from posbench.data.hints import config_args
+
     t0 = time.perf_counter()
     try:
-        COMMANDS[args.command](_config(args), args)
+        with config_args([*(["--data", args.data] if args.data else []), *args.sources]):
+            COMMANDS[args.command](_config(args), args)
     except KeyboardInterrupt:
         print("interrupted; finished files are kept, re-run the same command to resume", file=sys.stderr)
         return 130

@@ -39,17 +39,20 @@ def main_train(argv: list[str] | None = None) -> int:
     # each flag's value goes to its field as the string argparse read; the strict loader types it
     # (`--budget 2.5e9` -> 2.5e9), so a bad value fails with the same message as `train.budget=...`
     flags = [nested(key, getattr(args, flag)) for flag, key in TRAIN_FLAGS.items() if getattr(args, flag)]
+    from posbench.data.hints import config_args, data_sources
     from posbench.training import distributed as dist
     from posbench.training.batch_sources import build_stream
     from posbench.training.loop import train
 
-    # Errors become one line and a documented exit code in errors_cli.cli_entry.
+    # Errors become one line and a documented exit code in errors_cli.cli_entry; a missing shard's hint
+    # names `posbench data tokenize` with this command's YAML files and data.* overrides.
     try:
         cfg = config_from_args(args, flags)
         if args.print_config:
             print(cfg.to_yaml(), end="")
             return 0
-        train(cfg, build_stream(cfg))
+        with config_args(data_sources(args.sources)):
+            train(cfg, build_stream(cfg))
     finally:
         dist.shutdown()
     return 0

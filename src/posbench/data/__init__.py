@@ -13,6 +13,7 @@ One job per file:
     tokenize_shards.py         worker processes writing shards, deterministic and resumable
     sampling.py, loader.py     the global sample order and what training reads
     layout.py, info.py         paths, `info`
+    hints.py                   the commands a missing-data error names, spelled with the user's own data config
     errors.py                  DataError, ShardError, DownloadError (defined in posbench/errors.py, exit code 2)
     prepare_fineweb.py         a shim: the command is `posbench data` (posbench/cli/data.py)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from posbench.data import rankfile
 from posbench.data.errors import DataError
+from posbench.data.hints import data_command
 from posbench.data.tokenizers import BOS, TrainedBPE
 from posbench.errors import user_paths
 
@@ -50,8 +51,9 @@ def train_bpe(cfg: TrainedBPE.Config, texts: Iterable[str], folder: str | Path, 
     trainer.train_from_iterator(iter(stream), n_merged, pattern=cfg.pattern)
     ranks = {bytes(tok): rank for tok, rank in trainer.get_mergeable_ranks()}
     if stream.docs == 0:
-        raise DataError(f"no training text for the BPE (from {trained_on or 'the train split'}); download "
-                        "train shards first: python -m posbench.data.prepare_fineweb download")
+        raise DataError(f"no training text for the BPE (from {trained_on or 'the train split'}): its train files "
+                        "hold no documents; put text in them (or, for a hub source, run "
+                        f"`{data_command('download')}`)")
     if len(ranks) != n_merged:
         raise DataError(f"the BPE training text ({stream.chars:,} chars from {trained_on}) only supports "
                         f"{len(ranks)} tokens, short of vocab_size-1 = {n_merged}; train on more text "

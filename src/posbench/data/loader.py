@@ -26,6 +26,7 @@ import numpy as np
 import torch
 
 from posbench.data.errors import DataError, ShardError
+from posbench.data.hints import data_command, prepare_hint
 from posbench.data.layout import DataLayout
 from posbench.data.manifest import Manifest
 from posbench.data.sampling import window_ids
@@ -40,7 +41,7 @@ class ShardSet:
     def __init__(self, paths: list[str | Path], seq_len: int, fingerprint: str | None = None,
                  check_tokens: bool = True):
         if not paths:
-            raise DataError("no token shards given; run `python -m posbench.data.prepare_fineweb tokenize`")
+            raise DataError(f"no token shards given; run `{data_command('tokenize')}`")
         self.paths = [Path(p) for p in paths]
         self.seq_len = seq_len
         self.check_tokens = check_tokens
@@ -102,8 +103,8 @@ def split_shards(layout: DataLayout, splits, split: str) -> list[Path]:
     entries = sorted((e["index"], name) for name, e in manifest.files.items()
                      if e["split"] == split and splits.split_of(e["index"]) == split)
     if not entries:
-        raise DataError(f"no tokenized `{split}` shards in {layout.tokens_dir}; run "
-                        "`python -m posbench.data.prepare_fineweb download` then `... tokenize`")
+        raise DataError(f"no tokenized `{split}` shards in {layout.tokens_dir}; "
+                        f"{prepare_hint(layout.source.downloadable)}")
     return [layout.tokens_dir / name for _, name in entries]
 
 

@@ -21,6 +21,7 @@ import json
 from pathlib import Path
 
 from posbench.data.errors import DataError
+from posbench.data.hints import data_command
 from posbench.fileio import atomic_open, read_json, write_json
 
 FORMAT = "posbench-tiktoken-v1"
@@ -89,7 +90,7 @@ def load(folder: str | Path) -> tuple[dict, dict[bytes, int]]:
     sidecar = read_json(side_path)
     if sidecar is None or not ranks_path.is_file():
         raise DataError(f"no trained tokenizer in {folder} (needs {RANKS_NAME} and {SIDECAR_NAME}); train "
-                        "it with `python -m posbench.data.prepare_fineweb train-tokenizer` (or `tokenize`)")
+                        f"it with `{data_command('train-tokenizer')}` (or `tokenize`)")
     if sidecar.get("format") != FORMAT:
         raise DataError(f"{side_path}: format {sidecar.get('format')!r}, expected {FORMAT!r}")
     for key in ("name", "pattern", "special_tokens", "fingerprint"):

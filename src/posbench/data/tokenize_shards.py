@@ -33,6 +33,7 @@ from tqdm import tqdm
 
 from posbench.data.corpus_sources import InputFile
 from posbench.data.errors import DataError, ShardError
+from posbench.data.hints import inputs_hint
 from posbench.data.layout import DataLayout, shard_name
 from posbench.data.manifest import Manifest
 from posbench.data.readers import reader_for
@@ -152,7 +153,7 @@ def ensure_tokenizer(cfg, layout: DataLayout, log=print) -> Tokenizer:
         train = split_inputs(layout, cfg.splits)["train"]
         if not train:
             raise DataError(f"no train files of {layout.source.describe()} on disk to train the BPE on; "
-                            "run `python -m posbench.data.prepare_fineweb download` first")
+                            + inputs_hint(layout.source.downloadable, len(layout.source.inputs())))
 
         def texts():
             for f in train:
@@ -191,8 +192,8 @@ def tokenize(cfg, log=print, workers: int | None = None) -> TokenizeReport:
     if not by_split["train"] or not by_split["val"]:
         missing = [s for s in ("train", "val") if not by_split[s]]
         raise DataError(f"no {' or '.join(missing)} files of {layout.source.describe()} on disk (ranges "
-                        f"{', '.join(f'{k} {v}' for k, v in cfg.splits.ranges().items())}); run "
-                        "`python -m posbench.data.prepare_fineweb download` first")
+                        f"{', '.join(f'{k} {v}' for k, v in cfg.splits.ranges().items())}); "
+                        + inputs_hint(layout.source.downloadable, len(layout.source.inputs())))
     for files in by_split.values():  # bad inputs fail here, before the tokenizer or any worker starts
         for f in files:
             reader_for(f.path, cfg.source.text_field, cfg.tokenize.batch_rows).check()

@@ -71,24 +71,36 @@ def heatmaps(path: Path, grids: dict[str, np.ndarray], xticks: list[str], yticks
 
 
 def grouped_bars(path: Path, panels: dict[str, dict[str, list[float | None]]], groups: list[str], ylabel: str,
-                 title: str, chance: list[float] | None = None) -> Path:
+                 title: str, chance: dict[str, dict[str, list[float | None]]] | None = None) -> Path:
     """One panel per label; in each, for every group (e.g. a task) one bar per series (e.g. ID, OOD).
-    A None value is written as "n/a" where its bar would be."""
+    A None value is written as "n/a" where its bar would be, a 0 as "0" (a bar of height 0 draws nothing), and
+    a panel whose every measured value is 0 says "no correct answers". `chance` (same shape as `panels`) marks
+    each bar's chance level, measured the way the bar is (whole answers beside exact match)."""
     n = max(1, len(panels))
     fig, axes = plt.subplots(n, 1, figsize=(max(6.0, 0.55 * len(groups) * 2 + 2), 3.2 * n), squeeze=False)
     for ax, (label, series) in zip(axes[:, 0], panels.items(), strict=False):
         width = 0.8 / max(1, len(series))
         x = np.arange(len(groups))
+        marked = False
         for k, (name, values) in enumerate(series.items()):
             pos = x - 0.4 + width * (k + 0.5)
             heights = [0.0 if v is None else v for v in values]
             bars = ax.bar(pos, heights, width, label=name)
             for p, v in zip(pos, values, strict=True):
-                if v is None:
-                    ax.text(p, 0.02, "n/a", ha="center", va="bottom", rotation=90, fontsize=6,
-                            color=bars.patches[0].get_facecolor())
-        if chance:
-            ax.scatter(x, chance, marker="_", color="black", s=120, zorder=3, label="chance (per token)")
+                if v is None or v == 0:
+                    ax.text(p, 0.02, "n/a" if v is None else "0", ha="center", va="bottom",
+                            rotation=90 if v is None else 0, fontsize=6, color=bars.patches[0].get_facecolor())
+            levels = (chance or {}).get(label, {}).get(name)
+            if levels:
+                at = [(p, c) for p, c in zip(pos, levels, strict=True) if c is not None]
+                if at:
+                    ax.scatter(*zip(*at, strict=True), marker="_", color="black", s=60, zorder=3,
+                               label=None if marked else "chance (whole answer)")
+                    marked = True
+        measured = [v for values in series.values() for v in values if v is not None]
+        if measured and not any(measured):
+            ax.text(0.5, 0.6, "no correct answers", transform=ax.transAxes, ha="center", va="center", fontsize=10,
+                    color="dimgrey")
         ax.set_xticks(x, groups, rotation=30, ha="right", fontsize=8)
         ax.set_ylim(0, 1.05)
         ax.set(ylabel=ylabel, title=label)

@@ -17,9 +17,11 @@ from posbench.evaluation.suites import get_suite
 from posbench.fileio import write_text
 
 REPO_ROOT = Path(__file__).resolve().parents[3]
-NA_NOTE = ("n/a: not measurable, never clamped: the PE cannot represent that many positions (e.g. beyond a "
-           "learned table), or (passkey, needle) the length cannot hold the question; each summary and "
-           "results.json give the reason per cell.")
+NA_NOTE = ("n/a: not measured, never clamped or guessed; the reason is given per cell in each summary and in "
+           "results.json. The reasons: the PE cannot represent that many positions (e.g. beyond a learned table); "
+           "an in-distribution (ID) prompt, answer included, does not fit in the training length, alone or with "
+           "its demonstrations; (passkey, needle) the length cannot hold the question and answer; (beyond columns) "
+           "no answer token of the cell lies past the training length.")
 
 
 def code_version() -> str:

@@ -6,6 +6,13 @@ generators place facts in filler *units* (words), so each example is fitted: the
 `<|bos|> prompt` + answer comes closest to L tokens without exceeding it (`fit`), with the fact after
 round(depth x units) units. The mean token count of each cell is reported next to its accuracy.
 
+In distribution: a grid has a cell at the training length (the default lengths include it). The task's
+full prompt (passkey: an instruction, the fact twice, a question) takes ~250 tokens in bytes; when the
+question and answer alone would take more than half the training length, the grid asks the task's short prompt
+(`prompt: short`) at every length instead, so the training length holds a haystack at least as long as the
+question, and the report says which prompt it asked and why. A cell still too short for the question and answer
+is n/a and says how many tokens they need.
+
 Filler: `auto` decodes the checkpoint corpus's filler shards (data.splits.filler, kept out of training)
 when they are tokenized, else uses the task's own filler (passkey: the classic "The grass is green..."
 haystack; needle: generated sentences); `task` and `corpus` force one. Words with digits are dropped
@@ -16,7 +23,7 @@ A subclass says which task it runs and how to place a fact (`make_example`).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import ClassVar, Literal
 
@@ -84,6 +91,14 @@ class RetrievalGrid(Evaluator):
                 if cfg.filler == "corpus":
                     raise DataError(f"{self.name}.filler=corpus: {e}") from None
         self.task: Task = build_task(cfg.task, filler)
+        # None: the task has one prompt form
+        self.prompt_form, self.prompt_why = getattr(cfg.task, "prompt", None), None
+        need, room = self.bare_tokens(0, 0.0), target.train_len // 2
+        if self.prompt_form == "full" and need > room:
+            self.task = build_task(replace(cfg.task, prompt="short"), filler)
+            self.prompt_form = "short"
+            self.prompt_why = (f"the full prompt's question and answer take {need} tokens, more than half the "
+                               f"training length ({target.train_len})")
 
     def make_example(self, index: int, units: int, depth: float) -> Example:
         raise NotImplementedError
@@ -94,6 +109,11 @@ class RetrievalGrid(Evaluator):
     def encode(self, ex: Example) -> tuple[list[int], list[int]]:
         tok = self.target.tokenizer
         return [tok.bos_id] + tok.encode(ex.prompt), tok.encode(ex.answer)
+
+    def bare_tokens(self, index: int, depth: float) -> int:
+        """Tokens of `<|bos|> prompt` + answer with no filler: what any length must hold."""
+        prompt, answer = self.encode(self.make_example(index, 0, depth))
+        return len(prompt) + len(answer)
 
     def fit(self, index: int, L: int, depth: float):
         """(prompt ids, answer, n_new, units) of the longest example that fits in L tokens, or None.
@@ -151,10 +171,12 @@ class RetrievalGrid(Evaluator):
                 fitted = [plan[k][2] for k in ks]
                 if any(f is None for f in fitted):
                     beyond = limit is not None and L > limit
+                    need = max(self.bare_tokens(i, depth) for i in range(self.cfg.n_samples)) if not beyond else 0
                     cells.append({"length": L, "depth": depth, "accuracy": None, "n": len(ks), "correct": None,
                                   "tokens_mean": None, "units_mean": None,
                                   "na": (f"the PE represents at most {limit} positions" if beyond else
-                                         f"{L} tokens cannot hold the question and answer")})
+                                         f"{L} tokens cannot hold the {self.prompt_form or 'task'} prompt's "
+                                         f"question and answer (up to {need} tokens with no filler)")})
                     continue
                 outs = [got[k] for k in ks]
                 tokens_mean = float(np.mean([len(f[0]) + f[2] for f in fitted]))
@@ -172,7 +194,8 @@ class RetrievalGrid(Evaluator):
             accs = [c["accuracy"] for c in cells if c["length"] == L]
             by_length[str(L)] = None if any(a is None for a in accs) else float(np.mean(accs))
         return {"lengths": self.lengths, "depths": list(self.cfg.depths), "n_samples": self.cfg.n_samples,
-                "filler": self.filler_name, "seed": self.target.seed, "cells": cells, "by_length": by_length}
+                "filler": self.filler_name, "prompt": self.prompt_form, "prompt_why": self.prompt_why,
+                "train_len": self.target.train_len, "seed": self.target.seed, "cells": cells, "by_length": by_length}
 
     # -- report ----------------------------------------------------------------------------------------------
     @staticmethod
@@ -193,15 +216,25 @@ class RetrievalGrid(Evaluator):
             rows.append([str(L), *(pct(c["accuracy"]) for c in row), pct(result["by_length"][str(L)]),
                          fmt(float(np.mean(tokens)) if tokens else None, 0)])
         notes = [f"- {L}: n/a, {na}" for L, na in sorted({(c["length"], c["na"]) for c in result["cells"] if c["na"]})]
-        return "\n".join([f"{result['n_samples']} prompts per cell, filler: {result['filler']}.", "",
-                          md_table(header, rows), *([""] + notes if notes else [])])
+        prompt = (result.get("prompt") or "the task's") + (f" ({result['prompt_why']})" if result.get("prompt_why")
+                                                           else "")
+        train_len = result.get("train_len")
+        in_dist = "" if train_len is None else \
+            f" Lengths up to {train_len} tokens (the training length) are in distribution."
+        return "\n".join([f"{result['n_samples']} prompts per cell, filler: {result['filler']}, prompt: {prompt}."
+                          + in_dist, "", md_table(header, rows), *([""] + notes if notes else [])])
 
     @classmethod
     def comparison(cls, results: dict[str, dict]) -> str:
         lengths = sorted({L for res in results.values() for L in res["lengths"]})
         rows = [[str(L), *(pct(res["by_length"].get(str(L))) if str(L) in res["by_length"] else "-"
                            for res in results.values())] for L in lengths]
-        return "Accuracy by length (mean over depths):\n\n" + md_table(["length", *results], rows)
+        notes = [f"- {label} {L}: n/a, {na}" for label, res in results.items()
+                 for L, na in sorted({(c["length"], c["na"]) for c in res["cells"] if c.get("na")})]
+        prompts = [f"- {label}: prompt {res['prompt']}" + (f" ({res['prompt_why']})" if res.get("prompt_why") else "")
+                   for label, res in results.items() if res.get("prompt")]
+        return "\n".join(["Accuracy by length (mean over depths):", "", md_table(["length", *results], rows),
+                          *([""] + prompts + notes if prompts or notes else [])])
 
     @classmethod
     def plots(cls, results: dict[str, dict], out_dir: Path) -> list[Path]:

@@ -1,13 +1,15 @@
 """posbench checkpoints in EleutherAI's lm-evaluation-harness (`pip install -e '.[lm_eval]'`).
 
-    python -m posbench.interop.lm_eval_model --model posbench --model_args checkpoint=RUN --tasks hellaswag
+    python -m posbench.interop.lm_eval_model --model posbench --model_args pretrained=RUN --tasks hellaswag
     # or, in Python: import posbench.interop.lm_eval_model, then lm_eval.simple_evaluate(model="posbench", ...)
 
 lm_eval 0.4.13 discovers models only through its own registry (no plugin entry points), so the model is
-registered by importing this module; `python -m posbench.interop.lm_eval_model` (= `posbench lm-eval`, console
-script `posbench-lm-eval`: posbench/cli/lm_eval.py) is the `lm_eval` command line with it imported first.
+registered by importing this module; `python -m posbench.interop.lm_eval_model` is the `lm_eval` command line
+with it imported first, and `posbench lm-eval` (console script `posbench-lm-eval`: posbench/cli/lm_eval.py) the
+same with one-line errors (a task whose dataset is on an unreachable Hub says how to run it offline).
 
-model_args: checkpoint (a run, its `latest` or a step_N dir), device (cpu), batch_size (8), max_length.
+model_args: pretrained (a run, its `latest` or a step_N dir; `checkpoint` is the same), device (cpu), batch_size
+(8), max_length.
 max_length is the longest input scored: by default the PE's range when it is bounded (a learned table),
 else the training length; a bounded PE caps it. Longer inputs are truncated from the left to their last
 max_length tokens, as the harness's own models do, and every call that truncates logs a warning saying so.
@@ -45,9 +47,17 @@ def _truncation_warning(kind: str, n: int, total: int, limit: int, why: str) -> 
 
 @register_model("posbench")
 class PosbenchLM(TemplateLM):
-    def __init__(self, checkpoint: str, device: str = "cpu", batch_size: int | str = 8, max_length: int | None = None,
-                 max_batch_size: int | None = None, **kwargs):
+    def __init__(self, checkpoint: str = "", device: str = "cpu", batch_size: int | str = 8,
+                 max_length: int | None = None, max_batch_size: int | None = None, pretrained: str = "", **kwargs):
         super().__init__()
+        # `pretrained=` is the harness's own name for the model to load: it also names the folder of
+        # --output_path (lm_eval's tracker reads it; with `checkpoint=` only, the folder name is random)
+        if checkpoint and pretrained and checkpoint != pretrained:
+            raise ConfigError(f"model_args: checkpoint={checkpoint} and pretrained={pretrained} differ; give one")
+        checkpoint = pretrained or checkpoint
+        if not checkpoint:
+            raise ConfigError("model_args: name the checkpoint, e.g. --model_args pretrained=checkpoints/RUN (a run "
+                              "directory, its `latest` or a step_N directory)")
         from posbench.data.layout import DataLayout
         from posbench.evaluation.generate import supports_cache
         from posbench.evaluation.loading import load_model

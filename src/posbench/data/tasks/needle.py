@@ -8,12 +8,15 @@
 Filler length in units (filler tokens, or filler words in the text): ID 64-256, OOD 512-1024 by default;
 the depth (share of the filler before the fact) is uniform in [0, 1]. The filler is the generated one
 unless a Filler is given (e.g. text decoded from the corpus's filler shards). `example_at(seed, index,
-filler_len, depth)` builds the cells of the NIAH length x depth heatmap.
+filler_len, depth)` builds the cells of the NIAH length x depth heatmap. `prompt: short` says the fact and the
+question in fewer words (`The magic number for Oslo is 1234567.` ... `The magic number for Oslo is`), so a
+haystack of a short-context model's training length can hold them; the token form is the same.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -37,6 +40,8 @@ class Needle(Task):
         id_range: tuple[int, int] = (64, 256)  # filler units
         ood_range: tuple[int, int] = (512, 1024)
         value_digits: int = 7
+        prompt: Literal["full", "short"] = "full"  # short: the fact and the question in fewer words
+        new_option_defaults: ClassVar[dict] = {"prompt": "full"}
 
         def check(self) -> None:
             require(1 <= self.value_digits <= 18,
@@ -71,8 +76,11 @@ class Needle(Task):
         # Text filler is drawn last, so the plan and the token form do not depend on which filler is used.
         words = self.filler.words(rng, n)
         a, b = cut_points(words, pre, n)
-        fact = f"The special magic number for {key} is {value}."
-        question = f"What is the special magic number for {key}? The special magic number for {key} is"
+        if self.cfg.prompt == "short":
+            fact, question = f"The magic number for {key} is {value}.", f"The magic number for {key} is"
+        else:
+            fact = f"The special magic number for {key} is {value}."
+            question = f"What is the special magic number for {key}? The special magic number for {key} is"
         prompt = " ".join([*words[:a], fact, *words[a:b], question])
         return Example(prompt, " " + value, tokens, targets,
                        {"filler": n, "depth": pre / max(1, n), "key": key, "text_depth": a / max(1, b)})

@@ -10,13 +10,15 @@ for filler after the fixed tokens: ID 0.25-1.0, OOD 1.5-2.0, so ID examples fit 
 tokens and OOD ones run to twice that. One unit is one filler token, or one filler word in the text
 (the classic "The grass is green..." haystack unless a filler is given). `example_at` places a key at
 any distance for the passkey evaluator's length x depth grid. `min_key_digits` > 0 draws the key's length
-uniformly from min_key_digits..key_digits (the reference framework's 1-5 digit codes).
+uniformly from min_key_digits..key_digits (the reference framework's 1-5 digit codes). `prompt: short` drops
+the instruction and the repetitions (text `... The pass key is 12345. ...` + `The pass key is` + " 12345"),
+so a haystack of a short-context model's training length can hold it; the token form is the same.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 import numpy as np
 
@@ -40,7 +42,8 @@ class Passkey(GapTask):
     class Config(GapConfig):  # distance: key to question
         key_digits: int = 5
         min_key_digits: int = 0  # 0: every key has key_digits digits
-        new_option_defaults: ClassVar[dict] = {"min_key_digits": 0}
+        prompt: Literal["full", "short"] = "full"  # short: no instruction, fact and question said once
+        new_option_defaults: ClassVar[dict] = {"min_key_digits": 0, "prompt": "full"}
 
         def fixed_tokens(self) -> int:
             return 2 * self.key_digits + 3  # <key> digits <ask> digits <end>
@@ -82,8 +85,12 @@ class Passkey(GapTask):
         # Text filler is drawn last, so the plan and the token form do not depend on which filler is used.
         words = self.filler.words(rng, prefix + gap)
         a, b = cut_points(words, prefix, prefix + gap)
-        fact = f"The pass key is {key}. Remember it. {key} is the pass key."
-        parts = [INTRO, *words[:a], fact, *words[a:b], "What is the pass key? The pass key is"]
+        if self.cfg.prompt == "short":
+            intro, fact, question = [], f"The pass key is {key}.", "The pass key is"
+        else:
+            intro, fact = [INTRO], f"The pass key is {key}. Remember it. {key} is the pass key."
+            question = "What is the pass key? The pass key is"
+        parts = [*intro, *words[:a], fact, *words[a:b], question]
         info = {"distance": gap, "prefix": prefix, "room": self.room, "fraction": gap / self.room,
                 "depth": prefix / max(1, prefix + gap), "text_distance": b - a}
         return Example(" ".join(parts), " " + key, tokens, targets, info)

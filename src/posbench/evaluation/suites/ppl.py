@@ -217,7 +217,9 @@ class Perplexity(Evaluator):
                     cells.append(fmt(value["ppl"] if value else None, 2) if row else "-")
                 table.append(cells)
             parts += [f"Perplexity, {PROTOCOLS[name].label}:", "", md_table(["length", *results], table), ""]
-        return "\n".join(parts).rstrip()
+        notes = [f"- {label} {r['length']}: n/a, {r['na']}" for label, res in results.items() for r in res["rows"]
+                 if r.get("na")]
+        return "\n".join(parts + notes).rstrip()
 
     @classmethod
     def plots(cls, results: dict[str, dict], out_dir: Path) -> list[Path]:
