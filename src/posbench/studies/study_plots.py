@@ -12,6 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from posbench.fileio import atomic_open  # noqa: E402
 from posbench.stats import bootstrap_ci  # noqa: E402
 
 
@@ -166,7 +167,8 @@ def attention_maps(results, out_dir: Path, task: str) -> str | None:
 def _save(fig, out_dir: Path, name: str) -> str:
     fig.tight_layout()
     # fixed metadata: identical inputs give byte-identical files
-    fig.savefig(out_dir / name, dpi=110, metadata={"Software": None})
+    with atomic_open(out_dir / name, "wb") as f:  # a temp file renamed into place: never through a link
+        fig.savefig(f, format="png", dpi=110, metadata={"Software": None})
     plt.close(fig)
     return name
 
