@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
 import json
 import os
 import shutil
@@ -137,6 +138,15 @@ def read_json(path: str | Path, default=None):
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
         raise DataError(f"{path} is not valid JSON ({e}); delete it and re-run the step that "
                         "writes it (finished files are re-verified, not re-done blindly)") from None
+
+
+def sha256_file(path: str | Path) -> str:
+    """The hex sha256 of a file's bytes, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
 
 
 def remove_stale_temps(folder: Path) -> int:
