@@ -238,7 +238,8 @@ class Downloader:
                           if v is not None), None)
             flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode == "ab" else os.O_TRUNC)
             try:
-                with os.fdopen(open_fd(part, flags), "wb") as out:  # never through a link planted at the .part
+                # never through a link planted at the .part; unbuffered: what arrived is on disk (a kill keeps it)
+                with os.fdopen(open_fd(part, flags), "wb", buffering=0) as out:
                     written = have if mode == "ab" else 0
                     for chunk in hub.read_chunks(resp, watch, url):
                         written += len(chunk)
@@ -247,9 +248,10 @@ class Downloader:
                             part.unlink(missing_ok=True)
                             raise DownloadError(f"{url}: the server sent more than the expected {limit} bytes; "
                                                 "stopped reading, nothing kept")
-                        out.write(chunk)
+                        view = memoryview(chunk)
+                        while view:  # a raw file may take part of a write
+                            view = view[out.write(view):]
                         bar.update(len(chunk))
-                    out.flush()
                     os.fsync(out.fileno())  # the bytes are on disk before the rename makes them final
             except LinkError as e:
                 raise DownloadError(str(e)) from None
