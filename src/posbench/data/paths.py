@@ -16,6 +16,8 @@ def safe_relpath(name: object, where: str, error: type[Exception] = DataError) -
     if not isinstance(name, str) or not name or "\x00" in name or "\\" in name:
         raise error(f"{where}: refusing path {name!r} (not a plain relative path)")
     path = PurePosixPath(name)
+    if not path.parts:
+        raise error(f"{where}: refusing path {name!r}: it names the folder itself, not a file")
     if path.is_absolute() or any(part in ("..", "") for part in name.split("/")) or ":" in path.parts[0]:
         raise error(f"{where}: refusing path {name!r}: it would resolve outside the target folder")
     parts = [part for part in name.split("/") if part != "."]

@@ -92,7 +92,7 @@ def check_disjoint_content(files: Iterable[tuple[str, str, int | None, Callable[
         if len({split for split, _, _ in group}) < 2:
             continue
         seen: dict[str, tuple[str, str]] = {}
-        for split, name, sha in group:
+        for split, name, sha in sorted(group, key=lambda item: item[1]):
             digest = sha()
             if digest is None:
                 continue
