@@ -18,12 +18,13 @@ import pytest
 from data_helpers import FakeHub, data_config, shard_files
 from test_hostile_hub import ListingHub
 
+import posbench
 from posbench.data import hub as hub_api
 from posbench.data.download import Downloader, select_files
 from posbench.data.errors import DownloadError
 from posbench.data.layout import DataLayout
 
-ROOT = Path(__file__).resolve().parents[2]
+SRC = Path(posbench.__file__).resolve().parents[1]  # the code under test, for subprocesses
 FAST = ["data.download.min_bytes_per_s=2000", "data.download.slow_grace_s=0.5", "data.download.retries=0",
         "data.download.timeout_s=30"]  # a socket timeout far above the test's own duration
 
@@ -86,7 +87,7 @@ def test_a_signal_stops_the_download_command_within_seconds_and_a_rerun_resumes(
             hub.faults[name] = ["stall:1000"]
         args = [f"data.root={tmp_path}", f"data.source.endpoint={hub.url}", "data.source.num_shards=3",
                 "data.download.timeout_s=600", "data.download.workers=3"]
-        env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "OMP_NUM_THREADS": "1"}
+        env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
         proc = subprocess.Popen([sys.executable, "-m", "posbench", "data", "download", *args], env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         raw = DataLayout.from_config(data_config(tmp_path, num_shards=3)).raw_dir
