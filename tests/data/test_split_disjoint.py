@@ -1,4 +1,4 @@
-"""One file in two splits. Before: a listing of `sample/./a.parquet` and `sample/a.parquet` put the validation
+"""One file in two splits. Before: a listing of `sample/./my_a.txt` and `sample/my_a.txt` put the validation
 text into a train shard (download and tokenize both exit 0), and with parallel downloads both entries wrote the
 same `.part`. Now listing paths are normalised and deduplicated before splitting, and files of different splits
 are also compared by content (sha256), refused naming both."""

@@ -1,6 +1,6 @@
 """The one rule for paths that come from a server or a file (a hub listing, a manifest, a checkpoint's
 meta.json): they are used only if they stay inside the folder they are meant for, and in one spelling: `.`
-components are dropped (`sample/./a.parquet` is `sample/a.parquet`), so two spellings of one file can never
+components are dropped (`sample/./my_a.txt` is `sample/my_a.txt`), so two spellings of one file can never
 become two files (two splits, one `.part` written by two workers)."""
 
 from __future__ import annotations
