@@ -71,7 +71,7 @@ def _corrupt_shard(tmp):
 
     (tmp / "corpus").mkdir()
     for f in range(3):
-        (tmp / "corpus" / f"p{f}.txt").write_text(("plain words in a line of text. " * 40 + "\n\n") * 8)
+        (tmp / "corpus" / f"p{f}.txt").write_text((f"plain words in line {f} of text. " * 40 + "\n\n") * 8)
     data = [f"data.root={tmp / 'data'}", "data.tokenizer.name=bytes", "data.mix.tasks=[]",
             "data.source={name: local, paths: ['" + str(tmp / "corpus") + "/*.txt']}",
             "data.splits={val: {start: 0, stop: 1}, filler: {start: 1, stop: 2}, train: {start: 2, stop: null}}"]

@@ -1,30 +1,95 @@
-"""Atomic file writes (temp file in the same folder, fsync, os.replace) and a folder lock.
+"""Atomic file writes (temp file in the same folder, fsync, os.replace), a folder lock, and opening files
+without following symbolic links.
 
 Why: a run killed at any instant must leave either the old file or the complete new one, never a
 torn file that a later run mistakes for finished work. Temp files are hidden (`.name.XXXX.tmp`) so a
 glob for outputs never sees them; `remove_stale_temps` clears those a killed run left behind.
+
+Links (DESIGN.md, style 21): data roots, run dirs and export dirs may sit on shared storage, where anyone who
+can write there could plant `metrics.jsonl -> ~/.bashrc` and have our write land in someone else's file. So
+every file we write there is opened with O_NOFOLLOW (`open_fd`, `open_append`, `open_new`, the `.lock`) and a
+link in its place is refused with `LinkError` naming it; an atomic write creates its temp file with
+O_EXCL|O_NOFOLLOW (mkstemp) and renames it over the path, which replaces a link itself, never its target.
+The folders the user names (data.root, train.out_dir, an export dir's parent) may be links; what we create
+below them is checked (`no_link`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import hashlib
 import json
 import os
+import shutil
 import socket
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
-from posbench.errors import DataError, user_paths
+from posbench.errors import DataError, UserPathError, user_paths
 
 TEMP_SUFFIX = ".tmp"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+class LinkError(UserPathError):
+    """A file or folder we would write is a symbolic link (exit code 2): refused, its target untouched."""
+
+
+def link_error(path: str | Path) -> LinkError:
+    try:
+        target = os.readlink(path)
+    except OSError:
+        target = "?"
+    err = LinkError(f"{path} is a symbolic link (to {target}); refusing to write through it (on shared storage "
+                    "a planted link could redirect the write into any file you can write). Remove the link and "
+                    "re-run")
+    err.errno = errno.ELOOP
+    return err
+
+
+def no_link(path: str | Path) -> Path:
+    """`path`, after checking that it is not a symbolic link (it may be missing); LinkError if it is."""
+    if os.path.islink(path):
+        raise link_error(path)
+    return Path(path)
+
+
+def open_fd(path: str | Path, flags: int, mode: int = 0o644) -> int:
+    """os.open without following a link at `path` (LinkError naming it instead)."""
+    try:
+        return os.open(path, flags | _NOFOLLOW, mode)
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.EEXIST, errno.EMLINK) and os.path.islink(path):
+            raise link_error(path) from None
+        raise
+
+
+def open_append(path: str | Path, mode: str = "a") -> IO:
+    """A file opened for appending (created 0644 if missing), never through a link."""
+    return os.fdopen(open_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), mode)
+
+
+def open_new(path: str | Path, mode: str = "wb") -> IO:
+    """A file that must not exist yet (in a folder we just created), never through a link."""
+    return os.fdopen(open_fd(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL), mode)
+
+
+def remove_tree(path: str | Path) -> None:
+    """Remove a folder tree we own; a link in its place is unlinked, its target never touched."""
+    if os.path.islink(path):
+        os.unlink(path)
+    else:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @contextlib.contextmanager
 def atomic_open(path: str | Path, mode: str = "wb") -> Iterator[IO]:
-    """Yield a file object; on clean exit it replaces `path` atomically, on error it vanishes."""
+    """Yield a file object; on clean exit it replaces `path` atomically, on error it vanishes. The temp file is
+    created O_EXCL|O_NOFOLLOW (mkstemp) and renamed over `path`: a link at `path` is replaced, not followed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=TEMP_SUFFIX)
@@ -75,12 +140,21 @@ def read_json(path: str | Path, default=None):
                         "writes it (finished files are re-verified, not re-done blindly)") from None
 
 
+def sha256_file(path: str | Path) -> str:
+    """The hex sha256 of a file's bytes, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            h.update(chunk)
+    return h.hexdigest()
+
+
 def remove_stale_temps(folder: Path) -> int:
     """Delete temp files a killed run left in `folder` (call while holding its DirLock)."""
     n = 0
-    for tmp in folder.rglob(f".*{TEMP_SUFFIX}"):
+    for tmp in folder.rglob(f".*{TEMP_SUFFIX}"):  # rglob does not descend into linked folders
         with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+            tmp.unlink()  # a link is removed itself
             n += 1
     return n
 
@@ -88,7 +162,8 @@ def remove_stale_temps(folder: Path) -> int:
 class DirLock:
     """Exclusive advisory lock on `folder/.lock`, so two runs never write the same outputs.
 
-    The kernel drops the lock when the process dies, so a killed run never blocks the next one.
+    The kernel drops the lock when the process dies, so a killed run never blocks the next one. The `.lock` is
+    opened without following a link (LinkError names a planted one): our pid line never lands in another file.
     """
 
     def __init__(self, folder: str | Path, what: str):
@@ -99,13 +174,13 @@ class DirLock:
     def __enter__(self) -> DirLock:
         with user_paths():  # the locked folder is an output folder the user named (data.root, train.out_dir)
             self.path.parent.mkdir(parents=True, exist_ok=True)
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            self._fd = open_fd(self.path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
+            holder = os.pread(self._fd, 4096, 0).decode(errors="replace").strip() or "unknown process"
             os.close(self._fd)
             self._fd = None
-            holder = self.path.read_text(errors="replace").strip() or "unknown process"
             raise DataError(f"another {self.what} run ({holder}) is using {self.path.parent} (it holds "
                             f"{self.path}); wait for it to finish, or stop it first") from None
         # Who holds it, for the message a second run prints (the flock itself is the lock).

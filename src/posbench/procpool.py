@@ -19,6 +19,8 @@ from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
 
+from posbench.fileio import open_append
+
 
 def threads_per_worker(workers: int) -> int:
     return max(1, (os.cpu_count() or 1) // max(1, workers))
@@ -45,7 +47,7 @@ def call_logged(fn: Callable, args: tuple, log_path: str, threads: int):
     import torch  # in the worker: torch loads once per process
 
     torch.set_num_threads(threads)
-    with open(log_path, "a") as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
+    with open_append(log_path) as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
         return fn(*args)
 
 

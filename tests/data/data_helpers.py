@@ -60,7 +60,9 @@ def shard_files(n: int, docs_per_file: int = 40, seed: int = 0) -> dict[str, byt
 class FakeHub:
     """Serves `files` at {base}/datasets/{repo}/resolve/{rev}/{path} and the tree API at
     {base}/api/datasets/{repo}/tree/{rev}. `faults[path]` is a queue of behaviours for successive
-    GETs of that file: "drop:N" (send N bytes, then close), "503", "429", "corrupt" (one byte flipped).
+    GETs of that file: "drop:N" (send N bytes, then close), "503", "429", "corrupt" (one byte flipped),
+    "stall:N" (send N bytes, then hang with the connection open until `release` is set or the hub closes),
+    "trickle:S" (one byte every S seconds), "slow-headers:S" (the status line, a byte every S seconds).
     `tree_size` overrides listed sizes; `redirect` answers 302 to a /cdn/ URL like the real hub.
     `add_repo(repo, files)` serves more dataset repos from the same endpoint (the evaluation sets)."""
 
@@ -74,6 +76,7 @@ class FakeHub:
         self.gets: list[str] = []  # file GETs (content requests), in order
         self.ranges: list[tuple[str, str]] = []  # (path, Range header) of each file GET
         self.lock = threading.Lock()
+        self.release = threading.Event()  # ends every "stall" / "trickle" answer
         hub = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -96,6 +99,7 @@ class FakeHub:
         return self
 
     def __exit__(self, *exc):
+        self.release.set()
         self.server.shutdown()
         self.server.server_close()
 
@@ -167,6 +171,30 @@ class FakeHub:
             status = 206
             headers["Content-Range"] = f"bytes {start}-{len(data) - 1}/{len(data)}"
         body = data[start:]
+        if fault.startswith("slow-headers:"):
+            for byte in b"HTTP/1.1 200 OK\r\n":
+                if self.release.wait(float(fault.split(":")[1])):
+                    return
+                h.wfile.write(bytes([byte]))
+                h.wfile.flush()
+            return
+        if fault.startswith(("stall:", "trickle:")):
+            h.send_response(status)
+            for k, v in {**headers, "Content-Length": str(len(body))}.items():
+                h.send_header(k, v)
+            h.end_headers()
+            if fault.startswith("stall:"):
+                h.wfile.write(body[:int(fault.split(":")[1])])
+                h.wfile.flush()
+                self.release.wait(60)
+            else:
+                for byte in body:
+                    if self.release.wait(float(fault.split(":")[1])):
+                        break
+                    h.wfile.write(bytes([byte]))
+                    h.wfile.flush()
+            h.close_connection = True
+            return
         if fault.startswith("drop:"):
             n = int(fault.split(":")[1])
             h.send_response(status)

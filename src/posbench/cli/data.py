@@ -13,6 +13,8 @@ With none, the defaults are configs/data/fineweb_edu.yaml's. Exit codes: 0 ok, 1
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
 import time
 
@@ -74,7 +76,8 @@ def download_eval(args: argparse.Namespace) -> int:
     from posbench.evaluation.eval_sets import EVAL_SETS, check_names, prepare
 
     check_names(args.names)
-    prepare(args.names or list(EVAL_SETS), args.root, args.endpoint)
+    with sigterm_interrupts():
+        prepare(args.names or list(EVAL_SETS), args.root, args.endpoint)
     return 0
 
 
@@ -102,10 +105,25 @@ def _config(args):
     return load_config(files, overrides).data
 
 
+@contextlib.contextmanager
+def sigterm_interrupts():
+    """SIGTERM (a scheduler's stop, `kill`) stops like Ctrl-C: the download workers are cut at once and the
+    `.part` files kept to resume, instead of the process dying mid-write."""
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def cmd_download(cfg) -> None:
     from posbench.data.download import download_corpus
 
-    download_corpus(cfg)
+    with sigterm_interrupts():
+        download_corpus(cfg)
 
 
 def cmd_tokenize(cfg) -> None:

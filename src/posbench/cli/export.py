@@ -6,7 +6,8 @@
 RoPE (scaling none, pi or yarn) and NoPE checkpoints become a standard Qwen3ForCausalLM; every other PE exports
 as remote code (`trust_remote_code=True`, posbench's own modeling file in the directory). Before the files are
 moved into place, the export is loaded back and compared with posbench on a full forward and in a short greedy
-generation with and without the KV cache. Needs `pip install -e '.[hf]'`.
+generation with and without the KV cache, in a staging directory beside out_dir that is then renamed into place:
+a non-empty out_dir is refused (exit 2) unless --overwrite, which replaces it whole. Needs `pip install -e '.[hf]'`.
 `posbench export ...` is the same command; the work is posbench/interop/hf_export.py's.
 """
 
@@ -21,11 +22,13 @@ from posbench.cli.errors_cli import cli_entry
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("checkpoint", help="a step directory, a run's `latest`, or a run directory")
-    p.add_argument("out_dir", help="the directory to write (created)")
+    p.add_argument("out_dir", help="the directory to write (created; a non-empty one is refused without --overwrite)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace a non-empty out_dir whole (the old one is removed once the new one is in place)")
     args = p.parse_args(argv)
     from posbench.interop.hf_export import export
 
-    export(args.checkpoint, args.out_dir)
+    export(args.checkpoint, args.out_dir, overwrite=args.overwrite)
     return 0
 
 

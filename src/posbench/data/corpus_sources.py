@@ -83,7 +83,9 @@ class Source:
     def raw_dir(self) -> Path:
         return self.root / "raw" / self.tag
 
-    def remote_files(self, timeout: float = 60.0, log=print) -> list[RemoteFile]:
+    def remote_files(self, timeout: float = 60.0, log=print, limits: hub.Limits | None = None) -> list[RemoteFile]:
+        """The files to download; `limits` (hub.Limits.of(data.download)) bound the listing, `timeout` alone
+        gives the default limits with that socket timeout."""
         raise NotImplementedError
 
     def inputs(self) -> list[InputFile]:
@@ -165,20 +167,20 @@ class HubShards(HubSource):
     def tag(self) -> str:
         return self.cfg.repo.replace("/", "__")
 
-    def remote_files(self, timeout: float = 60.0, log=print) -> list[RemoteFile]:
+    def remote_files(self, timeout: float = 60.0, log=print, limits: hub.Limits | None = None) -> list[RemoteFile]:
         listed: dict[str, hub.TreeEntry] = {}
         if self.cfg.use_tree_api:
             endpoint = hub.resolve_endpoint(self.cfg.endpoint)
             try:
                 listed = {e.path: e for e in hub.list_tree(endpoint, self.cfg.repo, self.cfg.revision,
-                                                           timeout=timeout)}
+                                                           timeout=timeout, limits=limits)}
             except hub.HubUnreachable:
                 raise  # fail before any download is attempted
             except DataError as e:  # the hub answered but has no tree API (e.g. a plain mirror)
                 log(f"warning: {e}\n  -> verifying downloads against HTTP headers only")
         files = []
         for i in range(self.cfg.num_shards):
-            path = self.cfg.pattern.format(index=i)
+            path = hub.safe_relpath(self.cfg.pattern.format(index=i), "data.source.pattern")
             entry = listed.get(path)
             files.append(RemoteFile(i, path, entry.size if entry else None, entry.sha256 if entry else None))
         return files
@@ -198,9 +200,9 @@ class HubFolder(HubSource):
     def tag(self) -> str:
         return (self.cfg.repo + "/" + self.cfg.folder.strip("/")).replace("/", "__")
 
-    def remote_files(self, timeout: float = 60.0, log=print) -> list[RemoteFile]:
+    def remote_files(self, timeout: float = 60.0, log=print, limits: hub.Limits | None = None) -> list[RemoteFile]:
         endpoint = hub.resolve_endpoint(self.cfg.endpoint)
-        entries = hub.list_tree(endpoint, self.cfg.repo, self.cfg.revision, self.cfg.folder, timeout)
+        entries = hub.list_tree(endpoint, self.cfg.repo, self.cfg.revision, self.cfg.folder, timeout, limits)
         entries = sorted((e for e in entries if e.path.endswith(self.cfg.suffix)), key=lambda e: e.path)
         if not entries:
             raise DataError(f"no `{self.cfg.suffix}` files under {self.cfg.folder!r} in {self.cfg.repo}@"

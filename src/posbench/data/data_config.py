@@ -9,7 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from posbench.config_loader import ConfigError
+from posbench.data import hub
 from posbench.data.corpus_sources import HubShards, SourceConfig
+from posbench.data.readers import MAX_ROW_GROUP_BYTES
 from posbench.data.splits import SplitsConfig
 from posbench.data.tasks import get_task_class
 from posbench.data.tasks.mix import TaskMixConfig
@@ -22,12 +24,20 @@ class DownloadConfig:
     retries: int = 5  # per file, on dropped connections / timeouts / 429 / 5xx
     backoff_s: float = 1.0  # first retry delay, doubled each retry
     max_backoff_s: float = 60.0
-    timeout_s: float = 60.0  # per socket operation
+    timeout_s: float = hub.TIMEOUT_S  # per socket operation (connect, one read): bounds a stall, not a transfer
+    # a transfer (a file, a listing page) averaging fewer bytes/s than this after slow_grace_s is cut and retried:
+    # a per-file deadline of slow_grace_s + size / min_bytes_per_s; 0 = no floor
+    min_bytes_per_s: float = hub.MIN_BYTES_PER_S
+    slow_grace_s: float = hub.SLOW_GRACE_S
+    max_listing_bytes: int = hub.MAX_LISTING_BYTES  # a tree listing's JSON over all pages; more is refused
     max_train_shards: int | None = None  # first N train shards (val + filler always); None = all
 
     def __post_init__(self):
         if self.workers <= 0 or self.retries < 0 or self.timeout_s <= 0:
             raise ConfigError("data.download needs workers > 0, retries >= 0 and timeout_s > 0")
+        if self.min_bytes_per_s < 0 or self.slow_grace_s < 0 or self.max_listing_bytes <= 0:
+            raise ConfigError("data.download needs min_bytes_per_s >= 0 (0 = no floor), slow_grace_s >= 0 and "
+                              "max_listing_bytes > 0")
         if self.backoff_s < 0 or self.max_backoff_s < self.backoff_s:
             raise ConfigError("data.download needs 0 <= backoff_s <= max_backoff_s")
         if self.max_train_shards is not None and self.max_train_shards <= 0:
@@ -38,10 +48,16 @@ class DownloadConfig:
 class TokenizeConfig:
     workers: int = 0  # worker processes; 0 = one per CPU core
     batch_rows: int = 1024  # documents per parquet row batch (bounds memory per worker)
+    # a longer document is split into pieces of at most this many characters, each its own document (the
+    # tokenizer needs ~40 bytes per character of one document); `info` reports how many were split
+    max_doc_chars: int = 1_000_000
+    max_row_group_bytes: int = MAX_ROW_GROUP_BYTES  # a parquet row group's text, decompressed; more is refused
 
     def __post_init__(self):
         if self.workers < 0 or self.batch_rows <= 0:
             raise ConfigError("data.tokenize needs workers >= 0 (0 = all cores) and batch_rows > 0")
+        if self.max_doc_chars <= 0 or self.max_row_group_bytes <= 0:
+            raise ConfigError("data.tokenize needs max_doc_chars > 0 and max_row_group_bytes > 0")
 
 
 @dataclass

@@ -76,7 +76,10 @@ def describe(cfg, verify: bool = False) -> str:
             except DataError as err:
                 bad.append(str(err))
         pending = len(by_split[name]) - len(entries)
+        split_docs = sum(manifest.files[k].get("split_documents", 0) for k in entries)
         lines.append(f"tokenized   {name:<6} {len(entries)} shards, {tokens:,} tokens"
+                     + (f", {split_docs:,} documents longer than data.tokenize.max_doc_chars="
+                        f"{cfg.tokenize.max_doc_chars:,} split into pieces" if split_docs else "")
                      + (f", {pending} files not yet tokenized" if pending > 0 else "")
                      + (f", {len(bad)} BAD: {bad[0]}" if bad else ""))
     if layout.mix.active:

@@ -9,6 +9,15 @@
 Null and empty documents are skipped. `check()` validates a file cheaply (schema, first record)
 before any worker starts, so a bad file fails the run up front with its name in the message. Input files are
 the user's (their corpus, downloads under their data.root, --ppl-text): the OS refusing one is bad input.
+
+Bounded memory, whatever the file claims (DESIGN.md, style 21): a few KB of parquet can decode to gigabytes
+(one long value compressed, or one dictionary value repeated in every row), and the tokenizer needs ~40 bytes
+per character of one document. So a parquet file whose text column decompresses to more than
+`max_row_group_bytes` in any row group is refused by `check()` from its metadata, before anything is read; the
+column is read dictionary-encoded (a repeated value stays one value), its lengths are looked at in Arrow
+before any Python string is made, batches are cut at BATCH_BYTES of text, and with `max_doc_chars` a longer
+document is split into consecutive pieces of at most that many characters (cut at a character boundary
+within that many UTF-8 bytes), each its own document; `split_docs` counts the documents split.
 """
 
 from __future__ import annotations
@@ -23,15 +32,29 @@ from posbench.errors import user_paths
 from posbench.registry import Registry
 
 TXT_MAX_BYTES = 256 << 20
+MAX_ROW_GROUP_BYTES = 256 << 20  # a parquet row group's text column, decompressed (FineWeb: ~5 MB)
+BATCH_BYTES = 16 << 20  # text per yielded batch, at most (plus one document)
 
 
 class DocumentReader:
     suffix: ClassVar[str] = ""
 
-    def __init__(self, path: str | Path, text_field: str = "text", batch_rows: int = 1024):
+    def __init__(self, path: str | Path, text_field: str = "text", batch_rows: int = 1024,
+                 max_doc_chars: int | None = None, max_row_group_bytes: int = MAX_ROW_GROUP_BYTES):
         self.path = Path(path)
         self.text_field = text_field
         self.batch_rows = batch_rows
+        self.max_doc_chars = max_doc_chars  # None: documents are never split
+        self.max_row_group_bytes = max_row_group_bytes
+        self.split_docs = 0  # documents longer than max_doc_chars, split into pieces
+
+    def pieces(self, text: str) -> list[str]:
+        """`text` as one document, or in consecutive pieces of at most max_doc_chars characters."""
+        cap = self.max_doc_chars
+        if cap is None or len(text) <= cap:
+            return [text]
+        self.split_docs += 1
+        return [text[i:i + cap] for i in range(0, len(text), cap)]
 
     def check(self) -> None:
         """Raise DataError if the file cannot be read as documents."""
@@ -48,17 +71,18 @@ def supported_suffixes() -> list[str]:
     return READERS.names()
 
 
-def reader_for(path: str | Path, text_field: str = "text", batch_rows: int = 1024) -> DocumentReader:
+def reader_for(path: str | Path, text_field: str = "text", batch_rows: int = 1024, max_doc_chars: int | None = None,
+               max_row_group_bytes: int = MAX_ROW_GROUP_BYTES) -> DocumentReader:
     path = Path(path)
     if path.suffix.lower() not in READERS:
         raise DataError(f"{path}: cannot read `{path.suffix}` files; supported: "
                         f"{', '.join(supported_suffixes())}")
-    return READERS[path.suffix.lower()](path, text_field, batch_rows)
+    return READERS[path.suffix.lower()](path, text_field, batch_rows, max_doc_chars, max_row_group_bytes)
 
 
 @READERS.register(".parquet")
 class ParquetReader(DocumentReader):
-    def _open(self):
+    def _open(self, dictionary: bool = False):
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -72,17 +96,79 @@ class ParquetReader(DocumentReader):
             raise DataError(f"{self.path}: no column `{self.text_field}` (columns: {', '.join(names)}); "
                             "set data.source.text_field to the text column")
         tp = pf.schema_arrow.field(self.text_field).type
+        tp = tp.value_type if pa.types.is_dictionary(tp) else tp
         if not (pa.types.is_string(tp) or pa.types.is_large_string(tp)):
             raise DataError(f"{self.path}: column `{self.text_field}` has type {tp}, expected a string column")
-        return pf
+        self._check_sizes(pf)
+        # dictionary-encoded as stored: a value repeated in every row is held once, not once per row
+        return pq.ParquetFile(self.path, read_dictionary=[self.text_field]) if dictionary else pf
+
+    def _check_sizes(self, pf) -> None:
+        """Refuse, from the metadata alone, a row group whose text decompresses past max_row_group_bytes."""
+        meta = pf.metadata
+        column = pf.schema_arrow.get_field_index(self.text_field)
+        for i in range(meta.num_row_groups):
+            chunk = meta.row_group(i).column(column)
+            if chunk.total_uncompressed_size > self.max_row_group_bytes:
+                raise DataError(f"{self.path}: row group {i} of column `{self.text_field}` decompresses to "
+                                f"{chunk.total_uncompressed_size:,} bytes ({chunk.total_compressed_size:,} on disk), "
+                                f"over data.tokenize.max_row_group_bytes={self.max_row_group_bytes:,}; rewrite the "
+                                "file with smaller row groups, or raise the limit if the machine has the memory")
 
     def check(self) -> None:
         self._open()
 
     def batches(self) -> Iterator[list[str]]:
-        pf = self._open()
-        for batch in pf.iter_batches(batch_size=self.batch_rows, columns=[self.text_field]):
-            yield [t for t in batch.column(0).to_pylist() if t]
+        """Lists of batch_rows documents (fewer at the end, or where BATCH_BYTES of text are reached): pyarrow's
+        dictionary-encoded batches end at row groups, so they are regrouped here."""
+        pf = self._open(dictionary=True)
+        batch, size = [], 0
+        for record_batch in pf.iter_batches(batch_size=self.batch_rows, columns=[self.text_field]):
+            for doc in self._texts(record_batch.column(0)):
+                batch.append(doc)
+                size += len(doc)
+                if len(batch) >= self.batch_rows or size >= BATCH_BYTES:
+                    yield batch
+                    batch, size = [], 0
+        if batch:
+            yield batch
+
+    def _texts(self, col) -> Iterator[str]:
+        """The non-empty documents of one row batch, each at most max_doc_chars long; lengths are read in Arrow
+        first, so a batch over BATCH_BYTES or with a longer document is converted one document at a time."""
+        import numpy as np
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        values, rows = (col.dictionary, pc.fill_null(col.indices, 0)) if pa.types.is_dictionary(col.type) \
+            else (col, None)
+        value_len = pc.fill_null(pc.binary_length(values), 0).to_numpy(zero_copy_only=False)
+        idx = None if rows is None else rows.to_numpy(zero_copy_only=False)
+        lengths = value_len if idx is None else value_len[idx]
+        lengths = np.where(col.is_valid().to_numpy(zero_copy_only=False), lengths, 0)
+        cap = self.max_doc_chars
+        if len(lengths) == 0 or (lengths.sum() <= BATCH_BYTES and (cap is None or lengths.max() <= cap)):
+            yield from (t for t in col.to_pylist() if t)  # the common case: one conversion for the batch
+            return
+        for i in np.flatnonzero(lengths):
+            value = values[int(i if idx is None else idx[i])]
+            if cap is None or lengths[i] <= cap:
+                yield value.as_py()
+            else:
+                yield from self._split_value(value)
+
+    def _split_value(self, value) -> Iterator[str]:
+        """A string value longer than max_doc_chars bytes, decoded piece by piece from its Arrow buffer (never
+        whole): each piece at most max_doc_chars bytes, cut at a character boundary."""
+        self.split_docs += 1
+        data = memoryview(value.as_buffer())
+        cap, start = self.max_doc_chars, 0
+        while start < len(data):
+            end = min(start + cap, len(data))
+            while end < len(data) and end > start + 1 and data[end] & 0xC0 == 0x80:  # inside a UTF-8 sequence
+                end -= 1
+            yield bytes(data[start:end]).decode("utf-8", errors="replace")
+            start = end
 
 
 @READERS.register(".jsonl")
@@ -112,7 +198,7 @@ class JsonlReader(DocumentReader):
                     continue
                 text = self._text(line, lineno)
                 if text:
-                    batch.append(text)
+                    batch += self.pieces(text)
                 if len(batch) >= self.batch_rows:
                     yield batch
                     batch = []
@@ -134,8 +220,9 @@ class TextReader(DocumentReader):
         self.check()
         with user_paths():
             text = self.path.read_text(encoding="utf-8", errors="replace")
-        if text:
-            yield [text]
+        pieces = self.pieces(text) if text else []
+        for i in range(0, len(pieces), 16):  # a long file split into pieces: a few at a time
+            yield pieces[i:i + 16]
 
 
 @READERS.register(".md")

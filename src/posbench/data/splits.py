@@ -4,13 +4,19 @@ A source numbers its files 0..N-1 (hub shard number, or position in the sorted l
 Each split takes a half-open range [start, stop); stop = None runs to the end of the source. The
 ranges must not overlap: validation or filler text (the haystack of passkey/needle evals) that
 also appears in training would make those numbers meaningless. `filler` may be empty (start == stop).
+Disjoint indices are not enough when one file sits at two indices (listed twice, or copied): the files of
+different splits are also checked by content (`check_disjoint_content`, sha256 of the files whose sizes
+collide), and two with equal bytes are refused, naming both.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from posbench.config_loader import ConfigError
+from posbench.data.errors import DataError
 
 SPLITS = ("train", "val", "filler")
 
@@ -72,3 +78,26 @@ class SplitsConfig:
             if rng.start >= count or (rng.stop is not None and rng.stop > count):
                 raise ConfigError(f"data.splits.{name} {rng} goes past the {count} files of {source} "
                                   f"(indices 0..{count - 1}); shrink the range")
+
+
+def check_disjoint_content(files: Iterable[tuple[str, str, int | None, Callable[[], str | None]]]) -> None:
+    """Refuse (DataError naming both) two files of different splits with the same content. `files`: (split,
+    name, size in bytes or None when unknown, a function giving its sha256 or None when unknown). Only files
+    whose size equals that of a file in another split are hashed, so the check costs nothing on a normal corpus."""
+    by_size: dict[int, list[tuple[str, str, Callable[[], str | None]]]] = defaultdict(list)
+    for split, name, size, sha in files:
+        if size is not None:
+            by_size[size].append((split, name, sha))
+    for group in by_size.values():
+        if len({split for split, _, _ in group}) < 2:
+            continue
+        seen: dict[str, tuple[str, str]] = {}
+        for split, name, sha in sorted(group, key=lambda item: item[1]):
+            digest = sha()
+            if digest is None:
+                continue
+            other = seen.setdefault(digest, (split, name))
+            if other[0] != split:
+                raise DataError(f"{other[1]} ({other[0]} split) and {name} ({split} split) have the same content "
+                                f"(sha256 {digest[:16]}...): its text would be in both splits. Remove the duplicate "
+                                "from the source, or change data.splits so both are in one split")

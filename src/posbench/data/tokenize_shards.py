@@ -10,6 +10,12 @@ corpus text. The manifest records, per shard, the documents and tokens of each k
 "corpus") counted from the tokens written; `prepare_fineweb info` sums them, and `info --verify`
 replays the mixing rule over the shards to recount and check them.
 
+Bounded: documents longer than `data.tokenize.max_doc_chars` are split into pieces (counted per shard as
+`split_documents`, shown by `info`), parquet row groups decompressing past `max_row_group_bytes` are refused
+before any worker starts (readers.py), and files of different splits with the same content are refused
+(splits.check_disjoint_content). A failed or interrupted run leaves no temp file (removed in a `finally`), and
+worker processes exit when the parent dies (procpool.exit_with_parent), even if it is SIGKILLed.
+
 Determinism: a shard depends only on its input file and the tokenizer, never on the worker count or
 the order workers finish, so any run gives byte-identical shards. Idempotence and resume: a shard is
 written atomically and then recorded in the manifest with its input's identity (name, size, mtime)
@@ -38,9 +44,11 @@ from posbench.data.layout import DataLayout, shard_name
 from posbench.data.manifest import Manifest
 from posbench.data.readers import reader_for
 from posbench.data.shards import ShardWriter, fingerprint_prefix, read_header
+from posbench.data.splits import check_disjoint_content
 from posbench.data.tasks.mix import EXAMPLES_PER_FILE, TaskMixConfig, build_mixer
 from posbench.data.tokenizers import Tokenizer, tokenizer_from_spec
-from posbench.fileio import DirLock, remove_stale_temps
+from posbench.fileio import DirLock, remove_stale_temps, sha256_file
+from posbench.procpool import exit_with_parent
 
 
 @dataclass(frozen=True)
@@ -52,6 +60,8 @@ class Task:
     text_field: str
     batch_rows: int
     mix: TaskMixConfig | None = None  # train files only
+    max_doc_chars: int | None = None
+    max_row_group_bytes: int = 256 << 20
 
 
 @dataclass
@@ -61,6 +71,7 @@ class TokenizeReport:
     removed: int = 0
     tokens: int = 0
     documents: int = 0
+    split_documents: int = 0  # documents longer than max_doc_chars, split into pieces (each counted in documents)
     seconds: float = 0.0
 
     @property
@@ -75,12 +86,12 @@ def input_identity(path: Path) -> dict:
 
 def tokenize_file(task: Task, tok: Tokenizer) -> dict:
     """Stream one input file's documents in row batches into one shard (bounded memory)."""
-    reader = reader_for(task.input, task.text_field, task.batch_rows)
+    reader = reader_for(task.input, task.text_field, task.batch_rows, task.max_doc_chars, task.max_row_group_bytes)
     if task.mix is None or not task.mix.active:
         with ShardWriter(task.output, tok.vocab_size, tok.fingerprint) as writer:
             for texts in reader.batches():
                 writer.write(tok.encode_documents(texts), len(texts))
-        return {"tokens": writer.n_tokens, "documents": writer.n_docs}
+        return {"tokens": writer.n_tokens, "documents": writer.n_docs, "split_documents": reader.split_docs}
     mixer = build_mixer(task.mix)
     corpus = (text for texts in reader.batches() for text in texts)
     counts: dict[str, list[int]] = {}
@@ -93,7 +104,7 @@ def tokenize_file(task: Task, tok: Tokenizer) -> dict:
                 c[1] += len(ids)
             writer.write(np.concatenate([ids for _, ids in batch]), len(batch))
     mix = {kind: {"documents": d, "tokens": t} for kind, (d, t) in sorted(counts.items())}
-    return {"tokens": writer.n_tokens, "documents": writer.n_docs, "mix": mix}
+    return {"tokens": writer.n_tokens, "documents": writer.n_docs, "split_documents": reader.split_docs, "mix": mix}
 
 
 def _batched(items, n: int):
@@ -110,8 +121,9 @@ def _batched(items, n: int):
 _WORKER_TOKENIZER: Tokenizer | None = None
 
 
-def _init_worker(spec: dict, fingerprint: str) -> None:
+def _init_worker(spec: dict, fingerprint: str, parent: int) -> None:
     global _WORKER_TOKENIZER
+    exit_with_parent(parent)  # a killed parent must not leave workers (and the resource tracker) behind
     tok = tokenizer_from_spec(spec)
     if tok.fingerprint != fingerprint:  # the tokenizer files changed under us
         raise DataError(f"tokenizer at {spec['folder']} changed during the run; re-run tokenize")
@@ -157,7 +169,8 @@ def ensure_tokenizer(cfg, layout: DataLayout, log=print) -> Tokenizer:
 
         def texts():
             for f in train:
-                for batch in reader_for(f.path, cfg.source.text_field, cfg.tokenize.batch_rows).batches():
+                for batch in reader_for(f.path, cfg.source.text_field, cfg.tokenize.batch_rows,
+                                        cfg.tokenize.max_doc_chars, cfg.tokenize.max_row_group_bytes).batches():
                     yield from batch
 
         log(f"training the BPE tokenizer (vocab {kind.cfg.vocab_size}) on {len(train)} train files ...")
@@ -196,7 +209,10 @@ def tokenize(cfg, log=print, workers: int | None = None) -> TokenizeReport:
                         + inputs_hint(layout.source.downloadable, len(layout.source.inputs())))
     for files in by_split.values():  # bad inputs fail here, before the tokenizer or any worker starts
         for f in files:
-            reader_for(f.path, cfg.source.text_field, cfg.tokenize.batch_rows).check()
+            reader_for(f.path, cfg.source.text_field, cfg.tokenize.batch_rows, cfg.tokenize.max_doc_chars,
+                       cfg.tokenize.max_row_group_bytes).check()
+    check_disjoint_content((split, str(f.path), f.path.stat().st_size, lambda f=f: sha256_file(f.path))
+                           for split, files in by_split.items() for f in files)
     tok = ensure_tokenizer(cfg, layout, log)
     out_dir = layout.tokens_dir
     report = TokenizeReport()
@@ -204,7 +220,8 @@ def tokenize(cfg, log=print, workers: int | None = None) -> TokenizeReport:
         remove_stale_temps(out_dir)
         manifest = Manifest(layout.tokens_manifest, "tokens")
         tasks = [Task(split, f.index, str(f.path), str(out_dir / shard_name(split, f.index)),
-                      cfg.source.text_field, cfg.tokenize.batch_rows, cfg.mix if split == "train" else None)
+                      cfg.source.text_field, cfg.tokenize.batch_rows, cfg.mix if split == "train" else None,
+                      cfg.tokenize.max_doc_chars, cfg.tokenize.max_row_group_bytes)
                  for split, files in by_split.items() for f in files]
         tasks.sort(key=lambda t: t.index)  # val and filler (low indices by default) finish first
         wanted = {Path(t.output).name for t in tasks}
@@ -218,21 +235,28 @@ def tokenize(cfg, log=print, workers: int | None = None) -> TokenizeReport:
         report.skipped = len(tasks) - len(todo)
         n_workers = max(1, min(workers or cfg.tokenize.workers or os.cpu_count() or 1, len(todo)))
         t0 = time.perf_counter()
-        with tqdm(total=sum(Path(t.input).stat().st_size for t in todo), unit="B", unit_scale=True,
-                  unit_divisor=1024, desc=f"tokenize ({n_workers} workers)", disable=None) as bar:
-            for task, stats in _execute(todo, tok, layout, n_workers):
-                manifest.put(Path(task.output).name, {"split": task.split, "index": task.index, **stats,
-                                                      "fingerprint": tok.fingerprint,
-                                                      **input_identity(Path(task.input))})
-                report.done += 1
-                report.tokens += stats["tokens"]
-                report.documents += stats["documents"]
-                bar.update(Path(task.input).stat().st_size)
-                bar.set_postfix(tokens=f"{report.tokens:,}")
+        results = _execute(todo, tok, layout, n_workers)
+        try:
+            with tqdm(total=sum(Path(t.input).stat().st_size for t in todo), unit="B", unit_scale=True,
+                      unit_divisor=1024, desc=f"tokenize ({n_workers} workers)", disable=None) as bar:
+                for task, stats in results:
+                    manifest.put(Path(task.output).name, {"split": task.split, "index": task.index, **stats,
+                                                          "fingerprint": tok.fingerprint,
+                                                          **input_identity(Path(task.input))})
+                    report.done += 1
+                    report.tokens += stats["tokens"]
+                    report.documents += stats["documents"]
+                    report.split_documents += stats["split_documents"]
+                    bar.update(Path(task.input).stat().st_size)
+                    bar.set_postfix(tokens=f"{report.tokens:,}")
+        finally:  # the pool is shut down first; a worker that died (OOM, killed) could not remove its temp shard
+            results.close()
+            remove_stale_temps(out_dir)
         report.seconds = time.perf_counter() - t0
     log(f"tokenized {report.done} files ({report.skipped} already done): {report.tokens:,} tokens, "
         f"{report.documents:,} documents in {report.seconds:.1f}s = {report.tokens_per_s:,.0f} tokens/s "
-        f"-> {out_dir}")
+        f"-> {out_dir}" + (f"; {report.split_documents:,} documents longer than data.tokenize.max_doc_chars="
+                           f"{cfg.tokenize.max_doc_chars:,} were split into pieces" if report.split_documents else ""))
     return report
 
 
@@ -246,7 +270,7 @@ def _execute(todo: list[Task], tok: Tokenizer, layout: DataLayout, n_workers: in
         return
     ctx = mp.get_context("spawn")
     with ProcessPoolExecutor(n_workers, mp_context=ctx, initializer=_init_worker,
-                             initargs=(layout.tokenizer.spec(), tok.fingerprint)) as pool:
+                             initargs=(layout.tokenizer.spec(), tok.fingerprint, os.getpid())) as pool:
         futures = {pool.submit(_run_task, t): t for t in todo}
         try:
             for fut in as_completed(futures):

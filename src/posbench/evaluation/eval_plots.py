@@ -13,12 +13,14 @@ matplotlib.use("Agg")  # files only: no display on clusters or in CI
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+from posbench.fileio import atomic_open  # noqa: E402
+
 DPI = 120
 
 
 def _save(fig, path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=DPI, bbox_inches="tight")
+    with atomic_open(path, "wb") as f:  # a temp file renamed into place: never written through a link
+        fig.savefig(f, format=path.suffix.lstrip(".") or "png", dpi=DPI, bbox_inches="tight")
     plt.close(fig)
     return path
 

@@ -100,14 +100,14 @@ def suite_plots(payloads: list[dict], out_dir: Path) -> list[Path]:
 def write_checkpoint_report(payload: dict, out_dir: Path) -> dict[str, Path]:
     write_json(out_dir / "results.json", payload)
     plot_paths = suite_plots([payload], out_dir)
-    (out_dir / "summary.md").write_text(checkpoint_markdown(payload, plot_paths, out_dir))
+    write_text(out_dir / "summary.md", checkpoint_markdown(payload, plot_paths, out_dir))
     return {"results": out_dir / "results.json", "summary": out_dir / "summary.md",
             **{p.stem: p for p in plot_paths}}
 
 
 def write_comparison(payloads: list[dict], out_dir: Path) -> dict[str, Path]:
     plot_paths = suite_plots(payloads, out_dir)
-    (out_dir / "summary.md").write_text(comparison_markdown(payloads, plot_paths, out_dir))
+    write_text(out_dir / "summary.md", comparison_markdown(payloads, plot_paths, out_dir))
     write_json(out_dir / "comparison.json", {"checkpoints": [p["label"] for p in payloads],
                                              "results": {p["label"]: f"{p['label']}/results.json" for p in payloads}})
     return {"summary": out_dir / "summary.md", **{p.stem: p for p in plot_paths}}

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posbench.config_loader import ConfigError, nearest
+from posbench.data import hub
 from posbench.data.corpus_sources import HubFolder, RemoteFile
 from posbench.data.data_config import DownloadConfig
 from posbench.data.errors import DataError
@@ -67,7 +68,7 @@ def prepare(names: list[str], root: str | Path, endpoint: str = "", cfg: Downloa
     out = {}
     for name in names:
         src = source(name, root, endpoint)
-        files = wanted(name, src.remote_files(cfg.timeout_s, log))
+        files = wanted(name, src.remote_files(cfg.timeout_s, log, hub.Limits.of(cfg)))
         report = Downloader(src, cfg, log).run(files)
         log(f"{name}: {len(report.downloaded)} downloaded, {len(report.skipped)} already verified "
             f"-> {src.raw_dir}")

@@ -9,6 +9,7 @@ every checkpoint it was given before evaluating the first one.
 from __future__ import annotations
 
 import json
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -18,7 +19,7 @@ from posbench.config import RunConfig
 from posbench.config_loader import ConfigError, from_dict, load_yaml
 from posbench.model.build import build_model
 from posbench.model.transformer import Transformer
-from posbench.training.checkpoint import CheckpointError, NotAStateDict, read_state_dict
+from posbench.training.checkpoint import CheckpointError, NotAStateDict, link_target, read_state_dict
 
 
 @dataclass
@@ -37,7 +38,10 @@ def resolve_checkpoint(path: str | Path) -> Path:
                               "directory)")
     if p.is_dir() and not (p / "model.pt").is_file() and (p / "latest").exists():
         p = p / "latest"
-    p = p.resolve()
+    # `latest` copied as a directory (`cp -rL`): the step it is a copy of, and a note saying which was read
+    p, note = link_target(p) if p.name in ("latest", "best") else (p.resolve(), None)
+    if note:
+        print(f"note: {note}", file=sys.stderr)
     if not (p / "model.pt").is_file() or not (p / "config.yaml").is_file():
         raise CheckpointError(f"{path} is not a checkpoint: expected model.pt and config.yaml in it (pass a run "
                               "directory, its `latest`, or a step_N directory)")

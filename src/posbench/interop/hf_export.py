@@ -22,12 +22,19 @@ the cache over, and a model that ignores it generates garbage while its logits s
     tokenizer.json (+ tokenizer_config)   the checkpoint's tokenizer for PreTrainedTokenizerFast
     README.md                             a model card: training config, tokens seen, eval results if present
     modeling_posbench.py, configuration_posbench.py   remote-code path only
+
+Where the files go: a staging directory beside the target (same filesystem), renamed into place only after the
+check passed, so the target is either absent, the user's old directory untouched, or the whole new export. A
+non-empty target is refused (exit 2) unless `overwrite`, which replaces it whole: the old directory is moved
+aside, the new one renamed in, then the old one removed. A link at the target is refused (fileio's module doc).
+Files get the modes a plain `cp` gives (0666/0777 less the umask), not the 0600/0700 of temp files.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import shutil
 import tempfile
 from base64 import b64encode
@@ -38,7 +45,8 @@ import torch
 from posbench.config import RunConfig
 from posbench.config_loader import ConfigError, dump_yaml
 from posbench.data.tokenizers import BOS, Tokenizer
-from posbench.errors import user_paths
+from posbench.errors import BadInputError, user_paths
+from posbench.fileio import fsync_dir, link_error, remove_tree
 
 NOPE_FACTOR = 1e30  # linear RoPE scaling that makes every angle vanish (see the module docstring)
 REMOTE_DIR = Path(__file__).parent / "hf_remote"
@@ -323,9 +331,62 @@ def verify(out: Path, model, max_positions: int | None, trust_remote_code: bool,
     return diff, gen_diff, notes
 
 
-def export(checkpoint: str | Path, out_dir: str | Path, log=print) -> Path:
-    """Write the HF directory for `checkpoint` into out_dir (refused before writing anything when the PE or
-    the model cannot be expressed). Returns out_dir."""
+def check_target(out: Path, overwrite: bool) -> None:
+    """Refuse (exit 2) a target that is a link, or that holds anything and `overwrite` is not given."""
+    if out.is_symlink():
+        raise link_error(out)
+    if not os.path.lexists(out) or overwrite:
+        return
+    if not out.is_dir():
+        raise BadInputError(f"{out} exists and is not a directory; pass --overwrite to replace it with the export, "
+                            "or choose another output directory")
+    entries = sorted(p.name for p in out.iterdir())
+    if entries:
+        shown = ", ".join(entries[:5]) + (", ..." if len(entries) > 5 else "")
+        raise BadInputError(f"{out} is not empty ({len(entries)} entries: {shown}); pass --overwrite to replace it "
+                            "whole, or choose an empty or new directory")
+
+
+def make_shareable(folder: Path) -> None:
+    """The modes `cp` would give (0666/0777 less the umask): mkdtemp makes 0700 directories, and safetensors and
+    tempfile write 0600 files."""
+    mask = os.umask(0)
+    os.umask(mask)
+    os.chmod(folder, 0o777 & ~mask)
+    for path in folder.rglob("*"):
+        if not path.is_symlink():
+            os.chmod(path, (0o777 if path.is_dir() else 0o666) & ~mask)
+
+
+def place(staging: Path, out: Path, overwrite: bool) -> None:
+    """Rename the finished `staging` directory to `out`: the old `out` (only with `overwrite`) is moved aside
+    first and removed once the new one is in place; an empty `out` is simply replaced."""
+    check_target(out, overwrite)  # again: the target may have been filled while the export was checked
+    aside = None
+    if os.path.lexists(out):
+        if out.is_dir() and not any(out.iterdir()):
+            out.rmdir()
+        else:
+            aside = out.parent / f".{out.name}.old-{os.getpid()}"
+            remove_tree(aside)
+            os.replace(out, aside)
+    try:
+        os.replace(staging, out)
+    except BaseException:
+        if aside is not None:
+            os.replace(aside, out)
+        raise
+    fsync_dir(out.parent)
+    if aside is not None:
+        if aside.is_dir() and not aside.is_symlink():
+            shutil.rmtree(aside)
+        else:
+            aside.unlink()
+
+
+def export(checkpoint: str | Path, out_dir: str | Path, log=print, overwrite: bool = False) -> Path:
+    """Write the HF directory for `checkpoint` as out_dir (refused before writing anything when the PE or the
+    model cannot be expressed, or out_dir is not empty without `overwrite`). Returns out_dir."""
     from safetensors.torch import save_file
     from transformers import GenerationConfig
 
@@ -333,6 +394,9 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print) -> Path:
     from posbench.evaluation.generate import supports_cache
     from posbench.evaluation.loading import load_model
 
+    out = Path(out_dir)
+    with user_paths():
+        check_target(out, overwrite)  # before any work
     loaded = load_model(checkpoint, "cpu")
     run_cfg, model = loaded.cfg, loaded.model
     refuse_packing(run_cfg)  # before any file is written
@@ -340,12 +404,10 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print) -> Path:
     pe = remote_pe_config(run_cfg) if why_remote else None  # refuses before any file is written
     tokenizer = DataLayout.from_config(run_cfg.data).tokenizer.build()
     whole_sequence = not supports_cache(model)
-    out = Path(out_dir)
     with user_paths():  # out_dir is the user's: a file in its way, no permission to write there
         out.parent.mkdir(parents=True, exist_ok=True)
-        staging = tempfile.TemporaryDirectory(prefix=f".{out.name}.", dir=out.parent)
-    with staging as tmp:
-        tmp = Path(tmp)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", suffix=".export", dir=out.parent))
+    try:
         if why_remote:
             kind = REMOTE
             remote_config(run_cfg, tokenizer, pe, whole_sequence).save_pretrained(tmp)
@@ -367,9 +429,10 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print) -> Path:
         diff, gen_diff, notes = verify(tmp, model, model.pe.max_positions, bool(why_remote), prompt, n_new,
                                        whole_sequence, not uses_dynamic_scaling(dataclasses.asdict(run_cfg.pe)))
         with user_paths():
-            out.mkdir(exist_ok=True)
-            for f in tmp.iterdir():
-                f.replace(out / f.name)
+            make_shareable(tmp)
+            place(tmp, out, overwrite)
+    finally:
+        remove_tree(tmp)  # gone already when it was renamed into place
     how = f"{REMOTE} (remote code: {why_remote})" if why_remote else QWEN3
     kinds = "uncached" if whole_sequence else "cached and uncached"
     log(f"exported {loaded.path} ({run_cfg.pe.name}) as {how} to {out}; max |logit difference| on random ids "

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from posbench.data.tasks.source import TaskSource
+from posbench.fileio import atomic_open
 
 
 class CachedRows:
@@ -23,10 +23,8 @@ class CachedRows:
         path = cache_dir / f"{source.fingerprint.replace(':', '_')}_T{source.seq_len}_n{n_rows}.npz"
         if not path.is_file():
             x, y = source.samples(list(range(n_rows)))
-            cache_dir.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_suffix(f".{os.getpid()}.tmp.npz")
-            np.savez(tmp, x=x.numpy(), y=y.numpy())
-            os.replace(tmp, path)  # concurrent writers produce identical files
+            with atomic_open(path, "wb") as f:  # concurrent writers produce identical files; never via a link
+                np.savez(f, x=x.numpy(), y=y.numpy())
         with np.load(path) as f:  # plain int arrays: allow_pickle stays False
             self.x, self.y = torch.from_numpy(f["x"]), torch.from_numpy(f["y"])
 

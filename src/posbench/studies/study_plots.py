@@ -20,6 +20,7 @@ import numpy as np  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 
+from posbench.fileio import atomic_open  # noqa: E402
 from posbench.palette import pe_colour  # noqa: E402
 from posbench.stats import bootstrap_ci  # noqa: E402
 
@@ -217,7 +218,8 @@ def _save(fig, out_dir: Path, name: str, layout: bool = True) -> str:
     if layout:
         fig.tight_layout()
     # fixed metadata: identical inputs give byte-identical files
-    fig.savefig(out_dir / name, dpi=110, metadata={"Software": None})
+    with atomic_open(out_dir / name, "wb") as f:  # a temp file renamed into place: never through a link
+        fig.savefig(f, format="png", dpi=110, metadata={"Software": None})
     plt.close(fig)
     return name
 

@@ -9,6 +9,7 @@ import json
 from collections import defaultdict
 from pathlib import Path
 
+from posbench.fileio import write_text
 from posbench.stats import bootstrap_ci, paired, seeds_needed, success_rate
 from posbench.studies.claims import claims_section
 from posbench.studies.study_spec import METRICS, StudyConfig
@@ -224,9 +225,9 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
               "approximation), if the effect stays as these seeds show it.", "",
               seed_calibration(results, study), "", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     report = "\n".join(parts) + "\n"
-    (out_dir / "report.md").write_text(report)
-    (out_dir / "results.json").write_text(json.dumps({"study": study.name, "cells": results}, indent=1, sort_keys=True))
-    (out_dir / "results.csv").write_text(to_csv(results))
+    write_text(out_dir / "report.md", report)
+    write_text(out_dir / "results.json", json.dumps({"study": study.name, "cells": results}, indent=1, sort_keys=True))
+    write_text(out_dir / "results.csv", to_csv(results))
     return summary_table(rows, study)
 
 

@@ -14,6 +14,12 @@ new one is in place; a start after a crash in between restores it. Stale temp di
 the next start. A failed write (disk full inside torch.save included) is agreed on by every rank,
 each removes its part, and all raise CheckpointError (DiskFullError for ENOSPC: exit code 5).
 
+Every file is created O_EXCL|O_NOFOLLOW inside the fresh temp dir, and a link planted at a step dir, a temp
+dir or `latest` is replaced or unlinked, never followed (fileio's module doc): writes never leave the run dir.
+A run dir copied with links dereferenced (`cp -rL`) has real directories for `latest` and `best`: at start
+`repair_links` turns each back into a link to the step its meta.json names (the copy becomes that step dir when
+it is missing); readers resolve one through `link_target`, which says which step it read.
+
 A `best` symlink (train.keep_best) points to the checkpoint with the lowest validation loss so far;
 pruning never removes its target. Pruning keeps the newest `keep_last` *valid* periodic checkpoints by
 step (superseded `best` ones count as periodic); one whose meta.json is unreadable is moved to
@@ -26,7 +32,6 @@ import errno
 import json
 import os
 import random
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,7 +40,7 @@ import torch
 
 # CheckpointError (exit code 4) and DiskFullError (5) are defined once in posbench.errors; importable from here
 from posbench.errors import CheckpointError, DiskFullError
-from posbench.fileio import fsync_dir
+from posbench.fileio import fsync_dir, open_new, remove_tree
 from posbench.training import distributed as dist
 
 FILES = ("model.pt", "optim.pt", "config.yaml", "meta.json")
@@ -56,7 +61,7 @@ def step_dir(run_dir: Path, step: int) -> Path:
 
 
 def _fsync_write(path: Path, data: bytes) -> None:
-    with open(path, "wb") as f:
+    with open_new(path) as f:
         f.write(data)
         f.flush()
         os.fsync(f.fileno())
@@ -109,7 +114,7 @@ class _FullDisk:
 
 
 def _save_tensors(obj, path: Path, step: int) -> None:
-    with open(path, "wb") as f:
+    with open_new(path) as f:
         full = os.environ.get("POSBENCH_ENOSPC_DURING_SAVE") == str(step)
         torch.save(obj, _FullDisk(f) if full else f)
         f.flush()
@@ -124,7 +129,7 @@ def save(run_dir: Path, step: int, model_state: dict, optim_state: dict, meta: d
     failure: BaseException | None = None
     try:
         if dist.is_main():
-            shutil.rmtree(tmp, ignore_errors=True)
+            remove_tree(tmp)
             tmp.mkdir(parents=True)
         dist.barrier()
         _save_tensors(rng_state(), tmp / f"rng_rank{dist.rank()}.pt", step)
@@ -137,20 +142,20 @@ def save(run_dir: Path, step: int, model_state: dict, optim_state: dict, meta: d
             _save_tensors(optim_state, tmp / "optim.pt", step)
             _fsync_write(tmp / "config.yaml", config_yaml.encode())
             _fsync_write(tmp / "meta.json", json.dumps(meta, indent=1, sort_keys=True).encode())
-            if final.exists():  # a re-run reached the same step: keep the old copy until the new is in
-                shutil.rmtree(old, ignore_errors=True)
+            if os.path.lexists(final):  # a re-run reached the same step (or a link sits there): keep the old
+                remove_tree(old)          # copy until the new one is in; a link is moved aside, then unlinked
                 os.replace(final, old)
             os.replace(tmp, final)
             fsync_dir(run_dir)
             _point_latest(run_dir, final)
-            shutil.rmtree(old, ignore_errors=True)
+            remove_tree(old)
         except (OSError, RuntimeError) as e:
             failure = e
     # Every rank learns whether any rank failed, removes what it wrote, and raises the same way.
     if dist.any_rank(failure is not None, dist.collective_device()):
         if dist.is_main():
-            shutil.rmtree(tmp, ignore_errors=True)
-            if old.exists() and not final.exists():
+            remove_tree(tmp)
+            if os.path.lexists(old) and not os.path.lexists(final):
                 os.replace(old, final)
         full = failure is not None and _is_disk_full(failure)
         what = "disk full" if full else f"{failure.__class__.__name__}: {failure}" if failure else "another rank failed"
@@ -173,15 +178,90 @@ def _point_latest(run_dir: Path, target: Path) -> None:
 
 
 def point_link(run_dir: Path, name: str, target: Path) -> None:
-    """Swap the symlink `run_dir/name` to `target` atomically (rank 0 only): `latest`, `best`."""
+    """Swap the symlink `run_dir/name` to `target` atomically (rank 0 only): `latest`, `best`. A real directory
+    in its place (a copy left by `cp -rL` that `repair_links` did not see) is moved aside and removed after."""
     if not dist.is_main():
         return
     link = run_dir / name
     tmp_link = run_dir / f".{name}.tmp"
-    if tmp_link.is_symlink() or tmp_link.exists():
-        tmp_link.unlink()
+    if os.path.lexists(tmp_link):
+        remove_tree(tmp_link)
     os.symlink(target.name, tmp_link)
+    aside = None
+    if link.is_dir() and not link.is_symlink():  # rename cannot replace a directory with a link
+        aside = run_dir / f".{name}.copy"
+        remove_tree(aside)
+        os.replace(link, aside)
     os.replace(tmp_link, link)
+    if aside is not None:
+        remove_tree(aside)
+
+
+def _same_checkpoint(a: Path, b: Path) -> bool:
+    """Whether two step directories hold the same checkpoint: the same meta.json (step, tokens, RNG, cursor) and
+    the same file names and sizes."""
+    try:
+        if (a / "meta.json").read_bytes() != (b / "meta.json").read_bytes():
+            return False
+        return ({p.name: p.stat().st_size for p in a.iterdir()} == {p.name: p.stat().st_size for p in b.iterdir()})
+    except OSError:
+        return False
+
+
+def link_target(link: Path) -> tuple[Path, str | None]:
+    """The step directory `run/latest` (or `best`) means, and a note when that is not simply a link's target.
+
+    A link: its target (note None). A real directory (the run dir was copied with links dereferenced, `cp -rL`):
+    a copy of the step its meta.json names, so that step's directory when it holds the same checkpoint, else the
+    copy itself; the note says which was read, and names a newer checkpoint than the copy when there is one."""
+    if link.is_symlink() or not link.is_dir():
+        return link.resolve(), None
+    run_dir = link.parent
+    meta = read_meta(link)
+    what = f"{link} is a directory, not a link (the run dir was copied with links dereferenced, e.g. `cp -rL`)"
+    if meta is None:
+        return link, f"{what}, and its meta.json is unreadable: reading the copy as it is"
+    step = step_dir(run_dir, meta["step"])
+    newest = latest_path(run_dir)
+    newer = (f"; the run has a newer checkpoint, {newest.name}: pass it, or resume the run once to relink "
+             "`latest`") if link.name == "latest" and newest is not None and newest.name > step.name else ""
+    if step.is_dir() and not step.is_symlink() and _same_checkpoint(step, link):
+        return step, f"{what}: a copy of step {meta['step']}; reading {step}{newer}"
+    return link, f"{what}: a copy of step {meta['step']}, which is not in the run; reading the copy{newer}"
+
+
+def repair_links(run_dir: Path, log=print) -> None:
+    """At the start of a run (rank 0, holding the run's lock, before any training): a `latest` or `best` that is
+    a real directory (a `cp -rL` copy of the run dir) becomes a link again, to the step its meta.json names. The
+    copy is removed when that step dir holds the same checkpoint, becomes the step dir when it is missing, and
+    is kept aside (`.copied_<name>`) when it differs or is unreadable; every case is logged."""
+    if not dist.is_main():
+        return
+    for name in ("latest", "best"):
+        link = run_dir / name
+        if link.is_symlink() or not link.is_dir():
+            continue
+        meta = read_meta(link)
+        target = step_dir(run_dir, meta["step"]) if meta else None
+        if target is not None and not os.path.lexists(target):
+            os.replace(link, target)  # the copy is that checkpoint
+            done = f"moved it to {target.name} (that step was missing)"
+        else:
+            aside = run_dir / f".copied_{name}"
+            remove_tree(aside)
+            os.replace(link, aside)
+            if target is not None and _same_checkpoint(target, aside):
+                remove_tree(aside)
+                done = f"removed it (an identical copy of {target.name})"
+            else:
+                why = "its meta.json is unreadable" if target is None else f"it differs from {target.name}"
+                done = f"kept it as {aside} ({why})"
+                target = latest_path(run_dir) if name == "latest" else None
+        fsync_dir(run_dir)
+        if target is not None:
+            point_link(run_dir, name, target)
+        log(f"note: {link} was a directory, not a link (the run dir was copied with links dereferenced, e.g. "
+            f"`cp -rL`); {done}" + (f"; {name} now links to {target.name}" if target is not None else ""))
 
 
 def cleanup_partial(run_dir: Path) -> list[Path]:
@@ -189,22 +269,23 @@ def cleanup_partial(run_dir: Path) -> list[Path]:
     removed = []
     if dist.is_main() and run_dir.is_dir():
         for p in run_dir.glob(".tmp_step_*"):
-            shutil.rmtree(p, ignore_errors=True)
+            remove_tree(p)
             removed.append(p)
         for p in run_dir.glob(".old_step_*"):  # killed between moving it aside and the new one landing
             final = run_dir / p.name.removeprefix(".old_")
-            if final.exists():
-                shutil.rmtree(p, ignore_errors=True)
+            if os.path.lexists(final) or p.is_symlink():
+                remove_tree(p)
             else:
                 os.replace(p, final)
     return removed
 
 
 def list_checkpoints(run_dir: Path) -> list[Path]:
-    """Complete checkpoints, oldest first."""
+    """Complete checkpoints, oldest first (a link named step_* is not one of ours: never read, never pruned)."""
     if not run_dir.is_dir():
         return []
-    return sorted(p for p in run_dir.glob("step_*") if p.is_dir() and (p / "meta.json").is_file())
+    return sorted(p for p in run_dir.glob("step_*")
+                  if p.is_dir() and not p.is_symlink() and (p / "meta.json").is_file())
 
 
 def latest_path(run_dir: Path) -> Path | None:
@@ -235,8 +316,10 @@ class NotAStateDict(ValueError):
 
 def load(path: Path, rank: int = 0) -> Loaded:
     path = Path(path)
-    if path.is_symlink() or path.name == "latest":
-        path = path.resolve()
+    if path.is_symlink() or path.name in ("latest", "best"):
+        path, note = link_target(path)
+        if note:
+            print(f"note: {note}")
     missing = [f for f in FILES if not (path / f).is_file()]
     if missing:
         raise CheckpointError(f"checkpoint {path} is incomplete: missing {', '.join(missing)}")
@@ -288,10 +371,10 @@ def prune(run_dir: Path, keep_last: int, log=print) -> None:
         meta = read_meta(p)
         if meta is None:
             aside = run_dir / f".quarantine_{p.name}"
-            shutil.rmtree(aside, ignore_errors=True)
+            remove_tree(aside)
             os.replace(p, aside)
             log(f"warning: {p}/meta.json is unreadable; moved the checkpoint to {aside} (not counted, not loaded)")
         elif meta.get("kind") not in KEPT_KINDS:
             periodic.append((meta["step"], p))
     for _, p in sorted(periodic)[:-keep_last]:
-        shutil.rmtree(p, ignore_errors=True)
+        remove_tree(p)

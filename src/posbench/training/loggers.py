@@ -20,6 +20,7 @@ from pathlib import Path
 from posbench.config import RunConfig
 from posbench.config_loader import to_dict
 from posbench.data.paths import is_inside
+from posbench.fileio import open_append
 from posbench.training import distributed as dist
 
 
@@ -45,7 +46,7 @@ class JsonlLogger(Logger):
         self.path = path
 
     def log(self, metrics):
-        with open(self.path, "a") as f:
+        with open_append(self.path) as f:  # never through a link planted at metrics.jsonl (LinkError)
             f.write(json.dumps(metrics, sort_keys=True) + "\n")
             f.flush()
 

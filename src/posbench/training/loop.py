@@ -79,6 +79,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
     run_dir, existed = choose_run_dir(cfg, plan.end_tokens, ident)
     lock_run_dir(run_dir, held)  # before touching anything in it: one run per directory
     ckpt.cleanup_partial(run_dir)
+    ckpt.repair_links(run_dir)  # a `cp -rL` copy's `latest` directory becomes a link again, before any training
     dist.barrier()
     loaded = resume_source(cfg, run_dir, existed, print if dist.is_main() else (lambda *_: None))
     if loaded is not None:
