@@ -11,17 +11,21 @@ from __future__ import annotations
 
 import sys
 
+from posbench.cli.errors_cli import cli_entry
 
-def main(argv: list[str] | None = None) -> None:
-    """The lm_eval command line (it reads sys.argv) with the `posbench` model registered."""
+
+@cli_entry
+def main(argv: list[str] | None = None) -> int:
+    """The lm_eval command line (it reads sys.argv) with the `posbench` model registered; a posbench error
+    (a damaged checkpoint: exit code 4) is one line, as in every command."""
     from lm_eval.__main__ import cli_evaluate
 
     import posbench.interop.lm_eval_model  # noqa: F401  (registers `--model posbench`)
 
-    if argv is not None:
-        sys.argv = [sys.argv[0], *argv]
+    sys.argv = [sys.argv[0], *argv]
     cli_evaluate()
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

@@ -7,7 +7,8 @@ lm_eval 0.4.13 discovers models only through its own registry (no plugin entry p
 registered by importing this module; `python -m posbench.interop.lm_eval_model` (= `posbench lm-eval`, console
 script `posbench-lm-eval`: posbench/cli/lm_eval.py) is the `lm_eval` command line with it imported first.
 
-model_args: checkpoint (a run, its `latest` or a step_N dir), device (cpu), batch_size (8), max_length.
+model_args: checkpoint (a run, its `latest` or a step_N dir; `pretrained=` is accepted for it, the harness's
+usual name), device (cpu), batch_size (8), max_length.
 max_length is the longest input scored: by default the PE's range when it is bounded (a learned table),
 else the training length; a bounded PE caps it. Longer inputs are truncated from the left to their last
 max_length tokens, as the harness's own models do, and every call that truncates logs a warning saying so.
@@ -45,9 +46,13 @@ def _truncation_warning(kind: str, n: int, total: int, limit: int, why: str) -> 
 
 @register_model("posbench")
 class PosbenchLM(TemplateLM):
-    def __init__(self, checkpoint: str, device: str = "cpu", batch_size: int | str = 8, max_length: int | None = None,
-                 max_batch_size: int | None = None, **kwargs):
+    def __init__(self, checkpoint: str = "", device: str = "cpu", batch_size: int | str = 8,
+                 max_length: int | None = None, max_batch_size: int | None = None, pretrained: str = "", **kwargs):
         super().__init__()
+        if not (checkpoint or pretrained) or (checkpoint and pretrained and checkpoint != pretrained):
+            raise ConfigError("--model posbench: give the checkpoint once, as --model_args checkpoint=RUN "
+                              "(or pretrained=RUN, the harness's usual name)")
+        checkpoint = checkpoint or pretrained
         from posbench.data.layout import DataLayout
         from posbench.evaluation.generate import supports_cache
         from posbench.evaluation.loading import load_model

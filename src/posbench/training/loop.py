@@ -81,6 +81,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
     loaded = resume_source(cfg, run_dir, existed, print if dist.is_main() else (lambda *_: None))
     if loaded is not None:
         check_resume_compatible(cfg, loaded, ident)
+        ckpt.check_state_matches(model.state_dict(), loaded.model, loaded.path / "model.pt")  # one line, exit 4
 
     model = model.to(device)  # after the checks above: no device memory is spent on a run that fails them
     wrapped = dist.wrap_model(model, cfg.train.parallel, device)
