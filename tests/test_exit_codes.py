@@ -114,7 +114,8 @@ OTHER = {
 }
 
 DRIVER = textwrap.dedent("""
-    import contextlib, io, json, os, sys, traceback
+    import contextlib, io, json, os, resource, sys, traceback
+    resource.setrlimit(resource.RLIMIT_AS, (8 << 30, 8 << 30))  # the alias bomb must not take the machine down
     from posbench.cli.main import main
 
     out = {}
