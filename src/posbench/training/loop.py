@@ -102,7 +102,8 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
                       "run_dir": str(loaded.path.parent), "step": step, "tokens": tokens}
         if loaded.rng is not None:
             ckpt.set_rng_state(loaded.rng)
-    logger = make_logger(cfg, run_dir, run_id, parent)
+    resumed_here = loaded is not None and loaded.path.parent == run_dir  # (a branch starts its own metrics)
+    logger = make_logger(cfg, run_dir, run_id, parent, resumed_step=step if resumed_here else None)
     run_id = logger.run_id or run_id
     if dist.is_main():
         logger.message(describe(cfg, plan, run_dir) + (f" | resumed from {loaded.path}" if loaded else ""))
