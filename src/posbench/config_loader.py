@@ -225,6 +225,13 @@ def parse_override(text: str) -> dict:
     return nested
 
 
+def split_sources(sources: list[str]) -> tuple[list[str], list[str]]:
+    """Positional sources -> (YAML files, dotted overrides), order kept within each. A source naming an existing
+    file is that file even with `=` in its name (`lr=3e-3.yaml`); any other source with `=` is an override."""
+    files = [s for s in sources if "=" not in s or Path(s).is_file()]
+    return files, [s for s in sources if s not in files]
+
+
 def nested(dotted: str, value: Any) -> dict:
     """`model.d_model`, 128 -> {"model": {"d_model": 128}}: a typed value placed at a dotted key."""
     out: Any = value

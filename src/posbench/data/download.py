@@ -14,6 +14,7 @@ import hashlib
 import http.client
 import os
 import re
+import sys
 import threading
 import time
 import urllib.error
@@ -118,14 +119,16 @@ class Downloader:
                             report.downloaded.append(f.path)
                         except DownloadError as e:
                             failures.append(str(e))
-                            tqdm.write(f"error: {e}")
+                            if len(failures) > 1:  # the first is the final error's text: each is printed once
+                                tqdm.write(f"failed: {e}", file=sys.stderr)
                 except BaseException:  # Ctrl-C or an unexpected error: stop the other threads too
                     self._stop.set()
                     raise
         report.seconds = time.perf_counter() - t0
         if failures:
-            raise DownloadError(f"{len(failures)} of {len(todo)} files failed (the others are done and "
-                                f"recorded); first: {failures[0]}")
+            raise DownloadError(f"{len(failures)} of {len(todo)} files failed (the others are done and recorded"
+                                f"{'; the later failures are listed above' if len(failures) > 1 else ''}); "
+                                f"first: {failures[0]}")
         return report
 
     def _one(self, f: RemoteFile, manifest: Manifest, bar) -> int:
