@@ -95,7 +95,8 @@ COMMANDS = {
     "eval": lambda d: ["eval", f"{d}/{STEP}", "--suite", "ppl", "--ppl-text", f"{d}/../text.txt", "--out",
                        f"{d}/ev", "--no-progress", "--device", "cpu"],
     "export": lambda d: ["export", f"{d}/{STEP}", f"{d}/hf"],
-    "lm-eval": lambda d: ["lm-eval", "--model", "posbench", "--model_args", f"checkpoint={d}/{STEP}", "--tasks",
+    # `pretrained=`, the harness's usual name, is `checkpoint=` (tests/test_lm_eval_model.py uses that one)
+    "lm-eval": lambda d: ["lm-eval", "--model", "posbench", "--model_args", f"pretrained={d}/{STEP}", "--tasks",
                           "lambada_openai", "--device", "cpu", "--limit", "1"],
 }
 # the other kinds, where a command has them: (argv builder, env, code, text)
@@ -111,6 +112,10 @@ OTHER = {
     "export": {"missing": (lambda d: ["export", f"{d}/nowhere", f"{d}/hf"], {}, 4, "no such checkpoint")},
     "lm-eval": {"bad_input": (lambda d: ["lm-eval", "--model", "posbench", "--model_args", "max_length=64", "--tasks",
                                          "lambada_openai"], {}, 2, "give the checkpoint once")},
+    # the commands that take no checkpoint: a config they read that is an alias bomb
+    "study": {"bad_input": (lambda d: ["study", f"{d}/bomb.yaml", "--out", f"{d}/st"], {}, 2, "refused")},
+    "sweep": {"bad_input": (lambda d: ["sweep", f"{d}/bomb.yaml", "--out", f"{d}/sw"], {}, 2, "refused")},
+    "data": {"bad_input": (lambda d: ["data", "info", f"{d}/bomb.yaml"], {}, 2, "refused")},
 }
 
 DRIVER = textwrap.dedent("""
@@ -160,14 +165,14 @@ def run_cases(root: Path, cases: dict) -> dict:
     return json.loads(lines[-1].removeprefix("RESULTS "))
 
 
-@pytest.mark.parametrize("command", list(COMMANDS))
+@pytest.mark.parametrize("command", list(OTHER))
 def test_every_kind_of_failure_has_one_exit_code_in_every_command(trained, tmp_path, command):
     if command == "export":
         pytest.importorskip("transformers")
     if command == "lm-eval":
         pytest.importorskip("lm_eval")
     cases, expected = {}, {}
-    for name, (damage, file, text) in DAMAGED.items():
+    for name, (damage, file, text) in DAMAGED.items() if command in COMMANDS else ():
         d = tmp_path / name
         shutil.copytree(trained / "r", d / "r", symlinks=True)
         shutil.copy(trained / "text.txt", tmp_path / "text.txt")
@@ -177,6 +182,8 @@ def test_every_kind_of_failure_has_one_exit_code_in_every_command(trained, tmp_p
     for name, (argv, env, code, text) in OTHER[command].items():
         d = tmp_path / name
         shutil.copytree(trained / "r", d / "r", symlinks=True)
+        _config_bomb(d)  # d/config.yaml
+        (d / "config.yaml").rename(d / "bomb.yaml")
         cases[name] = [argv(str(d)), env]
         expected[name] = (code, [text])
     results = run_cases(tmp_path, cases)
@@ -189,7 +196,7 @@ def test_every_kind_of_failure_has_one_exit_code_in_every_command(trained, tmp_p
         assert "Traceback" not in err and len(errors) == 1 and lines[-1] == errors[0], where
         if name in DAMAGED and command != "lm-eval":  # (the harness logs its own lines before ours)
             assert len(lines) == 1, where
-        assert all(t in errors[0] for t in texts), where
+        assert all(t in errors[0] for t in texts) and errors[0].count(texts[0]) == 1, where  # the path once
         for internal in ("weights_only", "PytorchStreamReader", "central directory", "Unpickler", "torch.Size",
                          "Error(s) in loading", "please report this as a bug"):
             assert internal not in err, where
