@@ -225,7 +225,7 @@ def is_state_dict(state: object) -> bool:
 PICK_ANOTHER = "Pick another step_N of the run"
 
 
-def read_tensors(file: Path, mmap: bool = False) -> object:
+def read_tensors(file: Path, mmap: bool = False, what: str = "model weights") -> object:
     """torch.load(file) as weights only (loading runs no code: a pickled object other than tensors is refused
     unread), every failure a one-line CheckpointError naming the file. torch's own text is not passed on: it
     is long, and for a refused pickle it advises loading with weights_only=False, which would run the code of
@@ -242,7 +242,7 @@ def read_tensors(file: Path, mmap: bool = False) -> object:
             # only) to say what it holds
             return torch.load(file, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError:
-        raise CheckpointError(f"{file}: cannot be read as model weights: it holds Python objects other than "
+        raise CheckpointError(f"{file}: cannot be read as {what}: it holds Python objects other than "
                               "tensors, refused unread (checkpoints are loaded as weights only, so a file from "
                               f"someone else runs no code); not a posbench checkpoint. {PICK_ANOTHER}") from None
     except MemoryError:
@@ -250,7 +250,7 @@ def read_tensors(file: Path, mmap: bool = False) -> object:
     except Exception as e:  # noqa: BLE001 - torch raises RuntimeError, EOFError, zipfile errors, ... for a bad file
         if isinstance(e, OSError) and not isinstance(e, EOFError):  # unreadable (permissions), not damaged
             raise CheckpointError(f"{file}: cannot be read ({e.strerror or type(e).__name__})") from None
-        raise CheckpointError(f"{file}: cannot be read as model weights: the file is truncated, damaged or not a "
+        raise CheckpointError(f"{file}: cannot be read as {what}: the file is truncated, damaged or not a "
                               f"PyTorch checkpoint. {PICK_ANOTHER}") from None
 
 
@@ -343,9 +343,9 @@ def load(path: Path, rank: int = 0) -> Loaded:
                               f"{PICK_ANOTHER}")
     read_config_file(path)
     model = read_state_dict(path / "model.pt")
-    optim = read_tensors(path / "optim.pt")
+    optim = read_tensors(path / "optim.pt", what="optimizer state")
     rng_file = path / f"rng_rank{rank}.pt"
-    rng = read_tensors(rng_file) if rng_file.is_file() else None
+    rng = read_tensors(rng_file, what="RNG state") if rng_file.is_file() else None
     return Loaded(path, model, optim, meta, rng)
 
 
