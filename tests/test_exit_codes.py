@@ -202,3 +202,11 @@ def test_every_kind_of_failure_has_one_exit_code_in_every_command(trained, tmp_p
             assert internal not in err, where
         assert len(errors[0]) < 400, where
     assert not list(tmp_path.rglob(MARKER)), "the pickle's code ran"
+
+
+def test_the_readme_error_example_is_what_train_prints(tmp_path):
+    text = (ROOT / "README.md").read_text()
+    shown = text.split("$ python train.py model.d_modle=256\n", 1)[1].split("\n```", 1)[0].strip()
+    proc = subprocess.run([sys.executable, str(ROOT / "train.py"), "model.d_modle=256"], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, "POSBENCH_DEBUG": "0"})
+    assert proc.returncode == 2 and proc.stderr.strip() == shown
