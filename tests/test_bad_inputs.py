@@ -1,5 +1,5 @@
 """The bad-input table: each bad input gives one line `error: ...` naming the file or key, a documented
-non-zero exit code, no traceback, and nothing written."""
+non-zero exit code (2; 4 for a checkpoint that is not one), no traceback, and nothing written."""
 
 import os
 import subprocess
@@ -89,7 +89,7 @@ CASES = {
     "malformed_yaml": (_yaml, 2, "error: bad.yaml: not valid YAML: expected ',' or ']'"),
     "binary_config": (_binary, 2, "error: blob.yaml: not a UTF-8 text file"),
     "bad_override": (_override, 2, "error: override `model.d_model`: value `[1` is not valid YAML"),
-    "model_pt_list": (_list_model, 2, "model.pt: holds a list, not a state dict of tensors"),
+    "model_pt_list": (_list_model, 4, "model.pt: holds a list, not a state dict of tensors"),
     "empty_identity": (_empty_identity, 2, "identity.json is empty or not JSON"),
     "out_dir_under_file": (_out_dir_under_file, 2, "error: [Errno 20] Not a directory: 'f/sub/"),
     "study_yaml": (_study_yaml, 2, "s.yaml: not valid YAML"),

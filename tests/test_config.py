@@ -120,3 +120,19 @@ def test_describe_model_script():
     out = subprocess.run([sys.executable, "scripts/describe_model.py", "--model-size", "tiny", "--pe-type",
                           "alibi"], capture_output=True, text=True, check=True).stdout
     assert "58,727,680" in out and "flex x6" in out
+
+
+def test_a_config_file_with_an_equals_sign_in_its_name_is_read_as_a_file(tmp_path, monkeypatch):
+    """A positional naming an existing file is that file, `=` or not; other `key=value` text is an override."""
+    from posbench.cli.data import _config, _parser
+    from posbench.config import config_from_args, config_parser
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "lr=3e-3.yaml").write_text("optim:\n  lr: 3.0e-3\n")
+    args = config_parser("t").parse_args(["lr=3e-3.yaml", "model.d_model=96", "--model-size", "nano"])
+    cfg = config_from_args(args)
+    assert cfg.optim.lr == 3e-3 and cfg.model.d_model == 96
+    (tmp_path / "root=here.yaml").write_text("data:\n  root: here\n")
+    assert _config(_parser().parse_args(["info", "root=here.yaml"])).root == "here"
+    with pytest.raises(ConfigError, match="unknown config key `nothere"):
+        config_from_args(config_parser("t").parse_args(["nothere=1.yaml"]))  # no such file: an override

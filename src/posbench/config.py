@@ -19,7 +19,7 @@ import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posbench.config_loader import ConfigError, Override, dump_yaml, load, nearest, nested
+from posbench.config_loader import ConfigError, Override, dump_yaml, load, nearest, nested, split_sources
 from posbench.data.data_config import (  # noqa: F401  (re-exported: the assembly point scripts import from)
     DEFAULT_MIX_TASKS,
     DataConfig,
@@ -106,7 +106,8 @@ def config_parser(description: str) -> argparse.ArgumentParser:
     presets and dotted overrides as positionals, `--model-size` and `--pe-type` as familiar shortcuts."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument("sources", nargs="*", metavar="FILE.yaml | key.sub=value",
-                   help="YAML presets merged left to right, then dotted overrides")
+                   help="YAML presets merged left to right, then dotted overrides (an existing file is read as "
+                        "YAML even with `=` in its name)")
     p.add_argument("--model-size", help="model preset: nano, tiny, small, medium, large")
     p.add_argument("--pe-type", help="positional encoding (see --list-pe-types); sets pe.name")
     return p
@@ -115,6 +116,5 @@ def config_parser(description: str) -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace, flags: list[dict] = ()) -> RunConfig:
     """Positionals are YAML files and dotted text (parsed once, in the loader); `flags` are mappings of
     the values argparse already holds, applied last, as they are."""
-    files = [s for s in args.sources if "=" not in s]
-    overrides = [s for s in args.sources if "=" in s]
+    files, overrides = split_sources(args.sources)
     return load_config(files, overrides + list(flags), model_size=args.model_size, pe_type=args.pe_type)

@@ -9,6 +9,14 @@ Rules (why: a typo in a sweep config silently training the wrong model wastes GP
 - a field annotated with a *polymorphic* base (a class with a `registry_lookup(name)` classmethod)
   picks its concrete dataclass from the `name` key of its mapping, so each variant validates its
   own fields (`pe.name=alibi pe.theta=1` fails: alibi has no `theta`).
+
+Bounded (DESIGN.md, style 21): every YAML text we read (a config file, a checkpoint's config.yaml, an
+override's value) goes through `parse_yaml`: a file larger than MAX_CONFIG_BYTES is refused before it is
+read, nesting deeper than MAX_DEPTH is refused while the YAML is composed (before Python's recursion limit),
+anchors and aliases are allowed but the document they expand to may hold at most MAX_NODES nodes (a
+"billion laughs" file of 3 KB is refused in milliseconds), and a key given twice in one mapping is an error
+naming the key and both lines (the last one silently winning hides typos). Messages show values through
+`posbench.errors.brief`, bounded whatever the value.
 """
 
 from __future__ import annotations
@@ -24,8 +32,15 @@ import yaml
 
 from posbench.errors import (  # defined once, with its exit code; importable from here as before
     ConfigError,
+    brief,
+    clip,
     user_path_error,
 )
+
+MAX_CONFIG_BYTES = 1 << 20  # 1 MiB; the largest preset is 3 KB
+MAX_DEPTH = 32  # nested mappings/lists; a run config is 4 deep
+MAX_NODES = 100_000  # scalars, lists and mappings in the document with every alias expanded
+MAX_INT = 2**63
 
 
 def require(cond: bool, message: str) -> None:
@@ -50,19 +65,116 @@ def yaml_problem(e: yaml.YAMLError) -> str:
     return f"{problem} (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else problem
 
 
-def load_yaml(path: str | Path) -> dict:
+class YAMLLimitError(yaml.MarkedYAMLError):
+    """The YAML is well formed but beyond a limit (depth, expanded size) or ambiguous (a key given twice)."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """yaml.SafeLoader that counts nesting while composing and refuses duplicate keys while constructing."""
+
+    def __init__(self, stream):
+        super().__init__(stream)
+        self.depth = 0
+
+    def compose_node(self, parent, index):
+        self.depth += 1
+        try:
+            if self.depth > MAX_DEPTH:
+                raise YAMLLimitError(problem=f"nested deeper than {MAX_DEPTH} levels",
+                                     problem_mark=self.peek_event().start_mark)
+            return super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            lines: dict = {}
+            for key_node, _ in node.value:
+                if key_node.tag == "tag:yaml.org,2002:merge" or not isinstance(key_node, yaml.ScalarNode):
+                    continue  # `<<: *base` merges are meant to be overridden
+                key = self.construct_object(key_node)
+                if key in lines:
+                    raise YAMLLimitError(problem=f"key `{_key(key)}` given twice (lines {lines[key]} and "
+                                                 f"{key_node.start_mark.line + 1}); keep one")
+                lines[key] = key_node.start_mark.line + 1
+        return super().construct_mapping(node, deep)
+
+
+def _expanded_size(node: yaml.Node) -> None:
+    """Refuse a document whose aliases expand past MAX_NODES nodes or MAX_DEPTH levels, or refer to
+    themselves; a pass over the composed graph, each node counted once (so the check itself is linear)."""
+    memo: dict[int, tuple[int, int]] = {}
+    open_: set[int] = set()
+
+    def size(n: yaml.Node) -> tuple[int, int]:  # (nodes when expanded, depth when expanded)
+        if id(n) in memo:
+            return memo[id(n)]
+        if id(n) in open_:
+            raise YAMLLimitError(problem="an alias refers to the node that contains it", problem_mark=n.start_mark)
+        children = [] if isinstance(n, yaml.ScalarNode) else (
+            n.value if isinstance(n, yaml.SequenceNode) else [c for pair in n.value for c in pair])
+        open_.add(id(n))
+        count, depth = 1, 1
+        for c in children:
+            c_count, c_depth = size(c)
+            count, depth = count + c_count, max(depth, c_depth + 1)
+            if count > MAX_NODES or depth > MAX_DEPTH:
+                what = f"more than {MAX_NODES:,} values" if count > MAX_NODES else f"deeper than {MAX_DEPTH} levels"
+                raise YAMLLimitError(problem=f"its anchors and aliases expand to {what}", problem_mark=n.start_mark)
+        open_.discard(id(n))
+        memo[id(n)] = (count, depth)
+        return count, depth
+
+    size(node)
+
+
+def parse_yaml(text: str):
+    """YAML text -> Python values with yaml.SafeLoader's types, within the module's limits. Raises
+    yaml.YAMLError (YAMLLimitError for a limit) or ValueError (a value PyYAML cannot build, e.g. an integer
+    of 5000 digits or the date 2024-13-45)."""
+    loader = _BoundedLoader(text)
+    try:
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        _expanded_size(node)
+        return loader.construct_document(node)
+    finally:
+        loader.dispose()
+
+
+def read_bounded(path: Path, limit: int, what: str = "a config") -> bytes:
+    """The bytes of a regular file the user gave, refused (ConfigError) past `limit` bytes, before it is read
+    (and the read itself stops at limit + 1, should the file grow meanwhile)."""
+    try:
+        size = path.stat().st_size
+        if size <= limit:
+            with path.open("rb") as f:
+                data = f.read(limit + 1)
+            size = len(data)
+    except OSError as e:  # the user's file exists but cannot be read (permissions, a FIFO gone, ...)
+        raise user_path_error(e) from e
+    if size > limit:
+        raise ConfigError(f"{path}: {size:,} bytes is more than {what} may hold ({limit:,} bytes); is it the "
+                          "right file?")
+    return data
+
+
+def load_yaml(path: str | Path, limit: int = MAX_CONFIG_BYTES) -> dict:
     path = Path(path)
     if not path.is_file():
         raise ConfigError(f"config file {path} does not exist")
+    raw = read_bounded(path, limit)
     try:
-        with path.open(encoding="utf-8") as f:
-            data = yaml.safe_load(f)
+        data = parse_yaml(raw.decode("utf-8"))
     except UnicodeDecodeError as e:
         raise ConfigError(f"{path}: not a UTF-8 text file (byte {e.start}); pass a YAML config") from None
+    except YAMLLimitError as e:
+        raise ConfigError(f"{path}: refused: {yaml_problem(e)}") from None
     except yaml.YAMLError as e:
         raise ConfigError(f"{path}: not valid YAML: {yaml_problem(e)}") from None
-    except OSError as e:  # the user's file exists but cannot be read (permissions, a FIFO gone, ...)
-        raise user_path_error(e) from e
+    except ValueError as e:
+        raise ConfigError(f"{path}: a value YAML cannot build: {brief(str(e), 120)}") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
@@ -96,9 +208,13 @@ def parse_override(text: str) -> dict:
     if not key or any(not part for part in key.split(".")):
         raise ConfigError(f"override `{text}` has an empty key part")
     try:
-        value = yaml.safe_load(raw) if raw != "" else ""
+        value = parse_yaml(raw) if raw != "" else ""
+    except YAMLLimitError as e:
+        raise ConfigError(f"override `{key}`: value `{clip(raw)}` refused: {yaml_problem(e)}") from None
     except yaml.YAMLError as e:
-        raise ConfigError(f"override `{key}`: value `{raw}` is not valid YAML: {yaml_problem(e)}") from None
+        raise ConfigError(f"override `{key}`: value `{clip(raw)}` is not valid YAML: {yaml_problem(e)}") from None
+    except ValueError as e:
+        raise ConfigError(f"override `{key}`: value `{clip(raw)}` cannot be built: {brief(str(e), 120)}") from None
     nested: dict = {}
     cursor = nested
     parts = key.split(".")
@@ -107,6 +223,13 @@ def parse_override(text: str) -> dict:
         cursor = cursor[part]
     cursor[parts[-1]] = value
     return nested
+
+
+def split_sources(sources: list[str]) -> tuple[list[str], list[str]]:
+    """Positional sources -> (YAML files, dotted overrides), order kept within each. A source naming an existing
+    file is that file even with `=` in its name (`lr=3e-3.yaml`); any other source with `=` is an override."""
+    files = [s for s in sources if "=" not in s or Path(s).is_file()]
+    return files, [s for s in sources if s not in files]
 
 
 def nested(dotted: str, value: Any) -> dict:
@@ -140,6 +263,10 @@ def load(cls, files: list[str | Path] = (), overrides: list[Override] = (), base
     return from_dict(cls, merge_sources(list(files), list(overrides), base), where)
 
 
+def _key(k) -> str:
+    return clip(k, 40) if isinstance(k, str) else brief(k, 40)
+
+
 def _is_polymorphic(tp) -> bool:
     return isinstance(tp, type) and hasattr(tp, "registry_lookup")
 
@@ -160,37 +287,41 @@ def _coerce(value: Any, tp, where: str):
                 return _coerce(value, arg, where)
             except ConfigError as e:
                 errors.append(str(e))
-        raise ConfigError(errors[0] if len(errors) == 1 else f"{where}: {value!r} fits none of {tp}")
+        raise ConfigError(errors[0] if len(errors) == 1 else f"{where}: {brief(value)} fits none of {tp}")
     if origin is Literal:
         allowed = get_args(tp)
         if value not in allowed:
-            raise ConfigError(f"{where}: {value!r} is not one of {list(allowed)}"
-                              + (nearest(str(value), map(str, allowed)) if isinstance(value, str) else ""))
+            raise ConfigError(f"{where}: {brief(value)} is not one of {list(allowed)}"
+                              + (nearest(clip(value), map(str, allowed)) if isinstance(value, str) else ""))
         return value
     if origin in (list, tuple):
         if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}: expected a list, got {type(value).__name__} {value!r}")
+            raise ConfigError(f"{where}: expected a list, got {type(value).__name__} {brief(value)}")
         (item_tp, *_rest) = get_args(tp) or (Any,)
         items = [_coerce(v, item_tp, f"{where}[{i}]") for i, v in enumerate(value)]
         return items if origin is list else tuple(items)
     if origin is dict:
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__}")
-        return dict(value)
+            raise ConfigError(f"{where}: expected a mapping, got {type(value).__name__} {brief(value)}")
+        key_tp, value_tp = get_args(tp) or (Any, Any)
+        return {_coerce(k, key_tp, f"{where} key"): _coerce(v, value_tp, f"{where}.{_key(k)}")
+                for k, v in value.items()}
     if dataclasses.is_dataclass(tp):
         if dataclasses.is_dataclass(value):
             value = to_dict(value)
         if not isinstance(value, dict):
-            raise ConfigError(f"{where}: expected a mapping for {tp.__name__}, got {value!r}")
+            raise ConfigError(f"{where}: expected a mapping for {tp.__name__}, got {brief(value)}")
         return from_dict(tp, value, where)
     if tp is bool:
         if isinstance(value, bool):
             return value
-        raise ConfigError(f"{where}: expected true/false, got {value!r}")
+        raise ConfigError(f"{where}: expected true/false, got {brief(value)}")
     if tp is int:
         if isinstance(value, bool):
-            raise ConfigError(f"{where}: expected an integer, got {value!r}")
+            raise ConfigError(f"{where}: expected an integer, got {brief(value)}")
         if isinstance(value, int):
+            if not -MAX_INT < value < MAX_INT:  # every integer setting ends up in torch or numpy (int64)
+                raise ConfigError(f"{where}: {brief(value)} is out of range (an integer setting is below 2**63)")
             return value
         if isinstance(value, float) and value.is_integer():
             return int(value)  # `1e9` parses as a float in YAML; it is still a whole number
@@ -202,22 +333,25 @@ def _coerce(value: Any, tp, where: str):
             else:
                 if f.is_integer():
                     return int(f)
-        raise ConfigError(f"{where}: expected an integer, got {value!r}")
+        raise ConfigError(f"{where}: expected an integer, got {brief(value)}")
     if tp is float:
         if isinstance(value, bool):
-            raise ConfigError(f"{where}: expected a number, got {value!r}")
+            raise ConfigError(f"{where}: expected a number, got {brief(value)}")
         if isinstance(value, (int, float)):
-            return float(value)
+            try:
+                return float(value)
+            except OverflowError:  # an integer of 400 digits
+                raise ConfigError(f"{where}: {brief(value)} is too large for a number") from None
         if isinstance(value, str):
             try:
                 return float(value)  # PyYAML reads `1e-3` (no dot) as a string
             except ValueError:
                 pass
-        raise ConfigError(f"{where}: expected a number, got {value!r}")
+        raise ConfigError(f"{where}: expected a number, got {brief(value)}")
     if tp is str:
         if isinstance(value, str):
             return value
-        raise ConfigError(f"{where}: expected a string, got {value!r}")
+        raise ConfigError(f"{where}: expected a string, got {brief(value)}")
     raise ConfigError(f"{where}: unsupported annotation {tp}")
 
 
@@ -227,6 +361,8 @@ def from_dict(cls, data: dict, where: str = ""):
         name = data.get("name", getattr(cls, "default_name", None))
         if name is None:
             raise ConfigError(f"{where or cls.__name__}: missing `name`")
+        if not isinstance(name, str):
+            raise ConfigError(f"{where + '.' if where else ''}name: expected a string, got {brief(name)}")
         cls = cls.registry_lookup(name, where)
         data = {**data, "name": name}
     hints = get_type_hints(cls)
@@ -235,8 +371,9 @@ def from_dict(cls, data: dict, where: str = ""):
     for key, value in data.items():
         if key not in fields:
             label = f"{where}." if where else ""
-            raise ConfigError(f"unknown config key `{label}{key}` for {cls.__name__}" + nearest(key, fields))
-        sub = f"{where}.{key}" if where else key
+            raise ConfigError(f"unknown config key `{label}{_key(key)}` for {cls.__name__}"
+                              + nearest(_key(key), fields))
+        sub = f"{where}.{key}" if where else key  # a field's name: the key is one of `fields`
         kwargs[key] = _coerce(value, hints[key], sub)
     try:
         obj = cls(**kwargs)

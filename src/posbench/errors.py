@@ -6,11 +6,17 @@ The bottom layer: it imports nothing from posbench, so every stage can raise the
 `exit_code`. Every other exception is a bug in our code and keeps its traceback (exit code 1), a missing
 file inside our own code included: it is not the user's bad input.
 
-Exit codes:
+Exit codes, the same for every command (tests/test_exit_codes.py runs each kind through each command):
     2  bad input: a config, flag, path, data file or YAML the user gave is wrong
-    3  training diverged (non-finite loss)
-    4  checkpoint missing, corrupt or incompatible
+    3  training diverged (a non-finite loss while training)
+    4  checkpoint missing, corrupt or incompatible: truncated or not a PyTorch file, Python objects other than
+       tensors (refused unread), tensors that do not fit its config.yaml, a damaged config.yaml or meta.json,
+       and weights that are not finite (NaN/inf: refused when loaded, for training, evaluation and export
+       alike, naming the tensors; a checkpoint is never evaluated into "n/a" cells)
     5  disk full (ENOSPC) while writing
+
+A message shows a value the user gave through `brief(value)`, never `repr(value)`: a config's value can be
+anything YAML can build, and an error message must not be the thing that exhausts memory.
 
 Builtin bases: each class also derives from the builtin exception it replaced (`ConfigError` a ValueError,
 `DataError` a RuntimeError, `UserPathError` an OSError with the OS's errno, `CheckpointError` a ConfigError
@@ -23,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import reprlib
 from collections.abc import Iterator
 from typing import ClassVar
 
@@ -90,6 +97,35 @@ class DiskFullError(CheckpointError):
     """No space left while writing (a checkpoint, shards, results); exit code 5."""
 
     exit_code = EXIT_DISK_FULL
+
+
+class _Brief(reprlib.Repr):
+    """reprlib's bounded repr (a few items per container, a few levels), with integers of any size."""
+
+    def __init__(self):
+        super().__init__()
+        self.maxlevel, self.maxdict, self.maxlist, self.maxtuple, self.maxset = 3, 4, 6, 6, 6
+        self.maxstring, self.maxlong, self.maxother = 60, 40, 60
+
+    def repr_int(self, x: int, level: int) -> str:
+        if x.bit_length() > 128:  # repr() of an int past 4300 digits raises ValueError
+            return f"<an integer of {x.bit_length()} bits>"
+        return super().repr_int(x, level)
+
+
+_BRIEF = _Brief()
+
+
+def brief(value: object, limit: int = 100) -> str:
+    """`repr(value)` for an error message, bounded whatever the value: at most a few items of each container
+    and a few levels deep (so a YAML alias bomb is never expanded), then cut to `limit` characters with an
+    ellipsis. The one way a message shows a value the user gave."""
+    return clip(_BRIEF.repr(value), limit)
+
+
+def clip(text: str, limit: int = 100) -> str:
+    """`text` cut to `limit` characters with an ellipsis: text the user typed, quoted in a message."""
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 def user_path_error(e: OSError, what: str = "") -> PosbenchError:

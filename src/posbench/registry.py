@@ -17,6 +17,7 @@ import inspect
 from collections.abc import Callable, Iterator
 
 from posbench.config_loader import ConfigError, nearest
+from posbench.errors import clip
 
 
 def _declares_name(config_cls) -> bool:
@@ -70,7 +71,8 @@ class Registry:
         if name not in self._classes:
             where = where or self.where
             at = f" at {where}" if where else ""
-            raise ConfigError(f"unknown {self.kind} `{name}`{at}" + nearest(name, self._classes) + self.hint)
+            raise ConfigError(f"unknown {self.kind} `{clip(name, 60)}`{at}" + nearest(clip(name, 60), self._classes)
+                              + self.hint)
         return self._classes[name]
 
     def config(self, name: str, where: str | None = None) -> type:

@@ -113,15 +113,15 @@ def test_in_distribution_cells_stay_inside_the_training_length(runs, tmp_path):
     assert "no answer token of the cell lies past the training length" in summary  # the footnote names every reason
 
 
-@pytest.mark.parametrize("case,message", [
-    ("missing", "no such checkpoint"),
-    ("corrupt", "model.pt: cannot be read as model weights"),
-    ("config", "config.yaml"),
-    ("rope_on_learned", "needs a rotary PE"),
-    ("suite", "unknown suite `pkey` (did you mean `passkey`?)"),
-    ("key", "unknown config key `ppl.strides`"),
+@pytest.mark.parametrize("case,code,message", [  # 4: a bad checkpoint, as in every command; 2: bad input
+    ("missing", 4, "no such checkpoint"),
+    ("corrupt", 4, "model.pt: cannot be read as model weights"),
+    ("config", 4, "config.yaml"),
+    ("rope_on_learned", 2, "needs a rotary PE"),
+    ("suite", 2, "unknown suite `pkey` (did you mean `passkey`?)"),
+    ("key", 2, "unknown config key `ppl.strides`"),
 ])
-def test_errors_name_the_problem_before_any_work(runs, tmp_path, capsys, case, message):
+def test_errors_name_the_problem_before_any_work(runs, tmp_path, capsys, case, code, message):
     bad = tmp_path / "bad_run"
     if case in ("corrupt", "config"):
         shutil.copytree(runs["rope"] / "latest", bad)
@@ -132,7 +132,7 @@ def test_errors_name_the_problem_before_any_work(runs, tmp_path, capsys, case, m
                                                                          "--rope-scaling", "pi", "--rope-factor", "2"],
             "suite": [str(runs["rope"]), "--suite", "ppl,pkey"], "key": [str(runs["rope"]), "--set", "ppl.strides=3"]}
     out = tmp_path / "out"
-    assert main_eval([*args[case], "--out", str(out), "--ppl-text", str(runs["text"]), "--no-progress"]) == 2
+    assert main_eval([*args[case], "--out", str(out), "--ppl-text", str(runs["text"]), "--no-progress"]) == code
     err = capsys.readouterr().err
     assert message in err
     if case in ("missing", "corrupt", "config"):

@@ -7,7 +7,8 @@
 
 Any command takes config sources after it: YAML files (with a top-level `data:` mapping) and dotted
 overrides such as `data.root=/scratch/data` or `data.source.name=local data.source.paths=[my/*.jsonl]`.
-With none, the defaults are configs/data/fineweb_edu.yaml's. Exit codes: 0 ok, 1 data error, 2 config.
+With none, the defaults are configs/data/fineweb_edu.yaml's. Exit codes: 0 ok, 2 bad input (a config, a data
+file, an unreachable hub: one line `error: ...`), 5 disk full; 1 is a bug (with its traceback).
 """
 
 from __future__ import annotations
@@ -29,7 +30,8 @@ def _parser() -> argparse.ArgumentParser:
     def command(name: str, help: str) -> argparse.ArgumentParser:
         c = sub.add_parser(name, help=help, description=help)
         c.add_argument("sources", nargs="*", metavar="FILE.yaml | data.key=value",
-                       help="YAML presets merged left to right, then dotted overrides")
+                       help="YAML presets merged left to right, then dotted overrides (an existing file is "
+                            "read as YAML even with `=` in its name)")
         c.add_argument("--data", metavar="PRESET", help="a preset from configs/data/ (e.g. fineweb_edu)")
         return c
 
@@ -92,10 +94,9 @@ def main_eval_sets(argv: list[str] | None = None) -> int:
 
 def _config(args):
     from posbench.config import load_config, preset_path
-    from posbench.config_loader import nested
+    from posbench.config_loader import nested, split_sources
 
-    files = [s for s in args.sources if "=" not in s]
-    overrides = [s for s in args.sources if "=" in s]
+    files, overrides = split_sources(args.sources)
     if args.data:
         files.insert(0, preset_path("data", args.data))
     if getattr(args, "max_shards", None) is not None:

@@ -44,7 +44,8 @@ def offline_error(err: ConnectionError) -> DataError | None:
 
 @cli_entry
 def main(argv: list[str] | None = None) -> int:
-    """The lm_eval command line (it reads sys.argv) with the `posbench` model registered."""
+    """The lm_eval command line (it reads sys.argv) with the `posbench` model registered; a posbench error
+    (a damaged checkpoint: exit code 4) is one line, as in every command."""
     from lm_eval.__main__ import cli_evaluate
 
     import posbench.interop.lm_eval_model  # noqa: F401  (registers `--model posbench`)

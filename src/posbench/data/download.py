@@ -20,6 +20,7 @@ from __future__ import annotations
 import http.client
 import os
 import re
+import sys
 import threading
 import time
 import urllib.error
@@ -127,7 +128,8 @@ class Downloader:
                             report.downloaded.append(f.path)
                         except DownloadError as e:
                             failures.append(str(e))
-                            tqdm.write(f"error: {e}")
+                            if len(failures) > 1:  # the first is the final error's text: each is printed once
+                                tqdm.write(f"failed: {e}", file=sys.stderr)
                 except BaseException:  # Ctrl-C, SIGTERM or an unexpected error: stop the other threads too
                     self.stop()
                     pool.shutdown(wait=True, cancel_futures=True)  # quick: every open read was just cut
@@ -135,8 +137,9 @@ class Downloader:
                 pool.shutdown(wait=True)
         report.seconds = time.perf_counter() - t0
         if failures:
-            raise DownloadError(f"{len(failures)} of {len(todo)} files failed (the others are done and "
-                                f"recorded); first: {failures[0]}")
+            raise DownloadError(f"{len(failures)} of {len(todo)} files failed (the others are done and recorded"
+                                f"{'; the later failures are listed above' if len(failures) > 1 else ''}); "
+                                f"first: {failures[0]}")
         return report
 
     def _interrupted(self, url: str, part: Path) -> DownloadError:

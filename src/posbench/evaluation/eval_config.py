@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, make_dataclass
 from typing import Literal
 
 from posbench.config_loader import ConfigError, Override, load, to_dict
+from posbench.evaluation.lengths import check_lengths
 from posbench.evaluation.suites import ALL, SUITES, get_suite, suite_names
 from posbench.pe.rope_scaling import ScalingConfig
 
@@ -38,8 +39,7 @@ class EvalOptions:
                 get_suite(name)  # unknown names fail here, with the nearest valid one
         if not self.suites:
             raise ConfigError("suites is empty; pick from " + ", ".join([*suite_names(), "all"]))
-        if any(L < 2 for L in self.lengths):
-            raise ConfigError(f"lengths must be >= 2 tokens, got {self.lengths}")
+        check_lengths(self.lengths, "lengths")  # 2 .. 2**24 tokens (evaluation/lengths.py)
         if self.batch_size < 1 or self.seed < 0:
             raise ConfigError("batch_size must be >= 1 and seed >= 0")
 

@@ -1,8 +1,9 @@
 """eval.py's work, readable top to bottom: plan every checkpoint, then evaluate them one at a time.
 
     plan     each checkpoint checked (config, weights, shapes; on the meta device, no memory), its
-             tokenizer built, --rope-scaling checked against its PE, every suite constructed (data
-             loaded): any error names the checkpoint or file before the first model runs
+             tokenizer built, --rope-scaling checked against its PE, its lengths checked against the
+             device's memory (evaluation/lengths.py), every suite constructed (data loaded): any error
+             names the checkpoint or file before the first model runs
     run      per checkpoint: load weights, apply RoPE scaling, run the suites under one progress bar,
              write results.json + summary.md + plots
     compare  for several checkpoints: one comparison summary and shared plots
@@ -25,9 +26,12 @@ from posbench.errors import user_paths
 from posbench.evaluation import eval_report
 from posbench.evaluation.eval_config import EvalConfig
 from posbench.evaluation.evaluator import Evaluator, Session, Target
+from posbench.evaluation.lengths import check_fits
 from posbench.evaluation.loading import inspect_checkpoint, load_model
+from posbench.evaluation.retrieval import RetrievalGrid
 from posbench.evaluation.scaling import apply_rope_scaling, check_rope_scaling
 from posbench.evaluation.suites import get_suite
+from posbench.model.kernels import auto_kernel_name
 from posbench.training.checkpoint import read_meta
 from posbench.training.device import choose_precision, pick_device
 
@@ -74,7 +78,16 @@ def check_tokenizer(path: str, step_dir: Path, built: str, allow: bool) -> None:
                         "at the data it was trained with, or pass --allow-tokenizer-mismatch to evaluate anyway")
 
 
-def plan(paths: list[str], cfg: EvalConfig) -> list[Planned]:
+def materialises_scores(run_cfg, meta_model, device: torch.device) -> bool:
+    """Whether the model's attention on `device` builds the (heads, L, L) scores: the eager kernel."""
+    pe = getattr(meta_model, "pe", None)
+    if pe is None:  # no attention (Mamba)
+        return False
+    name = run_cfg.model.attention
+    return (auto_kernel_name(pe, device.type) if name == "auto" else name) == "eager"
+
+
+def plan(paths: list[str], cfg: EvalConfig, device: torch.device) -> list[Planned]:
     inspected = [inspect_checkpoint(p, _overrides(cfg)) for p in paths]
     planned = []
     for path, label, (step_dir, run_cfg, meta_model) in zip(paths, labels_for([i[0] for i in inspected]),
@@ -94,6 +107,12 @@ def plan(paths: list[str], cfg: EvalConfig) -> list[Planned]:
                               f"only {run_cfg.model.vocab_size}; this checkpoint was not trained on this tokenizer")
         target = Target(label, step_dir, run_cfg, tokenizer, cfg.lengths_for(run_cfg.model.seq_len), cfg.seed,
                         cfg.batch_size, meta_model.pe.max_positions)
+        scores = materialises_scores(run_cfg, meta_model, device)
+        elem = 2 if choose_precision(cfg.precision, device.type).name == "bf16" else 4
+        for name in cfg.suite_list():  # before any suite builds its prompts
+            lengths = getattr(cfg.suite_config(name), "lengths", None) or target.lengths
+            check_fits(f"{path} (--suite {name})", lengths, run_cfg.model, scores,
+                       issubclass(get_suite(name), RetrievalGrid), device, elem)
         planned.append(Planned(target, [get_suite(n)(cfg.suite_config(n), target) for n in cfg.suite_list()]))
     return planned
 
@@ -138,7 +157,7 @@ def run_eval(paths: list[str], cfg: EvalConfig, out: str | Path | None = None, l
     if not paths:
         raise ConfigError("no checkpoint given: python eval.py CKPT [CKPT ...]")
     device = choose_device(cfg.device)
-    planned = plan(paths, cfg)
+    planned = plan(paths, cfg, device)
     out_dir = Path(out) if out else default_out(planned)
     written, payloads = {}, []
     for p in planned:

@@ -1,5 +1,7 @@
-"""Checkpoint directory -> (RunConfig, Transformer) for evaluation. weights_only loading, YAML via
-safe_load: a checkpoint received from someone else cannot run code.
+"""Checkpoint directory -> (RunConfig, Transformer) for evaluation, through training/checkpoint.py's readers
+(weights only, YAML within the config loader's limits: a checkpoint received from someone else cannot run
+code or exhaust memory; NaN/inf weights refused), so evaluation, export and lm-eval refuse a damaged
+checkpoint exactly as resuming does: one line naming the file, exit code 4.
 
 `inspect_checkpoint` checks a checkpoint completely (config, weights readable, every tensor name and
 shape matching the model the config describes) without allocating the model, so eval.py can check
@@ -8,7 +10,6 @@ every checkpoint it was given before evaluating the first one.
 
 from __future__ import annotations
 
-import json
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,10 +17,17 @@ from pathlib import Path
 import torch
 
 from posbench.config import RunConfig
-from posbench.config_loader import ConfigError, from_dict, load_yaml
+from posbench.config_loader import ConfigError, from_dict
 from posbench.model.build import build_model
 from posbench.model.transformer import Transformer
-from posbench.training.checkpoint import CheckpointError, NotAStateDict, link_target, read_state_dict
+from posbench.training.checkpoint import (
+    CheckpointError,
+    check_state_matches,
+    link_target,
+    read_config_file,
+    read_meta_file,
+    read_state_dict,
+)
 
 
 @dataclass
@@ -49,42 +57,29 @@ def resolve_checkpoint(path: str | Path) -> Path:
 
 
 def _config(step_dir: Path, overrides: dict | None) -> RunConfig:
+    raw = read_config_file(step_dir)  # bounded, like every config; CheckpointError naming the file
+    for key, value in (overrides or {}).items():
+        if not isinstance(raw.get(key, {}), dict):
+            raise CheckpointError(f"{step_dir / 'config.yaml'}: `{key}` is not a mapping; the checkpoint is damaged")
+        raw[key] = {**raw.get(key, {}), **value}
     try:
-        raw = load_yaml(step_dir / "config.yaml")
-        for key, value in (overrides or {}).items():
-            raw[key] = {**raw.get(key, {}), **value}
         return from_dict(RunConfig, raw).resolve()
     except ConfigError as e:
         raise CheckpointError(f"{step_dir / 'config.yaml'}: {e}") from None
-    except Exception as e:  # yaml.YAMLError and friends: a damaged file
-        raise CheckpointError(f"{step_dir / 'config.yaml'}: unreadable ({type(e).__name__}: {e})") from None
-
-
-def _state(step_dir: Path, mmap: bool) -> dict:
-    try:
-        return read_state_dict(step_dir / "model.pt", mmap)
-    except NotAStateDict as e:
-        raise CheckpointError(f"{step_dir / 'model.pt'}: holds a {e.held}, not a state dict of "
-                              "tensors; not a posbench model checkpoint. Pick another step_N of the run") from None
-    except Exception as e:  # truncated zip, not a torch file, pickled code refused by weights_only, ...
-        raise CheckpointError(f"{step_dir / 'model.pt'}: cannot be read as model weights ({type(e).__name__}: "
-                              f"{str(e)[:200]}); the file is damaged or not a posbench checkpoint. Pick another "
-                              "step_N of the run") from None
 
 
 def _load_into(model: Transformer, state: dict, step_dir: Path, assign: bool = False) -> None:
-    try:
-        model.load_state_dict(state, assign=assign)
-    except RuntimeError as e:
-        raise CheckpointError(f"{step_dir / 'model.pt'} does not match the model in its config.yaml: "
-                              f"{str(e)[:300]}") from None
+    check_state_matches(model.state_dict(), state, step_dir / "model.pt")
+    model.load_state_dict(state, assign=assign)
 
 
 def inspect_checkpoint(path: str | Path, overrides: dict | None = None) -> tuple[Path, RunConfig, Transformer]:
     """(step dir, config, model on the meta device with the checkpoint's shapes); raises CheckpointError."""
     step_dir = resolve_checkpoint(path)
     cfg = _config(step_dir, overrides)
-    state = _state(step_dir, mmap=True)  # memory-mapped: nothing read beyond the index
+    if (step_dir / "meta.json").is_file():
+        read_meta_file(step_dir)  # a damaged one is refused here, before any checkpoint is evaluated
+    state = read_state_dict(step_dir / "model.pt", mmap=True)  # memory-mapped: read in slices, never copied
     with torch.device("meta"):
         model = build_model(cfg.model, cfg.pe, "cpu")
     _load_into(model, {k: v.to("meta") for k, v in state.items()}, step_dir, assign=True)
@@ -99,6 +94,6 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", overrides: 
     cfg = _config(step_dir, overrides)
     device = torch.device(device)
     model = build_model(cfg.model, cfg.pe, device.type)
-    _load_into(model, _state(step_dir, mmap=False), step_dir)
-    meta = json.loads((step_dir / "meta.json").read_text()) if (step_dir / "meta.json").is_file() else {}
+    _load_into(model, read_state_dict(step_dir / "model.pt"), step_dir)
+    meta = read_meta_file(step_dir) if (step_dir / "meta.json").is_file() else {}
     return LoadedModel(step_dir, cfg, model.to(device).eval(), meta)

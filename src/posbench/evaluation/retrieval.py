@@ -35,9 +35,11 @@ from posbench.data.layout import DataLayout
 from posbench.data.loader import split_shards
 from posbench.data.shards import open_shard
 from posbench.data.tasks import Example, Task, TextFiller, build_task
+from posbench.errors import brief
 from posbench.evaluation import eval_plots
 from posbench.evaluation.evaluator import Evaluator, Session, Target
 from posbench.evaluation.generate import decode, greedy_generate
+from posbench.evaluation.lengths import check_lengths
 from posbench.evaluation.markdown import fmt, md_table, pct
 
 CORPUS_FILLER_TOKENS = 1 << 20  # tokens of filler shards decoded (the filler wraps around when shorter)
@@ -54,9 +56,8 @@ class GridConfig:
 
     def __post_init__(self):
         if self.n_samples < 1 or not self.depths or any(not 0.0 <= d <= 1.0 for d in self.depths):
-            raise ConfigError(f"{self.task_name}: need n_samples >= 1 and depths in [0, 1], got {self.depths}")
-        if any(L < 2 for L in self.lengths):
-            raise ConfigError(f"{self.task_name}: lengths must be >= 2 tokens, got {self.lengths}")
+            raise ConfigError(f"{self.task_name}: need n_samples >= 1 and depths in [0, 1], got {brief(self.depths)}")
+        check_lengths(self.lengths, f"{self.task_name}.lengths")
         if self.task.name != self.task_name:
             raise ConfigError(f"{self.task_name}.task must be a `{self.task_name}` task config, got `{self.task.name}`")
 

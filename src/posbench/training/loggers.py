@@ -6,7 +6,9 @@ Every metric dict carries `tokens` (the x-axis) and `step`. Implementations:
   WandbLogger   online when WANDB_API_KEY (or a sweep agent's WANDB_SWEEP_ID) is set, else offline;
                 tokens as the step metric
   NullLogger    for ranks other than 0
-`make_logger` picks them for a run (a branch run's WandB curves start with its parent's history).
+`make_logger` picks them for a run (a branch run's WandB curves start with its parent's history). A run
+resumed from step N first drops the rows metrics.jsonl holds for steps after N (`drop_rows_after`): the run
+logs those steps again, and a reader must find each step once.
 No configs or logs ever contain the environment or API keys: WandB reads its key itself.
 """
 
@@ -20,7 +22,7 @@ from pathlib import Path
 from posbench.config import RunConfig
 from posbench.config_loader import to_dict
 from posbench.data.paths import is_inside
-from posbench.fileio import open_append
+from posbench.fileio import open_append, write_text
 from posbench.training import distributed as dist
 
 
@@ -117,9 +119,36 @@ def read_history(jsonl: Path, up_to_tokens: int) -> list[dict]:
     return [r for r in rows if r.get("tokens", 0) <= up_to_tokens]
 
 
-def make_logger(cfg: RunConfig, run_dir: Path, run_id: str, parent: dict | None) -> Logger:
+def _logged_after(line: str, step: int) -> bool:
+    """Whether a metrics.jsonl line is a row of a step after `step`; a torn line (a crash mid-write) counts."""
+    try:
+        row = json.loads(line)
+    except ValueError:
+        return True
+    return not isinstance(row, dict) or not isinstance(row.get("step"), int) or row["step"] > step
+
+
+def drop_rows_after(jsonl: Path, step: int) -> int:
+    """Rewrite metrics.jsonl (atomically) without the rows of steps after `step`; returns how many it dropped."""
+    if not jsonl.is_file():
+        return 0
+    lines = jsonl.read_text().splitlines(keepends=True)
+    kept = [line for line in lines if line.strip() and not _logged_after(line, step)]
+    dropped = sum(1 for line in lines if line.strip()) - len(kept)
+    if dropped:
+        write_text(jsonl, "".join(line if line.endswith("\n") else line + "\n" for line in kept))
+    return dropped
+
+
+def make_logger(cfg: RunConfig, run_dir: Path, run_id: str, parent: dict | None,
+                resumed_step: int | None = None) -> Logger:
+    """The run's loggers (rank 0); `resumed_step`: this run directory continues from that step's checkpoint."""
     if not dist.is_main():
         return NullLogger()
+    dropped = drop_rows_after(run_dir / "metrics.jsonl", resumed_step) if resumed_step is not None else 0
+    if dropped:
+        print(f"resuming at step {resumed_step}: dropped {dropped} rows of {run_dir / 'metrics.jsonl'} logged after "
+              "it (those steps run again)", file=sys.stderr)
     loggers: list[Logger] = [JsonlLogger(run_dir / "metrics.jsonl"), ConsoleLogger()]
     if cfg.logging.wandb != "disabled":
         history, group = [], cfg.logging.group

@@ -84,6 +84,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
     loaded = resume_source(cfg, run_dir, existed, print if dist.is_main() else (lambda *_: None))
     if loaded is not None:
         check_resume_compatible(cfg, loaded, ident)
+        ckpt.check_state_matches(model.state_dict(), loaded.model, loaded.path / "model.pt")  # one line, exit 4
 
     model = model.to(device)  # after the checks above: no device memory is spent on a run that fails them
     wrapped = dist.wrap_model(model, cfg.train.parallel, device)
@@ -104,7 +105,8 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
                       "run_dir": str(loaded.path.parent), "step": step, "tokens": tokens}
         if loaded.rng is not None:
             ckpt.set_rng_state(loaded.rng)
-    logger = make_logger(cfg, run_dir, run_id, parent)
+    resumed_here = loaded is not None and loaded.path.parent == run_dir  # (a branch starts its own metrics)
+    logger = make_logger(cfg, run_dir, run_id, parent, resumed_step=step if resumed_here else None)
     run_id = logger.run_id or run_id
     if dist.is_main():
         logger.message(describe(cfg, plan, run_dir) + (f" | resumed from {loaded.path}" if loaded else ""))

@@ -77,6 +77,8 @@ def agreed_load(decide) -> ckpt.Loaded | None:
         except ckpt.CheckpointError as e:
             error = e
     if dist.any_rank(error is not None, dist.collective_device()):
+        if error is not None and not dist.is_distributed():
+            raise error
         if error is not None:
             raise ckpt.CheckpointError(f"rank {dist.rank()}: {error}; all ranks stop") from error
         raise ckpt.CheckpointError(f"another rank could not load checkpoint {choice or '(rank 0 found none)'}; "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import json
 import re
+import shutil
 from pathlib import Path
 
 import torch
@@ -18,7 +19,7 @@ import torch
 from posbench.config import RunConfig
 from posbench.config_loader import ConfigError, to_dict
 from posbench.data.errors import DataError
-from posbench.errors import PosbenchError, user_paths
+from posbench.errors import PosbenchError, user_path_error, user_paths
 from posbench.fileio import DirLock, write_text
 from posbench.training import distributed as dist
 
@@ -65,8 +66,9 @@ def find_run_dir(out_dir: Path, name: str, identity: dict) -> tuple[Path, bool]:
     while True:
         candidate = out_dir / (name if version == 1 else f"{name}_v{version}")
         ident_file = candidate / "identity.json"
-        if not candidate.exists():
-            return candidate, False
+        if not candidate.exists() or (candidate.is_dir() and not candidate.is_symlink()
+                                      and not any(candidate.iterdir())):
+            return candidate, False  # an empty directory (a start that failed before writing) holds nothing
         if ident_file.is_file() and read_identity(ident_file) == identity:
             return candidate, True
         version += 1
@@ -81,8 +83,16 @@ def read_identity(path: Path) -> dict:
 
 
 def claim_run_dir(run_dir: Path, identity: dict) -> None:
+    """Create the run directory and write its identity.json; when that write fails (a full disk) the directory
+    is removed again if this call created it, and the error names the file."""
+    created = not run_dir.exists()
     run_dir.mkdir(parents=True, exist_ok=True)
-    _atomic_json(run_dir / "identity.json", identity)
+    try:
+        _atomic_json(run_dir / "identity.json", identity)
+    except OSError as e:
+        if created:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise user_path_error(e, f"cannot write {run_dir / 'identity.json'}") from e
 
 
 def identity(cfg: RunConfig, data_fingerprint: str) -> dict:

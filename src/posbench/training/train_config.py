@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from posbench.config_loader import ConfigError
+from posbench.errors import brief
 
 
 @dataclass
@@ -81,7 +82,7 @@ class TrainConfig:
 
     def __post_init__(self):
         if not self.target_budgets or any(b <= 0 for b in self.target_budgets):
-            raise ConfigError(f"train.target_budgets must be positive numbers, got {self.target_budgets}")
+            raise ConfigError(f"train.target_budgets must be positive numbers, got {brief(self.target_budgets)}")
         positive = ("global_batch_tokens", "micro_batch", "log_interval", "eval_batches", "loss_chunk_tokens")
         for name in positive:
             if getattr(self, name) <= 0:

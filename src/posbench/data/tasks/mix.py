@@ -36,6 +36,7 @@ import numpy as np
 
 from posbench.data.tasks.filler import Filler
 from posbench.data.tasks.task import Task, TaskConfig, build_task, require
+from posbench.errors import brief, clip
 
 EXAMPLES_PER_FILE = 1 << 32  # example-index stride between input files: more task docs than any file holds
 CORPUS = "corpus"  # the kind of a document that is not a task document
@@ -56,14 +57,15 @@ class TaskMixConfig:
         require(0.0 <= self.ratio < 1.0, f"data.mix.ratio={self.ratio} must be in [0, 1) (0.1 = a tenth of the "
                                          f"train {self.unit} come from tasks)")
         names = [t.name for t in self.tasks]
-        require(len(set(names)) == len(names), f"data.mix.tasks {names} list a task twice")
+        require(len(set(names)) == len(names), f"data.mix.tasks {brief(names)} list a task twice")
         require(self.seed >= 0, f"data.mix.seed={self.seed} must be >= 0")
         unknown = sorted(set(self.weights) - set(names))
-        require(not unknown, f"data.mix.weights names {unknown}, which data.mix.tasks does not list ({names})")
+        require(not unknown, f"data.mix.weights names {brief(unknown)}, which data.mix.tasks does not list "
+                            f"({brief(names)})")
         for name, w in self.weights.items():
             require(isinstance(w, (int, float)) and not isinstance(w, bool) and w > 0,
-                    f"data.mix.weights.{name}={w!r} must be a number > 0 (drop the task from data.mix.tasks "
-                    f"to leave it out)")
+                    f"data.mix.weights.{clip(str(name), 40)}={brief(w)} must be a number > 0 (drop the task from "
+                    "data.mix.tasks to leave it out)")
 
     def task_weights(self) -> list[float]:
         return [float(self.weights.get(t.name, 1.0)) for t in self.tasks]
