@@ -130,11 +130,20 @@ def build_tables(sweep: SweepConfig, runs: list[Run], results: dict[str, dict]) 
 
 
 def chance_line(runs: list[Run], results: dict[str, dict]) -> str:
-    chance = {}
+    """Exact match of whole answers by uniform guessing, per task and split, as the table measures (mean over the
+    examples; results written before it existed give the per-token chance, labelled so)."""
+    whole: dict[str, dict[str, float]] = {}
+    per_token: dict[str, float] = {}
     for run in runs:
         for c in _algorithmic(results.get(run.name, {"suites": {}})):
-            chance[c["task"]] = c["chance_per_token"]
-    return ", ".join(f"{k} {v:.0%}" for k, v in sorted(chance.items()))
+            if c.get("chance_whole_answer") is not None:
+                whole.setdefault(c["task"], {})["ID" if c["split"] == "id" else "OOD"] = c["chance_whole_answer"]
+            else:
+                per_token[c["task"]] = c["chance_per_token"]
+    parts = [f"{task} " + " / ".join(f"{splits[k]:.1%} {k}" for k in ("ID", "OOD") if k in splits)
+             for task, splits in sorted(whole.items())]
+    parts += [f"{task} {v:.0%} per token" for task, v in sorted(per_token.items()) if task not in whole]
+    return ", ".join(parts)
 
 
 def commonest_answer_line(runs: list[Run], results: dict[str, dict]) -> str:
@@ -177,8 +186,8 @@ def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], 
         ("Algorithmic tasks, pretrained with the mix (exact match, %)", tables["algorithmic"], True,
          "Zero-shot in the mix's own prompt format; ID = the training range of the task, OOD = longer "
          "instances; exact match of whole answers, and, where answers reach past the training length, the share "
-         "of those answer tokens right (*beyond train length*). Per-token chance: " + chance_line(runs, results)
-         + "; for the yes/no tasks (one answer word) exact match by chance is the same, for longer answers ~0."
+         "of those answer tokens right (*beyond train length*). Exact match by chance (whole answers guessed "
+         "uniformly): " + chance_line(runs, results) + "."
          + (f" Always giving the commonest answer of these examples scores: {commonest}." if commonest else "")),
         ("Passkey retrieval (accuracy %, mean over depths)", tables["passkey"], True, "Columns: length in tokens."),
         ("Needle in a haystack (accuracy %, mean over depths)", tables["niah"], True, "Columns: length in tokens."),
