@@ -35,3 +35,16 @@ def write_word_corpus(folder: Path, n_files: int, docs_per_file: int, words: tup
                  for _ in range(docs_per_file)]
         (folder / f"part{f}.jsonl").write_text("\n".join(lines) + "\n")
     return folder
+
+
+def catch_saved_figures(monkeypatch, module) -> dict:
+    """Wrap `module._save(fig, path, ...)` so a test can read the matplotlib figures it saved, by file name."""
+    caught = {}
+    save = module._save
+
+    def keep(fig, path, *args, **kwargs):
+        caught[path.name] = fig
+        return save(fig, path, *args, **kwargs)
+
+    monkeypatch.setattr(module, "_save", keep)
+    return caught

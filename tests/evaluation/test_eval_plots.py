@@ -5,19 +5,12 @@ import pytest
 
 from posbench.evaluation import eval_plots
 from posbench.evaluation.suites.algorithmic import Algorithmic
+from tests.conftest import catch_saved_figures
 
 
 @pytest.fixture
 def figures(monkeypatch):
-    caught = {}
-    save = eval_plots._save
-
-    def keep(fig, path, *args, **kwargs):
-        caught[path.name] = fig
-        return save(fig, path, *args, **kwargs)
-
-    monkeypatch.setattr(eval_plots, "_save", keep)
-    return caught
+    return catch_saved_figures(monkeypatch, eval_plots)
 
 
 def cell(task, split, acc, beyond=None):

@@ -9,19 +9,12 @@ import pytest
 
 from posbench.palette import pe_colour
 from posbench.sweeps import sweep_plots
+from tests.conftest import catch_saved_figures
 
 
 @pytest.fixture
 def figures(monkeypatch):
-    caught = {}
-    save = sweep_plots._save
-
-    def keep(fig, path, *args, **kwargs):
-        caught[path.name] = fig
-        return save(fig, path, *args, **kwargs)
-
-    monkeypatch.setattr(sweep_plots, "_save", keep)
-    return caught
+    return catch_saved_figures(monkeypatch, sweep_plots)
 
 
 def alg(task, split, acc, beyond=None):
