@@ -30,7 +30,7 @@ STAGE_CONFIGS = {
     "data/data_config.py": ("posbench.data",),
     "training/train_config.py": ("posbench.training",),
 }
-GENERIC = ("posbench.config_loader", "posbench.registry", "posbench.errors")
+GENERIC = ("posbench.config_loader", "posbench.registry", "posbench.errors", "posbench.yaml_io")
 
 
 def module_name(path: Path, root: Path = SRC) -> str:
@@ -209,8 +209,9 @@ def test_the_reader_sees_lazy_and_relative_imports(tmp_path):
 # nothing imports a shim.
 CLI = ("posbench.cli",)
 SHIMS = {"__main__.py", "data/prepare_fineweb.py", "evaluation/prepare_data.py", "app/__main__.py"}
-# The bottom layer (style 16, 14): errors carry exit codes, fileio writes atomically, stats summarises numbers.
-BOTTOM = {"errors.py": (), "fileio.py": ("posbench.errors",), "stats.py": ()}
+# The bottom layer (style 16, 14, 21): errors carry exit codes, fileio writes atomically, stats summarises
+# numbers, yaml_io reads YAML bounded.
+BOTTOM = {"errors.py": (), "fileio.py": ("posbench.errors",), "stats.py": (), "yaml_io.py": ("posbench.errors",)}
 
 
 def test_nothing_outside_cli_imports_a_command():

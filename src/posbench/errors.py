@@ -155,3 +155,8 @@ def user_paths(what: str = "") -> Iterator[None]:
         raise
     except OSError as e:
         raise user_path_error(e, what) from e
+
+
+def brief_key(k) -> str:
+    """A mapping key as messages show it: a string clipped, anything else bounded by `brief`."""
+    return clip(k, 40) if isinstance(k, str) else brief(k, 40)
