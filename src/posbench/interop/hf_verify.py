@@ -20,11 +20,16 @@ CHECK_TEXT = "The positional encoding of a transformer"
 CHECK_PROMPT, CHECK_NEW = 8, 8
 
 
-def check_prompt(tokenizer: Tokenizer, max_positions: int | None) -> tuple[list[int], int]:
+def check_prompt(tokenizer: Tokenizer, max_positions: int | None, boundary: int | None = None
+                 ) -> tuple[list[int], int]:
     """The generation check's prompt ids and number of new tokens, within a bounded PE's range (the last new
-    token is never fed back, so prompt + new - 1 positions are used)."""
+    token is never fed back, so prompt + new - 1 positions are used). `boundary`: a document-starting token
+    (model.packing) put in the prompt's middle, so that cached decoding continues a document begun in the
+    prompt after an earlier one."""
     limit = max_positions or CHECK_PROMPT + CHECK_NEW
     prompt = tokenizer.encode(CHECK_TEXT)[:max(1, min(CHECK_PROMPT, limit // 2))]
+    if boundary is not None and len(prompt) > 1:
+        prompt[len(prompt) // 2] = boundary
     return prompt, max(1, min(CHECK_NEW, limit - len(prompt) + 1))
 
 
@@ -111,15 +116,19 @@ def verify_generation(hf, model, prompt: list[int], n_new: int, whole_sequence: 
 
 
 def verify(out: Path, model, max_positions: int | None, trust_remote_code: bool, prompt: list[int], n_new: int,
-           whole_sequence: bool = False, cache_consistent: bool = True) -> tuple[float, float, list[str]]:
+           whole_sequence: bool = False, cache_consistent: bool = True, boundary: int | None = None
+           ) -> tuple[float, float, list[str]]:
     """Load the written directory with transformers and compare its logits with posbench's on random ids, then
     its greedy generation (verify_generation); returns (max |logit difference|, max |score difference| in
-    generation, notes), ConfigError beyond VERIFY_TOLERANCE (the directory is then not kept)."""
+    generation, notes), ConfigError beyond VERIFY_TOLERANCE (the directory is then not kept). `boundary`: the
+    token that starts a document (model.packing), put into the random ids so that each row holds several."""
     from transformers import AutoModelForCausalLM
 
     hf = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32, trust_remote_code=trust_remote_code).eval()
     T = min(32, max_positions or 32)
     ids = torch.randint(0, model.cfg.vocab_size, (2, T), generator=torch.Generator().manual_seed(0))
+    if boundary is not None:  # row 0: three documents, row 1: two, starting at different places
+        ids[0, T // 3], ids[0, 2 * T // 3], ids[1, T // 2] = boundary, boundary, boundary
     with torch.no_grad():
         want, got = model(ids).logits.float(), hf(ids).logits.float()
     diff = (got - want).abs().max().item()
