@@ -47,7 +47,7 @@ from posbench.config_loader import ConfigError, dump_yaml
 from posbench.data.tokenizers import BOS, Tokenizer
 from posbench.errors import BadInputError, user_paths
 from posbench.fileio import fsync_dir, link_error, remove_tree
-from posbench.interop.hf_verify import check_prompt, uses_dynamic_scaling, verify
+from posbench.interop.hf_verify import VERIFY_TOLERANCE, check_prompt, uses_dynamic_scaling, verify
 
 NOPE_FACTOR = 1e30  # linear RoPE scaling that makes every angle vanish (see the module docstring)
 REMOTE_DIR = Path(__file__).parent / "hf_remote"
@@ -276,9 +276,14 @@ def place(staging: Path, out: Path, overwrite: bool) -> None:
             aside.unlink()
 
 
-def export(checkpoint: str | Path, out_dir: str | Path, log=print, overwrite: bool = False) -> Path:
+def export(checkpoint: str | Path, out_dir: str | Path, log=print, overwrite: bool = False,
+           tolerance: float = VERIFY_TOLERANCE) -> Path:
     """Write the HF directory for `checkpoint` as out_dir (refused before writing anything when the PE or the
-    model cannot be expressed, or out_dir is not empty without `overwrite`). Returns out_dir."""
+    model cannot be expressed, or out_dir is not empty without `overwrite`; not kept when the check finds it
+    computing more than `tolerance` x the largest logit away from posbench). Returns out_dir."""
+    if not 0 < tolerance < 1:
+        raise ConfigError(f"the export check's tolerance must be in (0, 1) (relative to the largest logit), got "
+                          f"{tolerance}; the default is {VERIFY_TOLERANCE}")
     from safetensors.torch import save_file
     from transformers import GenerationConfig
 
@@ -321,7 +326,7 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print, overwrite: bo
         prompt, n_new = check_prompt(tokenizer, model.pe.max_positions, boundary)
         diff, gen_diff, notes = verify(tmp, model, model.pe.max_positions, bool(why_remote), prompt, n_new,
                                        whole_sequence, not uses_dynamic_scaling(dataclasses.asdict(run_cfg.pe)),
-                                       boundary)
+                                       boundary, tolerance)
         with user_paths():
             make_shareable(tmp)
             place(tmp, out, overwrite)

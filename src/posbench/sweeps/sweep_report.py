@@ -20,6 +20,7 @@ from posbench.fileio import atomic_open
 from posbench.stats import Summary, bootstrap_ci
 from posbench.studies.claims import claims_section
 from posbench.sweeps.sweep_spec import Run, SweepConfig
+from posbench.training.loggers import read_metrics_text
 
 
 def md_table(header: list[str], rows: list[list[str]]) -> str:
@@ -29,7 +30,7 @@ def md_table(header: list[str], rows: list[list[str]]) -> str:
 
 def metrics_rows(run: Run) -> list[dict]:
     path = Path(run.cfg.train.out_dir) / run.name / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    return [json.loads(line) for line in read_metrics_text(path).splitlines() if line.strip()] if path.is_file() else []
 
 
 def last(rows: list[dict], key: str) -> float | None:
