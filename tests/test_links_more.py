@@ -19,7 +19,16 @@ from posbench.data.errors import DataError
 from posbench.errors import EXIT_BAD_INPUT
 from posbench.fileio import LinkError, no_link_below
 from tests.app.helpers import TINY
-from tests.test_links import SECRET, plant, untouched, victim  # noqa: F401 - victim is a fixture
+from tests.test_links import SECRET, plant, untouched
+
+
+@pytest.fixture
+def victim(tmp_path):
+    """A file outside every posbench folder that a planted link points at (as in test_links.py)."""
+    path = tmp_path / "outside" / "victim.txt"
+    path.parent.mkdir()
+    path.write_bytes(SECRET)
+    return path
 
 
 def study_dir(tmp_path):

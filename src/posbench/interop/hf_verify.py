@@ -41,7 +41,7 @@ def not_kept(how: str, tolerance: float, difference: float | None = None) -> str
     if difference is not None and difference < NOISE_CEILING:  # float noise of a large model, perhaps
         advice = (f"if a relative difference of {difference:.3g} is acceptable to you (float32 noise grows with model "
                   f"size), re-run with --tolerance {difference * 2:.2g} (now {tolerance:.3g}); otherwise {advice}")
-    return f"; the export was not kept (nothing was written to the output directory). {advice[0].upper()}{advice[1:]}"
+    return "; the export was not kept (nothing was written to the output directory). " + advice[0].upper() + advice[1:]
 
 
 def check_prompt(tokenizer: Tokenizer, max_positions: int | None, boundary: int | None = None
@@ -79,8 +79,8 @@ def verify_generation(hf, model, prompt: list[int], n_new: int, whole_sequence: 
                       how: str = "export") -> tuple[float, list[str]]:
     """Greedy continuations of `prompt` by the loaded export, transformers' `generate` with its KV cache and
     without it, against posbench's own greedy loops (posbench.evaluation.generate: cached, and re-running the
-    sequence): the same tokens and per-step logits within `tolerance` (relative to the largest logit). Compared: cached with posbench's
-    cached loop, uncached with posbench's recomputing loop, and cached with uncached. Randomized positions
+    sequence): the same tokens and per-step logits within `tolerance` (relative to the largest logit). Compared:
+    cached with posbench's cached loop, uncached with posbench's recomputing loop, and cached with uncached. Randomized positions
     (`whole_sequence`) refuse the cache, so only uncached generation is compared there; a dynamically scaled
     RoPE (`cache_consistent` False) rotates cached keys at the length they were cached at, in posbench and in
     transformers' own dynamic RoPE alike, so its cached and uncached decodings are not compared with each
