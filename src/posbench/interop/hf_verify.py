@@ -81,11 +81,11 @@ def verify_generation(hf, model, prompt: list[int], n_new: int, whole_sequence: 
     without it, against posbench's own greedy loops (posbench.evaluation.generate: cached, and re-running the
     sequence): the same tokens and per-step logits within `tolerance` (relative to the largest logit). Compared:
     cached with posbench's cached loop, uncached with posbench's recomputing loop, and cached with uncached.
-    Randomized positions (`whole_sequence`) refuse the cache, so only uncached generation is compared there; a dynamically scaled
-    RoPE (`cache_consistent` False) rotates cached keys at the length they were cached at, in posbench and in
-    transformers' own dynamic RoPE alike, so its cached and uncached decodings are not compared with each
-    other. Returns (max |logit difference|, notes on what was not compared); ExportMismatchError names the first
-    mismatch (the pair, the step, the tokens, the max logit difference)."""
+    Randomized positions (`whole_sequence`) refuse the cache, so only uncached generation is compared there; a
+    dynamically scaled RoPE (`cache_consistent` False) rotates cached keys at the length they were cached at, in
+    posbench and in transformers' own dynamic RoPE alike, so its cached and uncached decodings are not compared
+    with each other. Returns (max |logit difference|, notes on what was not compared); ExportMismatchError names
+    the first mismatch (the pair, the step, the tokens, the max logit difference)."""
     from posbench.evaluation.generate import greedy_cached, greedy_recompute
 
     prompt_BT = torch.tensor([prompt], dtype=torch.long)
