@@ -240,7 +240,7 @@ def write_throughput(runs: list[Run], path: Path) -> None:
         m = metrics_rows(run)
         tps, mfu = median(m, "tokens_per_s"), median(m, "mfu")
         rows.append([run.name, f"{last(m, 'tokens') or 0:,.0f}", "n/a" if tps is None else f"{tps:,.0f}",
-                     "n/a" if not mfu else f"{100 * mfu:.1f}%"])  # 0: no known peak (CPU)
+                     "n/a" if not mfu else f"{100 * mfu:.1f}%"])  # None (0 in older logs): no known peak (CPU)
     text = ("# Throughput per run\n\nMedian over logged steps (wall-clock figures: they differ run to run, so "
             "they live here and not in report.md).\n\n"
             + md_table(["run", "tokens", "tokens/s", "MFU"], rows) + "\n")

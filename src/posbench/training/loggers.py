@@ -62,15 +62,22 @@ class JsonlLogger(Logger):
 
 
 class ConsoleLogger(Logger):
+    def __init__(self):
+        self.said_no_mfu = False
+
     def log(self, m):
         if "loss" not in m:
             if "val_loss" in m:
                 print(f"step {m['step']:>6} | tokens {m['tokens']:.3e} | val loss {m['val_loss']:.4f}", flush=True)
             return
+        if "mfu" not in m and not self.said_no_mfu:  # a row without it: no known peak (training/metrics.py)
+            print("mfu n/a (no peak for this device)", flush=True)
+            self.said_no_mfu = True
         eta = m.get("eta_s", 0)
+        util = f"mfu {100 * m['mfu']:.1f}% | " if "mfu" in m else ""
         print(f"step {m['step']:>6} | tokens {m['tokens']:.3e} | loss {m['loss']:.4f} | lr {m['lr']:.2e} | "
               f"grad {m.get('grad_norm', 0):.3f} | {m.get('tokens_per_s', 0):,.0f} tok/s | "
-              f"mfu {100 * m.get('mfu', 0):.1f}% | eta {int(eta) // 3600}h{int(eta) % 3600 // 60:02d}m", flush=True)
+              f"{util}eta {int(eta) // 3600}h{int(eta) % 3600 // 60:02d}m", flush=True)
 
     def message(self, text):
         print(text, file=sys.stderr, flush=True)
