@@ -28,7 +28,8 @@ def test_console_says_na_once_and_omits_the_field(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "mfu n/a (no peak for this device)"
     assert len(lines) == 4 and sum("mfu" in line for line in lines) == 1
-    assert lines[1] == "step      1 | tokens 5.120e+02 | loss 2.5000 | lr 1.00e-03 | grad 0.500 | 1,000 tok/s | eta 0h01m"
+    assert lines[1] == ("step      1 | tokens 5.120e+02 | loss 2.5000 | lr 1.00e-03 | grad 0.500 | 1,000 tok/s | "
+                        "eta 0h01m")
     ConsoleLogger().log({**ROW, "mfu": 0.4123})
     assert "| 1,000 tok/s | mfu 41.2% | eta 0h01m" in capsys.readouterr().out
 
