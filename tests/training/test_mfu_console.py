@@ -1,4 +1,4 @@
-"""MFU where no peak is known (issue 28): a CPU run logs no `mfu` and its console says "mfu n/a (no peak for this
+"""MFU where no peak is known: a CPU run logs no `mfu` and its console says "mfu n/a (no peak for this
 device)" once instead of a made-up "mfu 0.0%" on every line; with a known peak the value is the PaLM formula."""
 
 import json

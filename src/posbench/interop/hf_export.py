@@ -7,9 +7,9 @@ Two paths, chosen by what transformers can express:
   the formulas are the same (none; pi = `linear`; yarn, computed as transformers does, docs/pe_defaults.md).
   NoPE is Qwen3 with `linear` scaling by 1e30: every angle is below 1e-25 rad, no rotation in fp32.
 - Remote code, for every other PE (ALiBi, T5, KERPLE, FIRE, absolute tables, xPos, hybrids, ...), other
-  RoPE scalings, untied embeddings or no QK-norm: posbench's own parameter names, plus
-  `modeling_posbench.py` / `configuration_posbench.py` (hf_remote/; torch + transformers only) that
-  implement every PE family, loaded with `trust_remote_code=True` through `auto_map`.
+  RoPE scalings, untied embeddings, no QK-norm or rows split into documents (model.packing): posbench's own
+  parameter names, plus `modeling_posbench.py` / `configuration_posbench.py` (hf_remote/; torch + transformers
+  only) that implement every PE family, loaded with `trust_remote_code=True` through `auto_map`.
 Nothing is ever written as a model that computes something else: the remote code refuses PE options it does
 not implement, other architectures (encoder-decoder, Mamba) are refused, and every export is loaded back and
 compared with posbench before it is moved into place: logits on random ids (the full forward), and a short

@@ -21,6 +21,11 @@ each row's count of real tokens before it, which is what transformers' own model
 instead of being stored. Randomized positions are drawn per whole sequence (no cache, no padding), and
 dynamic RoPE scaling sets its frequencies from the longest position (no padding).
 
+Packed documents (config.packing, posbench's model.packing): a row is split into documents at `bos_id` (a pad is
+never a boundary; tokens before the first one are a document of their own); mask=document stops attention at a
+document's start, positions=document restarts token indices there. The documents of cached keys ride on the
+DynamicCache (DOCUMENTS_ATTR), as posbench's KVCache.documents, so cached decoding continues the current one.
+
 transformers' calling convention changed within 5.x: 5.0 passes the cache as `past_key_values` with a
 `cache_position` and always a mask; newer releases pass `cache`, drop an all-ones mask and read
 `output.cache`; both pass `position_ids` derived from the mask. forward accepts both names and ignores
