@@ -18,6 +18,7 @@ from posbench.evaluation.task_accuracy import attention_probs, score_rows
 from posbench.studies.cell_config import cell_config
 from posbench.studies.row_cache import CachedRows
 from posbench.studies.study_spec import Cell
+from posbench.training.loggers import read_metrics_text
 from posbench.training.loop import train
 
 
@@ -85,7 +86,7 @@ def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dic
     examples, x, _ = splits["id"]
     length = len(examples[0].tokens_T)
     attn = attention_probs(model, x[:1, :length])
-    losses = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    losses = [json.loads(line) for line in read_metrics_text(run_dir / "metrics.jsonl").splitlines()]
     shutil.rmtree(run_dir, ignore_errors=True)
     phases.lap("eval")
     return {"cell_id": cell.cell_id, "task": cell.task.name, "pe": cell.label, "seed": cell.seed,

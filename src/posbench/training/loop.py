@@ -183,8 +183,10 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
                 tps = (tokens - tokens_last) / max(now - t_last, 1e-9)
                 t_last, tokens_last = now, tokens
                 row = {"step": step, "tokens": tokens, **values, "ppl": math.exp(min(values["loss"], 80.0)), "lr": lr,
-                       "tokens_per_s": tps, "mfu": mfu(plan.flops_per_token, tps, peak, world),
-                       "eta_s": (plan.end_tokens - tokens) / max(tps, 1e-9), **peak_memory_gib(device)}
+                       "tokens_per_s": tps, "eta_s": (plan.end_tokens - tokens) / max(tps, 1e-9),
+                       **peak_memory_gib(device)}
+                if peak:  # no known peak (a CPU, an unlisted GPU): no mfu at all, never a made-up 0%
+                    row["mfu"] = mfu(plan.flops_per_token, tps, peak, world)
                 if dist.is_main():
                     row.update(logit_stats(out))
                 logger.log(row)

@@ -21,6 +21,11 @@ each row's count of real tokens before it, which is what transformers' own model
 instead of being stored. Randomized positions are drawn per whole sequence (no cache, no padding), and
 dynamic RoPE scaling sets its frequencies from the longest position (no padding).
 
+Packed documents (config.packing, posbench's model.packing): a row is split into documents at `bos_id` (a pad is
+never a boundary; tokens before the first one are a document of their own); mask=document stops attention at a
+document's start, positions=document restarts token indices there. The documents of cached keys ride on the
+DynamicCache (DOCUMENTS_ATTR), as posbench's KVCache.documents, so cached decoding continues the current one.
+
 transformers' calling convention changed within 5.x: 5.0 passes the cache as `past_key_values` with a
 `cache_position` and always a mask; newer releases pass `cache`, drop an all-ones mask and read
 `output.cache`; both pass `position_ids` derived from the mask. forward accepts both names and ignores
@@ -591,6 +596,73 @@ class Randomized(PE):
         return self.inner.layer_pe(layer)
 
 
+# -- packed documents (posbench's model.packing) -----------------------------------------------------------
+# posbench can train on windows split into documents at a boundary token (`bos_id`): mask=document stops attention
+# at a document's start, positions=document restarts positions there (posbench/model/packing.py). The fields and
+# values implemented here; any other is refused, as PE options are.
+PACKING_VALUES = {"mask": ("causal", "document"), "positions": ("window", "document")}
+DOCUMENTS_ATTR = "posbench_documents"  # where a DynamicCache carries the documents of its keys between calls
+
+
+def check_packing(packing: dict | None, pe: PE) -> dict | None:
+    """The packing config if it splits rows into documents (a switch on and a bos_id), None if it does not;
+    ValueError for a field or value this file does not implement."""
+    if not packing:
+        return None
+    unknown = set(packing) - set(PACKING_VALUES) - {"bos_id"}
+    if unknown:
+        raise ValueError(f"packing: field(s) {sorted(unknown)} are not implemented by modeling_posbench.py")
+    for key, values in PACKING_VALUES.items():
+        if packing.get(key, values[0]) not in values:
+            raise ValueError(f"packing.{key}={packing.get(key)!r} is not implemented (one of {list(values)})")
+    bos_id = packing.get("bos_id")
+    if bos_id is not None and (not isinstance(bos_id, int) or bos_id < 0):
+        raise ValueError(f"packing.bos_id must be a token id >= 0, got {bos_id!r}")
+    packing = {key: packing.get(key, values[0]) for key, values in PACKING_VALUES.items()} | {"bos_id": bos_id}
+    if bos_id is None or (packing["mask"], packing["positions"]) == ("causal", "window"):
+        return None
+    if pe.whole_sequence and packing["positions"] == "document":
+        # posbench draws one set of randomized positions per document; this file draws one per sequence
+        raise ValueError("randomized positions drawn per document (packing.positions=document with "
+                         "pe.sample_at_eval=true) are not implemented by modeling_posbench.py")
+    return packing
+
+
+@dataclass
+class Documents:
+    """One call's documents: each new token's document (doc_q_BT), each key's document and index within it
+    (doc_k_BS, within_BS; cached keys first), and what the next call continues from: each row's last document
+    (last_doc_B) and the token index where it started (start_B), as posbench's KVCache.documents."""
+
+    doc_q_BT: torch.Tensor
+    doc_k_BS: torch.Tensor
+    within_BS: torch.Tensor
+    last_doc_B: torch.Tensor
+    start_B: torch.Tensor
+
+
+def split_documents(ids_BT, index_BT, keep_BT, bos_id: int, before: Documents | None) -> Documents:
+    """The documents of T new tokens at token indices index_BT (keep_BT: real tokens, None = all), continuing
+    `before` (the cached keys' documents; None for a sequence's first call). A document starts at each bos_id;
+    tokens before the first one form a document of their own, as in posbench. A pad never starts one."""
+    is_bos_BT = ids_BT == bos_id
+    if keep_BT is not None:
+        is_bos_BT = is_bos_BT & keep_BT
+    doc_BT = is_bos_BT.long().cumsum(1)
+    start_BT = torch.where(is_bos_BT, index_BT, torch.full_like(index_BT, -1)).cummax(1).values
+    if before is None:
+        start_BT = start_BT.clamp_min(0)
+    else:
+        doc_BT = doc_BT + before.last_doc_B[:, None]
+        start_BT = torch.maximum(start_BT, before.start_B[:, None])
+    within_BT = index_BT - start_BT
+    doc_k_BS, within_BS = doc_BT, within_BT
+    if before is not None:
+        doc_k_BS = torch.cat((before.doc_k_BS, doc_BT), dim=1)
+        within_BS = torch.cat((before.within_BS, within_BT), dim=1)
+    return Documents(doc_BT, doc_k_BS, within_BS, doc_BT[:, -1], start_BT[:, -1])
+
+
 # -- the decoder -------------------------------------------------------------------------------------------
 class RMSNorm(nn.Module):
     def __init__(self, dim: int, eps: float):
@@ -675,6 +747,7 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
         dims = Dims(config.hidden_size, config.num_attention_heads, config.num_hidden_layers,
                     config.max_position_embeddings, config.init_std)
         self.pe = build_pe(config.pe, dims)
+        self.packing = check_packing(getattr(config, "packing", None), self.pe)
         if config.embed_scale not in EMBED_SCALES:
             raise ValueError(f"embed_scale={config.embed_scale!r} is not implemented by modeling_posbench.py")
         self.embed_scale = EMBED_SCALES[config.embed_scale](config.hidden_size)
@@ -722,7 +795,8 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
             cache = DynamicCache(config=self.config)
         B, T = input_ids.shape
         offset = cache.get_seq_length() if cache is not None else 0
-        index_BS, keep_BS = self.token_indices(attention_mask, position_ids, B, offset, T, input_ids.device)
+        index_BS, keep_BS, docs = self.token_indices(attention_mask, position_ids, B, offset, T, input_ids.device,
+                                                     input_ids, cache)
         pos_BS = self.pe.positions(index_BS)
         pos_BT = pos_BS[:, offset:]
         S = offset + T
@@ -733,6 +807,8 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
         allowed_BTS = (slot_S[None, :] <= query_T[:, None])[None]
         if keep_BS is not None:
             allowed_BTS = allowed_BTS & (keep_BS[:, None, :] | (slot_S[None, :] == query_T[:, None])[None])
+        if docs is not None and self.packing["mask"] == "document":
+            allowed_BTS = allowed_BTS & (docs.doc_q_BT[:, :, None] == docs.doc_k_BS[:, None, :])
         x = self.tok_emb(input_ids)
         x = self.pe.embed(x * self.embed_scale if self.embed_scale != 1.0 else x, pos_BT)
         for layer, block in enumerate(self.blocks):
@@ -746,9 +822,11 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
             loss = F.cross_entropy(logits[:, :-1].float().flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100)
         return CausalLMOutputWithPast(loss=loss, logits=logits, **{OUTPUT_CACHE_FIELD: cache})
 
-    def token_indices(self, attention_mask, position_ids, B: int, offset: int, T: int, device):
-        """(index_BS, keep_BS): each slot's token index (what the PE sees as its position) and which slots are
-        real tokens (None: all of them). Padded rows count only their real tokens, as transformers does."""
+    def token_indices(self, attention_mask, position_ids, B: int, offset: int, T: int, device, input_ids=None,
+                      cache=None):
+        """(index_BS, keep_BS, docs): each slot's token index (what the PE sees as its position; with document
+        positions its index within its document) and which slots are real tokens (None: all of them). Padded rows
+        count only their real tokens, as transformers does. docs: the documents (packing) or None."""
         S, keep_BS = offset + T, None
         if attention_mask is not None:
             if attention_mask.ndim != 2 or tuple(attention_mask.shape) != (B, S):
@@ -764,13 +842,36 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
                                  "(randomized) or frequencies (dynamic RoPE scaling) are set by the whole sequence, "
                                  "not per row; pass unpadded sequences of equal length")
             index_BS = (keep_BS.long().cumsum(-1) - 1).clamp_min(0)
+        docs = self.documents(input_ids, index_BS, keep_BS, offset, cache) if self.packing else None
+        accepted = [index_BS[:, offset:]]  # what generate passes
+        if docs is not None and self.packing["positions"] == "document":
+            index_BS = docs.within_BS
+            accepted.append(index_BS[:, offset:])  # the model's own positions, given back
         if position_ids is not None:
-            want_BT = index_BS[:, offset:]
-            real_BT = keep_BS[:, offset:] if keep_BS is not None else torch.ones_like(want_BT, dtype=torch.bool)
+            real_BT = keep_BS[:, offset:] if keep_BS is not None else torch.ones_like(accepted[0], dtype=torch.bool)
             if position_ids.ndim != 2 or position_ids.shape[-1] != T or \
-                    bool(((position_ids.to(device) != want_BT) & real_BT).any()):
+                    all(bool(((position_ids.to(device) != want_BT) & real_BT).any()) for want_BT in accepted):
                 # cached keys' positions are not stored but recomputed from the mask: other positions cannot be
                 # honoured, and the model was trained on token indices only
                 raise ValueError("position_ids must be the token indices implied by attention_mask (what generate "
-                                 "passes); modeling_posbench.py has no other positions")
-        return index_BS, keep_BS
+                                 "passes)" + (", or each token's index within its document (packing.positions="
+                                              "document; the model restarts positions at each bos_id itself)"
+                                              if len(accepted) > 1 else "")
+                                 + "; modeling_posbench.py has no other positions")
+        return index_BS, keep_BS, docs
+
+    def documents(self, input_ids, index_BS, keep_BS, offset: int, cache) -> Documents:
+        """This call's documents (split_documents), continuing those the cache carries, which then carries
+        these: cached keys keep the document and position they were written with."""
+        before = None
+        if offset:
+            before = getattr(cache, DOCUMENTS_ATTR, None)
+            if before is None or before.doc_k_BS.shape != (input_ids.shape[0], offset):
+                raise ValueError("this cache's keys carry no document boundaries of this model's (a cache filled "
+                                 "elsewhere, cropped or reordered, as beam search and assisted decoding do); "
+                                 "decode greedily or by sampling with the cache this model returns, or without one")
+        keep_BT = keep_BS[:, offset:] if keep_BS is not None else None
+        docs = split_documents(input_ids, index_BS[:, offset:], keep_BT, self.packing["bos_id"], before)
+        if cache is not None:
+            setattr(cache, DOCUMENTS_ATTR, docs)
+        return docs
