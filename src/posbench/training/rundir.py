@@ -98,19 +98,24 @@ def claim_run_dir(run_dir: Path, identity: dict) -> None:
 def identity(cfg: RunConfig, data_fingerprint: str) -> dict:
     """What a run directory (and a resume) must agree on. `packing` (model.packing: what a position means in a
     packed window) is its own entry, and only when a switch is on: run directories made before it existed keep
-    their identity, which is the default's (causal mask, window positions)."""
+    their identity, which is the default's (causal mask, window positions). `attention_window`
+    (model.attention_window) likewise, only when set."""
     model = to_dict(cfg.model)
     packing = model.pop("packing", None)
+    window = model.pop("attention_window", None)
     ident = {"model": model, "pe": to_dict(cfg.pe), "data": data_fingerprint, "seed": cfg.seed}
     if not cfg.model.packing.is_default:
         ident["packing"] = packing
+    if window is not None:
+        ident["attention_window"] = window
     return ident
 
 
 def identity_diffs(saved: dict, ident: dict) -> str:
     """'model, data (checkpoint: X, this run: Y)': which parts differ, with both data fingerprints, since a
     different tokenizer or task mix is the usual cause and the fingerprint names which."""
-    diffs = [k for k in ("model", "pe", "data", "seed", "packing") if saved.get(k) != ident.get(k)]
+    diffs = [k for k in ("model", "pe", "data", "seed", "packing", "attention_window")
+             if saved.get(k) != ident.get(k)]
     return ", ".join(f"data (checkpoint: {saved.get('data')}, this run: {ident['data']})" if k == "data" else k
                      for k in diffs)
 
