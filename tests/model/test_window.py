@@ -179,3 +179,38 @@ def test_flops_count_the_keys_a_window_lets_a_query_see():
     big = build_test_model("rope", overrides=["model.attention_window=1000"])
     assert stats_of(big, big.cfg).flops_per_token_train == stats_of(full, full.cfg).flops_per_token_train
 
+
+
+def test_flash_alibi_passes_the_window_as_flash_attn_defines_it(monkeypatch):
+    """flash-attn is not installed here (nor a GPU): a stand-in with flash-attn's documented semantics (query i of
+    T sees keys i + S - T - window_size[0] .. i + S - T + window_size[1]; ALiBi -slope * |i - j|) checks the window
+    the kernel hands over against the eager kernel, with a KV cache (T < S)."""
+    import math
+    import sys
+    import types
+
+    from posbench.model.kernels import EagerKernel, FlashAlibiKernel
+
+    def flash(q, k, v, dropout_p=0.0, causal=False, alibi_slopes=None, window_size=(-1, -1)):
+        T, S = q.shape[1], k.shape[1]
+        s = torch.einsum("bthk,bshk->bhts", q, k) / math.sqrt(q.shape[-1])
+        i = torch.arange(T)[:, None] + S - T
+        j = torch.arange(S)[None, :]
+        s = s - alibi_slopes[:, None, None] * (i - j).abs()
+        left, right = window_size
+        ok = (j <= i) if causal else torch.ones(T, S, dtype=torch.bool)
+        if left >= 0:
+            ok = ok & (j >= i - left)
+        if right >= 0:
+            ok = ok & (j <= i + right)
+        return torch.einsum("bhts,bshk->bthk", s.masked_fill(~ok, float("-inf")).softmax(-1), v)
+
+    monkeypatch.setitem(sys.modules, "flash_attn", types.SimpleNamespace(flash_attn_func=flash))
+    pe = build_test_model("alibi").pe
+    q = torch.randn(2, 4, 5, 8)
+    k, v = torch.randn(2, 4, 12, 8), torch.randn(2, 4, 12, 8)
+    score_mod = pe.score_mod(0, torch.arange(7.0, 12.0), torch.arange(12.0))
+    for window in (None, 1, 3, 20):
+        got = FlashAlibiKernel(pe, "cuda", 0.0, window)(q, k, v, None, False)
+        want = EagerKernel(pe, "cpu", 0.0, window)(q, k, v, score_mod, False)
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

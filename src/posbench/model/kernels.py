@@ -175,12 +175,13 @@ class FlashAlibiKernel(AttentionKernel):
         out_BTHK = flash_attn_func(
             q_BHTK.transpose(1, 2), k_BHSK.transpose(1, 2), v_BHSK.transpose(1, 2),
             dropout_p=self.attn_dropout if training else 0.0, causal=True,
-            alibi_slopes=self.pe.alibi_slopes().float(), window_size=self._window_size())
+            alibi_slopes=self.pe.alibi_slopes().float(), **self._window_size())
         return out_BTHK.transpose(1, 2)
 
-    def _window_size(self) -> tuple[int, int]:
-        """flash-attn's (left, right) keys around the (bottom-right aligned) diagonal; -1: unlimited."""
-        return (-1, -1) if self.window is None else (self.window - 1, 0)
+    def _window_size(self) -> dict:
+        """flash-attn's `window_size`: query i sees keys i - left .. i + right (bottom-right aligned), so a window
+        of W keys is (W - 1, 0); nothing is passed without a window (flash-attn's default, full attention)."""
+        return {} if self.window is None else {"window_size": (self.window - 1, 0)}
 
     def _varlen(self, q_BHTK, k_BHSK, v_BHSK, docs, training):
         """Every document of every row as one sequence of flash-attn's varlen call (ALiBi's bias depends on the
@@ -201,7 +202,7 @@ class FlashAlibiKernel(AttentionKernel):
         out = flash_attn_varlen_func(flat(q_BHTK), flat(k_BHSK), flat(v_BHSK), cu, cu, int(lengths.max()),
                                      int(lengths.max()), dropout_p=self.attn_dropout if training else 0.0,
                                      causal=True, alibi_slopes=self.pe.alibi_slopes().float(),
-                                     window_size=self._window_size())
+                                     **self._window_size())
         return out.reshape(B, T, H, K).transpose(1, 2)
 
 
