@@ -19,7 +19,7 @@ encoder-decoder has two).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -37,6 +37,7 @@ class ModelStats:
     flops_per_token_train: float
     flops_per_token_forward: float
     kernels: list[str]
+    windows: list[int | None] = field(default_factory=list)  # per causal self-attention layer; None: full
 
 
 def model_stats(cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cuda",
@@ -66,5 +67,6 @@ def stats_of(model: torch.nn.Module, cfg: ModelConfig, seq_len: int | None = Non
     keys = [min(m.kernel.window or T, T) if isinstance(m, Attention) and m.kernel is not None else T
             for m in model.modules() if isinstance(m, (Attention, CrossAttention))]
     attn = 12 * cfg.d_model * sum(keys)
+    windows = [m.kernel.window for m in model.modules() if isinstance(m, Attention) and m.kernel is not None]
     return ModelStats(total, emb, pe, matmul, 6 * matmul + attn, 2 * matmul + attn / 3,
-                      list(model.kernel_names))
+                      list(model.kernel_names), windows)
