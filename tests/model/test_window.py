@@ -10,7 +10,7 @@ from posbench.config_loader import ConfigError
 from posbench.model.flops import stats_of
 from posbench.model.masks import causal_mask, window_mask_mod
 from posbench.model.packing import Documents
-from posbench.training.rundir import identity
+from posbench.training.rundir import identity, window_suffix
 from tests.conftest import build_test_model
 from tests.model.test_packing import alone_run, documents, packed_run, packing
 
@@ -167,6 +167,7 @@ def test_the_run_identity_records_the_window_only_when_set():
     windowed_cfg = load_config(model_size="nano", overrides=["model.attention_window=[8,null]"])
     assert identity(windowed_cfg, "fp")["attention_window"] == [8, None]
     assert identity(windowed_cfg, "fp")["model"] == ident["model"]
+    assert window_suffix(plain) == "" and window_suffix(windowed_cfg) == "_win8-full"
 
 
 def test_flops_count_the_keys_a_window_lets_a_query_see():
@@ -214,3 +215,20 @@ def test_flash_alibi_passes_the_window_as_flash_attn_defines_it(monkeypatch):
         got = FlashAlibiKernel(pe, "cuda", 0.0, window)(q, k, v, None, False)
         want = EagerKernel(pe, "cpu", 0.0, window)(q, k, v, score_mod, False)
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_windowed_run_records_its_window_in_name_identity_and_checkpoint(tmp_path):
+    import json
+    from pathlib import Path
+
+    from posbench.evaluation.loading import load_model
+    from posbench.training.batch_sources import RandomTokens
+    from posbench.training.loop import train
+    from tests.training.helpers import nano_config
+
+    out = train(nano_config(tmp_path, "model.attention_window=[16,null]", "train.max_steps=2"), RandomTokens(512, 64))
+    run = Path(out["run_dir"])
+    assert run.name.endswith("_win16-full")
+    assert json.loads((run / "identity.json").read_text())["attention_window"] == [16, None]
+    model = load_model(run / "latest").model  # eval.py's loader builds the windowed model from config.yaml
+    assert [b.attn.kernel.window for b in model.blocks] == [16, None]

@@ -54,6 +54,15 @@ def packing_suffix(cfg: RunConfig) -> str:
     return ("_docmask" if p.mask == "document" else "") + ("_docpos" if p.positions == "document" else "")
 
 
+def window_suffix(cfg: RunConfig) -> str:
+    """`_win512` / `_win512-full` for model.attention_window ("" when unset): runs that differ only in their sliding
+    window get names that say so."""
+    w = cfg.model.attention_window
+    if w is None:
+        return ""
+    return "_win" + "-".join("full" if x is None else str(x) for x in (w if isinstance(w, list) else [w]))
+
+
 def _atomic_json(path: Path, data: dict) -> None:
     write_text(path, json.dumps(data, indent=1, sort_keys=True))
 
@@ -133,7 +142,7 @@ def refuse_changed_identity(named_dir: Path, ident: dict) -> None:
 
 def choose_run_dir(cfg: RunConfig, end_tokens: int, ident: dict) -> tuple[Path, bool]:
     name = cfg.train.run_name or default_name(cfg.model.size, cfg.pe.name, end_tokens, cfg.seed) \
-        + packing_suffix(cfg)
+        + packing_suffix(cfg) + window_suffix(cfg)
     check_run_name(name)
     out = Path(cfg.train.out_dir)
     if dist.is_main():
