@@ -82,3 +82,14 @@ def test_training_drops_the_pe_at_its_point_and_resume_across_it_is_exact(tmp_pa
         meta = json.loads((step_dir / "meta.json").read_text())
         assert ("pe_dropped_at_tokens" in meta) == dropped and meta.get("pe_dropped_at_tokens", 8192) == 8192
         assert load_model(step_dir).model.pe.cfg.dropped is dropped  # eval.py's loader
+
+
+def test_a_dropped_checkpoint_does_not_continue_under_a_schedule_that_would_rotate_it_again(tmp_path):
+    done = drope_run(tmp_path, "train.run_name=d", "train.max_steps=20")  # past the drop at step 16
+    latest = Path(done["run_dir"]) / "latest"
+    with pytest.raises(ConfigError, match="its PE was dropped at 8,192 tokens"):
+        train(nano_config(tmp_path, "train.run_name=b", "pe.name=drope", f"train.branch_from={latest}",
+                          "train.budget=16384"), SOURCE)
+    with pytest.raises(ConfigError, match="only at 14,336 tokens"):
+        train(nano_config(tmp_path, "train.run_name=c", "pe.name=drope", "schedule.drop_pe_at=0.875",
+                          f"train.branch_from={latest}", "train.budget=16384"), SOURCE)

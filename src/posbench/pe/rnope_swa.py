@@ -15,7 +15,7 @@ from posbench.config_loader import ConfigError, require
 from posbench.pe.encoding import PES, PEConfig
 from posbench.pe.hybrid import HybridPerLayer
 from posbench.pe.none import NoPE
-from posbench.pe.rope import RopeConfig, RoPE
+from posbench.pe.rope import RoPE, RopeConfig
 
 
 @PES.register("rnope_swa")

@@ -36,7 +36,7 @@ from posbench.training.metrics import (
 )
 from posbench.training.optim import build_optimizer, set_lr
 from posbench.training.plan import accum_steps, describe, make_plan
-from posbench.training.resume import StopFlag, check_resume_compatible, resume_source
+from posbench.training.resume import StopFlag, check_drop_consistent, check_resume_compatible, resume_source
 from posbench.training.rundir import choose_run_dir, format_tokens, identity, lock_run_dir
 
 Snapshots = Callable[[int, torch.nn.Module], None]
@@ -85,6 +85,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
     loaded = resume_source(cfg, run_dir, existed, print if dist.is_main() else (lambda *_: None))
     if loaded is not None:
         check_resume_compatible(cfg, loaded, ident)
+        check_drop_consistent(loaded, plan.drop_pe_tokens)  # DroPE: a dropped PE is not put back
         ckpt.check_state_matches(model.state_dict(), loaded.model, loaded.path / "model.pt")  # one line, exit 4
 
     model = model.to(device)  # after the checks above: no device memory is spent on a run that fails them

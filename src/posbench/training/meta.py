@@ -51,7 +51,8 @@ def meta_json(step: int, tokens: int, plan: Plan, kind: str, ident: dict, run_id
     beside them has `pe.dropped: true`)."""
     s = plan.schedule
     dropped = {"pe_dropped_at_tokens": plan.drop_pe_tokens} if pe_dropped else {}
-    return {**dropped, "step": step, "tokens": tokens, "kind": kind,  # the step is the data cursor (training/batch_sources.py)
+    return {**dropped,
+            "step": step, "tokens": tokens, "kind": kind,  # the step is the data cursor (training/batch_sources.py)
             "packing": packing,
             "best_val_loss": best_val_loss, "provenance": provenance(),
             "identity": ident, "wandb_id": run_id, "parent": parent, "tokenizer_fingerprint": tokenizer_fingerprint,

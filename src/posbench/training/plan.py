@@ -71,8 +71,9 @@ def make_plan(cfg: RunConfig, world: int, device_type: str, stats: ModelStats | 
 
 
 def describe(cfg: RunConfig, plan: Plan, run_dir: Path) -> str:
+    drop = "" if plan.drop_pe_tokens is None else f" | drops the PE at {format_tokens(plan.drop_pe_tokens)} tokens"
     return (f"run {run_dir} | {cfg.model.size} {cfg.pe.name} | {plan.n_params:,} params | world {plan.world} x "
             f"micro {cfg.train.micro_batch} x accum {plan.accum} x seq {cfg.model.seq_len} = "
             f"{cfg.train.global_batch_tokens:,} tokens/step | budgets "
             f"{', '.join(format_tokens(b) for b in plan.budgets)} | to {format_tokens(plan.end_tokens)} tokens"
-            + ("" if plan.drop_pe_tokens is None else f" | drops the PE at {format_tokens(plan.drop_pe_tokens)} tokens"))
+            + drop)
