@@ -71,6 +71,12 @@ CASES = {
     "binary_reference": ["pe.name=binary", "pe.layout=reference", "model.embed_scale=sqrt_d"],
     "decimal_norm_reference": ["pe.name=decimal_norm", "pe.layout=reference", "model.embed_scale=sqrt_d"],
     "rope_sqrt_d": ["pe.name=rope", "model.embed_scale=sqrt_d"],
+    # sliding windows shorter than the 20-token prompt: cached generation must mask the keys that left the window
+    "rnope_swa": ["pe.name=rnope_swa", "pe.window=8", "pe.swa_layers=1"],
+    "rope_window": ["pe.name=rope", "model.attention_window=[6,null]"],
+    "alibi_window": ["pe.name=alibi", "model.attention_window=5"],
+    "drope": ["pe.name=drope"],
+    "drope_dropped": ["pe.name=drope", "pe.dropped=true"],
 }
 
 

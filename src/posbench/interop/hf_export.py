@@ -107,6 +107,8 @@ def qwen3_reason(run_cfg: RunConfig) -> str | None:
     if m.packing.active:
         return (f"model.packing (mask={m.packing.mask}, positions={m.packing.positions}) splits a row into documents "
                 f"at token {m.packing.bos_id}; Qwen3 attends across them and counts positions from the row's start")
+    if m.attention_window is not None:
+        return f"model.attention_window={m.attention_window} is exported with posbench's remote code"
     try:
         rope_parameters(run_cfg)
     except ConfigError as e:
@@ -155,7 +157,7 @@ def remote_config(run_cfg: RunConfig, tokenizer: Tokenizer, pe: dict, whole_sequ
     return PosbenchConfig(vocab_size=m.vocab_size, hidden_size=m.d_model, intermediate_size=m.d_ff,
                           num_hidden_layers=m.n_layers, num_attention_heads=m.n_heads,
                           max_position_embeddings=m.seq_len, rms_norm_eps=m.norm_eps, qk_norm=m.qk_norm,
-                          init_std=m.init_std, pe=pe, embed_scale=m.embed_scale,
+                          init_std=m.init_std, pe=pe, embed_scale=m.embed_scale, attention_window=m.attention_window,
                           tie_word_embeddings=m.tie_embeddings, packing=packing, bos_token_id=tokenizer.bos_id,
                           eos_token_id=tokenizer.bos_id, use_cache=not whole_sequence, architectures=[REMOTE],
                           auto_map={"AutoConfig": "configuration_posbench.PosbenchConfig",

@@ -87,4 +87,5 @@ class Attention(nn.Module):
     def scores(self, x_BTD, pos_T, pe: PositionalEncoding, docs: Documents | None = None) -> torch.Tensor:
         """Pre-softmax logits (B, H, T, T), float32, from the eager reference: for analysis and tests."""
         q, k, _, _ = self._qkv(x_BTD, pos_T, pe, None)
-        return EagerKernel(pe, "cpu", 0.0).scores(q, k, pe.score_mod(self.layer, pos_T, pos_T), docs)
+        eager = EagerKernel(pe, "cpu", 0.0, self.kernel.window)  # this layer's sliding window, if any
+        return eager.scores(q, k, pe.score_mod(self.layer, pos_T, pos_T), docs)

@@ -6,7 +6,9 @@ N_matmul counts every weight used in a matrix multiply: all non-embedding weight
 (V x D), which is a real matmul even when its weights are tied to the input embedding (the lookup
 itself costs nothing). The second term is the attention scores and weighted sum (QK^T and AV,
 2 * 2 * T * D per layer forward, x3 for backward), counted over the full T x T square as PaLM does,
-not the causal half. Forward-only FLOPs are a third of each term.
+not the causal half. Forward-only FLOPs are a third of each term. A layer with a sliding window W
+(model.attention_window, RNoPE-SWA) scores min(W, T) keys per query, so its term is 12 * d_model *
+min(W, T): the same convention (a full row per query) over the keys the window lets it see.
 
 Other architectures (model.arch): the attention term is counted once per attention module (the
 encoder-decoder's encoder self-, decoder self- and cross-attention alike, over T x T), and is zero for
@@ -17,7 +19,7 @@ encoder-decoder has two).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 
@@ -35,6 +37,7 @@ class ModelStats:
     flops_per_token_train: float
     flops_per_token_forward: float
     kernels: list[str]
+    windows: list[int | None] = field(default_factory=list)  # per causal self-attention layer; None: full
 
 
 def model_stats(cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cuda",
@@ -59,7 +62,11 @@ def stats_of(model: torch.nn.Module, cfg: ModelConfig, seq_len: int | None = Non
     head = cfg.vocab_size * cfg.d_model
     matmul = total - emb - pe + head - sum(p.numel() for n, p in model.named_parameters() if "norm" in n)
     T = seq_len or cfg.seq_len
-    n_attn = sum(isinstance(m, (Attention, CrossAttention)) for m in model.modules())
-    attn = 12 * n_attn * cfg.d_model * T
+    # keys scored per query, per attention module: T, or a layer's sliding window when shorter
+    # (the encoder's self-attention has no causal kernel: kernel None, full rows)
+    keys = [min(m.kernel.window or T, T) if isinstance(m, Attention) and m.kernel is not None else T
+            for m in model.modules() if isinstance(m, (Attention, CrossAttention))]
+    attn = 12 * cfg.d_model * sum(keys)
+    windows = [m.kernel.window for m in model.modules() if isinstance(m, Attention) and m.kernel is not None]
     return ModelStats(total, emb, pe, matmul, 6 * matmul + attn, 2 * matmul + attn / 3,
-                      list(model.kernel_names))
+                      list(model.kernel_names), windows)

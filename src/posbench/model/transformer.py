@@ -46,12 +46,19 @@ class Block(nn.Module):
         return x_BTD + self.mlp(self.mlp_norm(x_BTD))
 
 
+def layer_window(cfg: ModelConfig, pe: PositionalEncoding, layer: int) -> int | None:
+    """A layer's sliding window: model.attention_window's and the PE's (RNoPE-SWA), the smaller when both set one."""
+    windows = [w for w in (cfg.layer_window(layer), pe.layer_window(layer)) if w is not None]
+    return min(windows) if windows else None
+
+
 def causal_blocks(cfg: ModelConfig, pe: PositionalEncoding, n_layers: int, device_type: str, block_cls):
-    """`n_layers` blocks of causal self-attention, each with the kernel chosen once for its layer's PE;
-    returns them and the kernel names (reported by describe_model and the run log)."""
+    """`n_layers` blocks of causal self-attention, each with the kernel chosen once for its layer's PE and
+    sliding window; returns them and the kernel names (reported by describe_model and the run log)."""
     blocks, names = [], []
     for layer in range(n_layers):
-        kernel = select_kernel(cfg.attention, pe.layer_pe(layer), device_type, cfg.attn_dropout, cfg.packing)
+        kernel = select_kernel(cfg.attention, pe.layer_pe(layer), device_type, cfg.attn_dropout, cfg.packing,
+                               layer_window(cfg, pe, layer))
         names.append(kernel.name)
         blocks.append(block_cls(cfg, layer, kernel))
     return nn.ModuleList(blocks), names

@@ -3,6 +3,7 @@
 from posbench.pe import (  # noqa: F401  (imported for their @PES.register side effect)
     alibi,
     digits,
+    drope,
     fire,
     hybrid,
     kerple,
@@ -10,6 +11,7 @@ from posbench.pe import (  # noqa: F401  (imported for their @PES.register side 
     none,
     randomized,
     relative_learned,
+    rnope_swa,
     rope,
     sinusoidal,
     t5,

@@ -15,6 +15,10 @@ PE it has:
       fn(score, b, h, q_idx, kv_idx) -> score, FlexAttention's signature; the eager kernel evaluates
       the same function on broadcast index grids, so one definition serves every kernel.
   layer_pe(layer)                     -> the PE a given layer uses (per-layer hybrids)
+  layer_window(layer)                 -> int | None  the sliding window a PE asks of a layer's attention (RNoPE-SWA);
+                                                   merged with model.attention_window (the smaller wins)
+  drop()                              -> PEConfig  removes the positions for good, returns the config that now
+                                                   describes the PE (DroPE); `can_drop` is derived from overriding it
 """
 
 from __future__ import annotations
@@ -136,6 +140,20 @@ class PositionalEncoding(nn.Module):
 
     def layer_pe(self, layer: int) -> PositionalEncoding:
         return self
+
+    def layer_window(self, layer: int) -> int | None:
+        """The sliding window this PE gives layer `layer`'s attention (None: full); read once at construction."""
+        return None
+
+    def drop(self) -> PEConfig:
+        """Remove the positional information (DroPE's schedule step, training/loop.py); returns the config that
+        rebuilds the PE as it is now, which the checkpoint saves."""
+        raise TypeError(f"PE `{self.name}` cannot drop its positions")
+
+    @classmethod
+    def can_drop(cls) -> bool:
+        """Derived from the class overriding `drop`, as `has_score_mod` is: checked before training starts."""
+        return cls.drop is not PositionalEncoding.drop
 
     def extra_repr(self) -> str:
         return f"name={self.name}"

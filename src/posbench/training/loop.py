@@ -5,6 +5,7 @@ live in their own files: device.py (device and precision), plan.py (batches, bud
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import time
@@ -35,7 +36,7 @@ from posbench.training.metrics import (
 )
 from posbench.training.optim import build_optimizer, set_lr
 from posbench.training.plan import accum_steps, describe, make_plan
-from posbench.training.resume import StopFlag, check_resume_compatible, resume_source
+from posbench.training.resume import StopFlag, check_drop_consistent, check_resume_compatible, resume_source
 from posbench.training.rundir import choose_run_dir, format_tokens, identity, lock_run_dir
 
 Snapshots = Callable[[int, torch.nn.Module], None]
@@ -84,6 +85,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
     loaded = resume_source(cfg, run_dir, existed, print if dist.is_main() else (lambda *_: None))
     if loaded is not None:
         check_resume_compatible(cfg, loaded, ident)
+        check_drop_consistent(loaded, plan.drop_pe_tokens)  # DroPE: a dropped PE is not put back
         ckpt.check_state_matches(model.state_dict(), loaded.model, loaded.path / "model.pt")  # one line, exit 4
 
     model = model.to(device)  # after the checks above: no device memory is spent on a run that fails them
@@ -114,11 +116,12 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
     def save(kind: str) -> None:
         model_state, optim_state = dist.full_state(wrapped, optimizer)
         meta = meta_json(step, tokens, plan, kind, ident, run_id, parent, source.tokenizer_fingerprint,
-                         best_val if math.isfinite(best_val) else None, to_dict(cfg.model.packing))
+                         best_val if math.isfinite(best_val) else None, to_dict(cfg.model.packing), pe_dropped)
         path = ckpt.save(run_dir, step, model_state, optim_state, meta, cfg.to_yaml())
         ckpt.prune(run_dir, cfg.train.keep_last)
         logger.message(f"saved {kind} checkpoint {path}")
 
+    pe_dropped = False  # DroPE: set at plan.drop_pe_tokens; from then on `cfg` (saved with every checkpoint) says so
     stop = StopFlag()
     gbt, mb, accum = cfg.train.global_batch_tokens, cfg.train.micro_batch, plan.accum
     peak = peak_flops(device)
@@ -133,6 +136,11 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
                     save("branch")
                     if dist.is_main():
                         link.symlink_to(ckpt.step_dir(run_dir, step).name)
+            # DroPE: a pure function of tokens seen, like the LR, so a run resumed past the point drops at once.
+            # After the branch checkpoint above, whose weights were all trained with the PE.
+            if plan.drop_pe_tokens is not None and tokens >= plan.drop_pe_tokens and not pe_dropped:
+                cfg, pe_dropped = dataclasses.replace(cfg, pe=model.pe.drop()), True
+                logger.message(f"dropped the PE at {tokens:,} tokens (step {step}); training goes on as NoPE")
             lr = plan.schedule.lr(tokens)
             set_lr(optimizer, lr)
 

@@ -14,7 +14,7 @@ class PosbenchConfig(PretrainedConfig):
     def __init__(self, vocab_size=256, hidden_size=64, intermediate_size=256, num_hidden_layers=2,
                  num_attention_heads=4, max_position_embeddings=64, rms_norm_eps=1e-6, qk_norm=True,
                  init_std=0.02, pe=None, tie_word_embeddings=True, use_cache=True, embed_scale="none",
-                 packing=None, **kwargs):
+                 packing=None, attention_window=None, **kwargs):
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.intermediate_size = intermediate_size
@@ -31,5 +31,7 @@ class PosbenchConfig(PretrainedConfig):
         self.pe = pe if pe is not None else {"name": "none"}
         # posbench's model.packing ({mask, positions, bos_id}): rows split into documents at bos_id; None: not split
         self.packing = packing
+        # posbench's model.attention_window: None (full), W for every layer, or a list cycling over the layers
+        self.attention_window = attention_window
         self.use_cache = use_cache  # False for randomized positions, which are drawn per whole sequence
         super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)

@@ -12,7 +12,9 @@ A leading B of a position tensor may be 1 (every row at the same positions: an u
 The PE contract, as in posbench but with a row per sequence: positions(index_BS) -> float32 positions of
 token indices; embed(x, pos_BT) adds absolute tables; rotate(q, k, pos_BT) for the RoPE family;
 bias(layer, pos_q_BT, pos_k_BS) -> (B, H, T, S) logit bias or None; layer_pe(layer) the PE a layer uses
-(per-layer hybrids). Attention is the explicit-softmax reference in float32. The KV cache (transformers'
+(per-layer hybrids); layer_window(layer) the sliding window a PE gives a layer (RNoPE-SWA), merged with
+`config.attention_window` (the smaller wins): query slot i then sees slots i-W+1 .. i (the cache keeps every
+key; the mask hides the older ones). Attention is the explicit-softmax reference in float32. The KV cache (transformers'
 DynamicCache) holds rotated keys, as posbench's does.
 
 Positions are token indices, as in training: 0..S-1, or in a left-padded batch (attention_mask 0 on pads)
@@ -89,8 +91,9 @@ def check_pe_config(cfg: dict, where: str = "pe") -> None:
             raise ValueError(f"{where}.scaling: option(s) {sorted(unknown)} are not implemented")
     for i, member in enumerate(cfg.get("pattern") or []):
         check_pe_config(member, f"{where}.pattern[{i}]")
-    if "inner" in cfg:
-        check_pe_config(cfg["inner"], f"{where}.inner")
+    for key in ("inner", "rope"):  # nested PE configs (randomized's inner, RNoPE-SWA's rope)
+        if key in cfg:
+            check_pe_config(cfg[key], f"{where}.{key}")
 
 
 # model.embed_scale -> the token embeddings' multiplier for a model width d (Vaswani et al. 2017, section 3.4)
@@ -141,6 +144,9 @@ class PE(nn.Module):
 
     def layer_pe(self, layer: int) -> PE:
         return self
+
+    def layer_window(self, layer: int) -> int | None:
+        return None
 
 
 register("none")(PE)
@@ -254,6 +260,18 @@ class Rotary(PE):
     def rotate(self, q_BHTK, k_BHTK, pos_BT):
         cos_BTK, sin_BTK = self.cos_sin(pos_BT)
         return apply_rotary(q_BHTK, cos_BTK, sin_BTK), apply_rotary(k_BHTK, cos_BTK, sin_BTK)
+
+
+@register("drope")
+class DroppableRotary(Rotary):
+    """DroPE: RoPE until training dropped it (`dropped`: true in the checkpoint's config), then no PE at all."""
+
+    options = Rotary.options | {"dropped"}
+
+    def rotate(self, q_BHTK, k_BHTK, pos_BT):
+        if self.cfg.get("dropped"):
+            return q_BHTK, k_BHTK
+        return super().rotate(q_BHTK, k_BHTK, pos_BT)
 
 
 @register("lrope")
@@ -555,6 +573,21 @@ class Hybrid(PE):
         return self.members[layer % len(self.members)]
 
 
+@register("rnope_swa")
+class RNoPESWA(Hybrid):
+    """RNoPE-SWA: `swa_layers` RoPE layers with a sliding window of `window` keys, then one NoPE layer, cycling."""
+
+    options = frozenset(("window", "swa_layers", "rope"))
+
+    def __init__(self, cfg, dims):
+        pattern = [cfg["rope"]] * cfg["swa_layers"] + [{"name": "none"}]
+        super().__init__({**cfg, "pattern": pattern}, dims)
+        self.cfg = cfg
+
+    def layer_window(self, layer):
+        return self.cfg["window"] if layer % (self.cfg["swa_layers"] + 1) < self.cfg["swa_layers"] else None
+
+
 @register("randomized")
 class Randomized(PE):
     """Ruoss et al. 2023: T sorted positions drawn from [0, range) for a sequence of T tokens; at evaluation
@@ -594,6 +627,9 @@ class Randomized(PE):
 
     def layer_pe(self, layer):
         return self.inner.layer_pe(layer)
+
+    def layer_window(self, layer):
+        return self.inner.layer_window(layer)
 
 
 # -- packed documents (posbench's model.packing) -----------------------------------------------------------
@@ -755,7 +791,16 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.windows = [self.layer_window(config, layer) for layer in range(config.num_hidden_layers)]
         self.post_init()
+
+    def layer_window(self, config: PosbenchConfig, layer: int) -> int | None:
+        """A layer's sliding window: config.attention_window's and the PE's, the smaller when both set one."""
+        w = config.attention_window
+        if isinstance(w, (list, tuple)):
+            w = w[layer % len(w)]
+        windows = [x for x in (w, self.pe.layer_window(layer)) if x is not None]
+        return min(windows) if windows else None
 
     def _init_weights(self, module):
         """Nothing: every weight comes from the posbench checkpoint (from_config keeps torch's defaults)."""
@@ -811,8 +856,13 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
             allowed_BTS = allowed_BTS & (docs.doc_q_BT[:, :, None] == docs.doc_k_BS[:, None, :])
         x = self.tok_emb(input_ids)
         x = self.pe.embed(x * self.embed_scale if self.embed_scale != 1.0 else x, pos_BT)
+        # per sliding window: the keys within the last W slots (left pads come first, so a slot distance between
+        # real tokens is their token distance); made once per call and window
+        by_window = {None: allowed_BTS}
+        for w in set(self.windows) - {None}:
+            by_window[w] = allowed_BTS & (query_T[:, None] - slot_S[None, :] < w)[None]
         for layer, block in enumerate(self.blocks):
-            x = block(x, pos_BT, pos_BS, allowed_BTS, self.pe.layer_pe(layer), layer, cache)
+            x = block(x, pos_BT, pos_BS, by_window[self.windows[layer]], self.pe.layer_pe(layer), layer, cache)
         h = self.norm(x)
         if isinstance(logits_to_keep, int) and logits_to_keep > 0:
             h = h[:, -logits_to_keep:]
