@@ -12,7 +12,8 @@ Other architectures (model.arch): the attention term is counted once per attenti
 encoder-decoder's encoder self-, decoder self- and cross-attention alike, over T x T), and is zero for
 Mamba, whose selective scan (about 9 * E * d_model * d_state per token and layer) is left out of this
 matmul-based estimate. PE parameters are those of every positional-encoding module (the
-encoder-decoder has two).
+encoder-decoder has two). Work a PE adds beyond these terms (PoPE's q.k over 2K channels, FoPE's frequency
+mixtures) is its `extra_flops_per_token(T)`, summed over the layers that use it (`pe.layer_pe(layer)`).
 """
 
 from __future__ import annotations
@@ -61,5 +62,11 @@ def stats_of(model: torch.nn.Module, cfg: ModelConfig, seq_len: int | None = Non
     T = seq_len or cfg.seq_len
     n_attn = sum(isinstance(m, (Attention, CrossAttention)) for m in model.modules())
     attn = 12 * n_attn * cfg.d_model * T
-    return ModelStats(total, emb, pe, matmul, 6 * matmul + attn, 2 * matmul + attn / 3,
+    extra_fwd = extra_train = 0.0
+    pe_module = getattr(model, "pe", None)
+    if isinstance(pe_module, PositionalEncoding):
+        for layer in range(cfg.n_layers):
+            fwd, train = pe_module.layer_pe(layer).extra_flops_per_token(T)
+            extra_fwd, extra_train = extra_fwd + fwd, extra_train + train
+    return ModelStats(total, emb, pe, matmul, 6 * matmul + attn + extra_train, 2 * matmul + attn / 3 + extra_fwd,
                       list(model.kernel_names))
