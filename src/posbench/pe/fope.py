@@ -39,6 +39,12 @@ def fope_coefficients(n_heads: int, n_in: int, n_out: int, gain: float, generato
     return noise + eye
 
 
+def n_kept_frequencies(rotary_dim: int, theta: float, train_len: int) -> int:
+    """How many of the R/2 frequencies theta^(-2i/R) (falling with i) turn at least once within `train_len`;
+    in Python floats, so that a model built on the meta device counts the same."""
+    return sum(theta ** (-2 * i / rotary_dim) * train_len >= 2 * math.pi for i in range(rotary_dim // 2))
+
+
 @PES.register("fope")
 class FoPE(RotaryBase):
     summary = "FoPE: each channel pair a Fourier series of RoPE's frequencies; sub-2pi/L frequencies clipped to zero"
@@ -54,8 +60,7 @@ class FoPE(RotaryBase):
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
-        inv_F = self.inv_freq_base
-        self.n_in = int((inv_F * ctx.seq_len >= 2 * math.pi).sum())  # frequencies fall with the index
+        self.n_in = n_kept_frequencies(self.rotary_dim, cfg.theta, ctx.seq_len)
         self.n_out = min(self.n_in, ctx.head_dim // 4) if self.n_in else 0
         shape = (ctx.n_heads, self.n_in, self.n_out)
         cos_c = fope_coefficients(*shape, cfg.fourier_gain) if self.n_in else torch.zeros(shape)
