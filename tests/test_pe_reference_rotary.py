@@ -230,6 +230,7 @@ def test_describe_model_counts_the_extra_work_of_pope_and_fope():
     assert stats["pope"].params_matmul == stats["rope"].params_matmul
     assert stats["pope"].flops_per_token_train - stats["rope"].flops_per_token_train == 3 * L * 2 * T * D
     assert stats["pope"].flops_per_token_forward - stats["rope"].flops_per_token_forward == L * 2 * T * D
+    assert (stats["pope"].flops_pe_train, stats["pope"].flops_pe_forward) == (3 * L * 2 * T * D, L * 2 * T * D)
     n_in = sum(10000 ** (-i / 8) * T >= 2 * math.pi for i in range(8))
     assert n_in == 4
     assert stats["fope"].flops_per_token_forward - stats["rope"].flops_per_token_forward == L * 4 * n_in * 4 * H

@@ -36,6 +36,8 @@ class ModelStats:
     flops_per_token_train: float
     flops_per_token_forward: float
     kernels: list[str]
+    flops_pe_train: float = 0.0  # of flops_per_token_train: the PE's own extra work (extra_flops_per_token)
+    flops_pe_forward: float = 0.0
 
 
 def model_stats(cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cuda",
@@ -69,4 +71,4 @@ def stats_of(model: torch.nn.Module, cfg: ModelConfig, seq_len: int | None = Non
             fwd, train = pe_module.layer_pe(layer).extra_flops_per_token(T)
             extra_fwd, extra_train = extra_fwd + fwd, extra_train + train
     return ModelStats(total, emb, pe, matmul, 6 * matmul + attn + extra_train, 2 * matmul + attn / 3 + extra_fwd,
-                      list(model.kernel_names))
+                      list(model.kernel_names), extra_train, extra_fwd)
