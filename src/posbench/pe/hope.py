@@ -22,7 +22,7 @@ def high_frequency_inv_freq(inv_F: torch.Tensor, train_len: int) -> torch.Tensor
 
 @PES.register("hope")
 class HoPE(RotaryBase):
-    summary = "HoPE: RoPE keeping only frequencies with a full period within the training length; the rest position-free"
+    summary = "HoPE: RoPE keeping only frequencies with a full period within the training length; rest position-free"
 
     def initial_inv_freq(self):
         return high_frequency_inv_freq(super().initial_inv_freq(), self.ctx.seq_len)
