@@ -44,8 +44,10 @@ def main(argv=None) -> int:
         ("  token embedding", f"{s.params_embedding:,}"),
         ("  positional encoding", f"{s.params_pe:,}"),
         ("  in matmuls (N)", f"{s.params_matmul:,} (non-embedding + LM head)"),
-        ("FLOPs/token, train", f"{fmt(s.flops_per_token_train)}  = 6*N + 12*{per_layer}d_model*{keys}"),
-        ("FLOPs/token, forward", f"{fmt(s.flops_per_token_forward)}  = 2*N + 4*{per_layer}d_model*{keys}"),
+        ("FLOPs/token, train", f"{fmt(s.flops_per_token_train)}  = 6*N + 12*{per_layer}d_model*{keys}"
+                               + (f" + PE {fmt(s.flops_pe_train)}" if s.flops_pe_train else "")),
+        ("FLOPs/token, forward", f"{fmt(s.flops_per_token_forward)}  = 2*N + 4*{per_layer}d_model*{keys}"
+                                 + (f" + PE {fmt(s.flops_pe_forward)}" if s.flops_pe_forward else "")),
         (f"attention kernel ({args.device})", kernels),
         ("attention window", windows),
     ]

@@ -77,6 +77,18 @@ CASES = {
     "alibi_window": ["pe.name=alibi", "model.attention_window=5"],
     "drope": ["pe.name=drope"],
     "drope_dropped": ["pe.name=drope", "pe.dropped=true"],
+    # the rotary family of 2024-2026: partial rotary, Llama 3.1 / LongRoPE scalings, half-truncated, HoPE, FoPE, PoPE
+    "rope_partial": ["pe.name=rope", "pe.rotary_fraction=0.5"],
+    "xpos_partial": ["pe.name=xpos", "pe.scale_base=16", "pe.rotary_fraction=0.5"],
+    "lrope_partial": ["pe.name=lrope", "pe.rotary_fraction=0.5"],
+    "rope_llama3": ["pe.name=rope", "pe.scaling.name=llama3", "pe.scaling.factor=4",
+                    "pe.scaling.original_max_positions=32"],
+    "rope_longrope": ["pe.name=rope", "pe.scaling.name=longrope", "pe.scaling.factor=4",
+                      "pe.scaling.original_max_positions=16", "pe.scaling.short_factor=[1.0, 1.5, 2.0, 3.0]",
+                      "pe.scaling.long_factor=[1.0, 2.0, 4.0, 8.0]"],
+    "modded_rope": ["pe.name=modded_rope"], "hope": ["pe.name=hope"], "fope": ["pe.name=fope"],
+    "fope_partial_yarn": ["pe.name=fope", "pe.rotary_fraction=0.5", "pe.scaling.name=yarn", "pe.scaling.factor=2"],
+    "pope": ["pe.name=pope"],
 }
 
 
@@ -85,7 +97,7 @@ NO_CACHE = {"randomized"}
 # dynamic NTK rescales every frequency with the current length, so keys cached at a shorter length keep their
 # old rotation (posbench's model and transformers' own dynamic RoPE alike): its cached decoding is compared with
 # posbench's cached loop, its uncached with posbench's recomputing loop, not with each other
-CACHE_INCONSISTENT = {"rope_dynamic"}
+CACHE_INCONSISTENT = {"rope_dynamic", "rope_longrope"}
 # the PEs whose positions or frequencies are set by the whole sequence: a padded batch is refused
 NO_PADS = NO_CACHE | CACHE_INCONSISTENT
 

@@ -93,7 +93,8 @@ def test_hybrid_picks_a_kernel_per_layer():
     assert model.kernel_names == ["eager", "sdpa", "eager", "sdpa"]
 
 
-@pytest.mark.parametrize("name", ["rope", "alibi", "learned", "none", "t5", "xpos", "fire", "hybrid"])
+@pytest.mark.parametrize("name", ["rope", "alibi", "learned", "none", "t5", "xpos", "fire", "hybrid", "pope", "fope",
+                                  "hope", "modded_rope"])
 def test_kv_cache_equals_full_forward(name):
     model = build_test_model(name).eval()
     idx = torch.randint(0, 61, (2, 20))

@@ -63,6 +63,8 @@ def rope_parameters(run_cfg: RunConfig) -> dict:
     if pe.name != "rope":
         raise ConfigError(f"PE `{pe.name}` has no architecture in transformers (only RoPE and NoPE map onto "
                           "Qwen3)")
+    if pe.rotary_fraction != 1.0:
+        raise ConfigError(f"pe.rotary_fraction={pe.rotary_fraction}: Qwen3 rotates every channel of a head")
     scaling = pe.scaling
     base = {"rope_theta": float(pe.theta)}
     if scaling.name == "none":

@@ -134,6 +134,11 @@ class PositionalEncoding(nn.Module):
         construction, so attention picks its kernel once."""
         return type(self).score_mod is not PositionalEncoding.score_mod
 
+    def extra_flops_per_token(self, seq_len: int) -> tuple[float, float]:
+        """(forward, training step) FLOPs per token and per layer using this PE for matmul-like work it adds beyond
+        the model's own (model/flops.py), e.g. wider q.k products; elementwise rotations count as zero, as RoPE's."""
+        return 0.0, 0.0
+
     def alibi_slopes(self) -> torch.Tensor | None:
         """Per-head slopes when the bias is exactly ALiBi's (lets flash-attn's ALiBi path run)."""
         return None

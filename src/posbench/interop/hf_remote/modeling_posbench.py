@@ -233,21 +233,50 @@ def apply_rotary(x_BHTK, cos_BTK, sin_BTK):
     return (xf * cos_BTK[:, None] + rotate_half(xf) * sin_BTK[:, None]).to(x_BHTK.dtype)
 
 
+@scaling("llama3", "low_freq_factor", "high_freq_factor")
+def _llama3(inv_F, pos_BT, cfg, original):
+    """Llama 3.1: wavelengths above original/low divided by the factor, below original/high kept, a blend in
+    between (transformers' _compute_llama3_parameters)."""
+    low, high, factor = cfg["low_freq_factor"], cfg["high_freq_factor"], cfg["factor"]
+    wavelen_F = 2 * math.pi / inv_F
+    scaled_F = torch.where(wavelen_F > original / low, inv_F / factor, inv_F)
+    g_F = (original / wavelen_F - low) / (high - low)
+    medium_F = (wavelen_F >= original / high) & (wavelen_F <= original / low)
+    return torch.where(medium_F, (1 - g_F) * scaled_F / factor + g_F * scaled_F, scaled_F), 1.0
+
+
+@scaling("longrope", "short_factor", "long_factor", "attention_factor")
+def _longrope(inv_F, pos_BT, cfg, original):
+    """LongRoPE: per-frequency factors, the long ones once the longest position passes the original length."""
+    length = int(pos_BT.max().item()) + 1 if pos_BT.numel() else 0
+    factors = cfg["long_factor"] if length > original else cfg["short_factor"]
+    mscale = cfg.get("attention_factor")
+    if mscale is None:
+        f = cfg["factor"]
+        mscale = math.sqrt(1 + math.log(f) / math.log(original)) if f > 1 else 1.0
+    return inv_F / torch.tensor(factors, dtype=inv_F.dtype, device=inv_F.device), mscale
+
+
 @register("rope")
 class Rotary(PE):
-    """RoFormer rotation, "rotate half" layout: channel j pairs with j + K/2 at frequency inv_F[j mod K/2]."""
+    """RoFormer rotation, "rotate half" layout over the first R = int(K * rotary_fraction) channels: channel j
+    pairs with j + R/2 at frequency inv_F[j mod R/2]; channels R.. pass unrotated (partial rotary)."""
 
-    options = frozenset(("theta", "scaling"))
+    options = frozenset(("theta", "scaling", "rotary_fraction"))
 
     @property
     def pads_ok(self):
-        # dynamic NTK rescales every frequency with the longest position in the call: rows of one padded
+        # dynamic NTK and LongRoPE set every frequency from the longest position in the call: rows of one padded
         # batch would each need their own
-        return (self.cfg.get("scaling") or {}).get("name", "none") != "dynamic"
+        return (self.cfg.get("scaling") or {}).get("name", "none") not in ("dynamic", "longrope")
+
+    @property
+    def rotary_dim(self) -> int:
+        return int(self.dims.head_dim * self.cfg.get("rotary_fraction", 1.0))
 
     def inv_freq(self):
-        K = self.dims.head_dim
-        return self.cfg["theta"] ** (-torch.arange(0, K, 2, dtype=torch.float32) / K)
+        R = self.rotary_dim
+        return self.cfg["theta"] ** (-torch.arange(0, R, 2, dtype=torch.float32) / R)
 
     def cos_sin(self, pos_BT):
         s = self.cfg.get("scaling") or {"name": "none"}
@@ -258,8 +287,13 @@ class Rotary(PE):
         return angle_BTK.cos() * mscale, angle_BTK.sin() * mscale
 
     def rotate(self, q_BHTK, k_BHTK, pos_BT):
-        cos_BTK, sin_BTK = self.cos_sin(pos_BT)
-        return apply_rotary(q_BHTK, cos_BTK, sin_BTK), apply_rotary(k_BHTK, cos_BTK, sin_BTK)
+        R = self.rotary_dim
+        q_rot, k_rot = self.rotate_rotary(q_BHTK[..., :R], k_BHTK[..., :R], pos_BT)
+        return torch.cat((q_rot, q_BHTK[..., R:]), dim=-1), torch.cat((k_rot, k_BHTK[..., R:]), dim=-1)
+
+    def rotate_rotary(self, q_BHTR, k_BHTR, pos_BT):
+        cos_BTR, sin_BTR = self.cos_sin(pos_BT)
+        return apply_rotary(q_BHTR, cos_BTR, sin_BTR), apply_rotary(k_BHTR, cos_BTR, sin_BTR)
 
 
 @register("drope")
@@ -280,7 +314,7 @@ class LearnedRotary(Rotary):
 
     def __init__(self, cfg, dims):
         super().__init__(cfg, dims)
-        self.inv_freq_param = nn.Parameter(torch.zeros(dims.head_dim // 2))
+        self.inv_freq_param = nn.Parameter(torch.zeros(self.rotary_dim // 2))
 
     def inv_freq(self):
         return self.inv_freq_param
@@ -298,21 +332,101 @@ class PartialRotary(Rotary):
         return inv_F
 
 
+@register("modded_rope")
+class ModdedRotary(Rotary):
+    """modded-nanogpt's half-truncated RoPE: R/4 frequencies (1/theta)^linspace(0, 1, R/4), then R/4 zeros."""
+
+    def inv_freq(self):
+        quarter = self.rotary_dim // 4
+        inv_F = (1.0 / self.cfg["theta"]) ** torch.linspace(0, 1, steps=quarter, dtype=torch.float32)
+        return torch.cat((inv_F, inv_F.new_zeros(quarter)))
+
+
+@register("hope")
+class HighFrequencyRotary(Rotary):
+    """HoPE: frequencies without a full period within the training length are zero (position-free)."""
+
+    def inv_freq(self):
+        inv_F = super().inv_freq()
+        return torch.where(inv_F * self.dims.seq_len >= 2 * math.pi, inv_F, torch.zeros_like(inv_F))
+
+
+@register("fope")
+class FourierRotary(Rotary):
+    """FoPE: the D frequencies with a full period within the training length are mixed per head into d = min(D,
+    K/4) slots by fixed (H, D, d) matrices whose columns sum to 1 (from the checkpoint), cos and sin each with
+    its own; the other slots are zero frequency (cos 1, sin 0)."""
+
+    options = Rotary.options | {"fourier_gain"}  # the gain only drew the matrices, which come with the weights
+
+    def __init__(self, cfg, dims):
+        super().__init__(cfg, dims)
+        R, theta = self.rotary_dim, cfg["theta"]  # Python floats: transformers builds the model on the meta device
+        self.n_in = sum(theta ** (-2 * i / R) * dims.seq_len >= 2 * math.pi for i in range(R // 2))
+        self.n_out = min(self.n_in, dims.head_dim // 4) if self.n_in else 0
+        self.register_buffer("cos_coef", torch.zeros(dims.n_heads, self.n_in, self.n_out))
+        self.register_buffer("sin_coef", torch.zeros(dims.n_heads, self.n_in, self.n_out))
+
+    def cos_sin(self, pos_BT):
+        s = self.cfg.get("scaling") or {"name": "none"}
+        original = s.get("original_max_positions") or self.dims.seq_len
+        inv_F, mscale = SCALINGS[s["name"]][1](self.inv_freq().float().to(pos_BT.device), pos_BT, s, original)
+        angle_BTD = pos_BT.float()[..., None] * inv_F[: self.n_in]
+        cos_BHTd = torch.einsum("btD,hDd->bhtd", angle_BTD.cos(), self.cos_coef.float())
+        sin_BHTd = torch.einsum("btD,hDd->bhtd", angle_BTD.sin(), self.sin_coef.float())
+        pad = self.rotary_dim // 2 - self.n_out
+        cos_BHTF = F.pad(cos_BHTd, (0, pad), value=1.0)
+        sin_BHTF = F.pad(sin_BHTd, (0, pad), value=0.0)
+        return torch.cat((cos_BHTF, cos_BHTF), dim=-1) * mscale, torch.cat((sin_BHTF, sin_BHTF), dim=-1) * mscale
+
+    def rotate_rotary(self, q_BHTR, k_BHTR, pos_BT):
+        cos_BHTR, sin_BHTR = self.cos_sin(pos_BT)  # per head already: no head axis to add
+
+        def rot(x):
+            xf = x.float()
+            return (xf * cos_BHTR + rotate_half(xf) * sin_BHTR).to(x.dtype)
+        return rot(q_BHTR), rot(k_BHTR)
+
+
 @register("xpos")
 class XPos(Rotary):
     """RoPE with q scaled by zeta^(n/B) and k by zeta^(-m/B): q.k decays by zeta^((n-m)/B) per frequency."""
 
     options = Rotary.options | {"gamma", "scale_base"}
 
-    def rotate(self, q_BHTK, k_BHTK, pos_BT):
+    def rotate_rotary(self, q_BHTK, k_BHTK, pos_BT):
         cos_BTK, sin_BTK = self.cos_sin(pos_BT)
-        K = self.dims.head_dim
+        K = self.rotary_dim
         zeta_F = (torch.arange(0, K, 2, device=pos_BT.device, dtype=torch.float32) / K + self.cfg["gamma"]) \
             / (1 + self.cfg["gamma"])
         scale_BTF = zeta_F ** (pos_BT.float()[..., None] / self.cfg["scale_base"])
         scale_BTK = torch.cat((scale_BTF, scale_BTF), dim=-1)
         return (apply_rotary(q_BHTK, cos_BTK * scale_BTK, sin_BTK * scale_BTK),
                 apply_rotary(k_BHTK, cos_BTK / scale_BTK, sin_BTK / scale_BTK))
+
+
+@register("pope")
+class PolarRotary(PE):
+    """PoPE: channel c of q/k becomes the complex number softplus(x_c) e^(i pos theta_c), theta_c = theta^(-c/K),
+    keys with a learned phase bias clamped to [-2 pi, 0], written as 2K real channels [mu cos, mu sin]: the
+    attention's q.k / sqrt(K) is then sum_c mu_q mu_k cos((s - t) theta_c + delta_c) / sqrt(K)."""
+
+    options = frozenset(("theta",))
+
+    def __init__(self, cfg, dims):
+        super().__init__(cfg, dims)
+        self.phase_bias = nn.Parameter(torch.zeros(dims.n_heads, 1, dims.head_dim))
+
+    def rotate(self, q_BHTK, k_BHTK, pos_BT):
+        K = self.dims.head_dim
+        inv_K = self.cfg["theta"] ** (-torch.arange(K, dtype=torch.float32, device=pos_BT.device) / K)
+        phase_B1TK = (pos_BT.float()[..., None] * inv_K)[:, None]
+        delta_H1K = self.phase_bias.float().clamp(-2 * math.pi, 0.0)
+
+        def polar(x, phase):
+            mu = F.softplus(x.float())
+            return torch.cat((mu * phase.cos(), mu * phase.sin()), dim=-1).to(x.dtype)
+        return polar(q_BHTK, phase_B1TK), polar(k_BHTK, phase_B1TK + delta_H1K)
 
 
 # -- logit biases ------------------------------------------------------------------------------------------
