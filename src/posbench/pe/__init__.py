@@ -2,9 +2,11 @@
 
 from posbench.pe import (  # noqa: F401  (imported for their @PES.register side effect)
     alibi,
+    cope,
     digits,
     drope,
     fire,
+    fox,
     hybrid,
     kerple,
     learned,
