@@ -188,3 +188,31 @@ def test_fox_compiled_flex_matches_eager_on_gpu_with_gradients():
     out.backward()
     ref.backward()
     torch.testing.assert_close(model.pe.weight_LHD.grad, ref_model.pe.weight_LHD.grad, rtol=2e-2, atol=2e-3)
+
+
+def test_model_stats_count_the_new_parameters_and_flops_by_hand():
+    from posbench.config import load_config
+    from posbench.model.flops import model_stats
+
+    base_cfg = load_config(model_size="tiny", pe_type="none")
+    base = model_stats(base_cfg.model, base_cfg.pe, "cuda")
+    m = base_cfg.model
+    L, H, D, T, K = m.n_layers, m.n_heads, m.d_model, m.seq_len, m.d_model // m.n_heads
+    fox_cfg = load_config(model_size="tiny", pe_type="fox")
+    fox = model_stats(fox_cfg.model, fox_cfg.pe, "cuda")
+    assert fox.params_pe == L * (H * D + H) and fox.params_total == base.params_total + L * (H * D + H)
+    assert fox.params_matmul == base.params_matmul  # PE parameters are counted apart
+    fox_fwd = L * (2 * D * H + H + 2 * H * T)  # gate projection, cumsum, c_i - c_j on every logit
+    assert fox.flops_per_token_forward == pytest.approx(base.flops_per_token_forward + fox_fwd)
+    assert fox.flops_per_token_train == pytest.approx(base.flops_per_token_train + 3 * fox_fwd)
+    assert fox.kernels == ["flex"] * L
+    cope_cfg = load_config(model_size="tiny", pe_type="cope")
+    cope = model_stats(cope_cfg.model, cope_cfg.pe, "cuda")
+    N = T + 1
+    assert cope.params_pe == L * K * N
+    cope_fwd = L * (2 * H * K * N + 8 * H * T)  # q . e table products; cumsum and interpolation over T x T
+    assert cope.flops_per_token_train == pytest.approx(base.flops_per_token_train + 3 * cope_fwd)
+    assert cope.kernels == ["eager"] * L  # CoPE runs on the eager kernel, on CUDA too
+    hybrid_cfg = load_config(model_size="tiny", pe_type="hybrid", overrides=["pe.pattern=[{name: fox}, {name: none}]"])
+    hybrid = model_stats(hybrid_cfg.model, hybrid_cfg.pe, "cuda")  # FoX on every other layer
+    assert hybrid.flops_per_token_forward == pytest.approx(base.flops_per_token_forward + fox_fwd / 2)

@@ -15,6 +15,10 @@ encoder-decoder's encoder self-, decoder self- and cross-attention alike, over T
 Mamba, whose selective scan (about 9 * E * d_model * d_state per token and layer) is left out of this
 matmul-based estimate. PE parameters are those of every positional-encoding module (the
 encoder-decoder has two).
+
+A PE's own work beyond these terms (PositionalEncoding.layer_flops: FoX's gate projection and cumulative
+sum, CoPE's q . e table products and its gate cumsum and interpolation over the T x T square) is added
+per layer, x3 for a training step as the other terms.
 """
 
 from __future__ import annotations
@@ -68,5 +72,8 @@ def stats_of(model: torch.nn.Module, cfg: ModelConfig, seq_len: int | None = Non
             for m in model.modules() if isinstance(m, (Attention, CrossAttention))]
     attn = 12 * cfg.d_model * sum(keys)
     windows = [m.kernel.window for m in model.modules() if isinstance(m, Attention) and m.kernel is not None]
-    return ModelStats(total, emb, pe, matmul, 6 * matmul + attn, 2 * matmul + attn / 3,
+    pes = [m for m in model.modules() if isinstance(m, PositionalEncoding)]
+    nested = {id(sub) for m in pes for sub in m.modules() if sub is not m}  # a hybrid's members count through it
+    pe_fwd = sum(m.flops_per_token(T) for m in pes if id(m) not in nested)
+    return ModelStats(total, emb, pe, matmul, 6 * matmul + attn + 3 * pe_fwd, 2 * matmul + attn / 3 + pe_fwd,
                       list(model.kernel_names), windows)

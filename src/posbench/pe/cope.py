@@ -62,3 +62,9 @@ class CoPE(PositionalEncoding):
         z_lo = z_BHTN.gather(-1, lo_BHTS.long())
         z_hi = z_BHTN.gather(-1, p_BHTS.ceil().long())
         return s_BHTS + (z_lo * (1 - w_BHTS) + z_hi * w_BHTS) / math.sqrt(q_BHTK.shape[-1])
+
+    def layer_flops(self, layer, seq_len):
+        # q . e[n] for every integer position (a multiply-add per table weight and head), then per head and key:
+        # the cumulative sum (1), p - floor(p) (1), the interpolation (4), the 1/sqrt(K) and the add to the
+        # logit (2); the gates' sigmoid is left out, as softmax's exp is
+        return 2 * self.ctx.d_model * self.npos_max + 8 * self.ctx.n_heads * seq_len

@@ -19,6 +19,7 @@ PE it has:
                                                    merged with model.attention_window (the smaller wins)
   drop()                              -> PEConfig  removes the positions for good, returns the config that now
                                                    describes the PE (DroPE); `can_drop` is derived from overriding it
+  layer_flops(layer, seq_len)         -> forward FLOPs per token the PE adds to a layer (model/flops.py)
 
 Data-dependent PEs (their bias depends on the tokens, not only on positions) use three more hooks; attention
 calls them every time too, and the defaults make them no-ops:
@@ -198,6 +199,15 @@ class PositionalEncoding(nn.Module):
     def can_drop(cls) -> bool:
         """Derived from the class overriding `drop`, as `has_score_mod` is: checked before training starts."""
         return cls.drop is not PositionalEncoding.drop
+
+    def layer_flops(self, layer: int, seq_len: int) -> float:
+        """Forward FLOPs per token this PE adds to one layer beyond the model's matmul estimate (model/flops.py),
+        pairwise work counted over the full T x T square as the attention term is. 0 for a PE whose cost is
+        negligible next to attention (a bias lookup, a rotation)."""
+        return 0.0
+
+    def flops_per_token(self, seq_len: int) -> float:
+        return sum(self.layer_pe(layer).layer_flops(layer, seq_len) for layer in range(self.ctx.n_layers))
 
     def extra_repr(self) -> str:
         return f"name={self.name}"

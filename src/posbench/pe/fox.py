@@ -53,3 +53,9 @@ class ForgetGate(PositionalEncoding):
             return score + (c_BHT[b, h, q_idx] - c_BHS[b, h, kv_idx])
 
         return mod
+
+    def layer_flops(self, layer, seq_len):
+        # the gate projection (a multiply-add per weight), the cumulative sum (one add per head), and c_i - c_j
+        # added to every logit (two per head and key); logsigmoid is left out, as softmax's exp is
+        H, D = self.ctx.n_heads, self.ctx.d_model
+        return 2 * D * H + H + 2 * H * seq_len
