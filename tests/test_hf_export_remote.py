@@ -77,6 +77,10 @@ CASES = {
     "alibi_window": ["pe.name=alibi", "model.attention_window=5"],
     "drope": ["pe.name=drope"],
     "drope_dropped": ["pe.name=drope", "pe.dropped=true"],
+    # data-dependent: FoX's log forget gates ride in the cache with their keys; CoPE with positions clamped
+    "fox": ["pe.name=fox"], "cope": ["pe.name=cope"], "cope_shared_clamped": ["pe.name=cope", "pe.npos_max=6",
+                                                                              "pe.shared=true"],
+    "hybrid_fox_cope": ["pe.name=hybrid", "pe.pattern=[{name: fox}, {name: cope}]"],
 }
 
 
