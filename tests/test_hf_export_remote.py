@@ -223,7 +223,7 @@ def test_remote_code_refuses_options_it_does_not_implement():
     with pytest.raises(ValueError, match="not implemented"):
         check_pe_config({"name": "rope", "theta": 1e4, "scaling": {"name": "longrope", "factor": 2}})
     with pytest.raises(ValueError, match=r"pattern\[1\]"):
-        check_pe_config({"name": "hybrid", "pattern": [{"name": "none"}, {"name": "cope"}]})
+        check_pe_config({"name": "hybrid", "pattern": [{"name": "none"}, {"name": "not_a_pe"}]})
 
 
 def test_an_architecture_that_cannot_be_expressed_is_refused_before_writing(tmp_path):
