@@ -22,6 +22,13 @@ def fmt(n: float) -> str:
     return f"{n:.0f}"
 
 
+def pe_term(s, times: int) -> str:
+    """The PE's own work (FoX's gates, CoPE's table products and row sums: PositionalEncoding.layer_flops)."""
+    if not s.flops_per_token_pe:
+        return ""
+    return f" + {times}*{fmt(s.flops_per_token_pe)} (PE)" if times > 1 else f" + {fmt(s.flops_per_token_pe)} (PE)"
+
+
 @cli_entry
 def main(argv=None) -> int:
     p = config_parser(__doc__.split("\n\n")[0])
@@ -44,8 +51,8 @@ def main(argv=None) -> int:
         ("  token embedding", f"{s.params_embedding:,}"),
         ("  positional encoding", f"{s.params_pe:,}"),
         ("  in matmuls (N)", f"{s.params_matmul:,} (non-embedding + LM head)"),
-        ("FLOPs/token, train", f"{fmt(s.flops_per_token_train)}  = 6*N + 12*{per_layer}d_model*{keys}"),
-        ("FLOPs/token, forward", f"{fmt(s.flops_per_token_forward)}  = 2*N + 4*{per_layer}d_model*{keys}"),
+        ("FLOPs/token, train", f"{fmt(s.flops_per_token_train)}  = 6*N + 12*{per_layer}d_model*{keys}{pe_term(s, 3)}"),
+        ("FLOPs/token, forward", f"{fmt(s.flops_per_token_forward)}  = 2*N + 4*{per_layer}d_model*{keys}{pe_term(s, 1)}"),
         (f"attention kernel ({args.device})", kernels),
         ("attention window", windows),
     ]

@@ -205,6 +205,7 @@ def test_model_stats_count_the_new_parameters_and_flops_by_hand():
     fox_fwd = L * (2 * D * H + H + 2 * H * T)  # gate projection, cumsum, c_i - c_j on every logit
     assert fox.flops_per_token_forward == pytest.approx(base.flops_per_token_forward + fox_fwd)
     assert fox.flops_per_token_train == pytest.approx(base.flops_per_token_train + 3 * fox_fwd)
+    assert fox.flops_per_token_pe == pytest.approx(fox_fwd) and base.flops_per_token_pe == 0
     assert fox.kernels == ["flex"] * L
     cope_cfg = load_config(model_size="tiny", pe_type="cope")
     cope = model_stats(cope_cfg.model, cope_cfg.pe, "cuda")

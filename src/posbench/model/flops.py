@@ -42,6 +42,7 @@ class ModelStats:
     flops_per_token_forward: float
     kernels: list[str]
     windows: list[int | None] = field(default_factory=list)  # per causal self-attention layer; None: full
+    flops_per_token_pe: float = 0.0  # forward FLOPs per token of the PE's own work (in both totals above)
 
 
 def model_stats(cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cuda",
@@ -76,4 +77,4 @@ def stats_of(model: torch.nn.Module, cfg: ModelConfig, seq_len: int | None = Non
     nested = {id(sub) for m in pes for sub in m.modules() if sub is not m}  # a hybrid's members count through it
     pe_fwd = sum(m.flops_per_token(T) for m in pes if id(m) not in nested)
     return ModelStats(total, emb, pe, matmul, 6 * matmul + attn + 3 * pe_fwd, 2 * matmul + attn / 3 + pe_fwd,
-                      list(model.kernel_names), windows)
+                      list(model.kernel_names), windows, pe_fwd)

@@ -30,7 +30,7 @@ from posbench.pe.encoding import PES, PEConfig, PositionalEncoding
 
 @PES.register("cope")
 class CoPE(PositionalEncoding):
-    kind = "contextual"
+    kind = "context"
     summary = "CoPE: positions count the keys whose gates sigmoid(q.k) open; interpolated embeddings (eager only)"
 
     @dataclass

@@ -96,7 +96,7 @@ class PEContext:
 
 class PositionalEncoding(nn.Module):
     name: ClassVar[str] = ""
-    # "absolute" (added to embeddings), "rotary", "bias" (logit bias) or "none". Used for reports and
+    # "absolute" (added to embeddings), "rotary", "bias" (logit bias), "context" (CoPE) or "none". Used for reports and
     # the shift-invariance contract test, never for control flow in model code.
     kind: ClassVar[str] = "none"
     summary: ClassVar[str] = ""
