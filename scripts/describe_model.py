@@ -51,8 +51,10 @@ def main(argv=None) -> int:
         ("  token embedding", f"{s.params_embedding:,}"),
         ("  positional encoding", f"{s.params_pe:,}"),
         ("  in matmuls (N)", f"{s.params_matmul:,} (non-embedding + LM head)"),
-        ("FLOPs/token, train", f"{fmt(s.flops_per_token_train)}  = 6*N + 12*{per_layer}d_model*{keys}{pe_term(s, 3)}"),
-        ("FLOPs/token, forward", f"{fmt(s.flops_per_token_forward)}  = 2*N + 4*{per_layer}d_model*{keys}{pe_term(s, 1)}"),
+        ("FLOPs/token, train",
+         f"{fmt(s.flops_per_token_train)}  = 6*N + 12*{per_layer}d_model*{keys}{pe_term(s, 3)}"),
+        ("FLOPs/token, forward",
+         f"{fmt(s.flops_per_token_forward)}  = 2*N + 4*{per_layer}d_model*{keys}{pe_term(s, 1)}"),
         (f"attention kernel ({args.device})", kernels),
         ("attention window", windows),
     ]
