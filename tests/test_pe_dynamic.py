@@ -121,9 +121,10 @@ def test_cope_init_follows_the_authors_code():
     assert shared.table_LKN.shape[0] == 1
 
 
+@pytest.mark.parametrize("window", [None, 5], ids=["full", "window5"])  # a window hides keys from gates and decay
 @pytest.mark.parametrize("name", ["cope", "fox"])
-def test_cached_decoding_equals_the_full_forward(name):
-    model = randomized(name)
+def test_cached_decoding_equals_the_full_forward(name, window):
+    model = randomized(name, overrides=[] if window is None else [f"model.attention_window={window}"])
     idx = torch.randint(0, 61, (2, 16))
     with torch.no_grad():
         full = model(idx).logits
