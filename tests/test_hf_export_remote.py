@@ -89,6 +89,10 @@ CASES = {
     "modded_rope": ["pe.name=modded_rope"], "hope": ["pe.name=hope"], "fope": ["pe.name=fope"],
     "fope_partial_yarn": ["pe.name=fope", "pe.rotary_fraction=0.5", "pe.scaling.name=yarn", "pe.scaling.factor=2"],
     "pope": ["pe.name=pope"],
+    # data-dependent: FoX's log forget gates ride in the cache with their keys; CoPE with positions clamped
+    "fox": ["pe.name=fox"], "cope": ["pe.name=cope"], "cope_shared_clamped": ["pe.name=cope", "pe.npos_max=6",
+                                                                              "pe.shared=true"],
+    "hybrid_fox_cope": ["pe.name=hybrid", "pe.pattern=[{name: fox}, {name: cope}]"],
 }
 
 
@@ -231,7 +235,7 @@ def test_remote_code_refuses_options_it_does_not_implement():
     with pytest.raises(ValueError, match="not implemented"):
         check_pe_config({"name": "rope", "theta": 1e4, "scaling": {"name": "longrope", "factor": 2}})
     with pytest.raises(ValueError, match=r"pattern\[1\]"):
-        check_pe_config({"name": "hybrid", "pattern": [{"name": "none"}, {"name": "cope"}]})
+        check_pe_config({"name": "hybrid", "pattern": [{"name": "none"}, {"name": "not_a_pe"}]})
 
 
 def test_an_architecture_that_cannot_be_expressed_is_refused_before_writing(tmp_path):

@@ -14,8 +14,10 @@ Other architectures (model.arch): the attention term is counted once per attenti
 encoder-decoder's encoder self-, decoder self- and cross-attention alike, over T x T), and is zero for
 Mamba, whose selective scan (about 9 * E * d_model * d_state per token and layer) is left out of this
 matmul-based estimate. PE parameters are those of every positional-encoding module (the
-encoder-decoder has two). Work a PE adds beyond these terms (PoPE's q.k over 2K channels, FoPE's frequency
-mixtures) is its `extra_flops_per_token(T)`, summed over the layers that use it (`pe.layer_pe(layer)`).
+encoder-decoder has two). A PE's own work beyond these terms (`PositionalEncoding.layer_flops`: PoPE's q.k over
+2K channels, FoPE's frequency mixtures, FoX's gate projection and cumulative sum, CoPE's q . e table products and
+its gate cumsum and interpolation over the keys) is added per layer that uses it (`pe.layer_pe(layer)`), over the
+keys the layer scores (its sliding window when shorter).
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ class ModelStats:
     flops_per_token_forward: float
     kernels: list[str]
     windows: list[int | None] = field(default_factory=list)  # per causal self-attention layer; None: full
-    flops_pe_train: float = 0.0  # of flops_per_token_train: the PE's own extra work (extra_flops_per_token)
+    flops_pe_train: float = 0.0  # of flops_per_token_train: the PEs' own extra work (layer_flops)
     flops_pe_forward: float = 0.0
 
 
@@ -72,11 +74,13 @@ def stats_of(model: torch.nn.Module, cfg: ModelConfig, seq_len: int | None = Non
     attn = 12 * cfg.d_model * sum(keys)
     windows = [m.kernel.window for m in model.modules() if isinstance(m, Attention) and m.kernel is not None]
     extra_fwd = extra_train = 0.0
-    pe_module = getattr(model, "pe", None)
-    if isinstance(pe_module, PositionalEncoding):
-        for layer in range(cfg.n_layers):  # the PE's own extra work over the keys this layer scores
-            T_layer = min(windows[layer] or T, T) if layer < len(windows) else T
-            fwd, train = pe_module.layer_pe(layer).extra_flops_per_token(T_layer)
+    pes = [m for m in model.modules() if isinstance(m, PositionalEncoding)]
+    nested = {id(sub) for m in pes for sub in m.modules() if sub is not m}  # a hybrid's members count through it
+    for pe_module in (m for m in pes if id(m) not in nested):  # the decoder's PE; the encoder-decoder has two
+        windowed = pe_module is getattr(model, "pe", None)
+        for layer in range(pe_module.ctx.n_layers):  # the PE's own extra work over the keys this layer scores
+            T_layer = min(windows[layer] or T, T) if windowed and layer < len(windows) else T
+            fwd, train = pe_module.layer_pe(layer).layer_flops(layer, T_layer)
             extra_fwd, extra_train = extra_fwd + fwd, extra_train + train
     return ModelStats(total, emb, pe, matmul, 6 * matmul + attn + extra_train, 2 * matmul + attn / 3 + extra_fwd,
                       list(model.kernel_names), windows, extra_train, extra_fwd)

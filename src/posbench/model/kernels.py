@@ -7,7 +7,8 @@ Causality is bottom-right aligned: query t (of T) sees keys 0 .. S - T + t.
   flex         FlexAttention with the PE's score_mod and a causal block mask (compiled on CUDA)
   flash_alibi  flash-attn's fused ALiBi (alibi_slopes=...), when flash-attn is installed
   eager        explicit softmax; the reference every other kernel is tested against, and what CPU
-               training uses when a bias is needed (FlexAttention has no CPU backward)
+               training uses when a bias is needed (FlexAttention has no CPU backward); the only kernel
+               for a PE with a logits_mod (CoPE), which rewrites whole rows of the logit matrix
 
 `docs` (model/packing.py, None unless model.packing splits windows into documents): the batch's documents. With
 docs.masked each kernel stops attention at document boundaries: SDPA and eager with a (B, 1, T, S) bool mask,
@@ -35,7 +36,7 @@ import torch.nn.functional as F
 from posbench.config_loader import ConfigError
 from posbench.model.masks import causal_mask, window_mask_mod  # noqa: F401  (causal_mask: importable from here)
 from posbench.model.packing import Documents, PackingConfig
-from posbench.pe.encoding import PositionalEncoding
+from posbench.pe.encoding import LogitsMod, PositionalEncoding
 from posbench.registry import Registry
 
 KERNELS = Registry("attention kernel")
@@ -85,11 +86,15 @@ class EagerKernel(AttentionKernel):
         other documents) at -inf."""
         T, S = q_BHTK.shape[-2], k_BHSK.shape[-2]
         s_BHTS = (q_BHTK.float() @ k_BHSK.float().transpose(-1, -2)) / math.sqrt(q_BHTK.shape[-1])
-        if score_mod is not None:
-            B = q_BHTK.shape[0] if docs is not None else None  # per-row positions come with documents
+        logits_mod = score_mod if isinstance(score_mod, LogitsMod) else None  # CoPE: applied to the masked matrix
+        if score_mod is not None and logits_mod is None:
+            # per-row positions come with documents; a data-dependent bias (FoX) differs per row anyway
+            per_row = docs is not None or self.pe.has_token_features
+            B = q_BHTK.shape[0] if per_row else None
             s_BHTS = s_BHTS + materialize_bias(score_mod, q_BHTK.shape[1], T, S, q_BHTK.device, B)
         allowed = causal_mask(T, S, q_BHTK.device, self.window) if docs is None else docs.allowed(self.window)
-        return s_BHTS.masked_fill(~allowed, float("-inf"))
+        s_BHTS = s_BHTS.masked_fill(~allowed, float("-inf"))
+        return s_BHTS if logits_mod is None else logits_mod(q_BHTK.float(), s_BHTS)
 
     def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
         p_BHTS = torch.softmax(self.scores(q_BHTK, k_BHSK, score_mod, docs), dim=-1)
@@ -138,6 +143,8 @@ class FlexKernel(AttentionKernel):
     def supports(cls, pe, device_type, attn_dropout):
         if attn_dropout > 0:
             return "FlexAttention has no attention dropout (set model.attn_dropout=0)"
+        if pe.has_logits_mod:
+            return "the PE rewrites whole rows of the logit matrix (logits_mod); use model.attention=eager"
         return None
 
     def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
@@ -209,7 +216,7 @@ class FlashAlibiKernel(AttentionKernel):
 def auto_kernel_name(pe: PositionalEncoding, device_type: str) -> str:
     if not pe.has_score_mod:
         return "sdpa"
-    return "flex" if device_type == "cuda" else "eager"
+    return "flex" if device_type == "cuda" and not pe.has_logits_mod else "eager"
 
 
 def select_kernel(requested: str, pe: PositionalEncoding, device_type: str, attn_dropout: float = 0.0,

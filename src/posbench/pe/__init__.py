@@ -2,11 +2,13 @@
 
 from posbench.pe import (  # noqa: F401  (imported for their @PES.register side effect)
     alibi,
+    cope,
     digits,
     drope,
     fire,
     fope,
     hope,
+    fox,
     hybrid,
     kerple,
     learned,

@@ -84,7 +84,7 @@ class FoPE(RotaryBase):
         sin_HTF = torch.nn.functional.pad(sin_HTd, (0, pad), value=0.0)
         return torch.cat((cos_HTF, cos_HTF), dim=-1) * mscale, torch.cat((sin_HTF, sin_HTF), dim=-1) * mscale
 
-    def extra_flops_per_token(self, seq_len: int) -> tuple[float, float]:
+    def layer_flops(self, layer: int, seq_len: int) -> tuple[float, float]:
         # the two (D -> d) mixtures per head, recomputed by every layer's rotate (per position: exact at batch 1,
         # an upper bound per token for larger batches, which share the positions); no backward (fixed buffers)
         mix = 2 * 2 * self.n_in * self.n_out * self.ctx.n_heads

@@ -59,7 +59,7 @@ class PoPE(PositionalEncoding):
         k = self.polar(k_BHTK, phase_TK + delta_H1K)
         return q.to(q_BHTK.dtype), k.to(k_BHTK.dtype)
 
-    def extra_flops_per_token(self, seq_len: int) -> tuple[float, float]:
+    def layer_flops(self, layer: int, seq_len: int) -> tuple[float, float]:
         # q.k over 2K channels instead of K: one more 2 * T * D per layer forward, x3 for a training step
         extra = 2.0 * seq_len * self.ctx.d_model
         return extra, 3 * extra

@@ -14,8 +14,11 @@ token indices; embed(x, pos_BT) adds absolute tables; rotate(q, k, pos_BT) for t
 bias(layer, pos_q_BT, pos_k_BS) -> (B, H, T, S) logit bias or None; layer_pe(layer) the PE a layer uses
 (per-layer hybrids); layer_window(layer) the sliding window a PE gives a layer (RNoPE-SWA), merged with
 `config.attention_window` (the smaller wins): query slot i then sees slots i-W+1 .. i (the cache keeps every
-key; the mask hides the older ones). Attention is the explicit-softmax reference in float32. The KV cache (transformers'
-DynamicCache) holds rotated keys, as posbench's does.
+key; the mask hides the older ones). Data-dependent PEs add: token_features(layer, x_BTD) -> (B, H, T) float32 or
+None (FoX's log forget gates), feature_bias(layer, pos_q_BT, pos_k_BS, feats_BHS) (by default `bias`), and
+logits_mod(layer, q, s) on the masked logits (CoPE). Attention is the explicit-softmax reference in float32. The KV
+cache (transformers' DynamicCache) holds rotated keys, as posbench's does; a PE's token features ride in it as one
+more key channel, so every cache operation keeps them with their keys.
 
 Positions are token indices, as in training: 0..S-1, or in a left-padded batch (attention_mask 0 on pads)
 each row's count of real tokens before it, which is what transformers' own models (Llama, Qwen3) and
@@ -141,6 +144,15 @@ class PE(nn.Module):
 
     def bias(self, layer: int, pos_q_BT, pos_k_BS):
         return None
+
+    def token_features(self, layer: int, x_BTD):
+        return None
+
+    def feature_bias(self, layer: int, pos_q_BT, pos_k_BS, feats_BHS):
+        return self.bias(layer, pos_q_BT, pos_k_BS)
+
+    def logits_mod(self, layer: int, q_BHTK, s_BHTS):
+        return s_BHTS
 
     def layer_pe(self, layer: int) -> PE:
         return self
@@ -546,6 +558,50 @@ class FIRE(Bias):
         return self.b2_LH[t][:, None, None] + torch.einsum("btsn,hn->bhts", hidden_BTSN, self.w2_LHN[t])
 
 
+# -- data-dependent ----------------------------------------------------------------------------------------
+@register("fox")
+class ForgetGate(PE):
+    """FoX (Lin et al. 2025): f_t = sigmoid(w.x_t + b) per layer and head; bias c_i - c_j, c = cumsum(log f)."""
+
+    def __init__(self, cfg, dims):
+        super().__init__(cfg, dims)
+        self.weight_LHD = nn.Parameter(torch.zeros(dims.n_layers, dims.n_heads, dims.d_model))
+        self.bias_LH = nn.Parameter(torch.zeros(dims.n_layers, dims.n_heads))
+
+    def token_features(self, layer, x_BTD):
+        logit_BTH = x_BTD.float() @ self.weight_LHD[layer].float().t() + self.bias_LH[layer].float()
+        return F.logsigmoid(logit_BTH).transpose(1, 2)
+
+    def feature_bias(self, layer, pos_q_BT, pos_k_BS, feats_BHS):
+        # left pads come first: a real query's and key's c differ by real tokens' gates only
+        c_BHS = feats_BHS.float().cumsum(-1)
+        c_BHT = c_BHS[..., c_BHS.shape[-1] - pos_q_BT.shape[-1]:]
+        return c_BHT[..., :, None] - c_BHS[..., None, :]
+
+
+@register("cope")
+class CoPE(PE):
+    """Golovneva et al. 2024: p_ij = sum_{t=j}^{i} sigmoid(q_i.k_t / sqrt(K)) (at most npos_max - 1), logit plus
+    q_i . e[p_ij] / sqrt(K), e interpolated between integer positions; one table per layer (or shared)."""
+
+    options = frozenset(("npos_max", "shared"))
+
+    def __init__(self, cfg, dims):
+        super().__init__(cfg, dims)
+        self.npos_max = cfg.get("npos_max") or dims.seq_len + 1
+        n_tables = 1 if cfg.get("shared") else dims.n_layers
+        self.table_LKN = nn.Parameter(torch.zeros(n_tables, dims.head_dim, self.npos_max))
+
+    def logits_mod(self, layer, q_BHTK, s_BHTS):
+        e_KN = self.table_LKN[0 if self.cfg.get("shared") else layer].float()
+        p_BHTS = torch.sigmoid(s_BHTS).flip(-1).cumsum(-1).flip(-1).clamp(max=self.npos_max - 1)
+        z_BHTN = q_BHTK.float() @ e_KN
+        lo_BHTS = p_BHTS.floor()
+        w_BHTS = p_BHTS - lo_BHTS
+        z = z_BHTN.gather(-1, lo_BHTS.long()) * (1 - w_BHTS) + z_BHTN.gather(-1, p_BHTS.ceil().long()) * w_BHTS
+        return s_BHTS + z / math.sqrt(q_BHTK.shape[-1])
+
+
 # -- absolute tables ---------------------------------------------------------------------------------------
 class Table(PE):
     """Adds scale * table(pos) to the token embeddings; scale None means the variant's default."""
@@ -841,18 +897,25 @@ class Attention(nn.Module):
         qkv = self.qkv(x_BTD).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k = pe.rotate(self.q_norm(qkv[0]), self.k_norm(qkv[1]), pos_BT)
         v = qkv[2]
+        feats_BHT = pe.token_features(layer, x_BTD)
+        if feats_BHT is not None:  # cached beside the keys, as one more channel
+            k = torch.cat((k, feats_BHT[..., None].to(k.dtype)), dim=-1)
         if cache is not None:
             k, v = cache.update(k, v, layer)
+        feats_BHS = None
+        if feats_BHT is not None:
+            k, feats_BHS = k[..., :-1], k[..., -1]
         S = pos_BS.shape[-1]
         if k.shape[2] != S:
             # a cache that returns preallocated slots (StaticCache) would have the padding slots attended
             raise ValueError(f"the cache returned {k.shape[2]} keys for {S} tokens; modeling_posbench.py supports "
                              "transformers' DynamicCache only (leave cache_implementation unset)")
         s_BHTS = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(self.head_dim)
-        bias_BHTS = pe.bias(layer, pos_BT, pos_BS)
+        bias_BHTS = pe.feature_bias(layer, pos_BT, pos_BS, feats_BHS)
         if bias_BHTS is not None:
             s_BHTS = s_BHTS + bias_BHTS
-        p_BHTS = torch.softmax(s_BHTS.masked_fill(~allowed_BTS[:, None], float("-inf")), dim=-1)
+        s_BHTS = pe.logits_mod(layer, q, s_BHTS.masked_fill(~allowed_BTS[:, None], float("-inf")))
+        p_BHTS = torch.softmax(s_BHTS, dim=-1)
         out_BHTK = (p_BHTS @ v.float()).to(x_BTD.dtype)
         return self.proj(out_BHTK.transpose(1, 2).reshape(B, T, D))
 
