@@ -108,9 +108,11 @@ class Transformer(nn.Module):
         self.pe.check_positions(int(pos_T.max().item()) + 1)
         return pos_T, docs
 
-    def hidden(self, idx_BT, pos_T=None, cache: KVCache | None = None):
+    def hidden(self, idx_BT, pos_T=None, cache: KVCache | None = None, data_pos_BT=None):
         B, T = idx_BT.shape
         pos_T, docs = self.packed_positions(idx_BT, pos_T, cache)
+        if data_pos_BT is not None:  # the data's own ids (a task's digit places): the PE says what they mean
+            pos_T = self.pe.data_positions(data_pos_BT.to(idx_BT.device), pos_T)
         x_BTD = self.emb_dropout(self.pe.embed(self.tok_emb(idx_BT), pos_T))
         for layer, block in enumerate(self.blocks):
             x_BTD = block(x_BTD, pos_T, self.pe.layer_pe(layer), cache.layers[layer] if cache else None, docs)
@@ -119,11 +121,13 @@ class Transformer(nn.Module):
         return self.norm(x_BTD), pos_T
 
     def forward(self, idx_BT, targets_BT=None, pos_T=None, cache: KVCache | None = None, *,
-                logit_moments: bool = False) -> ModelOutput:
+                logit_moments: bool = False, data_pos_BT=None) -> ModelOutput:
         """The logits (B, T, V); with targets also the mean cross-entropy over targets != -100. With targets
         and `loss_chunk_tokens` > 0 the head and loss are fused (model/loss.py): no logits, and their moments
-        when `logit_moments` asks (model/output.py has the fields)."""
-        h_BTD, _ = self.hidden(idx_BT, pos_T, cache)
+        when `logit_moments` asks (model/output.py has the fields). `data_pos_BT`: per-token position ids the data
+        carries (B, T) int, for the new tokens only when decoding with a cache; the PE's `data_positions` hook
+        decides their meaning (most PEs ignore them)."""
+        h_BTD, _ = self.hidden(idx_BT, pos_T, cache, data_pos_BT)
         if targets_BT is None:
             return ModelOutput(logits=self.lm_head(h_BTD))
         return head_loss(h_BTD, self.lm_head.weight, targets_BT, self.loss_chunk_tokens, self.lm_head,

@@ -1,7 +1,9 @@
 """Positional-encoding zoo. Every variant is imported here explicitly so the registry is greppable."""
 
 from posbench.pe import (  # noqa: F401  (imported for their @PES.register side effect)
+    abacus,
     alibi,
+    coupled,
     digits,
     fire,
     hybrid,

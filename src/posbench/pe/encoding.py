@@ -15,6 +15,8 @@ PE it has:
       fn(score, b, h, q_idx, kv_idx) -> score, FlexAttention's signature; the eager kernel evaluates
       the same function on broadcast index grids, so one definition serves every kernel.
   layer_pe(layer)                     -> the PE a given layer uses (per-layer hybrids)
+  data_positions(data_BT, pos)        -> pos     what a task's own per-token ids (B, T) mean to this PE: most PEs
+                                                 ignore them and keep `pos` (abacus, coupled read them)
 """
 
 from __future__ import annotations
@@ -113,6 +115,17 @@ class PositionalEncoding(nn.Module):
                 f"PE `{self.name}` is defined for positions 0..{limit - 1}, but {n_positions} positions "
                 f"were requested. Evaluate at most {limit} tokens, or train with a larger "
                 f"`pe.max_positions`.")
+
+    def data_positions(self, data_BT: torch.Tensor, pos_T: torch.Tensor) -> torch.Tensor:
+        """The positions this PE uses when the data carries its own per-token ids `data_BT` (B, T) (a task's digit
+        places, DESIGN.md style 22); `pos_T` are the positions it would use otherwise. Default: ignore the ids."""
+        return pos_T
+
+    @classmethod
+    def reads_data_positions(cls) -> bool:
+        """Whether the data's own position ids change what this PE computes: derived from the class overriding
+        `data_positions`, never declared (the HF export refuses such PEs: it has no way to carry the ids)."""
+        return cls.data_positions is not PositionalEncoding.data_positions
 
     def embed(self, x_BTD: torch.Tensor, pos_T: torch.Tensor) -> torch.Tensor:
         return x_BTD
