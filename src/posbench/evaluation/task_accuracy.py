@@ -39,7 +39,8 @@ def _share(correct: torch.Tensor, total: torch.Tensor) -> float | None:
 
 @torch.no_grad()
 def score_rows(model, inputs_BT: torch.Tensor, targets_BT: torch.Tensor, batch_size: int = 256,
-               train_len: int | None = None) -> TaskScore:
+               train_len: int | None = None, positions_BT: torch.Tensor | None = None) -> TaskScore:
+    """`positions_BT`: the task's own position ids of the rows (`source.pad_positions`), fed as in training."""
     model.eval()
     correct, total, loss_sum, per_example = 0, 0, 0.0, []
     hits_T = torch.zeros(inputs_BT.shape[1], dtype=torch.long)  # correct targets per position
@@ -47,7 +48,8 @@ def score_rows(model, inputs_BT: torch.Tensor, targets_BT: torch.Tensor, batch_s
     try:
         for start in range(0, inputs_BT.shape[0], batch_size):
             x, y = inputs_BT[start : start + batch_size], targets_BT[start : start + batch_size]
-            logits = model(x).logits.float()
+            pos = None if positions_BT is None else positions_BT[start : start + batch_size]
+            logits = model(x, data_pos_BT=pos).logits.float()
             mask = y != IGNORE
             hit = (logits.argmax(-1) == y) & mask
             correct += int(hit.sum())
@@ -66,7 +68,9 @@ def score_rows(model, inputs_BT: torch.Tensor, targets_BT: torch.Tensor, batch_s
 
 
 @torch.no_grad()
-def attention_probs(model, inputs_1T: torch.Tensor) -> list[list[list[list[float]]]]:
-    """[layer][head][query][key] attention probabilities for one example (eager reference)."""
-    scores = model.attention_scores(inputs_1T)
+def attention_probs(model, inputs_1T: torch.Tensor, positions_1T: torch.Tensor | None = None
+                    ) -> list[list[list[list[float]]]]:
+    """[layer][head][query][key] attention probabilities for one example (eager reference); `positions_1T`: the
+    task's own position ids, as score_rows takes them."""
+    scores = model.attention_scores(inputs_1T, data_pos_BT=positions_1T)
     return [torch.softmax(s[0], dim=-1).nan_to_num(0.0).tolist() for s in scores]

@@ -137,9 +137,11 @@ class Transformer(nn.Module):
         return KVCache.empty(self.cfg.n_layers)
 
     @torch.no_grad()
-    def attention_scores(self, idx_BT, pos_T=None) -> list[torch.Tensor]:
+    def attention_scores(self, idx_BT, pos_T=None, data_pos_BT=None) -> list[torch.Tensor]:
         """Per layer, the pre-softmax logits (B, H, T, T) incl. PE bias and causal -inf (analysis)."""
         pos_T, docs = self.packed_positions(idx_BT, pos_T)
+        if data_pos_BT is not None:  # as in hidden()
+            pos_T = self.pe.data_positions(data_pos_BT.to(idx_BT.device), pos_T)
         x_BTD = self.pe.embed(self.tok_emb(idx_BT), pos_T)
         out = []
         for layer, block in enumerate(self.blocks):
