@@ -44,6 +44,11 @@ class Abacus(PositionalEncoding):
     def max_positions(self):
         return self.cfg.max_positions or self.ctx.seq_len
 
+    def positions(self, T, device, offset=0):
+        # token indices, unchecked here: with data ids they are replaced (a long row of short numbers is fine),
+        # without them embed() checks them against the table
+        return torch.arange(offset, offset + T, device=device, dtype=torch.float32)
+
     def data_positions(self, data_BT, pos_T):
         data_BT = data_BT.float()
         if data_BT.numel():
@@ -54,5 +59,6 @@ class Abacus(PositionalEncoding):
         return data_BT
 
     def embed(self, x_BTD, pos_T):
-        # places are float32 integers; the lookup needs int64 (check_positions ran already)
+        if pos_T.numel() and int(pos_T.max().item()) >= self.table.num_embeddings:
+            self.check_positions(int(pos_T.max().item()) + 1)  # raises PositionRangeError with its advice
         return x_BTD + self.table(pos_T.long()).to(x_BTD.dtype)

@@ -80,8 +80,10 @@ class ArithmeticTask(Task):
         return 1 / 10
 
     def operand(self, rng: np.random.Generator, n: int) -> int:
-        lowest = 0 if n == 1 else 10 ** (n - 1)
-        return int(rng.integers(lowest, 10**n))
+        """n uniform digits, the leading one nonzero when n > 1 (digit by digit: 10**n overflows int64)."""
+        lead = int(rng.integers(1 if n > 1 else 0, 10))
+        rest = rng.integers(0, 10, size=n - 1)
+        return int(str(lead) + "".join(map(str, rest)))
 
     def number(self, x: int, reverse: bool) -> tuple[list[str], list[int]]:
         """A number's symbols as written, and each symbol's place id (1 = least significant digit)."""
@@ -100,7 +102,11 @@ class ArithmeticTask(Task):
     def generate(self, rng: np.random.Generator, split: str) -> Example:
         r = self.cfg.split_range(split)
         n_a, n_b = uniform_int(rng, r), uniform_int(rng, r)
-        a, b = self.operand(rng, n_a), self.operand(rng, n_b)
+        return self.render(self.operand(rng, n_a), self.operand(rng, n_b))
+
+    def render(self, a: int, b: int) -> Example:
+        """The example `a op b` in this task's format, with its place ids."""
+        n_a, n_b = len(str(a)), len(str(b))
         c = self.apply(a, b)
         rev_ops = self.cfg.reverse == "all"
         a_syms, a_places = self.number(a, rev_ops)
