@@ -23,7 +23,7 @@ def test_reversed_addition_by_hand():
     t = task()
     ex = t.render(123, 45)  # 123 + 45 = 168
     assert syms(t, ex) == list("321+54=861") + ["<end>"]
-    assert (ex.prompt, ex.answer) == ("321+54=", "861")
+    assert (ex.prompt, ex.answer) == ("321+54=", " 861")  # text: the answer after a space, as every task
     assert ex.positions_T.tolist() == [1, 2, 3, 0, 1, 2, 0, 1, 2, 3, 0]
     want = np.full(11, IGNORE)
     want[6:10] = t.vocab.ids(["8", "6", "1", "<end>"])  # predicted from `=` and the answer digits

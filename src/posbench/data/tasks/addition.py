@@ -2,7 +2,7 @@
 length-generalization papers, with per-token place ids (data/tasks/arithmetic.py). ID 1-5 digits per operand,
 OOD 6-20.
 
-    tokens  3 2 1 + 5 4 = 8 6 1 <end>       text  "321+54=" + "861"      (123 + 45 = 168, reverse=all)
+    tokens  3 2 1 + 5 4 = 8 6 1 <end>       text  "321+54=" + " 861"      (123 + 45 = 168, reverse=all)
     places  1 2 3 0 1 2 0 1 2 3 0
 """
 

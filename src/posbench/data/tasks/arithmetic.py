@@ -119,7 +119,7 @@ class ArithmeticTask(Task):
         if self.cfg.reverse != "none":
             positions = np.asarray(a_places + [0] + b_places + [0] + self.answer_positions(self.vocab.ids(answer)),
                                    dtype=np.int64)
-        return Example("".join(prompt), "".join(c_syms), tokens, targets,
+        return Example("".join(prompt), " " + "".join(c_syms), tokens, targets,
                        {"digits": max(n_a, n_b), "operands": [n_a, n_b]}, positions)
 
     def answer_positions(self, answer_ids: list[int]) -> list[int] | None:

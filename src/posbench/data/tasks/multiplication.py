@@ -2,7 +2,7 @@
 length-generalization papers, with per-token place ids (data/tasks/arithmetic.py). ID 1-3 digits per operand,
 OOD 4-8.
 
-    tokens  3 2 1 * 5 4 = 5 3 5 5 <end>     text  "321*54=" + "5355"     (123 * 45 = 5535, reverse=all)
+    tokens  3 2 1 * 5 4 = 5 3 5 5 <end>     text  "321*54=" + " 5355"     (123 * 45 = 5535, reverse=all)
     places  1 2 3 0 1 2 0 1 2 3 4 0
 
 Place ids follow the digit's own number, as for addition (the Abacus rule). Cho et al. couple the

@@ -1,0 +1,139 @@
+"""Position ids from the data (a task's digit places) through the model: Abacus is an embedding lookup at the
+places, position coupling hands the ids to its inner PE as positions, PEs that do not read data ids ignore them,
+training shifts places by a random offset and evaluation does not, cached decoding with the task's id rule equals
+the full forward, and the training loop hands a task's ids to the model."""
+
+import numpy as np
+import pytest
+import torch
+
+from posbench.config import load_config
+from posbench.config_loader import ConfigError
+from posbench.data.tasks import build_task, get_task_class
+from posbench.data.tasks.source import TaskSource, pad_rows
+from posbench.evaluation.generate import DataPositions, greedy_cached, greedy_recompute
+from posbench.pe import PES
+from posbench.pe.abacus import Abacus
+from tests.conftest import build_test_model
+
+ADD = build_task(get_task_class("addition").Config())
+COUPLED = build_task(get_task_class("addition").Config(reverse="answer"))
+
+
+def hand_rows(task, pairs):
+    rows = pad_rows([task.render(a, b) for a, b in pairs])
+    return rows[0], rows[1], rows.positions
+
+
+def test_abacus_adds_the_table_row_of_each_digit_place():
+    model = build_test_model("abacus", vocab_size=ADD.vocab.size).eval()
+    x, _, places = hand_rows(ADD, [(123, 45), (99, 7)])
+    assert places[0, :11].tolist() == [1, 2, 3, 0, 1, 2, 0, 1, 2, 3, 0]
+    seen = {}
+    model.blocks[0].register_forward_pre_hook(lambda mod, args: seen.update(x=args[0]))
+    model(x, data_pos_BT=places)
+    table, tok = model.pe.table.weight, model.tok_emb.weight
+    want = torch.stack([torch.stack([tok[x[b, t]] + table[places[b, t]] for t in range(x.shape[1])])
+                        for b in range(x.shape[0])])
+    torch.testing.assert_close(seen["x"], want)
+
+
+def test_abacus_shifts_digit_places_in_training_only_and_never_non_digits():
+    pe = build_test_model("abacus", overrides=["pe.max_offset=50"]).pe
+    places = torch.tensor([[1, 2, 3, 0, 1, 2, 0, 1, 2, 3, 0]] * 64)
+    pe.eval()
+    assert torch.equal(pe.data_positions(places, None), places.float())
+    pe.train()
+    torch.manual_seed(0)
+    shifted = pe.data_positions(places, None)
+    k = shifted[:, 0] - 1  # one offset per row
+    assert torch.equal(shifted, torch.where(places > 0, places + k[:, None], places).float())
+    assert k.min() >= 0 and k.max() <= 49 and len(set(k.tolist())) > 10
+    assert pe.table.num_embeddings == 64 + 49  # every shifted place has a row (model.seq_len places + offsets)
+
+
+def test_coupled_ids_are_the_inner_rope_positions():
+    """Coupling on a hand example: the digits of equal significance share an id (the hundreds of 123 and of its
+    result 168), and the coupled model computes what RoPE computes at those positions given explicitly."""
+    coupled = build_test_model("coupled", vocab_size=COUPLED.vocab.size).eval()
+    rope = build_test_model("rope", vocab_size=COUPLED.vocab.size).eval()
+    rope.load_state_dict(coupled.state_dict(), strict=False)
+    x, _, ids = hand_rows(COUPLED, [(123, 45)])
+    assert ids[0].tolist() == [3, 2, 1, 0, 2, 1, 0, 1, 2, 3, 0]
+    got = coupled(x, data_pos_BT=ids).logits
+    torch.testing.assert_close(got, rope(x, pos_T=ids[0].float()).logits)
+    assert not torch.allclose(got, coupled(x).logits)  # the ids change what it computes
+
+
+def test_coupled_learned_looks_up_its_ids_and_shifts_all_of_them_in_training():
+    model = build_test_model("coupled", overrides=["pe.inner={name: learned}", "pe.max_offset=8"])
+    pe = model.pe
+    ids = torch.tensor([[3, 2, 1, 0, 2, 1, 0, 1, 2, 3, 0]])
+    x = torch.zeros(1, 11, 32)
+    pe.eval()
+    pos = pe.data_positions(ids, None)
+    torch.testing.assert_close(pe.embed(x, pos), pe.inner.table.weight[ids])
+    pe.train()
+    torch.manual_seed(3)
+    shifted = pe.data_positions(ids.expand(32, -1), None)
+    s = shifted - ids
+    assert (s == s[:, :1]).all() and s.min() >= 0 and s.max() <= 7 and len(set(s[:, 0].tolist())) > 3
+    assert pe.inner.table.num_embeddings == 64 + 7
+
+
+@pytest.mark.parametrize("name", ["rope", "none", "fire", "alibi"])
+def test_pes_that_do_not_read_data_ids_ignore_them(name):
+    assert not PES.get(name).reads_data_positions()
+    model = build_test_model(name, vocab_size=ADD.vocab.size).eval()
+    x, _, places = hand_rows(ADD, [(123, 45)])
+    torch.testing.assert_close(model(x, data_pos_BT=places).logits, model(x).logits)
+
+
+@pytest.mark.parametrize("name,task", [("abacus", ADD), ("coupled", COUPLED), ("rope", ADD)])
+def test_cached_decoding_with_the_task_rule_equals_the_full_forward(name, task):
+    """The prompt's ids, then each generated token's id by the task's rule, through the KV cache: the same tokens
+    and logits as re-running the sequence, and each step's logits equal the full forward's at that position."""
+    torch.manual_seed(0)
+    model = build_test_model(name, vocab_size=task.vocab.size).eval()
+    examples = [task.render(4821, 376), task.render(1234, 999)]  # equal prompt lengths: one batch
+    n_prompt = int((examples[0].targets_T != -100).argmax()) + 1  # 9 for both: the prompt ends at `=`
+    prompt = torch.from_numpy(np.stack([ex.tokens_T[:n_prompt] for ex in examples]))
+    prompt_pos = torch.from_numpy(np.stack([ex.positions_T[:n_prompt] for ex in examples]))
+    rule = DataPositions(prompt_pos, lambda answer: task.answer_positions(answer))
+    cached_scores, full_scores = [], []
+    new = greedy_cached(model, prompt, 6, cached_scores, positions=rule)
+    assert torch.equal(new, greedy_recompute(model, prompt, 6, full_scores, positions=rule))
+    torch.testing.assert_close(torch.stack(cached_scores), torch.stack(full_scores), atol=1e-5, rtol=1e-5)
+    seq = torch.cat((prompt, new), dim=1)
+    ids = torch.cat((prompt_pos, rule.answer_BN(new)), dim=1)
+    logits = model(seq, data_pos_BT=ids).logits
+    for i, step in enumerate(cached_scores):
+        torch.testing.assert_close(step, logits[:, n_prompt - 1 + i], atol=1e-5, rtol=1e-5)
+
+
+def test_the_training_loop_hands_the_task_ids_to_the_model(tmp_path, monkeypatch):
+    task = build_task(get_task_class("addition").Config(id_range=(1, 2), ood_range=(3, 4)))
+    source = TaskSource(task, 16, seed=0, n_val=8)
+    cfg = load_config(overrides=[
+        "model.size=test", "model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.d_ff=64",
+        "model.seq_len=16", f"model.vocab_size={task.vocab.size}", "pe.name=abacus", "pe.max_offset=4",
+        f"train.out_dir={tmp_path}", "train.run_name=t", "train.budget_unit=tokens", "train.target_budgets=[64]",
+        "train.global_batch_tokens=32", "train.micro_batch=2", "train.device=cpu", "train.eval_interval=0",
+        "logging.wandb=disabled"])
+    seen = []
+    original = Abacus.data_positions
+    monkeypatch.setattr(Abacus, "data_positions", lambda self, d, p: seen.append(d.clone()) or original(self, d, p))
+    from posbench.training.loop import train
+
+    train(cfg.resolve(), source)
+    assert seen and torch.equal(seen[0], source.samples([0, 1]).positions)
+
+
+def test_the_export_refuses_a_pe_that_reads_data_ids():
+    pytest.importorskip("transformers")
+    from posbench.interop.hf_export import refuse_data_positions
+
+    refuse_data_positions(load_config(pe_type="rope"))
+    for name in ("abacus", "coupled"):
+        with pytest.raises(ConfigError, match=f"PE `{name}` takes its positions from the data.*Nothing was exported"):
+            refuse_data_positions(load_config(pe_type=name))
