@@ -8,7 +8,6 @@ of its steps is right. A count a cell could not score (positions its PE cannot r
 from __future__ import annotations
 
 from collections import defaultdict
-from pathlib import Path
 
 from posbench.stats import bootstrap_ci
 
@@ -36,9 +35,9 @@ def exact_by_digits_table(results: list[dict], confidence: float, n_boot: int) -
     for task in dict.fromkeys(t for t, _ in groups):
         counts = sorted({d for (t, _), by in groups.items() if t == task for d in by})
         trained = trained_digits(results, task)
-        mark = lambda d: f"{d}*" if trained is not None and d > trained else str(d)
+        heads = [f"{d}*" if trained is not None and d > trained else str(d) for d in counts]
         lines += [f"**{task}** (digits per operand; * = longer than any training operand)", "",
-                  "| PE | " + " | ".join(mark(d) for d in counts) + " |", "|---|" + "---|" * len(counts)]
+                  "| PE | " + " | ".join(heads) + " |", "|---|" + "---|" * len(counts)]
         for (t, pe), by in groups.items():
             if t == task:
                 cells = [bootstrap_ci(by.get(d, []), confidence, n_boot).fmt() for d in counts]

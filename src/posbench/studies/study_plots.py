@@ -1,5 +1,6 @@
 """Study plots (matplotlib, Agg): learning curves with CI bands, ID vs OOD bars with CIs, accuracy vs
-sequence length, exact match against digit count (arithmetic tasks), attention maps. Each function writes one PNG and returns its file name.
+sequence length, exact match against digit count (arithmetic tasks), attention maps. Each function writes
+one PNG and returns its file name.
 
 Every accuracy drawn says which one it is (DESIGN 20): *OOD beyond train length* (only the target positions
 past the training length: extrapolation, the headline metric) leads, and the OOD accuracy over all positions
