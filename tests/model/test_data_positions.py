@@ -20,6 +20,10 @@ ADD = build_task(get_task_class("addition").Config())
 COUPLED = build_task(get_task_class("addition").Config(reverse="answer"))
 
 
+def nothing():
+    raise AssertionError("a PE that reads data ids never makes the default positions")
+
+
 def hand_rows(task, pairs):
     rows = pad_rows([task.render(a, b) for a, b in pairs])
     return rows[0], rows[1], rows.positions
@@ -42,10 +46,10 @@ def test_abacus_shifts_digit_places_in_training_only_and_never_non_digits():
     pe = build_test_model("abacus", overrides=["pe.max_offset=50"]).pe
     places = torch.tensor([[1, 2, 3, 0, 1, 2, 0, 1, 2, 3, 0]] * 64)
     pe.eval()
-    assert torch.equal(pe.data_positions(places, None), places.float())
+    assert torch.equal(pe.data_positions(places, nothing), places.float())
     pe.train()
     torch.manual_seed(0)
-    shifted = pe.data_positions(places, None)
+    shifted = pe.data_positions(places, nothing)
     k = shifted[:, 0] - 1  # one offset per row
     assert torch.equal(shifted, torch.where(places > 0, places + k[:, None], places).float())
     assert k.min() >= 0 and k.max() <= 49 and len(set(k.tolist())) > 10
@@ -71,11 +75,11 @@ def test_coupled_learned_looks_up_its_ids_and_shifts_all_of_them_in_training():
     ids = torch.tensor([[3, 2, 1, 0, 2, 1, 0, 1, 2, 3, 0]])
     x = torch.zeros(1, 11, 32)
     pe.eval()
-    pos = pe.data_positions(ids, None)
+    pos = pe.data_positions(ids, nothing)
     torch.testing.assert_close(pe.embed(x, pos), pe.inner.table.weight[ids])
     pe.train()
     torch.manual_seed(3)
-    shifted = pe.data_positions(ids.expand(32, -1), None)
+    shifted = pe.data_positions(ids.expand(32, -1), nothing)
     s = shifted - ids
     assert (s == s[:, :1]).all() and s.min() >= 0 and s.max() <= 7 and len(set(s[:, 0].tolist())) > 3
     assert pe.inner.table.num_embeddings == 64 + 7
@@ -137,3 +141,22 @@ def test_the_export_refuses_a_pe_that_reads_data_ids():
     for name in ("abacus", "coupled"):
         with pytest.raises(ConfigError, match=f"PE `{name}` takes its positions from the data.*Nothing was exported"):
             refuse_data_positions(load_config(pe_type=name))
+
+
+@pytest.mark.parametrize("name,extra", [("abacus", ["pe.max_positions=8", "pe.max_offset=5"]),
+                                        ("coupled", ["pe.inner={name: learned}", "pe.max_positions=8",
+                                                     "pe.max_offset=5"])])
+def test_rows_longer_than_the_id_range_are_fine_with_data_ids_and_refused_without(name, extra):
+    """max_positions bounds the ids, not the row: 20 tokens of short numbers (ids <= 3) run; without data ids
+    the token indices are the positions and a row past max_positions is refused, never clamped."""
+    from posbench.pe import PositionRangeError
+
+    model = build_test_model(name, overrides=extra, vocab_size=ADD.vocab.size).eval()
+    x, _, ids = hand_rows(ADD, [(123, 45), (99, 7)])
+    x, ids = torch.cat((x, x), dim=1)[:, :20], torch.cat((ids, ids), dim=1)[:, :20]
+    assert model(x, data_pos_BT=ids).logits.shape[1] == 20
+    model(x[:, :8])
+    with pytest.raises(PositionRangeError, match=f"PE `{name}` is defined for positions 0..7"):
+        model(x[:, :9])
+    with pytest.raises(PositionRangeError, match=f"PE `{name}` is defined for positions 0..7"):
+        model(x, data_pos_BT=ids + 6)  # ids up to 9: past max_positions

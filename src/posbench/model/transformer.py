@@ -87,13 +87,19 @@ class Transformer(nn.Module):
     def positions(self, T: int, device, offset: int = 0) -> torch.Tensor:
         return self.pe.positions(T, device, offset)
 
-    def packed_positions(self, idx_BT, pos_T=None, cache: KVCache | None = None):
+    def packed_positions(self, idx_BT, pos_T=None, cache: KVCache | None = None, data_pos_BT=None):
         """(positions, documents) of a batch: positions (T,) shared by the batch, or per row (B, T) when they
         restart at every document; documents (model/packing.py) None unless `model.packing` splits windows at
-        its bos_id. Positions the caller gives (a task's own ids) are used as given."""
+        its bos_id. Positions the caller gives are used as given. `data_pos_BT`, the ids the data carries (a
+        task's digit places), go to the PE's `data_positions` with the default positions as a thunk: a PE that
+        ignores the ids makes (and checks) its own, one that reads them never makes positions it would not use."""
         T = idx_BT.shape[1]
         offset = cache.length if cache else 0
         docs = None
+
+        def default():
+            return self.positions(T, idx_BT.device, offset)
+
         if self.cfg.packing.active:
             state = cache.documents if cache else None
             doc_BT, within_BT, new_state = split_documents(idx_BT, self.cfg.packing.bos_id, offset, state)
@@ -101,18 +107,19 @@ class Transformer(nn.Module):
                 cache.documents = new_state
             docs = Documents(doc_BT, new_state.doc_BS, self.cfg.packing.mask == "document")
             if pos_T is None and self.cfg.packing.positions == "document":
-                return self.pe.document_positions(within_BT, doc_BT), docs
+                def default():
+                    return self.pe.document_positions(within_BT, doc_BT)
+        if pos_T is None and data_pos_BT is not None:
+            return self.pe.data_positions(data_pos_BT.to(idx_BT.device), default), docs
         if pos_T is None:
-            return self.positions(T, idx_BT.device, offset), docs
+            return default(), docs
         pos_T = pos_T.float()
         self.pe.check_positions(int(pos_T.max().item()) + 1)
         return pos_T, docs
 
     def hidden(self, idx_BT, pos_T=None, cache: KVCache | None = None, data_pos_BT=None):
         B, T = idx_BT.shape
-        pos_T, docs = self.packed_positions(idx_BT, pos_T, cache)
-        if data_pos_BT is not None:  # the data's own ids (a task's digit places): the PE says what they mean
-            pos_T = self.pe.data_positions(data_pos_BT.to(idx_BT.device), pos_T)
+        pos_T, docs = self.packed_positions(idx_BT, pos_T, cache, data_pos_BT)
         x_BTD = self.emb_dropout(self.pe.embed(self.tok_emb(idx_BT), pos_T))
         for layer, block in enumerate(self.blocks):
             x_BTD = block(x_BTD, pos_T, self.pe.layer_pe(layer), cache.layers[layer] if cache else None, docs)
@@ -139,9 +146,7 @@ class Transformer(nn.Module):
     @torch.no_grad()
     def attention_scores(self, idx_BT, pos_T=None, data_pos_BT=None) -> list[torch.Tensor]:
         """Per layer, the pre-softmax logits (B, H, T, T) incl. PE bias and causal -inf (analysis)."""
-        pos_T, docs = self.packed_positions(idx_BT, pos_T)
-        if data_pos_BT is not None:  # as in hidden()
-            pos_T = self.pe.data_positions(data_pos_BT.to(idx_BT.device), pos_T)
+        pos_T, docs = self.packed_positions(idx_BT, pos_T, data_pos_BT=data_pos_BT)
         x_BTD = self.pe.embed(self.tok_emb(idx_BT), pos_T)
         out = []
         for layer, block in enumerate(self.blocks):

@@ -44,12 +44,7 @@ class Abacus(PositionalEncoding):
     def max_positions(self):
         return self.cfg.max_positions or self.ctx.seq_len
 
-    def positions(self, T, device, offset=0):
-        # token indices, unchecked here: with data ids they are replaced (a long row of short numbers is fine),
-        # without them embed() checks them against the table
-        return torch.arange(offset, offset + T, device=device, dtype=torch.float32)
-
-    def data_positions(self, data_BT, pos_T):
+    def data_positions(self, data_BT, default):  # the ids replace the default positions
         data_BT = data_BT.float()
         if data_BT.numel():
             self.check_positions(int(data_BT.max().item()) + 1)
@@ -59,6 +54,5 @@ class Abacus(PositionalEncoding):
         return data_BT
 
     def embed(self, x_BTD, pos_T):
-        if pos_T.numel() and int(pos_T.max().item()) >= self.table.num_embeddings:
-            self.check_positions(int(pos_T.max().item()) + 1)  # raises PositionRangeError with its advice
+        # places are float32 integers; the lookup needs int64 (positions / data_positions checked them)
         return x_BTD + self.table(pos_T.long()).to(x_BTD.dtype)

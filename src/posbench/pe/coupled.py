@@ -60,14 +60,13 @@ class CoupledPositions(PositionalEncoding):
         return self.inner.is_relative
 
     def positions(self, T, device, offset=0):
-        # token indices, unchecked here: with data ids they are replaced (a long row of short numbers is fine),
-        # without them embed() checks them against the inner PE's range
-        return torch.arange(offset, offset + T, device=device, dtype=torch.float32)
+        self.check_positions(offset + T)
+        return self.inner.positions(T, device, offset)
 
     def document_positions(self, within_BT, doc_BT):
         return self.inner.document_positions(within_BT, doc_BT)
 
-    def data_positions(self, data_BT, pos_T):
+    def data_positions(self, data_BT, default):  # the ids replace the default positions
         data_BT = data_BT.float()
         if data_BT.numel():
             self.check_positions(int(data_BT.max().item()) + 1)
@@ -76,8 +75,6 @@ class CoupledPositions(PositionalEncoding):
         return data_BT
 
     def embed(self, x_BTD, pos_T):
-        if pos_T.numel():
-            self.inner.check_positions(int(pos_T.max().item()) + 1)
         return self.inner.embed(x_BTD, pos_T)
 
     def layer_pe(self, layer):

@@ -15,8 +15,8 @@ PE it has:
       fn(score, b, h, q_idx, kv_idx) -> score, FlexAttention's signature; the eager kernel evaluates
       the same function on broadcast index grids, so one definition serves every kernel.
   layer_pe(layer)                     -> the PE a given layer uses (per-layer hybrids)
-  data_positions(data_BT, pos)        -> pos     what a task's own per-token ids (B, T) mean to this PE: most PEs
-                                                 ignore them and keep `pos` (abacus, coupled read them)
+  data_positions(data_BT, default)    -> pos     what a task's own per-token ids (B, T) mean to this PE: most PEs
+                                                 ignore them and use `default()` (abacus, coupled read them)
 """
 
 from __future__ import annotations
@@ -116,10 +116,11 @@ class PositionalEncoding(nn.Module):
                 f"were requested. Evaluate at most {limit} tokens, or train with a larger "
                 f"`pe.max_positions`.")
 
-    def data_positions(self, data_BT: torch.Tensor, pos_T: torch.Tensor) -> torch.Tensor:
+    def data_positions(self, data_BT: torch.Tensor, default: Callable[[], torch.Tensor]) -> torch.Tensor:
         """The positions this PE uses when the data carries its own per-token ids `data_BT` (B, T) (a task's digit
-        places, DESIGN.md style 22); `pos_T` are the positions it would use otherwise. Default: ignore the ids."""
-        return pos_T
+        places, DESIGN.md style 22); `default()` makes the positions it would use otherwise (window or document
+        positions, checked against `max_positions`), only when asked. Default: ignore the ids."""
+        return default()
 
     @classmethod
     def reads_data_positions(cls) -> bool:
