@@ -133,14 +133,16 @@ def test_the_training_loop_hands_the_task_ids_to_the_model(tmp_path, monkeypatch
     assert seen and torch.equal(seen[0], source.samples([0, 1]).positions)
 
 
-def test_the_export_refuses_a_pe_that_reads_data_ids():
+@pytest.mark.parametrize("name", ["abacus", "coupled"])
+def test_the_export_refuses_a_pe_that_reads_data_ids_before_writing(tmp_path, name):
     pytest.importorskip("transformers")
-    from posbench.interop.hf_export import refuse_data_positions
+    from posbench.interop.hf_export import export, refuse_data_positions
+    from tests.test_hf_export_remote import random_checkpoint
 
     refuse_data_positions(load_config(pe_type="rope"))
-    for name in ("abacus", "coupled"):
-        with pytest.raises(ConfigError, match=f"PE `{name}` takes its positions from the data.*Nothing was exported"):
-            refuse_data_positions(load_config(pe_type=name))
+    with pytest.raises(ConfigError, match=f"PE `{name}` takes its positions from the data.*Nothing was exported"):
+        export(random_checkpoint(tmp_path, f"pe.name={name}"), tmp_path / "out")
+    assert not (tmp_path / "out").exists() and sorted(p.name for p in tmp_path.iterdir()) == ["run"]
 
 
 @pytest.mark.parametrize("name,extra", [("abacus", ["pe.max_positions=8", "pe.max_offset=5"]),
