@@ -162,3 +162,33 @@ def test_rows_longer_than_the_id_range_are_fine_with_data_ids_and_refused_withou
         model(x[:, :9])
     with pytest.raises(PositionRangeError, match=f"PE `{name}` is defined for positions 0..7"):
         model(x, data_pos_BT=ids + 6)  # ids up to 9: past max_positions
+
+
+@pytest.mark.parametrize("name,task", [("abacus", ADD), ("coupled", COUPLED), ("rope", ADD)])
+def test_generated_exact_decodes_with_the_task_ids_and_agrees_with_teacher_forcing(name, task):
+    """Examples whose answers are, by construction, the model's own greedy continuation with the task's ids:
+    decoding (KV cache) scores every one exact, teacher forcing with the same ids too; fed without ids, the
+    abacus model's answers change, so the ids are what decoding used."""
+    from posbench.data.tasks.task import Example, answer_rows
+    from posbench.evaluation.task_accuracy import generated_exact, score_rows
+
+    torch.manual_seed(1)
+    model = build_test_model(name, vocab_size=task.vocab.size).eval()
+    with torch.no_grad():  # weights far from init, so the continuation depends on tokens and positions
+        for p in model.parameters():
+            p.add_(0.5 * torch.randn_like(p))
+    made = []
+    for a, b in [(4821, 376), (1234, 999), (57, 8), (60, 31)]:
+        ex = task.render(a, b)
+        n_prompt = int((ex.targets_T != -100).argmax()) + 1
+        prompt, pos = ex.tokens_T[:n_prompt], ex.positions_T[:n_prompt]
+        rule = DataPositions(torch.from_numpy(pos)[None], task.answer_positions)
+        new = greedy_recompute(model, torch.from_numpy(prompt)[None], 5, positions=rule)[0].tolist()
+        tokens, targets = answer_rows(prompt.tolist(), new)
+        made.append(Example("", "", tokens, targets, {"digits": 4}, np.concatenate([pos, task.answer_positions(new)])))
+    assert generated_exact(model, task, made) == [1.0] * 4
+    rows = pad_rows(made)
+    assert score_rows(model, rows[0], rows[1], positions_BT=rows.positions).exact == 1.0
+    if name == "abacus":
+        no_ids = [Example("", "", ex.tokens_T, ex.targets_T, ex.info, None) for ex in made]
+        assert generated_exact(model, task, no_ids) != [1.0] * 4

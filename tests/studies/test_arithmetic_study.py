@@ -44,3 +44,7 @@ def test_arithmetic_preset_reduced(tmp_path):
     cells = json.loads((tmp_path / "results.json").read_text())["cells"]
     assert len(cells) == 12 and all(set(c["exact_by_digits"]) == {"1", "2", "3", "4", "5"} for c in cells)
     assert all(c["id_digits"] == 2 for c in cells)
+    # greedy decoding writes the answer exactly when every teacher-forced answer token is right: the same share
+    for c in cells:
+        for split in ("id", "ood"):
+            assert c[f"{split}_generated_exact"] == pytest.approx(c[f"{split}_exact"], abs=1 / 24 + 1e-9), c["pe"]

@@ -12,11 +12,14 @@ right in range and at chance past it. `per_position` holds (correct, total) per 
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
+from posbench.evaluation.generate import DataPositions, greedy_cached, greedy_recompute, supports_cache
 from posbench.pe import PositionRangeError
 from posbench.targets import IGNORE
 
@@ -65,6 +68,37 @@ def score_rows(model, inputs_BT: torch.Tensor, targets_BT: torch.Tensor, batch_s
     return TaskScore(correct / max(1, total), exact, loss_sum / max(1, total), per_example,
                      within=_share(hits_T[:split], counts_T[:split]), beyond=_share(hits_T[split:], counts_T[split:]),
                      per_position=list(zip(hits_T.tolist(), counts_T.tolist())))
+
+
+@torch.no_grad()
+def generated_exact(model, task, examples, batch_size: int = 64) -> list[float] | None:
+    """Per answer-style example, 1.0 when greedy decoding after its prompt writes its whole answer (`<end>`
+    included), else 0.0: through the KV cache (re-running the sequence for PEs whose positions are drawn per
+    sequence), with the task's own position ids fed as in training, the prompt's and then each generated token's
+    by `task.answer_positions`. None ("n/a") when the PE cannot represent the lengths. Rows of one batch share
+    their prompt and answer lengths (no padding)."""
+    model.eval()
+    decode = greedy_cached if supports_cache(model) else greedy_recompute
+    groups: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for i, ex in enumerate(examples):
+        n_prompt = int(np.argmax(ex.targets_T != IGNORE)) + 1  # the first target predicts the first answer token
+        groups[(n_prompt, len(ex.tokens_T) - n_prompt)].append(i)
+    out = [0.0] * len(examples)
+    try:
+        for (n_prompt, n_answer), rows in sorted(groups.items()):
+            for start in range(0, len(rows), batch_size):
+                chunk = rows[start:start + batch_size]
+                prompt_BT = torch.from_numpy(np.stack([examples[i].tokens_T[:n_prompt] for i in chunk]))
+                positions = None
+                if examples[chunk[0]].positions_T is not None:
+                    pos_BT = torch.from_numpy(np.stack([examples[i].positions_T[:n_prompt] for i in chunk]))
+                    positions = DataPositions(pos_BT, task.answer_positions)
+                new_BN = decode(model, prompt_BT, n_answer, positions=positions)
+                for i, new in zip(chunk, new_BN.tolist(), strict=True):
+                    out[i] = float(new == examples[i].tokens_T[n_prompt:].tolist())
+    except PositionRangeError:
+        return None
+    return out
 
 
 @torch.no_grad()

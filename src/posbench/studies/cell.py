@@ -14,7 +14,7 @@ import torch
 
 from posbench.data.tasks.source import TaskSource, eval_batch, pad_positions
 from posbench.data.tasks.task import build_task
-from posbench.evaluation.task_accuracy import attention_probs, score_rows
+from posbench.evaluation.task_accuracy import attention_probs, generated_exact, score_rows
 from posbench.studies.cell_config import cell_config
 from posbench.studies.row_cache import CachedRows
 from posbench.studies.study_spec import Cell
@@ -73,14 +73,19 @@ def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dic
     model = final_model[0].eval()
     final = {}
     by_length: dict[int, list[float]] = {}
-    by_digits: dict[int, list[float]] = {}  # exact match per operand digit count (arithmetic tasks' info["digits"])
+    # exact match per length bin (the arithmetic tasks' digits per operand), by greedy decoding with the KV cache
+    # and the task's position ids: what the papers report, scored by generation as a user would run the model
+    by_digits: dict[int, list[float]] = {}
     for split, (examples, _, _) in splits.items():
         score = scores[split]
         final.update({f"{split}_acc": score.acc, f"{split}_exact": score.exact, f"{split}_loss": score.loss})
         for ex, acc in zip(examples, score.per_example):
             by_length.setdefault(len(ex.tokens_T), []).append(acc)
-            if "digits" in ex.info:
-                by_digits.setdefault(int(ex.info["digits"]), []).append(float(acc == 1.0))
+        if task.length_bin is not None:
+            exact = generated_exact(model, task, examples)
+            final[f"{split}_generated_exact"] = None if exact is None else float(np.mean(exact))
+            for ex, hit in zip(examples, exact or [], strict=False):
+                by_digits.setdefault(int(ex.info[task.length_bin]), []).append(hit)
         if split == "ood":  # extrapolation on its own: targets past the training length (the OOD split mixes both)
             final.update({"ood_beyond_acc": score.beyond, "ood_within_acc": score.within,
                           "ood_by_position": [None if n == 0 else c / n for c, n in score.per_position or []]})
@@ -100,7 +105,8 @@ def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dic
             "train_loss": [{"step": r["step"], "loss": r["loss"]} for r in losses if "loss" in r],
             "acc_by_length": {int(k): float(np.mean(v)) for k, v in sorted(by_length.items())},
             "exact_by_digits": {int(k): float(np.mean(v)) for k, v in sorted(by_digits.items())},
-            "id_digits": max((int(ex.info.get("digits", 0)) for ex in splits["id"][0]), default=0),
+            "id_digits": max((int(ex.info[task.length_bin]) for ex in splits["id"][0]), default=0)
+            if task.length_bin else None,
             "attention": {"tokens": task.vocab.decode(examples[0].tokens_T.tolist()), "probs": attn},
             "seq_len": cfg.model.seq_len, "ood_len": task.max_tokens("ood"), "params": sum(
                 p.numel() for p in model.parameters())}

@@ -2,8 +2,9 @@
 length-generalization figure of the arithmetic papers (McLeish et al. 2024, Cho et al. 2024), as a table of
 means with CIs over seeds; `study_plots.exact_vs_digits` draws the same groups against digit count.
 
-Exact match: every answer token right under teacher forcing, which is what greedy decoding produces when each
-of its steps is right. A count a cell could not score (positions its PE cannot represent) is n/a, never 0."""
+Exact match: greedy decoding after the prompt writes the whole answer (`task_accuracy.generated_exact`: the KV
+cache, the task's position ids fed as in training). A count a cell could not score (positions its PE cannot
+represent) is n/a, never 0."""
 
 from __future__ import annotations
 

@@ -52,6 +52,7 @@ class ArithmeticTask(Task):
     """Two operands, one operator; subclasses say which (`op`, `apply`, `result_digits`)."""
 
     op = "+"
+    length_bin = "digits"  # studies report exact match per operand digit count
 
     def apply(self, a: int, b: int) -> int:
         raise NotImplementedError

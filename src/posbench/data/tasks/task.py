@@ -151,6 +151,9 @@ class Task:
     binary: ClassVar[bool] = False  # targets are yes/no labels drawn ~50% positive
     uses_filler: ClassVar[bool] = False  # renders its text inside a Filler's words
     data_note: str = ""  # where the examples' content came from, when that can vary (reports)
+    # the `info` key holding an example's length for per-length exact match by greedy decoding (studies'
+    # "Exact match per digit count"); None: the task is not reported that way
+    length_bin: ClassVar[str | None] = None
 
     def __init__(self, cfg: TaskConfig, filler: Filler | None = None):
         if not isinstance(cfg, self.Config):
