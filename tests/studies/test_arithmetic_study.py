@@ -12,7 +12,7 @@ from posbench.studies.study_spec import expand, load_study
 ROWS = ["rope", "none", "fire", "randomized", "abacus", "coupled"]
 
 
-@pytest.mark.parametrize("preset,train_digits,test_digits", [("arithmetic", 5, 15), ("arithmetic_full", 10, 40)])
+@pytest.mark.parametrize("preset,train_digits,test_digits", [("arithmetic", 4, 16), ("arithmetic_full", 10, 40)])
 def test_presets_train_short_and_test_several_times_longer(preset, train_digits, test_digits):
     study = load_study(preset)
     (task,) = study.tasks
