@@ -105,8 +105,7 @@ def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dic
             "train_loss": [{"step": r["step"], "loss": r["loss"]} for r in losses if "loss" in r],
             "acc_by_length": {int(k): float(np.mean(v)) for k, v in sorted(by_length.items())},
             "exact_by_digits": {int(k): float(np.mean(v)) for k, v in sorted(by_digits.items())},
-            "id_digits": max((int(ex.info[task.length_bin]) for ex in splits["id"][0]), default=0)
-            if task.length_bin else None,
+            "id_digits": task.cfg.split_range("id")[1] if task.length_bin else None,  # the longest trained bin
             "attention": {"tokens": task.vocab.decode(examples[0].tokens_T.tolist()), "probs": attn},
             "seq_len": cfg.model.seq_len, "ood_len": task.max_tokens("ood"), "params": sum(
                 p.numel() for p in model.parameters())}
