@@ -17,6 +17,9 @@ class Rows(tuple):
         rows.positions = positions
         return rows
 
+    def __getnewargs__(self):  # pickle and copy rebuild it with its positions (tuple's own gives one argument)
+        return (self[0], self[1], self.positions)
+
 
 def positions_of(rows) -> object | None:
     """The data's position ids of a batch a source returned: `Rows.positions`, None for a plain (inputs, targets)

@@ -80,3 +80,19 @@ def test_damaged_or_mixed_shards_are_refused(tmp_path):
     with pytest.raises(ShardError, match="position ids must be >= 0, one per token"):
         write_shard(tmp_path / "bad.bin", np.arange(4), 64, FP, positions=np.arange(3))
     assert not (tmp_path / "bad.bin").exists()
+
+
+def test_rows_unpack_as_the_pair_and_keep_their_ids_through_pickle_and_copy():
+    import copy
+    import pickle
+
+    import torch
+
+    from posbench.targets import Rows
+
+    rows = Rows(torch.zeros(2, 3), torch.ones(2, 3), torch.arange(6).view(2, 3))
+    x, y = rows
+    assert x.shape == y.shape == (2, 3) and len(rows) == 2
+    for again in (pickle.loads(pickle.dumps(rows)), copy.deepcopy(rows)):
+        assert isinstance(again, Rows) and torch.equal(positions_of(again), rows.positions)
+    assert positions_of((x, y)) is None and positions_of(Rows(x, y)) is None
