@@ -51,8 +51,9 @@ def score_rows(model, inputs_BT: torch.Tensor, targets_BT: torch.Tensor, batch_s
     try:
         for start in range(0, inputs_BT.shape[0], batch_size):
             x, y = inputs_BT[start : start + batch_size], targets_BT[start : start + batch_size]
-            pos = None if positions_BT is None else positions_BT[start : start + batch_size]
-            logits = model(x, data_pos_BT=pos).logits.float()
+            # the keyword only with ids: a model with the plain forward (a stand-in, a wrapper) scores as before
+            ids = {} if positions_BT is None else {"data_pos_BT": positions_BT[start : start + batch_size]}
+            logits = model(x, **ids).logits.float()
             mask = y != IGNORE
             hit = (logits.argmax(-1) == y) & mask
             correct += int(hit.sum())
@@ -106,5 +107,6 @@ def attention_probs(model, inputs_1T: torch.Tensor, positions_1T: torch.Tensor |
                     ) -> list[list[list[list[float]]]]:
     """[layer][head][query][key] attention probabilities for one example (eager reference); `positions_1T`: the
     task's own position ids, as score_rows takes them."""
-    scores = model.attention_scores(inputs_1T, data_pos_BT=positions_1T)
+    ids = {} if positions_1T is None else {"data_pos_BT": positions_1T}
+    scores = model.attention_scores(inputs_1T, **ids)
     return [torch.softmax(s[0], dim=-1).nan_to_num(0.0).tolist() for s in scores]
