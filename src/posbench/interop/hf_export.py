@@ -135,6 +135,19 @@ def remote_packing(run_cfg: RunConfig, pe: dict) -> dict | None:
         raise ConfigError(f"{e}. Nothing was exported") from None
 
 
+def refuse_data_positions(run_cfg: RunConfig) -> None:
+    """A PE that reads the data's own position ids (`PositionalEncoding.reads_data_positions`: abacus, coupled) is
+    not exported: transformers' generate() hands a model token indices only, so the exported model would never see
+    the task's digit places it was trained with and would silently compute something else."""
+    from posbench.pe import PES
+
+    if PES.get(run_cfg.pe.name).reads_data_positions():
+        raise ConfigError(f"PE `{run_cfg.pe.name}` takes its positions from the data (a task's per-token ids, e.g. "
+                          "digit places), which a transformers model cannot be given through generate(); it is not "
+                          "exported. Evaluate it with posbench (posbench eval / posbench study). Nothing was "
+                          "exported")
+
+
 def remote_pe_config(run_cfg: RunConfig) -> dict:
     """The PE config as the plain dict the remote code reads; ConfigError when it cannot express the model."""
     from posbench.interop.hf_remote.modeling_posbench import check_pe_config
@@ -300,6 +313,7 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print, overwrite: bo
         check_target(out, overwrite)  # before any work
     loaded = load_model(checkpoint, "cpu")
     run_cfg, model = loaded.cfg, loaded.model
+    refuse_data_positions(run_cfg)  # before any file is written
     why_remote = qwen3_reason(run_cfg)
     pe = remote_pe_config(run_cfg) if why_remote else None  # refuses before any file is written
     packing = remote_packing(run_cfg, pe) if why_remote else None  # likewise

@@ -1,8 +1,10 @@
 """Positional-encoding zoo. Every variant is imported here explicitly so the registry is greppable."""
 
 from posbench.pe import (  # noqa: F401  (imported for their @PES.register side effect)
+    abacus,
     alibi,
     cope,
+    coupled,
     digits,
     drope,
     fire,

@@ -19,7 +19,9 @@ PE it has:
                                                    merged with model.attention_window (the smaller wins)
   drop()                              -> PEConfig  removes the positions for good, returns the config that now
                                                    describes the PE (DroPE); `can_drop` is derived from overriding it
-  layer_flops(layer, seq_len)         -> forward FLOPs per token the PE adds to a layer (model/flops.py)
+  layer_flops(layer, seq_len)         -> (forward, train) FLOPs per token the PE adds to a layer (model/flops.py)
+  data_positions(data_BT, default)    -> pos     what a task's own per-token ids (B, T) mean to this PE: most PEs
+                                                 ignore them and use `default()` (abacus, coupled read them)
 
 Data-dependent PEs (their bias depends on the tokens, not only on positions) use three more hooks; attention
 calls them every time too, and the defaults make them no-ops:
@@ -140,6 +142,18 @@ class PositionalEncoding(nn.Module):
                 f"PE `{self.name}` is defined for positions 0..{limit - 1}, but {n_positions} positions "
                 f"were requested. Evaluate at most {limit} tokens, or train with a larger "
                 f"`pe.max_positions`.")
+
+    def data_positions(self, data_BT: torch.Tensor, default: Callable[[], torch.Tensor]) -> torch.Tensor:
+        """The positions this PE uses when the data carries its own per-token ids `data_BT` (B, T) (a task's digit
+        places, DESIGN.md style 22); `default()` makes the positions it would use otherwise (window or document
+        positions, checked against `max_positions`), only when asked. Default: ignore the ids."""
+        return default()
+
+    @classmethod
+    def reads_data_positions(cls) -> bool:
+        """Whether the data's own position ids change what this PE computes: derived from the class overriding
+        `data_positions`, never declared (the HF export refuses such PEs: it has no way to carry the ids)."""
+        return cls.data_positions is not PositionalEncoding.data_positions
 
     def embed(self, x_BTD: torch.Tensor, pos_T: torch.Tensor) -> torch.Tensor:
         return x_BTD

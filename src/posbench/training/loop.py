@@ -21,7 +21,7 @@ from posbench.model.flops import stats_of
 from posbench.model.loss import auto_chunk_tokens
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
-from posbench.training.batch_sources import BatchSource, bind_documents, micro_indices, val_indices
+from posbench.training.batch_sources import BatchSource, bind_documents, micro_indices, positions_on, val_indices
 from posbench.training.device import choose_precision, device_type_for
 from posbench.training.loggers import make_logger
 from posbench.training.meta import meta_json
@@ -147,13 +147,14 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
             loss_sum = torch.zeros((), device=device)
             log_now = (step + 1) % cfg.train.log_interval == 0 or tokens + gbt >= plan.end_tokens
             for micro in range(accum):
-                x, y = source.samples(micro_indices(step, micro, mb, accum, rank, world))
-                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                rows = source.samples(micro_indices(step, micro, mb, accum, rank, world))
+                x, y = rows[0].to(device, non_blocking=True), rows[1].to(device, non_blocking=True)
+                data_pos = positions_on(rows, device)
                 last = micro == accum - 1
                 sync = last or not hasattr(wrapped, "no_sync")
                 with (torch.enable_grad() if sync else wrapped.no_sync()), precision.autocast():
                     # the fused loss's logit moments cost passes over the logits: asked on log steps only
-                    out = step_fn(x, y, logit_moments=log_now)
+                    out = step_fn(x, y, logit_moments=log_now, data_pos_BT=data_pos)
                 loss = out.loss
                 if inject_nan == f"{step},{rank}":
                     loss = loss * float("nan")
@@ -238,9 +239,9 @@ def evaluate(cfg: RunConfig, model, source: BatchSource, device, precision) -> f
     total = torch.zeros((), device=device)
     for b in range(cfg.train.eval_batches):
         idx = val_indices(b, cfg.train.micro_batch, dist.rank(), dist.world_size(), source.n_val())
-        x, y = source.val_samples(idx)
+        rows = source.val_samples(idx)
         with precision.autocast():
-            loss = model(x.to(device), y.to(device)).loss
+            loss = model(rows[0].to(device), rows[1].to(device), data_pos_BT=positions_on(rows, device)).loss
         total += loss.float()
     model.train(was_training)
     return dist.all_reduce_sum(total).item() / (cfg.train.eval_batches * dist.world_size())
