@@ -11,6 +11,7 @@ line below, and its independent solver in tests/tasks/.
 from posbench.data.tasks import (  # noqa: F401  (imported for their @TASKS.register side effect)
     copy_distance,
     k_back,
+    kv_retrieval,
     long_range_match,
     modular_sum,
     needle,
@@ -18,10 +19,13 @@ from posbench.data.tasks import (  # noqa: F401  (imported for their @TASKS.regi
     passkey,
     pig_latin,
     reverse,
+    ruler_niah,
     shift_invariant,
     simple_copy,
     sort,
     template,
+    variable_tracking,
+    word_extraction,
 )
 from posbench.data.tasks.filler import Filler, GeneratedFiller, TextFiller, garden_filler
 from posbench.data.tasks.task import (
