@@ -4,8 +4,8 @@ lost-in-the-middle key-value retrieval (Liu et al. 2023, arXiv 2307.03172), with
 Families (data/tasks/ruler_niah.py, variable_tracking.py, word_extraction.py, kv_retrieval.py): every one is
 also a `data.mix` task, so by default (`tasks: []`) a checkpoint pretrained with some of them is asked those,
 with the options it was trained on, zero-shot in the format it saw; any other checkpoint is asked every family
-with its defaults. `shots: k` puts k demonstrations (each family's "train" examples at its shortest ID size)
-before each query for models that never saw the format; the demonstrations count inside every length, so a
+with its defaults. `shots: k` puts k demonstrations (each family's "train" examples with no units: no filler,
+one key-value pair, only the answer's words in a list) before each query for models that never saw the format; the demonstrations count inside every length, so a
 cell at the training length stays in distribution, and the report says "k-shot".
 
 Each family is a retrieval grid (evaluation/retrieval.py: prompts fitted to each length in the checkpoint's
@@ -95,8 +95,8 @@ class FamilyGrid(RetrievalGrid):
         self.shared, self.demo_ids = shared, []
         super().__init__(cfg, target)
         tok = target.tokenizer
-        for j in range(shots):  # the same demonstrations for every query, at the family's shortest ID size
-            demo = self.task.example_at(target.seed, DEMO_OFFSET + j, self.task.cfg.id_range[0], 0.5, "train")
+        for j in range(shots):  # the same demonstrations for every query; no units: the format, in few tokens
+            demo = self.task.example_at(target.seed, DEMO_OFFSET + j, 0, 0.5, "train")
             self.demo_ids += tok.encode(demo.text + "\n")
 
     def load_filler(self):
