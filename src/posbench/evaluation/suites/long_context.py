@@ -256,12 +256,15 @@ class LongContext(Evaluator):
         for name in names:
             have = {label: r["families"][name] for label, r in results.items() if name in r["families"]}
             first = next(iter(have.values()))
-            if any(r["lengths"] != first["lengths"] or r["depths"] != first["depths"] for r in have.values()):
-                have = {k: v for k, v in list(have.items())[:1]}
-            ylabels = [f"{d:g}" for d in first["depths"]] if first["depth_axis"] else ["(spread)"]
-            paths.append(eval_plots.heatmaps(out_dir / f"long_context_{name}_heatmap.png",
-                                             {label: RetrievalGrid.grid(r) for label, r in have.items()},
-                                             [str(L) for L in first["lengths"]], ylabels, "context length (tokens)",
-                                             "depth of the relevant item" if first["depth_axis"] else "",
-                                             f"{name} (exact match)"))
+            same_axes = all(r["lengths"] == first["lengths"] and r["depths"] == first["depths"] for r in have.values())
+            groups = [have] if same_axes else [{k: v} for k, v in have.items()]  # one figure per shared axes
+            for i, group in enumerate(groups):
+                res = next(iter(group.values()))
+                suffix = "" if len(groups) == 1 else f"_{i}"
+                ylabels = [f"{d:g}" for d in res["depths"]] if res["depth_axis"] else ["(spread)"]
+                paths.append(eval_plots.heatmaps(out_dir / f"long_context_{name}_heatmap{suffix}.png",
+                                                 {label: RetrievalGrid.grid(r) for label, r in group.items()},
+                                                 [str(L) for L in res["lengths"]], ylabels, "context length (tokens)",
+                                                 "depth of the relevant item" if res["depth_axis"] else "",
+                                                 f"{name} (exact match)"))
         return paths
