@@ -17,8 +17,9 @@ from posbench.evaluation.suites.long_context import MEAN, LongContext, LongConte
 from tests.evaluation.helpers import ScriptedModel, session_for, small_model, target_for
 from tests.tasks.long_context_solvers import common_words, frequent_words, kv_retrieval, niah, variable_tracking
 
-SOLVE = [("Words: ", common_words), ("Text: ", frequent_words), (" Key: ", kv_retrieval),
-         ("Which variables equal", variable_tracking), ("", niah)]  # by a marker of the family's prompt
+# (a marker of the family's prompt, where its text starts after any exact_length padding, its solver)
+SOLVE = [("Words: ", "Words: ", common_words), ("Text: ", "Text: ", frequent_words), (" Key: ", "{", kv_retrieval),
+         ("Which variables equal", "", variable_tracking), ("", "", niah)]
 FAMILIES = ["niah_single", "niah_multikey", "variable_tracking", "common_words", "frequent_words", "kv_retrieval"]
 
 
@@ -31,8 +32,9 @@ def task_cfgs(names=FAMILIES):
 def read_answer(hist):
     """(prompt text, the answer) read off the text of `hist` (the query after any demonstrations)."""
     text = bytes(t for t in hist if t < 256).decode().split("\n")[-1]
-    for marker, solve in SOLVE:
+    for marker, start, solve in SOLVE:
         if marker in text:
+            text = text[text.index(start):]
             m = re.search(r"(They are|\? \w+ is| Value:)", text)
             prompt = text[:text.index(m.group(1)) + len(m.group(1))] if m else text
             return prompt, solve(None, prompt)[1], text
@@ -59,7 +61,7 @@ def test_a_reader_scores_every_fitting_cell_and_has_an_open_ended_effective_leng
     assert ev.work() == sum(2 * 3 * (2 if get_task_class(n).depth_controlled else 1) for n in FAMILIES)
     for name, fam in res["families"].items():
         for c in fam["cells"]:
-            assert c["accuracy"] == 1.0 and c["tokens_mean"] <= c["length"], (name, c)
+            assert c["accuracy"] == 1.0 and c["tokens_mean"] == c["length"], (name, c)  # exact_length
             assert c["commonest"] == 0.0 and c["baseline"] == c["chance"] < 1e-3  # unique answers
         assert fam["effective"]["length"] == 512 and fam["effective"]["limit"].startswith("passes at every")
     assert res["families"]["niah_multikey"]["guess_by_length"]["256"] == pytest.approx(1 / 3)
@@ -152,3 +154,17 @@ def test_load_config_accepts_the_families_in_the_mix():
     cfg = load_config(overrides=["data.mix.tasks=[{name: frequent_words, alpha: 1.5}, {name: kv_retrieval}]"])
     assert [t.name for t in cfg.data.mix.tasks] == ["frequent_words", "kv_retrieval"]
     assert cfg.data.mix.tasks[0].alpha == 1.5
+
+
+def test_exact_length_pads_after_bos_and_batches_a_cell():
+    cfg = LongContextConfig(tasks=task_cfgs(["niah_single"]), n_samples=4, depths=[0.0])
+    model = ScriptedModel(257, reader)
+    ev, res = run(cfg, [256], model)
+    grid = ev.grids["niah_single"]
+    ids, _, n_new, units = grid.fit(0, 256, 0.0)
+    plain = LongContext(LongContextConfig(tasks=task_cfgs(["niah_single"]), n_samples=4, depths=[0.0],
+                                          exact_length=False), ev.target).grids["niah_single"].fit(0, 256, 0.0)
+    assert len(ids) + n_new == 256 and plain[3] == units and len(plain[0]) < len(ids)
+    pad = bytes(ids[1:len(ids) - len(plain[0]) + 1]).decode()
+    assert ids[len(ids) - len(plain[0]) + 1:] == plain[0][1:] and pad.endswith(" ")  # whole words, then the prompt
+    assert model.calls[0] == (4, 256 - n_new)  # the cell's four prompts in one forward pass

@@ -44,15 +44,17 @@ def pseudo_word(rng: np.random.Generator, syllables: int) -> str:
 
 
 def distinct_words(rng: np.random.Generator, n: int, syllables: int, avoid: set[str] = frozenset()) -> list[str]:
-    """n different pseudo-words (none in `avoid`), in the order drawn."""
-    if n > 70**syllables - len(avoid):
-        raise ValueError(f"{n} distinct words of {syllables} syllables do not exist")
-    out, seen = [], set(avoid)
+    """n different pseudo-words (none in `avoid`), in the order drawn. Once half of the words of the current
+    length are drawn, the next ones get a syllable more, so any n exists and redraws stay rare."""
+    out, seen, s, drawn = [], set(avoid), syllables, 0
     while len(out) < n:
-        w = pseudo_word(rng, syllables)
+        if drawn >= 70**s // 2:
+            s, drawn = s + 1, 0
+        w = pseudo_word(rng, s)
         if w not in seen:
             seen.add(w)
             out.append(w)
+            drawn += 1
     return out
 
 

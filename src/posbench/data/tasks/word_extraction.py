@@ -83,7 +83,8 @@ class CommonWords(LongContextTask):
         return 260 + c.n_common * c.freq_common * (word + 6) + c.n_common * word
 
     def unit_bytes(self) -> int:
-        return self.cfg.freq_rare * (2 * self.cfg.syllables + 7)  # a word, and in `full` its list number
+        # a word (a syllable longer past half the pool: long_context.distinct_words), in `full` its list number
+        return self.cfg.freq_rare * (2 * self.cfg.syllables + 9)
 
 
 @TASKS.register("frequent_words")
@@ -140,4 +141,4 @@ class FrequentWords(LongContextTask):
 
     def unit_bytes(self) -> int:
         c = self.cfg
-        return (2 * c.syllables + 1) * (1 + c.n_answer * int(np.ceil((c.n_answer + 1) ** c.alpha)))
+        return (2 * c.syllables + 3) * (1 + c.n_answer * int(np.ceil((c.n_answer + 1) ** c.alpha)))

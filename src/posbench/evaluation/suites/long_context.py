@@ -15,6 +15,12 @@ length alone for the others (their answer is spread over the context). Beside ea
 guessing of the answer), `commonest` (the share of the cell's commonest answer when it repeats; 0 when every
 answer is different, as a fixed answer then matches nothing it could know), `baseline` = the larger of the two, and `guess` (a question-blind pick among the context's candidates: 1/4 for 4-key NIAH).
 
+Batching: with `exact_length` (default) each fitted prompt is padded to exactly its length with generated filler
+text right after <|bos|> (the gap fitting leaves, less than one unit's tokens: a word, a pair), so every prompt
+of a length has the same size and greedy decoding runs them as one batch (evaluation/generate.py batches only
+equal lengths); the relevant item moves by those few tokens. Each example draws its own haystack, so prompts
+share no prefix beyond <|bos|> and the demonstrations; the KV cache is not shared between prompts.
+
 Effective length per family and for the mean over families: evaluation/effective_length.py (the longest tested
 length that keeps `keep` x the in-distribution score and stays above the baseline).
 """
@@ -29,7 +35,7 @@ from typing import Literal
 import numpy as np
 
 from posbench.config_loader import ConfigError, to_dict
-from posbench.data.tasks import Example, TaskConfig, build_task, get_task_class, task_names
+from posbench.data.tasks import Example, GeneratedFiller, TaskConfig, build_task, get_task_class, task_names
 from posbench.data.tasks.long_context import LongContextTask
 from posbench.evaluation import eval_plots
 from posbench.evaluation.effective_length import effective_length
@@ -41,6 +47,7 @@ from posbench.evaluation.suite_registry import SUITES
 from posbench.evaluation.suites.algorithmic import pretrained_with_mix
 
 DEMO_OFFSET = 1_000_000  # demonstration indices, far from the queries' 0..n-1
+PAD_WORDS = 256  # words of generated filler that exact_length pads from (the gap is under one unit's tokens)
 MEAN = "mean of families"
 
 
@@ -58,6 +65,9 @@ class LongContextConfig:
     filler: Literal["auto", "task", "corpus"] = "auto"
     shots: int = 0  # demonstrations before each query, inside the length
     keep: float = 0.8  # effective length: the share of the in-distribution score a length must keep
+    # pad each fitted prompt to exactly its length with generated filler after <|bos|> (less than one unit's
+    # tokens), so a cell's prompts share one length and decode as one batch
+    exact_length: bool = True
 
     def __post_init__(self):
         if self.n_samples < 1 or self.shots < 0 or not 0.0 < self.keep <= 1.0:
@@ -91,10 +101,12 @@ class FamilyGrid(RetrievalGrid):
     title = "long-context family"
     options = FamilyConfig
 
-    def __init__(self, cfg: FamilyConfig, target: Target, shared: dict, shots: int):
-        self.shared, self.demo_ids = shared, []
+    def __init__(self, cfg: FamilyConfig, target: Target, shared: dict, shots: int, exact_length: bool):
+        self.shared, self.demo_ids, self.exact_length = shared, [], exact_length
         super().__init__(cfg, target)
         tok = target.tokenizer
+        if "pad" not in shared:  # neutral text ending at a word boundary: its last k tokens pad a prompt
+            shared["pad"] = tok.encode(" ".join(GeneratedFiller().words(np.random.default_rng(0), PAD_WORDS)) + " ")
         for j in range(shots):  # the same demonstrations for every query; no units: the format, in few tokens
             demo = self.task.example_at(target.seed, DEMO_OFFSET + j, 0, 0.5, "train")
             self.demo_ids += tok.encode(demo.text + "\n")
@@ -106,6 +118,17 @@ class FamilyGrid(RetrievalGrid):
 
     def make_example(self, index: int, units: int, depth: float) -> Example:
         return self.task.example_at(self.target.seed, index, units, depth)
+
+    def fit(self, index: int, L: int, depth: float):
+        fitted = super().fit(index, L, depth)
+        if fitted is None or not self.exact_length:
+            return fitted
+        ids, answer, n_new, units = fitted
+        short = L - len(ids) - n_new
+        pad = self.shared["pad"]
+        while len(pad) < short:  # a gap longer than the pad text (a tokenizer with very long words): repeat it
+            pad = pad + pad
+        return [ids[0], *pad[len(pad) - short:], *ids[1:]] if short else ids, answer, n_new, units
 
     def encode(self, ex: Example) -> tuple[list[int], list[int]]:
         tok = self.target.tokenizer
@@ -151,7 +174,7 @@ class LongContext(Evaluator):
             depth_axis = build_task(task_cfg).depth_controlled
             grid_cfg = FamilyConfig(lengths=list(cfg.lengths), depths=list(cfg.depths) if depth_axis else [0.5],
                                     n_samples=cfg.n_samples, filler=cfg.filler, task=task_cfg)
-            self.grids[task_cfg.name] = FamilyGrid(grid_cfg, target, shared, cfg.shots)
+            self.grids[task_cfg.name] = FamilyGrid(grid_cfg, target, shared, cfg.shots, cfg.exact_length)
         self.asked_as = "mix" if not cfg.tasks and mixed else "given" if cfg.tasks else "defaults"
 
     def work(self) -> int:
