@@ -5,6 +5,7 @@ example's units to the length in the tokenizer) and the model's greedy decoding,
     python scripts/bench_long_context.py                              # 8,192 tokens, a random-init nano rope model
     python scripts/bench_long_context.py --length 2048 --n-samples 2 --depths 0.5
     python scripts/bench_long_context.py --ckpt checkpoints/rope/latest --length 8192
+    python scripts/bench_long_context.py --length 4096 --no-exact-length      # prompts as fitted, unbatched
 
 The model is the nano preset (bytes tokenizer, random weights: decoding costs the same whatever the weights)
 unless --ckpt names a checkpoint. `build` is the prompts alone (`fit` for every cell); `decode` is the rest of
@@ -54,7 +55,7 @@ def model_and_target(args) -> tuple[torch.nn.Module, Target]:
 
 @cli_entry
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--length", type=int, default=8192)
     p.add_argument("--n-samples", type=int, default=4)
     p.add_argument("--depths", default="0.0,0.5,1.0")
@@ -62,11 +63,14 @@ def main(argv=None) -> int:
     p.add_argument("--ckpt", help="a checkpoint (step directory or run directory) instead of a random nano model")
     p.add_argument("--batch-size", type=int, default=8)
     p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--no-exact-length", action="store_true",
+                   help="prompts as fitted (no padding to the length): each decodes alone unless sizes happen to match")
     args = p.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     model, target = model_and_target(args)
     cfg = LongContextConfig(lengths=[args.length], n_samples=args.n_samples, filler="task",
+                            exact_length=not args.no_exact_length,
                             depths=[float(d) for d in args.depths.split(",")])
     suite = LongContext(cfg, target)
     session = Session(model, torch.device("cpu"), contextlib.nullcontext, NullProgress())
@@ -86,7 +90,8 @@ def main(argv=None) -> int:
         totals = [t + x for t, x in zip(totals, (*build, *run), strict=True)]
     rows.append(["all", "", "", f"{totals[0]:.1f} / {totals[1]:.1f}", f"{totals[2] - totals[0]:.1f} / "
                  f"{totals[3] - totals[1]:.1f}", f"{totals[2]:.1f} / {totals[3]:.1f}"])
-    print(f"long_context at {args.length:,} tokens, {cfg.n_samples} prompts per cell, depths {cfg.depths}; "
+    print(f"long_context at {args.length:,} tokens, {cfg.n_samples} prompts per cell, depths {cfg.depths}, "
+          f"exact_length {cfg.exact_length}, batch size {args.batch_size}; "
           f"{torch.get_num_threads()} torch threads; seconds wall / CPU")
     print(md_table(["family", "prompts", "tokens (mean)", "build", "decode", "suite (build + decode)"], rows))
     return 0

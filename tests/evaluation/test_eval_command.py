@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parents[2]
 PNG = b"\x89PNG\r\n\x1a\n"
 SMALL = ["--set", "ppl.max_tokens=512", "--set", "algorithmic.n_examples=2", "--set", "algorithmic.shots=[0,1]",
          "--set", "passkey.n_samples=1", "--set", "niah.n_samples=1", "--set", "passkey.depths=[0.0,1.0]",
-         "--set", "niah.depths=[0.0,0.5,1.0]", "--set", "long_context.n_samples=1", "--set", "long_context.depths=[0.5]",
+         "--set", "niah.depths=[0.0,0.5,1.0]", "--set", "long_context.n_samples=1",
+         "--set", "long_context.depths=[0.5]",
          "--tasks", "reverse,sort", "--device", "cpu", "--no-progress"]
 
 

@@ -118,7 +118,8 @@ def test_few_shot_demonstrations_count_inside_every_length():
     ids, answer, _, _ = grid.fit(0, 256, 0.5)
     text = bytes(ids[1:]).decode()
     assert text.count("\n") == 2 and text.count(" Key: ") == 3  # two solved demonstrations, then the query
-    assert all(c["tokens_mean"] <= c["length"] and c["accuracy"] == 1.0 for c in res["families"]["kv_retrieval"]["cells"])
+    cells = res["families"]["kv_retrieval"]["cells"]
+    assert all(c["tokens_mean"] <= c["length"] and c["accuracy"] == 1.0 for c in cells)
     assert "2-shot (demonstrations inside every length)" in LongContext.markdown(res)
 
 

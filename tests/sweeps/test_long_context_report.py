@@ -21,8 +21,8 @@ def family(scores, effective, guess=0.25):
 
 
 def result(mk_scores, mk_eff, mean_eff):
-    return {"suites": {"long_context": {"keep": 0.8, "shots": 0, "families": {"niah_multikey": family(mk_scores, mk_eff)},
-                                        "mean": {"effective": mean_eff}}}}
+    fams = {"niah_multikey": family(mk_scores, mk_eff)}
+    return {"suites": {"long_context": {"keep": 0.8, "shots": 0, "families": fams, "mean": {"effective": mean_eff}}}}
 
 
 def run(name, pe, seed):
@@ -56,7 +56,8 @@ def test_multikey_at_twice_the_training_length_against_the_random_needle():
 
 def test_section_and_heatmaps(tmp_path):
     lines = lcr.section(SWEEP, RUNS, RESULTS, ["nano"], ["rope", "alibi"])
-    assert lines[0].startswith("## Long-context probes") and "### niah_multikey: exact match % by length (mean over depths)" in lines
+    assert lines[0].startswith("## Long-context probes")
+    assert "### niah_multikey: exact match % by length (mean over depths)" in lines
     assert lcr.section(SWEEP, RUNS, {}, ["nano"], ["rope"]) == []
     (tmp_path / "r").mkdir()
     for r in RUNS:

@@ -33,10 +33,10 @@ def effective_cell(effs: list[dict], confidence: float, n_boot: int) -> str:
     open_ended = any((e.get("limit") or "").startswith("passes at every") for e in effs)
     text = "n/a" if s.mean is None else (">= " if open_ended else "") + (
         f"{s.mean:.0f}" if s.n < 2 else f"{s.mean:.0f} [{s.lo:.0f}, {s.hi:.0f}]")
-    reasons = sorted({e["na"] for e in effs if e["length"] is None})
-    if reasons:
-        text += f" (n/a in {len(effs) - len(lengths)} of {len(effs)} seeds: {'; '.join(reasons)})"
-    return text
+    reasons = "; ".join(sorted({e["na"] for e in effs if e["length"] is None}))
+    if not lengths:
+        return f"n/a ({reasons})"
+    return text + (f" (n/a in {len(effs) - len(lengths)} of {len(effs)} seeds: {reasons})" if reasons else "")
 
 
 def headline(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], groups: list[str], pes: list[str]) -> str:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import streamlit as st
 
 from posbench.app import charts
-from posbench.app.outputs import EvalOutput, NotAnOutput, StudyOutput, merge_eval, open_output
 from posbench.app.long_context_view import show_long_context
+from posbench.app.outputs import EvalOutput, NotAnOutput, StudyOutput, merge_eval, open_output
 from posbench.app.tables import rows_csv
 from posbench.app.views.study import show_study
 

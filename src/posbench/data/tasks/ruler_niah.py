@@ -23,7 +23,7 @@ provided text? The special magic numbers for bako mentioned in the provided text
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import Literal
 
 import numpy as np
 

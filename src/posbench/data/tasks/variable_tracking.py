@@ -24,8 +24,14 @@ from typing import Literal
 
 import numpy as np
 
-from posbench.data.tasks.long_context import LongContextTask, distinct_numbers, interleave, longest_word_bytes, \
-    spread, text_example
+from posbench.data.tasks.long_context import (
+    LongContextTask,
+    distinct_numbers,
+    interleave,
+    longest_word_bytes,
+    spread,
+    text_example,
+)
 from posbench.data.tasks.task import TASKS, Example, require
 
 

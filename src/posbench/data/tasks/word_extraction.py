@@ -9,7 +9,8 @@ they first appear in the list (RULER scores any order by recall).
     text  "Words: sapo ki tefu sapo ... Which 3 words are most common? They are" + " sapo tefu lumi"
 
 frequent_words (RULER fwe): `units` words drawn from a Zipf law (exponent `alpha`, RULER's 2.0) over
-ranks n_answer + 1 .. n_answer + units of coded words; the `n_answer` answer words come on top, each more frequent than every word below it:
+ranks n_answer + 1 .. n_answer + units of coded words; the `n_answer` answer words come on top, each more
+frequent than every word below it:
 rank r's count is max(m + n_answer - r + 1, round(m x ((n_answer + 1) / r)^alpha)), m the commonest drawn
 word's count (the Zipf law continued upwards, and one answer only: RULER's sampling can tie). The answer
 lists them commonest first. Words are pseudo-words (RULER: random letter strings for fwe, English for cwe).
@@ -69,7 +70,8 @@ class CommonWords(LongContextTask):
             question = f"Which {c.n_common} words are most common? They are"
         else:
             body = ("Below is a numbered list of words. In these words, some appear more often than others. "
-                    "Memorize the ones that appear most often. " + " ".join(f"{i + 1}. {w}" for i, w in enumerate(listed)))
+                    "Memorize the ones that appear most often. "
+                    + " ".join(f"{i + 1}. {w}" for i, w in enumerate(listed)))
             question = (f"Question: What are the {c.n_common} most common words in the above list? Answer: The top "
                         f"{c.n_common} words that appear most often in the list are:")
         n_distinct = c.n_common + units

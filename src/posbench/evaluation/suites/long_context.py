@@ -5,15 +5,17 @@ Families (data/tasks/ruler_niah.py, variable_tracking.py, word_extraction.py, kv
 also a `data.mix` task, so by default (`tasks: []`) a checkpoint pretrained with some of them is asked those,
 with the options it was trained on, zero-shot in the format it saw; any other checkpoint is asked every family
 with its defaults. `shots: k` puts k demonstrations (each family's "train" examples with no units: no filler,
-one key-value pair, only the answer's words in a list) before each query for models that never saw the format; the demonstrations count inside every length, so a
-cell at the training length stays in distribution, and the report says "k-shot".
+one key-value pair, only the answer's words in a list) before each query for models that never saw the format;
+the demonstrations count inside every length, so a cell at the training length stays in distribution, and the
+report says "k-shot".
 
 Each family is a retrieval grid (evaluation/retrieval.py: prompts fitted to each length in the checkpoint's
 tokenizer, greedy decoding, exact match of the whole answer, n/a where the PE cannot represent the length or
 the length cannot hold the question): length x depth for the families with a relevant item (NIAH, key-value),
 length alone for the others (their answer is spread over the context). Beside each score: `chance` (uniform
 guessing of the answer), `commonest` (the share of the cell's commonest answer when it repeats; 0 when every
-answer is different, as a fixed answer then matches nothing it could know), `baseline` = the larger of the two, and `guess` (a question-blind pick among the context's candidates: 1/4 for 4-key NIAH).
+answer is different, as a fixed answer then matches nothing it could know), `baseline` = the larger of the two,
+and `guess` (a question-blind pick among the context's candidates: 1/4 for 4-key NIAH).
 
 Batching: with `exact_length` (default) each fitted prompt is padded to exactly its length with generated filler
 text right after <|bos|> (the gap fitting leaves, less than one unit's tokens: a word, a pair), so every prompt
@@ -203,7 +205,8 @@ class LongContext(Evaluator):
         na = {L: f"n/a for {', '.join(n for n, r in fams.items() if r['by_length'].get(str(L)) is None)}"
               for L in lengths if mean["by_length"][str(L)] is None}
         mean["effective"] = effective_length({L: mean["by_length"][str(L)] for L in lengths},
-                                             {L: mean["baseline_by_length"][str(L)] for L in lengths}, L_train, keep, na)
+                                             {L: mean["baseline_by_length"][str(L)] for L in lengths}, L_train,
+                                             keep, na)
         return {"train_len": L_train, "seed": self.target.seed, "shots": self.cfg.shots, "keep": keep,
                 "n_samples": self.cfg.n_samples, "lengths": lengths, "asked_as": self.asked_as,
                 "filler": next(iter(fams.values()))["filler"] if fams else None, "families": fams, "mean": mean}
