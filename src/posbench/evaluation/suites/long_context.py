@@ -37,7 +37,7 @@ from typing import Literal
 import numpy as np
 
 from posbench.config_loader import ConfigError, to_dict
-from posbench.data.tasks import Example, GeneratedFiller, TaskConfig, build_task, get_task_class, task_names
+from posbench.data.tasks import Example, GeneratedFiller, TaskConfig, get_task_class, task_names
 from posbench.data.tasks.long_context import LongContextTask
 from posbench.evaluation import eval_plots
 from posbench.evaluation.effective_length import effective_length
@@ -173,7 +173,7 @@ class LongContext(Evaluator):
         shared: dict = {}
         self.grids: dict[str, FamilyGrid] = {}
         for task_cfg in configs:
-            depth_axis = build_task(task_cfg).depth_controlled
+            depth_axis = get_task_class(task_cfg.name).depth_controlled
             grid_cfg = FamilyConfig(lengths=list(cfg.lengths), depths=list(cfg.depths) if depth_axis else [0.5],
                                     n_samples=cfg.n_samples, filler=cfg.filler, task=task_cfg)
             self.grids[task_cfg.name] = FamilyGrid(grid_cfg, target, shared, cfg.shots, cfg.exact_length)
