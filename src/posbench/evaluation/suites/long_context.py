@@ -232,7 +232,7 @@ class LongContext(Evaluator):
     @classmethod
     def markdown(cls, result: dict) -> str:
         shots = result["shots"]
-        asked = {"mix": "the families it was pretrained with (data.mix), zero-shot in that format",
+        asked = {"mix": "the families it was pretrained with (data.mix), in the mix's format and options",
                  "given": "the families given in long_context.tasks", "defaults": "every family, default options"}
         parts = [f"{result['n_samples']} prompts per cell, filler: {result['filler']}, "
                  f"{'zero-shot' if not shots else f'{shots}-shot (demonstrations inside every length)'}; asked: "
