@@ -40,7 +40,7 @@ def model_and_target(args) -> tuple[torch.nn.Module, Target]:
         from posbench.evaluation.loading import load_model
 
         loaded = load_model(Path(args.ckpt), torch.device("cpu"), None)
-        run_cfg, model = loaded.run_cfg, loaded.model
+        run_cfg, model = loaded.cfg, loaded.model
         tokenizer = DataLayout.from_config(run_cfg.data).tokenizer.build()
     else:
         run_cfg = load_config(model_size="nano", pe_type=args.pe, overrides=["data.tokenizer.name=bytes"])
