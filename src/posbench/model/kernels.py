@@ -8,6 +8,8 @@ Causality is bottom-right aligned: query t (of T) sees keys 0 .. S - T + t.
   flash_alibi  flash-attn's fused ALiBi (alibi_slopes=...), when flash-attn is installed
   eager        explicit softmax; the reference every other kernel is tested against, and what CPU
                training uses when a bias is needed (FlexAttention has no CPU backward)
+  sdpa_bias    the eager kernel under autograd; without it (evaluation, generation) SDPA with the bias as a
+               float mask, a block of queries at a time (model/bias_attention.py): what CPU picks for a bias PE
 
 `docs` (model/packing.py, None unless model.packing splits windows into documents): the batch's documents. With
 docs.masked each kernel stops attention at document boundaries: SDPA and eager with a (B, 1, T, S) bool mask,
@@ -26,6 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from posbench.config_loader import ConfigError
+from posbench.model.bias_attention import block_rows, block_spans, blocked_bias_attention
 from posbench.model.packing import Documents, PackingConfig
 from posbench.pe.encoding import PositionalEncoding
 from posbench.registry import Registry
@@ -33,22 +36,24 @@ from posbench.registry import Registry
 KERNELS = Registry("attention kernel")
 
 
-def materialize_bias(score_mod, H: int, T: int, S: int, device, B: int | None = None) -> torch.Tensor:
+def materialize_bias(score_mod, H: int, T: int, S: int, device, B: int | None = None,
+                     q0: int = 0, k0: int = 0) -> torch.Tensor:
     """Evaluate a FlexAttention score_mod on broadcast index grids: (H, T, S) float32 bias, or (B, H, T, S) with
-    `B` (per-row positions, which a score_mod reads at its batch index).
+    `B` (per-row positions, which a score_mod reads at its batch index). `q0`, `k0`: the grids start at query q0
+    and key k0 (one block of a longer call, model/bias_attention.py).
 
     Indices are positions in the q and k tensors; score_mods map them to token positions
     themselves, so a KV cache (T < S) needs nothing special here."""
     if B is not None:
         b = torch.arange(B, device=device)[:, None, None, None]
         h = torch.arange(H, device=device)[None, :, None, None]
-        q_idx = torch.arange(T, device=device)[None, None, :, None]
-        kv_idx = torch.arange(S, device=device)[None, None, None, :]
+        q_idx = torch.arange(q0, q0 + T, device=device)[None, None, :, None]
+        kv_idx = torch.arange(k0, k0 + S, device=device)[None, None, None, :]
         zero = torch.zeros((), device=device, dtype=torch.float32)
         return score_mod(zero, b, h, q_idx, kv_idx).expand(B, H, T, S)
     h = torch.arange(H, device=device)[:, None, None]
-    q_idx = torch.arange(T, device=device)[None, :, None]
-    kv_idx = torch.arange(S, device=device)[None, None, :]
+    q_idx = torch.arange(q0, q0 + T, device=device)[None, :, None]
+    kv_idx = torch.arange(k0, k0 + S, device=device)[None, None, :]
     zero = torch.zeros((), device=device, dtype=torch.float32)
     return score_mod(zero, zero, h, q_idx, kv_idx).expand(H, T, S)
 
@@ -84,13 +89,46 @@ class EagerKernel(AttentionKernel):
         if score_mod is not None:
             B = q_BHTK.shape[0] if docs is not None else None  # per-row positions come with documents
             s_BHTS = s_BHTS + materialize_bias(score_mod, q_BHTK.shape[1], T, S, q_BHTK.device, B)
-        allowed = causal_mask(T, S, q_BHTK.device) if docs is None else docs.allowed()
-        return s_BHTS.masked_fill(~allowed, float("-inf"))
+        return s_BHTS.masked_fill(~self.allowed(T, S, q_BHTK.device, docs), float("-inf"))
+
+    @staticmethod
+    def allowed(T: int, S: int, device, docs: Documents | None = None) -> torch.Tensor:
+        """(T, S) or, with documents, (B, 1, T, S) bool: True where attention is allowed."""
+        return causal_mask(T, S, device) if docs is None else docs.allowed()
 
     def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
         p_BHTS = torch.softmax(self.scores(q_BHTK, k_BHSK, score_mod, docs), dim=-1)
         p_BHTS = F.dropout(p_BHTS, self.attn_dropout, training)
         return (p_BHTS @ v_BHSK.float()).to(q_BHTK.dtype)
+
+
+@KERNELS.register("sdpa_bias")
+class BlockedBiasKernel(EagerKernel):
+    """The eager kernel's result without its (B, H, T, S) tensors: where no autograd graph is recorded, SDPA
+    with the bias (the same materialize_bias grid, one block of queries at a time) and the same allowed mask as
+    one float mask (model/bias_attention.py). Under autograd, and with attention dropout in training, the eager
+    reference runs: SDPA's gradient w.r.t. a float mask is not what CPU training is tested against."""
+
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
+        if score_mod is None or torch.is_grad_enabled() or (training and self.attn_dropout > 0):
+            return super().__call__(q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs)
+        B, H, T, _ = q_BHTK.shape
+        S, device = k_BHSK.shape[-2], q_BHTK.device
+        per_row = B if docs is not None else None  # per-row positions come with documents, as in eager
+        bias_block = lambda q0, q1, k0, k1: materialize_bias(score_mod, H, q1 - q0, k1 - k0, device, per_row,
+                                                             q0=q0, k0=k0)
+        if docs is not None:
+            return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, bias_block, docs.allowed())
+        allowed, spans = _causal_blocks(T, S, device, block_rows(T, S))
+        return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, bias_block, allowed, spans)
+
+
+@functools.lru_cache(maxsize=2)
+def _causal_blocks(T: int, S: int, device: torch.device, rows: int):
+    """The causal mask and its block spans, made once per (T, S) and shared by every layer and batch (the
+    mask is T x S bools; remaking it and its spans per layer cost ~15% of a 4,096-token forward)."""
+    allowed = EagerKernel.allowed(T, S, device)
+    return allowed, block_spans(allowed, rows)
 
 
 @KERNELS.register("sdpa")
@@ -199,7 +237,7 @@ class FlashAlibiKernel(AttentionKernel):
 def auto_kernel_name(pe: PositionalEncoding, device_type: str) -> str:
     if not pe.has_score_mod:
         return "sdpa"
-    return "flex" if device_type == "cuda" else "eager"
+    return "flex" if device_type == "cuda" else "sdpa_bias"
 
 
 def select_kernel(requested: str, pe: PositionalEncoding, device_type: str,
