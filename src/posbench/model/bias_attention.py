@@ -22,15 +22,18 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-# floats of one block's bias per head: R rows x N keys; 2**20 (4 MiB) keeps a block in cache-sized pieces
-# while leaving enough rows per block (128 at 8,192 keys) that the per-block Python cost stays small
+# floats of one block's mask, all heads (and rows, with per-row documents) together: 2**20 (4 MiB). Measured on
+# the nano model (4 heads) at 2,048 and 8,192 tokens, 2**20 was fastest of 2**18 .. 2**24: larger blocks are
+# fresh allocations the allocator maps and faults in page by page each time; smaller ones pay the loop's
+# Python cost more often
 BLOCK_ELEMENTS = 1 << 20
-MIN_ROWS = 16  # past ~65,000 keys a block still has 16 queries: the loop's Python cost stays small against it
+MIN_ROWS = 16  # the floor for very long keys: the loop's Python cost stays small against a block
 
 
-def block_rows(T: int, S: int) -> int:
-    """Queries per block: about BLOCK_ELEMENTS / S, at least MIN_ROWS, at most T."""
-    return max(1, min(T, max(MIN_ROWS, BLOCK_ELEMENTS // max(S, 1))))
+def block_rows(T: int, S: int, width: int = 1) -> int:
+    """Queries per block: about BLOCK_ELEMENTS / (width x S) (width: heads, times rows with per-row documents),
+    at least MIN_ROWS, at most T."""
+    return max(1, min(T, max(MIN_ROWS, BLOCK_ELEMENTS // max(width * S, 1))))
 
 
 def column_span(allowed_RN: torch.Tensor) -> tuple[int, int]:
@@ -65,7 +68,7 @@ def blocked_bias_attention(q_BHTK: torch.Tensor, k_BHSK: torch.Tensor, v_BHSK: t
     T, S = q_BHTK.shape[-2], k_BHSK.shape[-2]
     q, k, v = q_BHTK.float(), k_BHSK.float(), v_BHSK.float()
     out_BHTK = torch.empty_like(q)
-    for q0, q1, k0, k1, m0, m1 in spans if spans is not None else block_spans(allowed, block_rows(T, S)):
+    for q0, q1, k0, k1, m0, m1 in spans if spans is not None else block_spans(allowed, block_rows(T, S, H * B)):
         # the bias becomes the mask in place, -inf written only over the keys some query may not see (for a
         # causal block, its last R keys): a score_mod returns a new tensor (score + bias), so the block's bias
         # is ours to write; a broadcast one (stride 0 somewhere) is copied out first

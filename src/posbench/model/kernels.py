@@ -119,7 +119,7 @@ class BlockedBiasKernel(EagerKernel):
                                                              q0=q0, k0=k0)
         if docs is not None:
             return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, bias_block, docs.allowed())
-        allowed, spans = _causal_blocks(T, S, device, block_rows(T, S))
+        allowed, spans = _causal_blocks(T, S, device, block_rows(T, S, H))
         return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, bias_block, allowed, spans)
 
 

@@ -1,0 +1,196 @@
+#!/usr/bin/env python
+"""Evaluation time and peak memory per PE family and length, the eager attention kernel against sdpa_bias.
+
+    python scripts/bench_eval.py                                   # nano, ppl at 1,024-8,192, algorithmic, passkey
+    python scripts/bench_eval.py --lengths 1024 2048 --ppl-tokens 4096 --pes rope alibi   # a quick look
+    python scripts/bench_eval.py --json bench_eval.json
+
+A nano model (configs/model/nano.yaml: d_model 64, 2 layers, 4 heads) with random weights per PE, evaluated in
+this process on CPU through the suites' own classes (no checkpoint, no data download): perplexity on random-word
+text (bytes tokenizer) at each length, one algorithmic task (greedy decoding with the KV cache, ID and OOD) and a
+passkey grid (a prompt of each --passkey-lengths through the cache). A bias PE runs each cell twice, with
+model.attention=eager (before: explicit softmax over (B, H, T, S) tensors) and with CPU's automatic choice
+sdpa_bias (after: SDPA with the bias as a float mask, a block of queries at a time); RoPE and NoPE run SDPA.
+The two kernels of a cell alternate (their order flips every repeat), so on a shared machine the before/after
+ratio of a row is measured side by side; the "x rope" columns divide by RoPE's time for the same cell, taken in
+the same pass. The best of --repeats is reported.
+
+Memory: "peak MiB" is the resident set's high-water mark during the cell above the resident set before it
+(`/proc/self/clear_refs` = 5 resets the mark; glibc's mmap threshold is fixed at 64 KiB, by re-running this
+script with MALLOC_MMAP_THRESHOLD_ set, so freed tensors leave the resident set). Linux only; elsewhere n/a.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import random
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+PES = ["rope", "none", "alibi", "t5", "kerple_log", "fire"]
+WORDS = ("the of and to in is was for on that with as by at from his an were are which this be river city "
+         "number system theory garden window letter bridge").split()
+
+
+def _status_kib(field: str) -> int | None:
+    try:
+        for line in open("/proc/self/status"):
+            if line.startswith(field + ":"):
+                return int(line.split()[1])
+    except OSError:
+        return None
+    return None
+
+
+def measured(fn) -> tuple[float, float | None]:
+    """(seconds, peak MiB above the resident set before) of fn()."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        before = _status_kib("VmRSS")
+    except OSError:
+        before = None
+    t0 = time.perf_counter()
+    fn()
+    seconds = time.perf_counter() - t0
+    peak = _status_kib("VmHWM") if before is not None else None
+    return seconds, (peak - before) / 1024 if peak is not None else None
+
+
+def build(pe: str, attention: str):
+    import torch
+
+    from posbench.config import load_config
+    from posbench.model.transformer import Transformer
+
+    cfg = load_config([str(ROOT / "configs/model/nano.yaml")], overrides=[f"model.attention={attention}"],
+                      pe_type=pe)
+    torch.manual_seed(0)
+    return Transformer(cfg.model, cfg.pe).eval(), cfg
+
+
+def cells(cfg, args, text: Path):
+    """(name, evaluator) of every cell, planned (data loaded, prompts' tasks built) before any timing."""
+    from posbench.data.tasks import get_task_class
+    from posbench.data.tokenizers import ByteTokenizer
+    from posbench.evaluation.evaluator import Target
+    from posbench.evaluation.ppl_data import TextFiles
+    from posbench.evaluation.suites.algorithmic import Algorithmic, AlgorithmicConfig
+    from posbench.evaluation.suites.passkey_eval import PasskeyConfig, PasskeyGrid
+    from posbench.evaluation.suites.ppl import Perplexity, PplConfig
+
+    tok = ByteTokenizer(ByteTokenizer.Config(), ".").build()
+    target = lambda lengths: Target("bench", Path("."), cfg, tok, sorted(lengths), 0, args.batch_size)
+    out = []
+    for L in args.lengths:
+        ppl = PplConfig(data=TextFiles.Config(paths=[str(text)]), protocols=args.protocols, max_tokens=args.ppl_tokens)
+        out.append((f"ppl {L}", Perplexity(ppl, target([L]))))
+    if args.algorithmic:
+        task = get_task_class(args.algorithmic).Config()
+        alg = AlgorithmicConfig(tasks=[task], shots=[0], n_examples=args.examples)
+        out.append((f"{args.algorithmic} id+ood", Algorithmic(alg, target([cfg.model.seq_len]))))
+    if args.passkey_lengths:
+        grid = PasskeyConfig(lengths=args.passkey_lengths, depths=[0.0, 0.5, 1.0], n_samples=args.examples // 4 or 1,
+                             filler="task")
+        out.append((f"passkey {'/'.join(map(str, args.passkey_lengths))}",
+                    PasskeyGrid(grid, target(args.passkey_lengths))))
+    return out
+
+
+def run_pe(pe: str, args, text: Path) -> list[dict]:
+    """Rows (cell, kernel, best seconds, peak MiB) of one PE: both kernels of a bias PE interleaved."""
+    import torch
+
+    from posbench.evaluation.evaluator import NullProgress, Session
+
+    models = {"auto": build(pe, "auto")}
+    if models["auto"][0].pe.has_score_mod:
+        models["eager"] = build(pe, "eager")
+        models["eager"][0].load_state_dict(models["auto"][0].state_dict())
+    planned = cells(models["auto"][1], args, text)
+    best: dict[tuple[str, str], tuple[float, float | None]] = {}
+    for rep in range(args.repeats):
+        for name, evaluator in planned:
+            kernels = list(models) if rep % 2 == 0 else list(models)[::-1]
+            for kernel in kernels:
+                session = Session(models[kernel][0], torch.device("cpu"), contextlib.nullcontext, NullProgress())
+                seconds, peak = measured(lambda: evaluator.run(session))
+                old = best.get((name, kernel))
+                best[(name, kernel)] = (min(seconds, old[0]) if old else seconds,
+                                        max(p for p in (peak, old[1] if old else None) if p is not None)
+                                        if peak is not None else None)
+                print(f"  {pe:<11} {name:<22} {kernel:<6} {seconds:8.2f} s", file=sys.stderr, flush=True)
+    kernel_name = lambda k: ("eager" if k == "eager" else
+                             models[k][0].blocks[0].attn.kernel.name)
+    return [{"pe": pe, "cell": name, "kernel": kernel_name(k), "before": k == "eager",
+             "seconds": best[(name, k)][0], "peak_mib": best[(name, k)][1]}
+            for name, _ in planned for k in models]
+
+
+def table(rows: list[dict]) -> str:
+    """Markdown: one line per PE and cell; before (eager) and after, each with its ratio to RoPE."""
+    rope = {r["cell"]: r["seconds"] for r in rows if r["pe"] == "rope"}
+    by = {(r["pe"], r["cell"], r["before"]): r for r in rows}
+    fmt_mib = lambda v: "n/a" if v is None else f"{v:,.0f}"
+    x_rope = lambda r: f"{r['seconds'] / rope[r['cell']]:.2f}x" if r["cell"] in rope else "n/a"
+    lines = ["| PE | cell | before s (eager) | x rope | peak MiB | after s | kernel | x rope | peak MiB | "
+             "after / before |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for (pe, cell, before), r in by.items():
+        if before:
+            continue
+        old = by.get((pe, cell, True))
+        cells_before = [f"{old['seconds']:.2f}", x_rope(old), fmt_mib(old["peak_mib"])] if old else ["-", "-", "-"]
+        speed = f"{r['seconds'] / old['seconds']:.2f}" if old else "-"
+        lines.append(f"| {pe} | {cell} | " + " | ".join(cells_before) +
+                     f" | {r['seconds']:.2f} | {r['kernel']} | {x_rope(r)} | {fmt_mib(r['peak_mib'])} | {speed} |")
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--pes", nargs="+", default=PES)
+    p.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 8192], help="perplexity lengths")
+    p.add_argument("--ppl-tokens", type=int, default=16384, help="tokens scored per length (ppl.max_tokens)")
+    p.add_argument("--protocols", nargs="+", default=["nonoverlap"], choices=["nonoverlap", "sliding"])
+    p.add_argument("--algorithmic", default="copy_distance", help="one algorithmic task ('' = none)")
+    p.add_argument("--passkey-lengths", type=int, nargs="*", default=[1024, 4096], help="(none = no passkey)")
+    p.add_argument("--examples", type=int, default=16, help="algorithmic examples per split; passkey: a quarter")
+    p.add_argument("--batch-size", type=int, default=8, help="eval.py's --batch-size")
+    p.add_argument("--repeats", type=int, default=1)
+    p.add_argument("--threads", type=int, default=1, help="torch threads (1: steadier on a shared machine)")
+    p.add_argument("--json", default="", help="write the rows here too")
+    args = p.parse_args(argv)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    rng = random.Random(0)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        text = Path(tmp) / "words.txt"
+        need = max(args.lengths) * max(1, args.ppl_tokens // max(args.lengths)) + args.ppl_tokens + 1
+        text.write_text(" ".join(rng.choice(WORDS) for _ in range(need // 4 + 1000)))  # ~5 bytes a word
+        t0 = time.perf_counter()
+        for pe in args.pes:
+            rows += run_pe(pe, args, text)
+        wall = time.perf_counter() - t0
+    print(f"nano (d_model 64, 2 layers, 4 heads), random weights, CPU fp32, {args.threads} thread(s); "
+          f"ppl {'+'.join(args.protocols)} over {args.ppl_tokens:,} tokens per length; best of {args.repeats}; "
+          f"whole run {wall:.0f} s")
+    print(table(rows))
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    if os.environ.get("MALLOC_MMAP_THRESHOLD_") is None and sys.platform.startswith("linux"):
+        # glibc reads it at start-up only: run again with it set (see the module doc)
+        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
+        os.execve(sys.executable, [sys.executable, __file__, *sys.argv[1:]], env)
+    raise SystemExit(main())
