@@ -16,8 +16,11 @@ ratio of a row is measured side by side; the "x rope" columns divide by RoPE's t
 the same pass. The best of --repeats is reported.
 
 Memory: "peak MiB" is the resident set's high-water mark during the cell above the resident set before it
-(`/proc/self/clear_refs` = 5 resets the mark; glibc's mmap threshold is fixed at 64 KiB, by re-running this
-script with MALLOC_MMAP_THRESHOLD_ set, so freed tensors leave the resident set). Linux only; elsewhere n/a.
+(`/proc/self/clear_refs` = 5 resets the mark), measured afterwards in a second process that runs every cell once
+with glibc's mmap threshold fixed at 64 KiB (MALLOC_MMAP_THRESHOLD_), so freed tensors leave the resident set.
+Timings come from the first process, with the allocator's defaults: under that threshold every large tensor is a
+fresh mapping faulted in page by page, which would time the allocator rather than the kernels. Linux only;
+elsewhere, or with --no-memory, n/a.
 """
 
 from __future__ import annotations
@@ -48,14 +51,16 @@ def _status_kib(field: str) -> int | None:
     return None
 
 
-def measured(fn) -> tuple[float, float | None]:
-    """(seconds, peak MiB above the resident set before) of fn()."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        before = _status_kib("VmRSS")
-    except OSError:
-        before = None
+def measured(fn, memory: bool) -> tuple[float, float | None]:
+    """(seconds, peak MiB above the resident set before, when `memory`) of fn()."""
+    before = None
+    if memory:
+        try:
+            with open("/proc/self/clear_refs", "w") as f:
+                f.write("5")
+            before = _status_kib("VmRSS")
+        except OSError:
+            before = None
     t0 = time.perf_counter()
     fn()
     seconds = time.perf_counter() - t0
@@ -120,17 +125,29 @@ def run_pe(pe: str, args, text: Path) -> list[dict]:
             kernels = list(models) if rep % 2 == 0 else list(models)[::-1]
             for kernel in kernels:
                 session = Session(models[kernel][0], torch.device("cpu"), contextlib.nullcontext, NullProgress())
-                seconds, peak = measured(lambda: evaluator.run(session))
+                seconds, peak = measured(lambda: evaluator.run(session), args.memory_child)
                 old = best.get((name, kernel))
                 best[(name, kernel)] = (min(seconds, old[0]) if old else seconds,
                                         max(p for p in (peak, old[1] if old else None) if p is not None)
                                         if peak is not None else None)
-                print(f"  {pe:<11} {name:<22} {kernel:<6} {seconds:8.2f} s", file=sys.stderr, flush=True)
+                if not args.memory_child:
+                    print(f"  {pe:<11} {name:<22} {kernel:<6} {seconds:8.2f} s", file=sys.stderr, flush=True)
     kernel_name = lambda k: ("eager" if k == "eager" else
                              models[k][0].blocks[0].attn.kernel.name)
     return [{"pe": pe, "cell": name, "kernel": kernel_name(k), "before": k == "eager",
              "seconds": best[(name, k)][0], "peak_mib": best[(name, k)][1]}
             for name, _ in planned for k in models]
+
+
+def memory_pass(argv) -> dict:
+    """{(pe, cell, kernel): peak MiB} from a second process under a 64 KiB mmap threshold (see the module doc)."""
+    import subprocess
+
+    argv = [a for a in (argv if argv is not None else sys.argv[1:])]
+    env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
+    out = subprocess.run([sys.executable, __file__, *argv, "--repeats", "1", "--memory-child"], env=env, check=True,
+                         capture_output=True, text=True).stdout
+    return {(r["pe"], r["cell"], r["kernel"]): r["peak_mib"] for r in json.loads(out.strip().splitlines()[-1])}
 
 
 def table(rows: list[dict]) -> str:
@@ -165,6 +182,8 @@ def main(argv=None) -> int:
     p.add_argument("--repeats", type=int, default=1)
     p.add_argument("--threads", type=int, default=1, help="torch threads (1: steadier on a shared machine)")
     p.add_argument("--json", default="", help="write the rows here too")
+    p.add_argument("--no-memory", action="store_true", help="skip the memory pass")
+    p.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     import torch
 
@@ -179,9 +198,15 @@ def main(argv=None) -> int:
         for pe in args.pes:
             rows += run_pe(pe, args, text)
         wall = time.perf_counter() - t0
+    if args.memory_child:
+        print(json.dumps(rows))
+        return 0
+    peaks = memory_pass(argv) if not args.no_memory and sys.platform.startswith("linux") else {}
+    for r in rows:
+        r["peak_mib"] = peaks.get((r["pe"], r["cell"], r["kernel"]))
     print(f"nano (d_model 64, 2 layers, 4 heads), random weights, CPU fp32, {args.threads} thread(s); "
           f"ppl {'+'.join(args.protocols)} over {args.ppl_tokens:,} tokens per length; best of {args.repeats}; "
-          f"whole run {wall:.0f} s")
+          f"timing pass {wall:.0f} s")
     print(table(rows))
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
@@ -189,8 +214,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    if os.environ.get("MALLOC_MMAP_THRESHOLD_") is None and sys.platform.startswith("linux"):
-        # glibc reads it at start-up only: run again with it set (see the module doc)
-        env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
-        os.execve(sys.executable, [sys.executable, __file__, *sys.argv[1:]], env)
     raise SystemExit(main())

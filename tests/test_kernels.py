@@ -90,7 +90,7 @@ def test_kernel_choice():
 
 def test_hybrid_picks_a_kernel_per_layer():
     model = build_test_model("hybrid", overrides=["pe.pattern=[{name: alibi}, {name: none}]"])
-    assert model.kernel_names == ["eager", "sdpa", "eager", "sdpa"]
+    assert model.kernel_names == ["sdpa_bias", "sdpa", "sdpa_bias", "sdpa"]
 
 
 @pytest.mark.parametrize("name", ["rope", "alibi", "learned", "none", "t5", "xpos", "fire", "hybrid"])

@@ -61,14 +61,17 @@ def block_spans(allowed: torch.Tensor, rows: int) -> list[tuple[int, int, int, i
 
 def blocked_bias_attention(q_BHTK: torch.Tensor, k_BHSK: torch.Tensor, v_BHSK: torch.Tensor,
                            bias_block: Callable[[int, int, int, int], torch.Tensor], allowed: torch.Tensor,
-                           spans: list[tuple[int, int, int, int]] | None = None) -> torch.Tensor:
+                           spans: list[tuple[int, int, int, int, int, int]] | None = None) -> torch.Tensor:
     """softmax(q k^T / sqrt(K) + bias, -inf where not allowed) v, in float32 like the eager reference, returned in
     q's dtype. `bias_block(q0, q1, k0, k1)`: (H, R, N) or (B, H, R, N) float32; `allowed`: (T, S) or (B, 1, T, S)
     bool; `spans`: `block_spans(allowed, rows)` when the caller keeps them (default: made here, block_rows)."""
-    T, S = q_BHTK.shape[-2], k_BHSK.shape[-2]
+    B, H, T, _ = q_BHTK.shape
+    S = k_BHSK.shape[-2]
+    if spans is None:  # a per-row mask (documents) makes a per-row bias: B x H floats per block entry
+        spans = block_spans(allowed, block_rows(T, S, H * (B if allowed.dim() == 4 else 1)))
     q, k, v = q_BHTK.float(), k_BHSK.float(), v_BHSK.float()
     out_BHTK = torch.empty_like(q)
-    for q0, q1, k0, k1, m0, m1 in spans if spans is not None else block_spans(allowed, block_rows(T, S, H * B)):
+    for q0, q1, k0, k1, m0, m1 in spans:
         # the bias becomes the mask in place, -inf written only over the keys some query may not see (for a
         # causal block, its last R keys): a score_mod returns a new tensor (score + bias), so the block's bias
         # is ours to write; a broadcast one (stride 0 somewhere) is copied out first
