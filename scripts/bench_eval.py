@@ -108,35 +108,49 @@ def cells(cfg, args, text: Path):
     return out
 
 
-def run_pe(pe: str, args, text: Path) -> list[dict]:
-    """Rows (cell, kernel, best seconds, peak MiB) of one PE: both kernels of a bias PE interleaved."""
+def variants(pes: list[str]) -> list[tuple[str, str, object, object]]:
+    """(pe, attention, model, run config) of every model measured: each PE with CPU's automatic kernel, and a bias PE
+    also with model.attention=eager on the same weights."""
+    out = []
+    for pe in pes:
+        model, cfg = build(pe, "auto")
+        out.append((pe, "auto", model, cfg))
+        if model.pe.has_score_mod:
+            eager, _ = build(pe, "eager")
+            eager.load_state_dict(model.state_dict())
+            out.append((pe, "eager", eager, cfg))
+    return out
+
+
+def run_all(args, text: Path) -> list[dict]:
+    """Rows (pe, cell, kernel, best seconds, peak MiB). Every model runs a cell before the next cell starts, in an
+    order that rotates with the cell and the repeat, so RoPE's time and both kernels of a bias PE are taken
+    side by side on a shared machine."""
     import torch
 
     from posbench.evaluation.evaluator import NullProgress, Session
 
-    models = {"auto": build(pe, "auto")}
-    if models["auto"][0].pe.has_score_mod:
-        models["eager"] = build(pe, "eager")
-        models["eager"][0].load_state_dict(models["auto"][0].state_dict())
-    planned = cells(models["auto"][1], args, text)
-    best: dict[tuple[str, str], tuple[float, float | None]] = {}
-    for rep in range(args.repeats):
-        for name, evaluator in planned:
-            kernels = list(models) if rep % 2 == 0 else list(models)[::-1]
-            for kernel in kernels:
-                session = Session(models[kernel][0], torch.device("cpu"), contextlib.nullcontext, NullProgress())
-                seconds, peak = measured(lambda: evaluator.run(session), args.memory_child)
-                old = best.get((name, kernel))
-                best[(name, kernel)] = (min(seconds, old[0]) if old else seconds,
-                                        max(p for p in (peak, old[1] if old else None) if p is not None)
-                                        if peak is not None else None)
+    models = variants(args.pes)
+    planned = [cells(cfg, args, text) for _, _, _, cfg in models]  # per model: its evaluators, same cells
+    names = [name for name, _ in planned[0]]
+    best: dict[tuple[int, str], tuple[float, float | None]] = {}
+    turn = 0
+    for _ in range(args.repeats):
+        for c, name in enumerate(names):
+            order = list(range(len(models)))
+            turn += 1
+            order = order[turn % len(order):] + order[:turn % len(order)]
+            for i in order:
+                pe, attention, model, _ = models[i]
+                session = Session(model, torch.device("cpu"), contextlib.nullcontext, NullProgress())
+                seconds, peak = measured(lambda: planned[i][c][1].run(session), args.memory_child)
+                old = best.get((i, name))
+                best[(i, name)] = (min(seconds, old[0]) if old else seconds, peak if old is None else old[1])
                 if not args.memory_child:
-                    print(f"  {pe:<11} {name:<22} {kernel:<6} {seconds:8.2f} s", file=sys.stderr, flush=True)
-    kernel_name = lambda k: ("eager" if k == "eager" else
-                             models[k][0].blocks[0].attn.kernel.name)
-    return [{"pe": pe, "cell": name, "kernel": kernel_name(k), "before": k == "eager",
-             "seconds": best[(name, k)][0], "peak_mib": best[(name, k)][1]}
-            for name, _ in planned for k in models]
+                    print(f"  {pe:<11} {name:<22} {attention:<6} {seconds:8.2f} s", file=sys.stderr, flush=True)
+    return [{"pe": pe, "cell": name, "kernel": model.blocks[0].attn.kernel.name, "before": attention == "eager",
+             "seconds": best[(i, name)][0], "peak_mib": best[(i, name)][1]}
+            for name in names for i, (pe, attention, model, _) in enumerate(models)]
 
 
 def memory_pass(argv) -> dict:
@@ -189,14 +203,12 @@ def main(argv=None) -> int:
 
     torch.set_num_threads(args.threads)
     rng = random.Random(0)
-    rows = []
     with tempfile.TemporaryDirectory() as tmp:
         text = Path(tmp) / "words.txt"
         need = max(args.lengths) * max(1, args.ppl_tokens // max(args.lengths)) + args.ppl_tokens + 1
         text.write_text(" ".join(rng.choice(WORDS) for _ in range(need // 4 + 1000)))  # ~5 bytes a word
         t0 = time.perf_counter()
-        for pe in args.pes:
-            rows += run_pe(pe, args, text)
+        rows = run_all(args, text)
         wall = time.perf_counter() - t0
     if args.memory_child:
         print(json.dumps(rows))
@@ -204,6 +216,8 @@ def main(argv=None) -> int:
     peaks = memory_pass(argv) if not args.no_memory and sys.platform.startswith("linux") else {}
     for r in rows:
         r["peak_mib"] = peaks.get((r["pe"], r["cell"], r["kernel"]))
+    cell_order = list(dict.fromkeys(r["cell"] for r in rows))
+    rows.sort(key=lambda r: (args.pes.index(r["pe"]), cell_order.index(r["cell"])))
     print(f"nano (d_model 64, 2 layers, 4 heads), random weights, CPU fp32, {args.threads} thread(s); "
           f"ppl {'+'.join(args.protocols)} over {args.ppl_tokens:,} tokens per length; best of {args.repeats}; "
           f"timing pass {wall:.0f} s")

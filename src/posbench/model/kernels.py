@@ -123,10 +123,11 @@ class BlockedBiasKernel(EagerKernel):
         return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, bias_block, allowed, spans)
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=1)
 def _causal_blocks(T: int, S: int, device: torch.device, rows: int):
     """The causal mask and its block spans, made once per (T, S) and shared by every layer and batch (the
-    mask is T x S bools; remaking it and its spans per layer cost ~15% of a 4,096-token forward)."""
+    mask is T x S bools, 64 MiB at 8,192 tokens, kept until the next shape; remaking it and its spans per layer
+    cost ~15% of a 4,096-token forward)."""
     allowed = EagerKernel.allowed(T, S, device)
     return allowed, block_spans(allowed, rows)
 
