@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import json
 import os
 import random
@@ -143,7 +144,7 @@ def run_all(args, text: Path) -> list[dict]:
             for i in order:
                 pe, attention, model, _ = models[i]
                 session = Session(model, torch.device("cpu"), contextlib.nullcontext, NullProgress())
-                seconds, peak = measured(lambda: planned[i][c][1].run(session), args.memory_child)
+                seconds, peak = measured(functools.partial(planned[i][c][1].run, session), args.memory_child)
                 old = best.get((i, name))
                 best[(i, name)] = (min(seconds, old[0]) if old else seconds, peak if old is None else old[1])
                 if not args.memory_child:
