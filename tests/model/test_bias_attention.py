@@ -151,3 +151,49 @@ def test_documents_without_the_mask_use_per_row_positions():
         window = EagerKernel(pe, "cpu", 0.0)(q, k, v, pe.score_mod(0, torch.arange(5), torch.arange(5)), False)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
     assert (out - window).abs().max() > 1e-3  # the per-row positions did change something
+
+
+@pytest.mark.parametrize("name", ["alibi", "t5", "kerple_power", "relative_learned"])
+def test_the_distance_table_gives_the_grids_bias(name):
+    """distance_blocks (a strided view of the bias by distance, rows last to first) against materialize_bias on
+    the same block, wherever the block's queries may look; 7 queries after 5 cached keys, blocks of 3."""
+    from posbench.model.bias_attention import distance_blocks
+    from posbench.model.kernels import materialize_bias
+
+    model = build_test_model(name)
+    with torch.no_grad():
+        for p in model.pe.parameters():  # zero-initialised tables (T5, relative_learned): give them values
+            p.copy_(torch.rand_like(p) + 0.1)
+    T, S, H = 7, 12, 4
+    mod = model.pe.layer_pe(1).score_mod(1, torch.arange(S - T, S), torch.arange(S))
+    table = mod.by_distance(H)
+    assert table is not None and table.shape == (H, S)
+    blocks = distance_blocks(table, T, S, 3)
+    allowed = causal_mask(T, S, "cpu")
+    for q0, q1, k0, k1, _, _ in block_spans(allowed, 3):
+        got = blocks(q0, q1, k0, k1).flip(1)
+        want = materialize_bias(mod, H, q1 - q0, k1 - k0, "cpu", q0=q0, k0=k0)
+        seen = allowed[q0:q1, k0:k1].expand_as(want)
+        torch.testing.assert_close(got[seen], want[seen], rtol=1e-6, atol=1e-6)
+
+
+def test_only_a_relative_bias_at_consecutive_positions_is_gathered(monkeypatch):
+    """ALiBi at consecutive positions never evaluates the score_mod on a grid; FIRE (its bias depends on the query
+    position) and ALiBi at spread-out positions do; all three equal the eager kernel."""
+    from posbench.model import kernels
+
+    calls = []
+    real = kernels.materialize_bias
+    monkeypatch.setattr(kernels, "materialize_bias", lambda *a, **k: calls.append(1) or real(*a, **k))
+    q, k, v = (torch.randn(2, 4, 30, 8) for _ in range(3))
+    for name, pos, gathered in [("alibi", torch.arange(30.0), True), ("fire", torch.arange(30.0), False),
+                                ("alibi", torch.arange(30.0) * 2, False)]:
+        pe = build_test_model(name).pe.layer_pe(0)
+        mod = pe.score_mod(0, pos, pos)
+        calls.clear()
+        with torch.no_grad():
+            out = BlockedBiasKernel(pe, "cpu", 0.0)(q, k, v, mod, training=False)
+            n_calls = len(calls)
+            ref = EagerKernel(pe, "cpu", 0.0)(q, k, v, mod, training=False)
+        assert (n_calls == 0) == gathered, (name, n_calls)
+        torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)

@@ -59,12 +59,38 @@ def block_spans(allowed: torch.Tensor, rows: int) -> list[tuple[int, int, int, i
     return spans
 
 
+def distance_blocks(table_HS: torch.Tensor, T: int, S: int, rows: int) -> Callable[[int, int, int, int], torch.Tensor]:
+    """`bias_block` for a bias that is a function of distance alone, `table_HS[h, d]` at distance d = 0 .. S-1,
+    where query q (of T) and key k are S - T + q - k apart: each block is a strided view of the reversed table,
+    **its rows (queries) in reverse order** (the order in which the view's offsets grow; see
+    `blocked_bias_attention(rows_reversed=True)`), instead of the bias evaluated on every (head, query, key).
+    Keys in a block's future (negative distances, at most `rows` - 1 of them, and masked) read zeros."""
+    H = table_HS.shape[0]
+    # rev[h, m]: the bias at distance S - 1 - m; m = S .. S - 1 + rows: negative distances, zero
+    rev = torch.cat((table_HS.flip(-1), table_HS.new_zeros(H, rows)), dim=1).contiguous()
+    L = rev.shape[1]
+
+    def block(q0: int, q1: int, k0: int, k1: int) -> torch.Tensor:
+        R, N = q1 - q0, k1 - k0
+        # query q0 + i, key k0 + j sit at m = (T - 1 - q0 + k0) - i + j; with the rows reversed (i = R - 1 - r)
+        # m = start + r + j: strides (L, 1, 1) over the reversed table
+        start = T - q0 + k0 - R
+        if start < 0 or start + R + N - 2 >= L:  # keys outside the causal span: not a distance this table has
+            raise ValueError(f"block ({q0}, {q1}) x ({k0}, {k1}) reaches beyond the distance table of {S} keys")
+        return rev.as_strided((H, R, N), (L, 1, 1), rev.storage_offset() + start)
+
+    return block
+
+
 def blocked_bias_attention(q_BHTK: torch.Tensor, k_BHSK: torch.Tensor, v_BHSK: torch.Tensor,
                            bias_block: Callable[[int, int, int, int], torch.Tensor], allowed: torch.Tensor,
-                           spans: list[tuple[int, int, int, int, int, int]] | None = None) -> torch.Tensor:
+                           spans: list[tuple[int, int, int, int, int, int]] | None = None,
+                           rows_reversed: bool = False) -> torch.Tensor:
     """softmax(q k^T / sqrt(K) + bias, -inf where not allowed) v, in float32 like the eager reference, returned in
     q's dtype. `bias_block(q0, q1, k0, k1)`: (H, R, N) or (B, H, R, N) float32; `allowed`: (T, S) or (B, 1, T, S)
-    bool; `spans`: `block_spans(allowed, rows)` when the caller keeps them (default: made here, block_rows)."""
+    bool; `spans`: `block_spans(allowed, rows)` when the caller keeps them (default: made here, block_rows);
+    `rows_reversed`: `bias_block` gives each block's queries last to first (`distance_blocks`), so the block's
+    queries run in that order too (each query's softmax is its own: the order changes nothing else)."""
     B, H, T, _ = q_BHTK.shape
     S = k_BHSK.shape[-2]
     if spans is None:  # a per-row mask (documents) makes a per-row bias: B x H floats per block entry
@@ -76,10 +102,13 @@ def blocked_bias_attention(q_BHTK: torch.Tensor, k_BHSK: torch.Tensor, v_BHSK: t
         # causal block, its last R keys): a score_mod returns a new tensor (score + bias), so the block's bias
         # is ours to write; a broadcast one (stride 0 somewhere) is copied out first
         mask = bias_block(q0, q1, k0, k1).contiguous()
-        mask[..., m0 - k0:m1 - k0].masked_fill_(~allowed[..., q0:q1, m0:m1], float("-inf"))
+        q_blk, hidden = q[:, :, q0:q1], ~allowed[..., q0:q1, m0:m1]
+        if rows_reversed:
+            q_blk, hidden = q_blk.flip(2), hidden.flip(-2)
+        mask[..., m0 - k0:m1 - k0].masked_fill_(hidden, float("-inf"))
         # 4-D: torch's CPU SDPA takes its fused (flash) path only for a 4-D mask; a 3-D one falls back to the
         # unfused math path, which builds the block's probabilities in several more passes
         mask = mask[None] if mask.dim() == 3 else mask
-        out_BHTK[:, :, q0:q1] = F.scaled_dot_product_attention(q[:, :, q0:q1], k[:, :, k0:k1], v[:, :, k0:k1],
-                                                              attn_mask=mask)
+        out = F.scaled_dot_product_attention(q_blk, k[:, :, k0:k1], v[:, :, k0:k1], attn_mask=mask)
+        out_BHTK[:, :, q0:q1] = out.flip(2) if rows_reversed else out
     return out_BHTK.to(q_BHTK.dtype)

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 
 from posbench.config_loader import ConfigError
-from posbench.model.bias_attention import block_rows, block_spans, blocked_bias_attention
+from posbench.model.bias_attention import block_rows, block_spans, blocked_bias_attention, distance_blocks
 from posbench.model.packing import Documents, PackingConfig
 from posbench.pe.encoding import PositionalEncoding
 from posbench.registry import Registry
@@ -119,7 +119,14 @@ class BlockedBiasKernel(EagerKernel):
                                                              q0=q0, k0=k0)
         if docs is not None:
             return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, bias_block, docs.allowed())
-        allowed, spans = _causal_blocks(T, S, device, block_rows(T, S, H))
+        rows = block_rows(T, S, H)
+        allowed, spans = _causal_blocks(T, S, device, rows)
+        # a bias by distance alone (a relative PE at consecutive positions): gathered, not evaluated, per block
+        by_distance = getattr(score_mod, "by_distance", None)
+        table_HS = by_distance(H) if by_distance is not None else None
+        if table_HS is not None:
+            return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, distance_blocks(table_HS, T, S, rows), allowed,
+                                          spans, rows_reversed=True)
         return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, bias_block, allowed, spans)
 
 
