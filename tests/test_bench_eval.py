@@ -31,6 +31,7 @@ def test_rows_and_table(bench, tmp_path, capsys):
     assert "| rope | ppl 64 | - | - | - |" in table and "| alibi | ppl 64 |" in table and "sdpa_bias" in table
 
 
+@pytest.mark.slow  # a second process imports torch and posbench: ~10 s on a busy machine
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="peak memory reads /proc")
 def test_the_memory_pass_fills_the_peaks(bench, tmp_path):
     out = tmp_path / "rows.json"
