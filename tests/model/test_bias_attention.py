@@ -197,3 +197,15 @@ def test_only_a_relative_bias_at_consecutive_positions_is_gathered(monkeypatch):
             ref = EagerKernel(pe, "cpu", 0.0)(q, k, v, mod, training=False)
         assert (n_calls == 0) == gathered, (name, n_calls)
         torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_one_head_decoding_leaves_the_distance_table_alone():
+    """One head, one query per call: a block of the distance table is (1, 1, N), contiguous as a view; the -inf the
+    kernel writes must go to a copy. Several blocks in one call read the same table, so a write would show."""
+    from posbench.model.bias_attention import distance_blocks
+
+    table = torch.arange(6.0)[None]
+    blocks = distance_blocks(table, 1, 6, 1)
+    first = blocks(0, 1, 0, 6)
+    first.fill_(float("-inf"))
+    torch.testing.assert_close(blocks(0, 1, 0, 6), table.flip(-1)[None])  # distance 5 - j for key j

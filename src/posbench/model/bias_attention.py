@@ -77,7 +77,9 @@ def distance_blocks(table_HS: torch.Tensor, T: int, S: int, rows: int) -> Callab
         start = T - q0 + k0 - R
         if start < 0 or start + R + N - 2 >= L:  # keys outside the causal span: not a distance this table has
             raise ValueError(f"block ({q0}, {q1}) x ({k0}, {k1}) reaches beyond the distance table of {S} keys")
-        return rev.as_strided((H, R, N), (L, 1, 1), rev.storage_offset() + start)
+        # a copy of its own: the caller writes -inf into it (a view with one head and one query would look
+        # contiguous and be the table itself)
+        return rev.as_strided((H, R, N), (L, 1, 1), rev.storage_offset() + start).clone()
 
     return block
 
@@ -99,8 +101,8 @@ def blocked_bias_attention(q_BHTK: torch.Tensor, k_BHSK: torch.Tensor, v_BHSK: t
     out_BHTK = torch.empty_like(q)
     for q0, q1, k0, k1, m0, m1 in spans:
         # the bias becomes the mask in place, -inf written only over the keys some query may not see (for a
-        # causal block, its last R keys): a score_mod returns a new tensor (score + bias), so the block's bias
-        # is ours to write; a broadcast one (stride 0 somewhere) is copied out first
+        # causal block, its last R keys): a score_mod returns a new tensor (score + bias) and distance_blocks a
+        # copy, so the block's bias is ours to write; a broadcast one (stride 0 somewhere) is copied out first
         mask = bias_block(q0, q1, k0, k1).contiguous()
         q_blk, hidden = q[:, :, q0:q1], ~allowed[..., q0:q1, m0:m1]
         if rows_reversed:
