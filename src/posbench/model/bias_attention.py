@@ -79,7 +79,8 @@ def distance_blocks(table_HS: torch.Tensor, T: int, S: int, rows: int) -> Callab
             raise ValueError(f"block ({q0}, {q1}) x ({k0}, {k1}) reaches beyond the distance table of {S} keys")
         # a copy of its own: the caller writes -inf into it (a view with one head and one query would look
         # contiguous and be the table itself)
-        return rev.as_strided((H, R, N), (L, 1, 1), rev.storage_offset() + start).clone()
+        view = rev.as_strided((H, R, N), (L, 1, 1), rev.storage_offset() + start)
+        return view.clone(memory_format=torch.contiguous_format)
 
     return block
 
