@@ -24,8 +24,8 @@ def small_blocks(monkeypatch):
 
 
 def with_kernel(model, name):
-    for layer, block in enumerate(model.blocks):
-        block.attn.kernel = KERNELS[name](model.pe.layer_pe(layer), "cpu", 0.0)
+    for layer, block in enumerate(model.blocks):  # the layer's own sliding window, if any, stays
+        block.attn.kernel = KERNELS[name](model.pe.layer_pe(layer), "cpu", 0.0, block.attn.kernel.window)
     return model
 
 
@@ -51,12 +51,15 @@ def test_block_spans_by_hand():
 
 
 @pytest.mark.parametrize("name", BIAS_PES)
-@pytest.mark.parametrize("packing", [None, ("document", "document"), ("causal", "document")])
+@pytest.mark.parametrize("packing", [None, ("document", "document"), ("causal", "document"), "window"])
 def test_logits_equal_the_eager_kernels(name, packing, small_blocks):
-    """The whole model, eager vs sdpa_bias, same weights, several blocks per call: plain causal windows, and
-    documents (per-row positions, with and without the document mask)."""
-    overrides = [] if packing is None else [f"model.packing.mask={packing[0]}",
-                                            f"model.packing.positions={packing[1]}", f"model.packing.bos_id={BOS}"]
+    """The whole model, eager vs sdpa_bias, same weights, several blocks per call: plain causal windows,
+    documents (per-row positions, with and without the document mask), and a sliding window of 6 keys."""
+    if packing == "window":
+        overrides = ["model.attention_window=6"]
+    else:
+        overrides = [] if packing is None else [f"model.packing.mask={packing[0]}",
+                                                f"model.packing.positions={packing[1]}", f"model.packing.bos_id={BOS}"]
     model = build_test_model(name, overrides=overrides).eval()
     gen = torch.Generator().manual_seed(1)
     idx = torch.randint(0, BOS, (2, 27), generator=gen)
@@ -69,9 +72,11 @@ def test_logits_equal_the_eager_kernels(name, packing, small_blocks):
 
 
 @pytest.mark.parametrize("name", BIAS_PES)
-def test_kv_cache_decoding_equals_the_eager_kernels(name, small_blocks):
-    """A prompt of 13 through the cache, then one token at a time (T < S: bottom-right causal blocks)."""
-    model = build_test_model(name).eval()
+@pytest.mark.parametrize("window", [None, 6])
+def test_kv_cache_decoding_equals_the_eager_kernels(name, window, small_blocks):
+    """A prompt of 13 through the cache, then one token at a time (T < S: bottom-right causal blocks), with and
+    without a sliding window."""
+    model = build_test_model(name, overrides=[] if window is None else [f"model.attention_window={window}"]).eval()
     idx = torch.randint(0, 61, (2, 24), generator=torch.Generator().manual_seed(2))
 
     def cached(kernel):

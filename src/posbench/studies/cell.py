@@ -12,12 +12,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from posbench.data.tasks.source import TaskSource, eval_batch
+from posbench.data.tasks.source import TaskSource, eval_batch, pad_positions
 from posbench.data.tasks.task import build_task
-from posbench.evaluation.task_accuracy import attention_probs, score_rows
+from posbench.evaluation.task_accuracy import attention_probs, generated_exact, score_rows
 from posbench.studies.cell_config import cell_config
 from posbench.studies.row_cache import CachedRows
 from posbench.studies.study_spec import Cell
+from posbench.training.loggers import read_metrics_text
 from posbench.training.loop import train
 
 
@@ -47,6 +48,8 @@ def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dic
                         work_dir / "rows")
     ev = cell.study.eval
     splits = {s: eval_batch(task, ev.seed, s, range(ev.n_examples)) for s in ("id", "ood")}
+    # the task's own position ids (arithmetic's digit places), fed at evaluation as in training
+    positions = {s: pad_positions(examples, x.shape[1]) for s, (examples, x, _) in splits.items()}
     phases.lap("rows")
 
     # The learning curve: the trainer hands over the model at each checkpoint step (in memory, no disk
@@ -56,7 +59,7 @@ def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dic
 
     def score_snapshot(step: int, model) -> None:
         phases.lap("train")
-        scores.update({split: score_rows(model, x, y, train_len=cfg.model.seq_len)
+        scores.update({split: score_rows(model, x, y, train_len=cfg.model.seq_len, positions_BT=positions[split])
                        for split, (_, x, y) in splits.items()})
         # beyond: OOD targets past the training length only, the headline metric, at every snapshot too
         curve.append({"step": step, **{f"{split}_acc": score.acc for split, score in scores.items()},
@@ -71,11 +74,19 @@ def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dic
     model = final_model[0].eval()
     final = {}
     by_length: dict[int, list[float]] = {}
+    # exact match per length bin (the arithmetic tasks' digits per operand), by greedy decoding with the KV cache
+    # and the task's position ids: what the papers report, scored by generation as a user would run the model
+    by_digits: dict[int, list[float]] = {}
     for split, (examples, _, _) in splits.items():
         score = scores[split]
         final.update({f"{split}_acc": score.acc, f"{split}_exact": score.exact, f"{split}_loss": score.loss})
         for ex, acc in zip(examples, score.per_example):
             by_length.setdefault(len(ex.tokens_T), []).append(acc)
+        if task.length_bin is not None:
+            exact = generated_exact(model, task, examples)
+            final[f"{split}_generated_exact"] = None if exact is None else float(np.mean(exact))
+            for ex, hit in zip(examples, exact or [], strict=False):
+                by_digits.setdefault(int(ex.info[task.length_bin]), []).append(hit)
         if split == "ood":  # extrapolation on its own: targets past the training length (the OOD split mixes both)
             final.update({"ood_beyond_acc": score.beyond, "ood_within_acc": score.within,
                           "ood_by_position": [None if n == 0 else c / n for c, n in score.per_position or []]})
@@ -84,8 +95,9 @@ def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dic
     final["gap"] = None if ood is None else final["id_acc"] - ood
     examples, x, _ = splits["id"]
     length = len(examples[0].tokens_T)
-    attn = attention_probs(model, x[:1, :length])
-    losses = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    pos = positions["id"]
+    attn = attention_probs(model, x[:1, :length], None if pos is None else pos[:1, :length])
+    losses = [json.loads(line) for line in read_metrics_text(run_dir / "metrics.jsonl").splitlines()]
     shutil.rmtree(run_dir, ignore_errors=True)
     phases.lap("eval")
     return {"cell_id": cell.cell_id, "task": cell.task.name, "pe": cell.label, "seed": cell.seed,
@@ -93,6 +105,8 @@ def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dic
             "axes": cell.axes, "chance": task.chance_accuracy, **final, "curve": curve,
             "train_loss": [{"step": r["step"], "loss": r["loss"]} for r in losses if "loss" in r],
             "acc_by_length": {int(k): float(np.mean(v)) for k, v in sorted(by_length.items())},
+            "exact_by_digits": {int(k): float(np.mean(v)) for k, v in sorted(by_digits.items())},
+            "id_digits": task.cfg.split_range("id")[1] if task.length_bin else None,  # the longest trained bin
             "attention": {"tokens": task.vocab.decode(examples[0].tokens_T.tolist()), "probs": attn},
             "seq_len": cfg.model.seq_len, "ood_len": task.max_tokens("ood"), "params": sum(
                 p.numel() for p in model.parameters())}
