@@ -79,7 +79,7 @@ def test_kernel_choice():
     alibi, rope = build_test_model("alibi").pe, build_test_model("rope").pe
     assert select_kernel("auto", rope, "cpu").name == "sdpa"
     assert select_kernel("auto", rope, "cuda").name == "sdpa"
-    assert select_kernel("auto", alibi, "cpu").name == "eager"
+    assert select_kernel("auto", alibi, "cpu").name == "sdpa_bias"  # the eager kernel, SDPA without autograd
     assert select_kernel("auto", alibi, "cuda").name == "flex"
     with pytest.raises(ConfigError, match="adds a logit bias"):
         select_kernel("sdpa", alibi, "cpu")
@@ -93,7 +93,7 @@ def test_kernel_choice():
 
 def test_hybrid_picks_a_kernel_per_layer():
     model = build_test_model("hybrid", overrides=["pe.pattern=[{name: alibi}, {name: none}]"])
-    assert model.kernel_names == ["eager", "sdpa", "eager", "sdpa"]
+    assert model.kernel_names == ["sdpa_bias", "sdpa", "sdpa_bias", "sdpa"]
 
 
 @pytest.mark.parametrize("name", ["rope", "alibi", "learned", "none", "t5", "xpos", "fire", "hybrid", "pope", "fope",

@@ -6,7 +6,8 @@
 - Below it, a length whose forward pass cannot fit the device is refused (`check_fits`, per checkpoint and
   suite when eval.py plans): `forward_floor_bytes` is a lower bound, not an estimate of the peak: the
   residual stream and one layer's q, k and v for L tokens of one prompt, plus the (heads, L, L) attention
-  scores when the attention kernel materialises them (the eager kernel: a bias PE on CPU), plus, for a
+  scores when the attention kernel materialises them (model.attention=eager; CPU's own choice for a bias PE,
+  sdpa_bias, evaluates a block of queries at a time and does not), plus, for a
   suite that generates (passkey, NIAH: greedy decoding with the KV cache), every layer's keys and values and
   the prompt's (L, vocabulary) logits. A length refused here would have ended in a MemoryError after its
   prompts were built; one allowed may still need more than the floor.

@@ -9,6 +9,8 @@ Causality is bottom-right aligned: query t (of T) sees keys 0 .. S - T + t.
   eager        explicit softmax; the reference every other kernel is tested against, and what CPU
                training uses when a bias is needed (FlexAttention has no CPU backward); the only kernel
                for a PE with a logits_mod (CoPE), which rewrites whole rows of the logit matrix
+  sdpa_bias    the eager kernel under autograd; without it (evaluation, generation) SDPA with the bias as a
+               float mask, a block of queries at a time (model/bias_attention.py): what CPU picks for a bias PE
 
 `docs` (model/packing.py, None unless model.packing splits windows into documents): the batch's documents. With
 docs.masked each kernel stops attention at document boundaries: SDPA and eager with a (B, 1, T, S) bool mask,
@@ -34,6 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from posbench.config_loader import ConfigError
+from posbench.model.bias_attention import block_rows, block_spans, blocked_bias_attention, distance_blocks
 from posbench.model.masks import causal_mask, window_mask_mod  # noqa: F401  (causal_mask: importable from here)
 from posbench.model.packing import Documents, PackingConfig
 from posbench.pe.encoding import LogitsMod, PositionalEncoding
@@ -42,22 +45,24 @@ from posbench.registry import Registry
 KERNELS = Registry("attention kernel")
 
 
-def materialize_bias(score_mod, H: int, T: int, S: int, device, B: int | None = None) -> torch.Tensor:
+def materialize_bias(score_mod, H: int, T: int, S: int, device, B: int | None = None,
+                     q0: int = 0, k0: int = 0) -> torch.Tensor:
     """Evaluate a FlexAttention score_mod on broadcast index grids: (H, T, S) float32 bias, or (B, H, T, S) with
-    `B` (per-row positions, which a score_mod reads at its batch index).
+    `B` (per-row positions, which a score_mod reads at its batch index). `q0`, `k0`: the grids start at query q0
+    and key k0 (one block of a longer call, model/bias_attention.py).
 
     Indices are positions in the q and k tensors; score_mods map them to token positions
     themselves, so a KV cache (T < S) needs nothing special here."""
     if B is not None:
         b = torch.arange(B, device=device)[:, None, None, None]
         h = torch.arange(H, device=device)[None, :, None, None]
-        q_idx = torch.arange(T, device=device)[None, None, :, None]
-        kv_idx = torch.arange(S, device=device)[None, None, None, :]
+        q_idx = torch.arange(q0, q0 + T, device=device)[None, None, :, None]
+        kv_idx = torch.arange(k0, k0 + S, device=device)[None, None, None, :]
         zero = torch.zeros((), device=device, dtype=torch.float32)
         return score_mod(zero, b, h, q_idx, kv_idx).expand(B, H, T, S)
     h = torch.arange(H, device=device)[:, None, None]
-    q_idx = torch.arange(T, device=device)[None, :, None]
-    kv_idx = torch.arange(S, device=device)[None, None, :]
+    q_idx = torch.arange(q0, q0 + T, device=device)[None, :, None]
+    kv_idx = torch.arange(k0, k0 + S, device=device)[None, None, :]
     zero = torch.zeros((), device=device, dtype=torch.float32)
     return score_mod(zero, zero, h, q_idx, kv_idx).expand(H, T, S)
 
@@ -92,14 +97,59 @@ class EagerKernel(AttentionKernel):
             per_row = docs is not None or self.pe.has_token_features
             B = q_BHTK.shape[0] if per_row else None
             s_BHTS = s_BHTS + materialize_bias(score_mod, q_BHTK.shape[1], T, S, q_BHTK.device, B)
-        allowed = causal_mask(T, S, q_BHTK.device, self.window) if docs is None else docs.allowed(self.window)
-        s_BHTS = s_BHTS.masked_fill(~allowed, float("-inf"))
+        s_BHTS = s_BHTS.masked_fill(~self.allowed(T, S, q_BHTK.device, docs), float("-inf"))
         return s_BHTS if logits_mod is None else logits_mod(q_BHTK.float(), s_BHTS)
+
+    def allowed(self, T: int, S: int, device, docs: Documents | None = None) -> torch.Tensor:
+        """(T, S) or, with documents, (B, 1, T, S) bool: True where attention is allowed (causal, this layer's
+        window, the query's document)."""
+        return causal_mask(T, S, device, self.window) if docs is None else docs.allowed(self.window)
 
     def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
         p_BHTS = torch.softmax(self.scores(q_BHTK, k_BHSK, score_mod, docs), dim=-1)
         p_BHTS = F.dropout(p_BHTS, self.attn_dropout, training)
         return (p_BHTS @ v_BHSK.float()).to(q_BHTK.dtype)
+
+
+@KERNELS.register("sdpa_bias")
+class BlockedBiasKernel(EagerKernel):
+    """The eager kernel's result without its (B, H, T, S) tensors: where no autograd graph is recorded, SDPA
+    with the bias (the same materialize_bias grid, one block of queries at a time) and the same allowed mask as
+    one float mask (model/bias_attention.py). Under autograd, and with attention dropout in training, the eager
+    reference runs: SDPA's gradient w.r.t. a float mask is not what CPU training is tested against."""
+
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
+        if score_mod is None or isinstance(score_mod, LogitsMod) or torch.is_grad_enabled() or \
+                (training and self.attn_dropout > 0):  # a logits_mod (CoPE) rewrites whole rows: eager only
+            return super().__call__(q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs)
+        B, H, T, _ = q_BHTK.shape
+        S, device = k_BHSK.shape[-2], q_BHTK.device
+        # per-row positions come with documents; a data-dependent bias (FoX) differs per row: as in eager
+        per_row = B if docs is not None or self.pe.has_token_features else None
+        bias_block = lambda q0, q1, k0, k1: materialize_bias(score_mod, H, q1 - q0, k1 - k0, device, per_row,
+                                                             q0=q0, k0=k0)
+        if docs is not None:
+            return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, bias_block, self.allowed(T, S, device, docs))
+        rows = block_rows(T, S, H * (B if per_row else 1))
+        allowed, spans = _causal_blocks(T, S, device, self.window, rows)
+        if per_row:
+            return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, bias_block, allowed, spans)
+        # a bias by distance alone (a relative PE at consecutive positions): gathered, not evaluated, per block
+        by_distance = getattr(score_mod, "by_distance", None)
+        table_HS = by_distance(H) if by_distance is not None else None
+        if table_HS is not None:
+            return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, distance_blocks(table_HS, T, S, rows), allowed,
+                                          spans, rows_reversed=True)
+        return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, bias_block, allowed, spans)
+
+
+@functools.lru_cache(maxsize=1)
+def _causal_blocks(T: int, S: int, device: torch.device, window: int | None, rows: int):
+    """`EagerKernel.allowed` without documents (the causal mask, with a layer's window) and its block spans, made
+    once per (T, S, window) and shared by every layer and batch (the mask is T x S bools, 64 MiB at 8,192
+    tokens, kept until the next shape; remaking it and its spans per layer cost ~15% of a 4,096-token forward)."""
+    allowed = causal_mask(T, S, device, window)
+    return allowed, block_spans(allowed, rows)
 
 
 @KERNELS.register("sdpa")
@@ -216,7 +266,9 @@ class FlashAlibiKernel(AttentionKernel):
 def auto_kernel_name(pe: PositionalEncoding, device_type: str) -> str:
     if not pe.has_score_mod:
         return "sdpa"
-    return "flex" if device_type == "cuda" and not pe.has_logits_mod else "eager"
+    if pe.has_logits_mod:  # CoPE rewrites whole rows of the logit matrix: only eager applies it
+        return "eager"
+    return "flex" if device_type == "cuda" else "sdpa_bias"
 
 
 def select_kernel(requested: str, pe: PositionalEncoding, device_type: str, attn_dropout: float = 0.0,

@@ -16,7 +16,7 @@ from posbench.model.embedding import EMBED_SCALES
 from posbench.model.packing import PackingConfig
 from posbench.pe import PEContext
 
-AttentionChoice = Literal["auto", "sdpa", "flex", "flash_alibi", "eager"]
+AttentionChoice = Literal["auto", "sdpa", "flex", "flash_alibi", "eager", "sdpa_bias"]
 EmbedScale = Literal[tuple(EMBED_SCALES)]  # the names are written once, in model/embedding.py
 
 
