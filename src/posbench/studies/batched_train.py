@@ -24,8 +24,10 @@ Shape legend: M members, B batch, T tokens.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -58,6 +60,15 @@ UNBATCHED_SETTINGS: tuple[tuple[Callable[[RunConfig], bool], str], ...] = (
     (lambda c: bool(c.train.max_steps or c.train.eval_interval or c.train.resume or c.train.branch_from),
      "train.max_steps, eval_interval, resume and branch_from need the full trainer"),
 )
+
+
+@contextlib.contextmanager
+def _sdpa_loops_per_member():
+    """SDPA's CPU kernel has no vmap batching rule: functorch runs it once per member, which is correct,
+    and says so at every call; quiet here, where it is expected."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="There is a performance drop because we have not yet implemented")
+        yield
 
 
 def why_not_batched(cfg: RunConfig) -> str | None:
@@ -111,7 +122,8 @@ class BatchedGroup:
         x_MBT, y_MBT = self._batch(0, 0, 1)
         self.feed.record()
         try:
-            self.member_losses(self.params, self.buffers, [], x_MBT, y_MBT).sum().backward()
+            with _sdpa_loops_per_member():
+                self.member_losses(self.params, self.buffers, [], x_MBT, y_MBT).sum().backward()
         finally:
             self.feed.stop_recording()
             for p in self.params.values():
@@ -158,7 +170,11 @@ def train_group(cfgs: list[RunConfig], sources: list[BatchSource], snapshots: Me
     train.ckpt_interval and at the end, as the lone run's `snapshots` does. `group`: one already built and
     probed (the caller's fallback decision), else built and probed here."""
     names = names or [f"seed {c.seed}" for c in cfgs]
-    group = group or _probed(cfgs, sources)
+    with _sdpa_loops_per_member():
+        return _train(cfgs, sources, snapshots, names, group or _probed(cfgs, sources))
+
+
+def _train(cfgs, sources, snapshots, names, group) -> list[list[dict]]:
     cfg = group.cfgs[0]
     plan = make_plan(cfg, 1, "cpu", stats_of(group.models[0], cfg.model))
     optimizer = group.optimizer()
