@@ -11,19 +11,9 @@ each metric inside the other run's CI (posbench/studies/study_compare.py).
 from __future__ import annotations
 
 import argparse
-import json
-from pathlib import Path
 
 from posbench.cli.errors_cli import cli_entry
-from posbench.studies.study_compare import NUMBERS, compare, verdicts
-
-
-def read_cells(path: str) -> list[dict]:
-    p = Path(path)
-    p = p / "results.json" if p.is_dir() else p
-    if not p.is_file():
-        raise FileNotFoundError(f"{p}: no results.json there; pass a study's --out directory or its results.json")
-    return json.loads(p.read_text())["cells"]
+from posbench.studies.study_compare import NUMBERS, compare, read_cells, verdicts
 
 
 @cli_entry

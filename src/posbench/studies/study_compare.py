@@ -10,7 +10,9 @@ Three checks on two lists of cell results (results.json's `cells`), at the repor
 
 from __future__ import annotations
 
+import json
 from collections import defaultdict
+from pathlib import Path
 
 from posbench.stats import bootstrap_ci, paired
 from posbench.studies.study_report import group_key
@@ -76,3 +78,12 @@ def compare(before: list[dict], after: list[dict], metric: str = "ood_beyond_acc
                                 f"[{sa.lo:.4g}, {sa.hi:.4g}], after {sb.mean:.4g} [{sb.lo:.4g}, {sb.hi:.4g}]: "
                                 f"a mean outside the other run's CI")
     return problems
+
+
+def read_cells(path: str | Path) -> list[dict]:
+    """The cell results of a study's output directory (its results.json) or of a results.json file."""
+    p = Path(path)
+    p = p / "results.json" if p.is_dir() else p
+    if not p.is_file():
+        raise FileNotFoundError(f"{p}: no results.json there; pass a study's --out directory or its results.json")
+    return json.loads(p.read_text())["cells"]
