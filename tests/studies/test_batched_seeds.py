@@ -168,5 +168,5 @@ def test_groups_split_so_no_worker_idles(tmp_path):
     path.write_text(STUDY.replace("PE", "rope").replace("seeds: [0, 1]", "seeds: [0, 1, 2]"))
     cells = expand(load_study(str(path)))
     assert [len(g.cells) for g in seed_groups(cells, workers=1)] == [3]
-    assert [len(g.cells) for g in seed_groups(cells, workers=2)] == [1, 2]
+    assert [len(g.cells) for g in seed_groups(cells, workers=2)] == [2, 1]  # longest first
     assert [len(g.cells) for g in seed_groups(cells, batch=False)] == [1, 1, 1]

@@ -32,11 +32,16 @@ class NoiseFeed:
 
     def draw(self, generators: list[torch.Generator]) -> list[torch.Tensor]:
         """Per recorded call, the (members, *shape) noise: member m's masks from generators[m], in the order
-        its lone run draws them (all of one step's calls for member 0, then member 1, ...: each generator
-        sees only its own member's draws, so the interleaving between members does not matter)."""
-        per_member = [[torch.empty(shape).bernoulli_(1 - p, generator=g).div_(1 - p) for p, shape in self.calls]
-                      for g in generators]
-        return [torch.stack(masks) for masks in zip(*per_member)]
+        its lone run draws them (each generator sees only its own member's draws, so the order between
+        members does not matter). Each member's slice is contiguous, as the lone run's `empty_like` of its
+        contiguous activation, so `bernoulli_` fills it with the same values."""
+        noise = [torch.empty(len(generators), *shape) for _, shape in self.calls]
+        for m, g in enumerate(generators):
+            for (p, _), n in zip(self.calls, noise):
+                n[m].bernoulli_(1 - p, generator=g)
+        for (p, _), n in zip(self.calls, noise):
+            n.div_(1 - p)
+        return noise
 
     def load(self, noise: list[torch.Tensor]) -> None:
         """Inside the vmapped function: this member's (batched) masks for the forward about to run."""
