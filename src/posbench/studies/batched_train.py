@@ -119,7 +119,7 @@ class BatchedGroup:
     def probe(self) -> None:
         """One batched forward and backward on the first batch, recording the dropout calls; gradients are
         dropped and no generator moves, so training starts where it would without it."""
-        x_MBT, y_MBT = self._batch(0, 0, 1)
+        x_MBT, y_MBT = self.batch(0, 0, 1)
         self.feed.record()
         try:
             with _sdpa_loops_per_member():
@@ -129,7 +129,7 @@ class BatchedGroup:
             for p in self.params.values():
                 p.grad = None
 
-    def _batch(self, step: int, micro: int, accum: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(self, step: int, micro: int, accum: int) -> tuple[torch.Tensor, torch.Tensor]:
         mb = self.cfgs[0].train.micro_batch
         rows = [s.samples(micro_indices(step, micro, mb, accum, 0, 1)) for s in self.sources]
         return torch.stack([x for x, _ in rows]), torch.stack([y for _, y in rows])
@@ -187,7 +187,7 @@ def _train(cfgs, sources, snapshots, names, group) -> list[list[dict]]:
         set_lr(optimizer, lr)
         loss_sum_M = torch.zeros(M)
         for micro in range(accum):
-            x_MBT, y_MBT = group._batch(step, micro, accum)
+            x_MBT, y_MBT = group.batch(step, micro, accum)
             noise = group.feed.draw(group.generators)
             loss_M = group.member_losses(group.params, group.buffers, noise, x_MBT, y_MBT)
             (loss_M / accum).sum().backward()  # members share no parameter: each gets its own gradient

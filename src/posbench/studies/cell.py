@@ -15,8 +15,8 @@ import torch
 
 from posbench.data.tasks.source import TaskSource, eval_batch
 from posbench.data.tasks.task import build_task
-from posbench.evaluation.task_accuracy import attention_probs, score_rows
 from posbench.errors import NonFiniteError
+from posbench.evaluation.task_accuracy import attention_probs, score_rows
 from posbench.studies.batched_train import BatchedGroup, train_group, why_not_batched
 from posbench.studies.cell_config import cell_config
 from posbench.studies.row_cache import CachedRows

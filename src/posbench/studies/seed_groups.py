@@ -48,11 +48,12 @@ def _key(cell: Cell, work_dir: Path) -> tuple[str, str | None, float]:
 
 
 def seed_groups(cells: list[Cell], workers: int = 1, batch: bool = True) -> list[SeedGroup]:
-    """`cells` as groups, longest first (by training FLOPs; grid order among equals): cells equal but for their seed together (at most MAX_MEMBERS), the
-    others alone with the reason. Groups are split further while there are fewer of them than `workers`,
-    so no worker idles (three seeds on two workers: two jobs). `batch=False`: every cell alone."""
+    """`cells` as groups, longest first (by training FLOPs; grid order among equals): cells equal but for
+    their seed together (at most MAX_MEMBERS), the others alone with the reason. Groups are split further
+    while there are fewer of them than `workers`, so no worker idles (three seeds on two workers: two jobs).
+    `batch=False`: every cell alone, in grid order (as before seed groups)."""
     if not batch:
-        return [SeedGroup([c], "batching turned off (--no-batch-seeds)") for c in cells]  # grid order, as before
+        return [SeedGroup([c], "batching turned off (--no-batch-seeds)") for c in cells]
     by_key: dict[str, SeedGroup] = {}
     groups: list[SeedGroup] = []
     with tempfile.TemporaryDirectory() as tmp:  # cell_config names a work dir; nothing is written

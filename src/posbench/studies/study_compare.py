@@ -58,7 +58,8 @@ def compare(before: list[dict], after: list[dict], metric: str = "ood_beyond_acc
     problems = []
     ids_a, ids_b = {r["cell_id"] for r in before}, {r["cell_id"] for r in after}
     if ids_a != ids_b:
-        problems.append(f"cells differ: only before {sorted(ids_a - ids_b)[:5]}, only after {sorted(ids_b - ids_a)[:5]}")
+        problems.append(f"cells differ: only before {sorted(ids_a - ids_b)[:5]}, "
+                        f"only after {sorted(ids_b - ids_a)[:5]}")
     va, vb = verdicts(before, metric, confidence, n_boot), verdicts(after, metric, confidence, n_boot)
     for key in sorted(set(va) | set(vb), key=str):
         if va.get(key) != vb.get(key):
