@@ -32,6 +32,10 @@ def main(argv=None) -> int:
     m = cfg.model
     s = model_stats(m, cfg.pe, args.device)
     kernels = ", ".join(f"{k} x{n}" if n > 1 else k for k, n in Counter(s.kernels).items())
+    # windowed layers score min(W, seq_len) keys per query instead of seq_len (model/flops.py)
+    keys = "seq_len" if all(w is None for w in s.windows) else "sum over layers of min(window, seq_len)"
+    per_layer = "layers*" if keys == "seq_len" else ""
+    windows = ", ".join("full" if w is None else str(w) for w in s.windows) or "none"
     rows = [
         ("model", f"{m.size}: d_model={m.d_model} layers={m.n_layers} heads={m.n_heads} d_ff={m.d_ff} "
                   f"seq_len={m.seq_len} vocab={m.vocab_size} tied={m.tie_embeddings}"),
@@ -40,9 +44,12 @@ def main(argv=None) -> int:
         ("  token embedding", f"{s.params_embedding:,}"),
         ("  positional encoding", f"{s.params_pe:,}"),
         ("  in matmuls (N)", f"{s.params_matmul:,} (non-embedding + LM head)"),
-        ("FLOPs/token, train", f"{fmt(s.flops_per_token_train)}  = 6*N + 12*layers*d_model*seq_len"),
-        ("FLOPs/token, forward", f"{fmt(s.flops_per_token_forward)}  = 2*N + 4*layers*d_model*seq_len"),
+        ("FLOPs/token, train", f"{fmt(s.flops_per_token_train)}  = 6*N + 12*{per_layer}d_model*{keys}"
+                               + (f" + PE {fmt(s.flops_pe_train)}" if s.flops_pe_train else "")),
+        ("FLOPs/token, forward", f"{fmt(s.flops_per_token_forward)}  = 2*N + 4*{per_layer}d_model*{keys}"
+                                 + (f" + PE {fmt(s.flops_pe_forward)}" if s.flops_pe_forward else "")),
         (f"attention kernel ({args.device})", kernels),
+        ("attention window", windows),
     ]
     width = max(len(k) for k, _ in rows)
     for key, value in rows:

@@ -109,8 +109,18 @@ def test_derived_values_are_not_loadable():
 def test_cli_list_pe_types_and_errors():
     out = subprocess.run([sys.executable, "train.py", "--list-pe-types"], capture_output=True, text=True,
                          check=True).stdout
-    names = [line.split()[0] for line in out.splitlines()[:-1]]
-    assert len(names) >= 22 and "alibi" in names and "kerple_log" in names
+    from posbench.pe import PES
+
+    # every registered PE once, indented under the heading of its own family (its `kind`)
+    family, seen = None, {}
+    for line in out.splitlines()[:-1]:
+        if line and not line.startswith(" "):
+            family = line.split(":")[0]
+        elif line.strip():
+            seen[line.split()[0]] = family
+    assert seen == {name: cls.kind for name, cls in PES.classes().items()}
+    assert seen["alibi"] == "bias" and seen["rope"] == "rotary"
+    assert out.splitlines()[-1] == f"({len(seen)} positional encodings)"
     bad = subprocess.run([sys.executable, "train.py", "pe.name=ropee", "--print-config"], capture_output=True,
                          text=True)
     assert bad.returncode == 2 and "did you mean `rope`" in bad.stderr

@@ -71,6 +71,28 @@ CASES = {
     "binary_reference": ["pe.name=binary", "pe.layout=reference", "model.embed_scale=sqrt_d"],
     "decimal_norm_reference": ["pe.name=decimal_norm", "pe.layout=reference", "model.embed_scale=sqrt_d"],
     "rope_sqrt_d": ["pe.name=rope", "model.embed_scale=sqrt_d"],
+    # sliding windows shorter than the 20-token prompt: cached generation must mask the keys that left the window
+    "rnope_swa": ["pe.name=rnope_swa", "pe.window=8", "pe.swa_layers=1"],
+    "rope_window": ["pe.name=rope", "model.attention_window=[6,null]"],
+    "alibi_window": ["pe.name=alibi", "model.attention_window=5"],
+    "drope": ["pe.name=drope"],
+    "drope_dropped": ["pe.name=drope", "pe.dropped=true"],
+    # the rotary family of 2024-2026: partial rotary, Llama 3.1 / LongRoPE scalings, half-truncated, HoPE, FoPE, PoPE
+    "rope_partial": ["pe.name=rope", "pe.rotary_fraction=0.5"],
+    "xpos_partial": ["pe.name=xpos", "pe.scale_base=16", "pe.rotary_fraction=0.5"],
+    "lrope_partial": ["pe.name=lrope", "pe.rotary_fraction=0.5"],
+    "rope_llama3": ["pe.name=rope", "pe.scaling.name=llama3", "pe.scaling.factor=4",
+                    "pe.scaling.original_max_positions=32"],
+    "rope_longrope": ["pe.name=rope", "pe.scaling.name=longrope", "pe.scaling.factor=4",
+                      "pe.scaling.original_max_positions=16", "pe.scaling.short_factor=[1.0, 1.5, 2.0, 3.0]",
+                      "pe.scaling.long_factor=[1.0, 2.0, 4.0, 8.0]"],
+    "modded_rope": ["pe.name=modded_rope"], "hope": ["pe.name=hope"], "fope": ["pe.name=fope"],
+    "fope_partial_yarn": ["pe.name=fope", "pe.rotary_fraction=0.5", "pe.scaling.name=yarn", "pe.scaling.factor=2"],
+    "pope": ["pe.name=pope"],
+    # data-dependent: FoX's log forget gates ride in the cache with their keys; CoPE with positions clamped
+    "fox": ["pe.name=fox"], "cope": ["pe.name=cope"], "cope_shared_clamped": ["pe.name=cope", "pe.npos_max=6",
+                                                                              "pe.shared=true"],
+    "hybrid_fox_cope": ["pe.name=hybrid", "pe.pattern=[{name: fox}, {name: cope}]"],
 }
 
 
@@ -79,7 +101,7 @@ NO_CACHE = {"randomized"}
 # dynamic NTK rescales every frequency with the current length, so keys cached at a shorter length keep their
 # old rotation (posbench's model and transformers' own dynamic RoPE alike): its cached decoding is compared with
 # posbench's cached loop, its uncached with posbench's recomputing loop, not with each other
-CACHE_INCONSISTENT = {"rope_dynamic"}
+CACHE_INCONSISTENT = {"rope_dynamic", "rope_longrope"}
 # the PEs whose positions or frequencies are set by the whole sequence: a padded batch is refused
 NO_PADS = NO_CACHE | CACHE_INCONSISTENT
 
@@ -97,10 +119,15 @@ def assert_left_padding(hf, ours, prompts: list[list[int]], n_new: int):
         assert max_diff(scores_BNV[row:row + 1], want_scores) <= SCORE_TOLERANCE, f"row {row}"
 
 
+# PEs that read the data's own position ids (abacus, coupled) are refused at export (test_hf_export_target.py)
+EXPORTABLE = {n for n in PES.names() if not PES.get(n).reads_data_positions()}
+
+
 def test_every_registered_pe_has_a_remote_class_and_a_parity_case():
-    assert set(PES.names()) <= set(PE_CLASSES)
+    assert set(PES.names()) - EXPORTABLE == {"abacus", "coupled"}
+    assert EXPORTABLE <= set(PE_CLASSES)
     covered = {next(o for o in opts if o.startswith("pe.name=")).split("=")[1] for opts in CASES.values()}
-    assert set(PES.names()) - {"rope", "none"} <= covered  # rope and none are the Qwen3 path (test_hf_export)
+    assert EXPORTABLE - {"rope", "none"} <= covered  # rope and none are the Qwen3 path (test_hf_export)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -213,7 +240,7 @@ def test_remote_code_refuses_options_it_does_not_implement():
     with pytest.raises(ValueError, match="not implemented"):
         check_pe_config({"name": "rope", "theta": 1e4, "scaling": {"name": "longrope", "factor": 2}})
     with pytest.raises(ValueError, match=r"pattern\[1\]"):
-        check_pe_config({"name": "hybrid", "pattern": [{"name": "none"}, {"name": "cope"}]})
+        check_pe_config({"name": "hybrid", "pattern": [{"name": "none"}, {"name": "not_a_pe"}]})
 
 
 def test_an_architecture_that_cannot_be_expressed_is_refused_before_writing(tmp_path):

@@ -6,10 +6,13 @@ import torch
 from posbench.config_loader import ConfigError
 from posbench.model.kernels import KERNELS, EagerKernel, causal_mask, select_kernel
 from posbench.pe import PES
+from posbench.pe.encoding import reads_tokens
 from tests.conftest import build_test_model
 
 BIASING = [n for n in PES.names() if any(build_test_model(n).pe.layer_pe(i).has_score_mod for i in range(4))]
 UNBIASED = [n for n in PES.names() if n not in BIASING]
+# biases that are functions of positions alone (data-dependent ones, CoPE and FoX: tests/test_pe_dynamic.py)
+POSITIONAL = [n for n in BIASING if not reads_tokens(PES.get(n))]
 
 
 def qkv(B=2, H=4, T=24, S=24, K=8, seed=0):
@@ -45,7 +48,7 @@ def test_eager_equals_naive_alibi():
     torch.testing.assert_close(eager, naive_attention(q, k, v, bias), rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("name", BIASING)
+@pytest.mark.parametrize("name", POSITIONAL)
 @pytest.mark.parametrize("T,S", [(24, 24), (5, 24)])
 def test_flex_forward_equals_eager(name, T, S):
     pe = build_test_model(name).pe
@@ -93,7 +96,8 @@ def test_hybrid_picks_a_kernel_per_layer():
     assert model.kernel_names == ["eager", "sdpa", "eager", "sdpa"]
 
 
-@pytest.mark.parametrize("name", ["rope", "alibi", "learned", "none", "t5", "xpos", "fire", "hybrid"])
+@pytest.mark.parametrize("name", ["rope", "alibi", "learned", "none", "t5", "xpos", "fire", "hybrid", "pope", "fope",
+                                  "hope", "modded_rope", "cope", "fox"])
 def test_kv_cache_equals_full_forward(name):
     model = build_test_model(name).eval()
     idx = torch.randint(0, 61, (2, 20))
@@ -105,7 +109,7 @@ def test_kv_cache_equals_full_forward(name):
     torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("name", ["rope", "alibi", "sinusoidal", "fire", "xpos", "binary"])
+@pytest.mark.parametrize("name", ["rope", "alibi", "sinusoidal", "fire", "xpos", "binary", "cope", "fox"])
 def test_bf16_autocast_is_finite_and_close(name):
     model = build_test_model(name).eval()
     idx = torch.randint(0, 61, (2, 32))

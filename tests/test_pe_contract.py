@@ -82,6 +82,9 @@ def test_the_kernel_the_model_selects_computes_what_another_kernel_does(name):
     idx = torch.randint(0, 61, (2, 20))
     chosen_kernel = type(model.blocks[0].attn.kernel)
     other = FlexKernel if chosen_kernel is EagerKernel else EagerKernel
+    if model.pe.has_logits_mod:  # CoPE: eager is its only kernel (tests/test_pe_dynamic.py checks it by hand)
+        assert chosen_kernel is EagerKernel and "logits_mod" in FlexKernel.supports(model.pe, "cuda", 0.0)
+        return
     with torch.no_grad():
         chosen = model(idx).logits
         for layer, block in enumerate(model.blocks):

@@ -64,6 +64,10 @@ class RunConfig:
         """Cross-field checks and derived values, once, before any work is done."""
         PES.get(self.pe.name).validate(self.pe, self.model.pe_context())
         self.model.arch.validate(self.model.pe_context(), self.pe)
+        if self.schedule.drop_pe_at is not None and not PES.get(self.pe.name).can_drop():
+            raise ConfigError(f"schedule.drop_pe_at={self.schedule.drop_pe_at} drops the PE during training, but "
+                              f"PE `{self.pe.name}` cannot be dropped; use pe.name=drope (RoPE until the drop) or "
+                              "unset schedule.drop_pe_at")
         return self
 
     def to_yaml(self) -> str:

@@ -58,6 +58,16 @@ def no_link(path: str | Path) -> Path:
     return Path(path)
 
 
+def no_link_below(root: str | Path, path: str | Path) -> Path:
+    """`path`, after checking that no folder between `root` (the user's, which may be a link) and `path` (both
+    ends included but root) is a symbolic link, e.g. a run directory's `eval/` pointing elsewhere; LinkError naming
+    the first one. Missing folders are fine: we create them."""
+    root, path = Path(root), Path(path)
+    for part in path.relative_to(root).parts:
+        root = no_link(root / part)
+    return path
+
+
 def open_fd(path: str | Path, flags: int, mode: int = 0o644) -> int:
     """os.open without following a link at `path` (LinkError naming it instead)."""
     try:
@@ -71,6 +81,38 @@ def open_fd(path: str | Path, flags: int, mode: int = 0o644) -> int:
 def open_append(path: str | Path, mode: str = "a") -> IO:
     """A file opened for appending (created 0644 if missing), never through a link."""
     return os.fdopen(open_fd(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT), mode)
+
+
+def open_read(path: str | Path, mode: str = "rb") -> IO:
+    """A file opened for reading, never through a link (LinkError naming it): a planted link cannot make us read,
+    or show, another file as ours."""
+    return os.fdopen(open_fd(path, os.O_RDONLY), mode)
+
+
+def read_text_bounded(path: str | Path, limit: int, what: str) -> str:
+    """The text of one of our files (a status, a pid, a spec, metrics.jsonl), read without following a link and
+    refused (DataError) past `limit` bytes before it is read; the read itself stops at limit + 1 bytes, should
+    the file grow meanwhile."""
+    with open_read(path) as f:
+        size = os.fstat(f.fileno()).st_size
+        data = f.read(limit + 1) if size <= limit else b""
+    if size > limit or len(data) > limit:
+        raise DataError(f"{path}: {max(size, len(data)):,} bytes is more than {what} holds (at most {limit:,}); "
+                        "it is not a file this program wrote whole: move it aside and re-run")
+    return data.decode("utf-8", errors="replace")
+
+
+def bounded_lines(f: IO, path: str | Path, max_line_bytes: int) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) of a binary file, each line read only up to `max_line_bytes` (a file of one huge line
+    is refused with DataError, not read whole into memory)."""
+    lineno = 0
+    while line := f.readline(max_line_bytes + 1):
+        lineno += 1
+        if len(line) > max_line_bytes:
+            raise DataError(f"{path}:{lineno}: a line longer than {max_line_bytes:,} bytes; one record per line is "
+                            "expected (is it the right file, or one document too large? split it into several "
+                            "records)")
+        yield lineno, line
 
 
 def open_new(path: str | Path, mode: str = "wb") -> IO:

@@ -17,6 +17,7 @@ PE_COLOURS = {
     "relative_learned": "#393b79", "randomized": "#637939", "integer": "#8c6d31", "lrope": "#843c39",
     "prope": "#7b4173", "hybrid": "#3182bd", "sininit": "#e6550d", "sinonly": "#31a354", "binary": "#756bb1",
     "binary_norm": "#636363", "decimal": "#9c9ede", "decimal_norm": "#cedb9c",
+    "abacus": "#e6ab02", "coupled": "#1b9e77",
 }
 # for names that are not registered PEs; none of these is in PE_COLOURS
 OTHER_COLOURS = ("#000000", "#a55194", "#6b6ecf", "#b5cf6b", "#e7ba52", "#ad494a", "#de9ed6", "#3a7d44",

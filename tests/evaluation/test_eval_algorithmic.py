@@ -42,9 +42,10 @@ def oracle(key, wrong: bool):
             by_tail.setdefault(tuple(seq[-8:]), []).append((seq, (answer[k] + wrong) % 256))
 
     def rule(hist):
-        for seq, token in by_tail.get(tuple(hist[-8:]), []):
-            if hist[-len(seq):] == seq:
-                return token
+        for n in range(8, 0, -1):  # a sequence shorter than 8 (`7*6=`) is keyed by all of it: longest match first
+            for seq, token in by_tail.get(tuple(hist[-n:]), []):
+                if hist[-len(seq):] == seq:
+                    return token
         return None
     return rule
 

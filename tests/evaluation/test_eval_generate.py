@@ -22,7 +22,9 @@ def reference(model, prompt, n_new):
 
 
 @pytest.mark.parametrize("pe,extra", [("rope", []), ("alibi", []), ("learned", []), ("none", []),
-                                      ("hybrid", ["model.n_layers=4"]), ("t5", [])])
+                                      ("hybrid", ["model.n_layers=4"]), ("t5", []), ("pope", []), ("fope", []),
+                                      ("rope", ["pe.rotary_fraction=0.5", "pe.scaling.name=llama3",
+                                                "pe.scaling.factor=4"])])
 def test_cached_generation_equals_uncached(pe, extra):
     # init_std 0.3: peaked logits, so a greedy choice never hangs on float noise between the two paths
     model, _ = small_model(pe, "model.init_std=0.3", *extra, seed=1)

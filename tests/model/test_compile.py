@@ -1,7 +1,8 @@
 """train.compile: every PE compiles with fullgraph=True (no graph breaks) on CPU (inductor), and five
 compiled AdamW steps give the eager losses within 1e-5. Tiny dims, but dynamo and inductor take seconds
 per PE (about 2.5 min for the explain tests of every PE on 2 busy cores, 20-40 s per inductor run): all
-`slow`. The inductor parity runs one PE per kind by default (rotary, bias, absolute table, hybrid, wrapper);
+`slow`. The inductor parity runs one PE per kind by default (rotary, bias, absolute table, hybrid, wrapper, and
+the data-dependent cope and fox, whose hooks take other paths through attention);
 POSBENCH_COMPILE_ALL=1 runs it for every registered PE (all pass when last run)."""
 
 import os
@@ -16,10 +17,14 @@ from tests.conftest import build_test_model
 pytestmark = pytest.mark.slow
 ALL_PES = PES.names()
 PARITY_PES = ALL_PES if os.environ.get("POSBENCH_COMPILE_ALL") else ["rope", "alibi", "learned", "hybrid",
-                                                                      "randomized"]
+                                                                      "randomized", "cope", "fox"]
 DIMS = dict(n_layers=4, d_model=16, n_heads=2, d_ff=32, seq_len=16, vocab_size=41)  # hybrid needs 4 layers
 # PEs that cannot be made break-free, with the reason (none today; keep the list honest when adding one)
 KNOWN_BREAKS: dict[str, str] = {}
+# PEs whose compiled losses drift past 1e-5 over the 5 steps, with the tolerance they get and why. FoX: the first
+# steps agree within 1e-5 and one step's gradients within 1e-6 relative, but inductor sums the cumulative log gates
+# in another order and AdamW at lr 1e-2 doubles the difference every step (3e-5 at step 5 when last run)
+LOOSER: dict[str, float] = {"fox": 2e-4}
 
 
 def _batch(seed=1):
@@ -71,4 +76,5 @@ def test_compiled_losses_match_eager(name):
         torch.manual_seed(123)
         step_fn = torch.compile(model, fullgraph=True, backend="inductor") if compiled else model
         losses.append(_train(model, step_fn))
-    assert losses[0] == pytest.approx(losses[1], abs=1e-5, rel=0), name
+    assert losses[0][:3] == pytest.approx(losses[1][:3], abs=1e-5, rel=0), name
+    assert losses[0] == pytest.approx(losses[1], abs=LOOSER.get(name, 1e-5), rel=0), name

@@ -49,7 +49,7 @@ def grad_of_logit_wrt_embeddings(model, idx_BT, t: int):
     return [c.grad[0].norm(dim=-1) for c in captured]
 
 
-@pytest.mark.parametrize("decoder_pe", ["none", "sinusoidal", "rope", "alibi"])
+@pytest.mark.parametrize("decoder_pe", ["none", "sinusoidal", "rope", "alibi", "pope", "fope"])
 def test_decoder_is_causal_and_sees_the_whole_source(decoder_pe):
     model = model_for(decoder_pe)
     idx = rows()

@@ -133,7 +133,21 @@ def last_label(fn):
     return solve
 
 
+def solve_arithmetic(op):
+    """Default format (every number least significant digit first): read the operands back, compute, write the
+    result reversed."""
+    def solve(task, syms, split):
+        sign, eq = syms.index(op), syms.index("=")
+        a, b = "".join(syms[:sign])[::-1], "".join(syms[sign + 1:eq])[::-1]
+        result = str(int(a) * int(b) if op == "*" else int(a) + int(b))[::-1]
+        targets = answer_style(task, syms, eq + 1, list(result) + ["<end>"])
+        return " " + result, targets, max(len(a), len(b))
+    return solve
+
+
 SOLVERS = {
+    "addition": solve_arithmetic("+"),
+    "multiplication": solve_arithmetic("*"),
     "reverse": solve_transform(lambda xs: xs[::-1]),
     "simple_copy": solve_transform(lambda xs: list(xs)),
     "sort": solve_transform(lambda xs: sorted(xs, key=int)),

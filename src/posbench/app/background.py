@@ -28,9 +28,14 @@ from pathlib import Path
 from posbench.app.app_paths import LOCK, LOG, PID, SPEC, STATUS
 from posbench.config_loader import from_dict, to_dict
 from posbench.errors import BadInputError
-from posbench.fileio import write_text
+from posbench.fileio import LinkError, open_append, open_read, read_text_bounded, write_text
 from posbench.studies.study_runner import cell_path
 from posbench.studies.study_spec import StudyConfig, expand
+
+# the app's own files are read without following a link and bounded (fileio): a run directory may sit on shared
+# storage, where a planted link could make the page read, or the worker write, someone else's file
+MAX_SPEC_BYTES = 1 << 20  # spec.json: a StudyConfig is a few KB
+MAX_SMALL_BYTES = 64 << 10  # runner.pid, status.json (an error message and a few numbers)
 
 
 class StudyNameTaken(BadInputError, FileExistsError):
@@ -46,15 +51,16 @@ class RunState:
 
 
 def read_spec(run_dir: Path) -> StudyConfig:
-    return from_dict(StudyConfig, json.loads((Path(run_dir) / SPEC).read_text()), "study")
+    return from_dict(StudyConfig, json.loads(read_text_bounded(Path(run_dir) / SPEC, MAX_SPEC_BYTES, "a study spec")),
+                     "study")
 
 
 def is_running(run_dir: Path) -> bool:
     """True while a worker holds the run's lock (tried without blocking, released at once)."""
     path = Path(run_dir) / LOCK
-    if not path.exists():
+    if not os.path.lexists(path):
         return False
-    with open(path, "a") as f:
+    with open_read(path) as f:  # a link at runner.lock: LinkError, never a lock taken on its target
         try:
             fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -71,12 +77,12 @@ def start(study: StudyConfig, run_dir: Path) -> bool:
     if _active(run_dir):
         return False
     spec = json.dumps(to_dict(study), sort_keys=True, indent=1)
-    if (run_dir / SPEC).is_file() and (run_dir / SPEC).read_text() != spec:
+    if os.path.lexists(run_dir / SPEC) and read_text_bounded(run_dir / SPEC, MAX_SPEC_BYTES, "a study spec") != spec:
         raise StudyNameTaken(f"{run_dir} already holds another study; choose another name")
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text(run_dir / SPEC, spec)
     (run_dir / STATUS).unlink(missing_ok=True)
-    with open(run_dir / LOG, "ab") as log:
+    with open_append(run_dir / LOG, "ab") as log:
         # a new session: the worker is not in the page server's process group, so stopping or reloading
         # the server, or a closed tab, does not signal it
         proc = subprocess.Popen([sys.executable, "-m", "posbench.app.worker", str(run_dir)],
@@ -118,8 +124,10 @@ def stop(run_dir: Path, grace_s: float = STOP_GRACE_S) -> bool:
 def _worker_pid(run_dir: Path) -> int | None:
     """The pid in runner.pid when it is this run's live worker (`python -m posbench.app.worker RUN_DIR`)."""
     try:
-        pid = int((run_dir / PID).read_text() or 0)
+        pid = int(read_text_bounded(run_dir / PID, MAX_SMALL_BYTES, "a pid file") or 0)
         args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+    except LinkError:
+        raise
     except (OSError, ValueError):
         return None
     if not _alive(pid) or "posbench.app.worker" not in args[:-2]:
@@ -157,7 +165,8 @@ def state(run_dir: Path) -> RunState:
     done = sum(cell_path(run_dir, c).is_file() for c in cells)
     if _active(run_dir):
         return RunState("running", done, len(cells))
-    status = json.loads((run_dir / STATUS).read_text()) if (run_dir / STATUS).is_file() else {}
+    status = json.loads(read_text_bounded(run_dir / STATUS, MAX_SMALL_BYTES, "a status file")) \
+        if os.path.lexists(run_dir / STATUS) else {}
     if status.get("state") in ("finished", "failed"):
         return RunState(status["state"], done, len(cells), status.get("error", ""))
     return RunState("stopped", done, len(cells))
@@ -168,7 +177,9 @@ def _active(run_dir: Path) -> bool:
     if is_running(run_dir):
         return True
     try:
-        return _alive(int((run_dir / PID).read_text() or 0))
+        return _alive(int(read_text_bounded(run_dir / PID, MAX_SMALL_BYTES, "a pid file") or 0))
+    except LinkError:
+        raise
     except (OSError, ValueError):
         return False
 

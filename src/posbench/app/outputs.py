@@ -12,6 +12,7 @@ from pathlib import Path
 from posbench.app.app_paths import SPEC
 from posbench.app.background import read_spec
 from posbench.studies.study_spec import StudyConfig
+from posbench.training.loggers import read_metrics_text
 
 
 class NotAnOutput(ValueError):
@@ -46,7 +47,7 @@ def read_json(path: Path) -> dict:
 def read_metrics(path: Path) -> list[dict]:
     """metrics.jsonl rows (a line being written right now, half a line, is skipped)."""
     rows = []
-    for line in Path(path).read_text().splitlines():
+    for line in read_metrics_text(Path(path)).splitlines():
         try:
             row = json.loads(line)
         except json.JSONDecodeError:

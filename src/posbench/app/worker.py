@@ -15,13 +15,13 @@ from pathlib import Path
 
 from posbench.app.app_paths import LOCK, PID, STATUS
 from posbench.app.background import read_spec
-from posbench.fileio import write_text
+from posbench.fileio import open_append, write_text
 from posbench.studies.study_runner import run_study
 
 
 def main(run_dir: str) -> int:
     out = Path(run_dir)
-    with open(out / LOCK, "a") as lock:
+    with open_append(out / LOCK) as lock:  # never through a link planted at runner.lock (LinkError)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

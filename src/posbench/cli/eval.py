@@ -22,7 +22,8 @@ def parser() -> argparse.ArgumentParser:
                                    "lambada by name only (data: python -m posbench.evaluation.prepare_data)")
     p.add_argument("--lengths", help="context lengths in tokens, e.g. 512,1024,2048 (default 0.5x..8x seq_len)")
     p.add_argument("--rope-scaling",
-                   help="RoPE length extension at evaluation time: pi, ntk, dynamic, yarn, yarn_paper, none")
+                   help="RoPE length extension at evaluation time: pi, ntk, dynamic, yarn, yarn_paper, llama3, "
+                        "none (longrope needs its factor lists: --set rope_scaling.short_factor=[...])")
     p.add_argument("--rope-factor", type=float, help="with --rope-scaling: target length / training length")
     p.add_argument("--out", help="output directory (default: <run>/eval/<step_N> for one checkpoint, runs/eval_<time>)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"])
@@ -60,7 +61,7 @@ def flag_overrides(args: argparse.Namespace) -> list[dict]:
     if args.lengths:
         out.append({"lengths": _csv(args.lengths)})  # "512" -> 512 in the loader; "abc" fails there by name
     if args.rope_factor is not None and not args.rope_scaling:
-        raise ConfigError("--rope-factor needs --rope-scaling (pi, ntk, dynamic, yarn or yarn_paper)")
+        raise ConfigError("--rope-factor needs --rope-scaling (pi, ntk, dynamic, yarn, yarn_paper or llama3)")
     if args.rope_scaling:
         factor = args.rope_factor if args.rope_factor is not None else 1.0
         out.append({"rope_scaling": {"name": args.rope_scaling, "factor": factor}})

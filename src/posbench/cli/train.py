@@ -15,12 +15,25 @@ from posbench.config_loader import nested
 TRAIN_FLAGS = {"resume": "train.resume", "branch_from": "train.branch_from", "budget": "train.budget"}
 
 
+# Families in the order a reader meets them; a kind not listed here still prints, after these.
+FAMILY_TITLES = {"none": "no position information", "absolute": "added to the token embeddings",
+                 "rotary": "rotating queries and keys", "bias": "biasing attention logits",
+                 "hybrid": "per-layer mixtures", "wrapper": "wrappers around another PE"}
+
+
 def list_pe_types() -> str:
+    """Every registered PE grouped by family (its `kind`), one line each with what it claims."""
     from posbench.pe import PES
 
     rows = sorted(PES.classes().items())
     width = max(len(n) for n, _ in rows)
-    lines = [f"{name:<{width}}  {cls.kind:<8}  {cls.summary}" for name, cls in rows]
+    kinds = list(FAMILY_TITLES) + sorted({cls.kind for _, cls in rows} - set(FAMILY_TITLES))
+    lines = []
+    for kind in kinds:
+        members = [(n, cls) for n, cls in rows if cls.kind == kind]
+        if members:
+            lines += [f"{kind}: {FAMILY_TITLES.get(kind, kind)}"]
+            lines += [f"  {name:<{width}}  {cls.summary}" for name, cls in members] + [""]
     return "\n".join(lines + [f"({len(rows)} positional encodings)"])
 
 

@@ -9,7 +9,8 @@ One job per file:
     hub.py, download.py        the hub's HTTP layout; parallel, retried, verified downloads + manifest.py
     readers.py                 documents out of parquet / jsonl / txt, in bounded batches
     tokenizers.py              bytes / named tiktoken / trained BPE (bpe_train.py, rankfile.py: no pickle)
-    shards.py                  the on-disk token format (256 x int32 header, then uint16/uint32 tokens)
+    shards.py                  the on-disk token format (256 x int32 header, uint16/uint32 tokens, int32 position ids
+                               in version 2)
     tokenize_shards.py         worker processes writing shards, deterministic and resumable
     sampling.py, loader.py     the global sample order and what training reads
     layout.py, info.py         paths, `info`

@@ -6,7 +6,8 @@ Shape legend: B per-rank batch, G global batch (B * world), T seq_len.
                           (stride T, so every token is a target exactly once; windows never cross shards)
     global batch t      = global samples t*G .. t*G + G - 1, each mapped to a window by sampling.py
     rank r of world w   = reads only samples t*G + r*B .. t*G + r*B + B - 1 of each global batch
-    x_BT, y_BT          = window[:, :-1], window[:, 1:]  (int64)
+    x_BT, y_BT          = window[:, :-1], window[:, 1:]  (int64); shards that carry position ids (version 2,
+                          data/shards.py) give the inputs' ids too (`targets.Rows.positions`)
 
 The order is a pure function of (seed, global sample index), so the concatenation of every rank's
 batches equals the single-process batch, and the step is the whole data cursor: resuming at step s reads
@@ -30,7 +31,8 @@ from posbench.data.hints import data_command, prepare_hint
 from posbench.data.layout import DataLayout
 from posbench.data.manifest import Manifest
 from posbench.data.sampling import window_ids
-from posbench.data.shards import open_shard
+from posbench.data.shards import open_positions, open_shard
+from posbench.targets import Rows
 
 ID_CHECK_CHUNK = 1 << 26  # tokens per step of the start-up id check: bounded memory at any shard size
 
@@ -53,6 +55,16 @@ class ShardSet:
         self.vocab_size = vocabs.pop()
         # plain ndarray views of the memmaps: slicing a np.memmap subclass is several times slower
         self.tokens = [t.view(np.ndarray) for _, t in opened]
+        # the data's own position ids (version 2 shards), windowed like the tokens; None: the shards hold none
+        carry = {h.positions for h, _ in opened}
+        if len(carry) != 1:
+            with_ids = [p.name for p, (h, _) in zip(self.paths, opened, strict=True) if h.positions]
+            raise ShardError(f"shards in {self.paths[0].parent} disagree: {len(with_ids)} of {len(opened)} carry "
+                             f"position ids (e.g. {with_ids[0]}); re-tokenize them all the same way")
+        self.positions = None
+        if carry.pop():
+            self.positions = [open_positions(p, h).view(np.ndarray) for p, (h, _) in zip(self.paths, opened,
+                                                                                          strict=True)]
         counts = [max(0, (len(t) - 1) // seq_len) for t in self.tokens]
         self.cum = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         self.n_windows = int(self.cum[-1])
@@ -78,6 +90,17 @@ class ShardSet:
                                      f"token {at}; the file is corrupt, re-tokenize it (delete it and run "
                                      "`python -m posbench.data.prepare_fineweb tokenize` again)")
 
+    def gather_positions(self, ids: np.ndarray) -> np.ndarray | None:
+        """The position ids of windows `ids` (int64, (len(ids), T + 1)), None when the shards hold none."""
+        if self.positions is None:
+            return None
+        shard = np.searchsorted(self.cum, ids, side="right") - 1
+        start = (ids - self.cum[shard]) * self.seq_len
+        out = np.empty((len(ids), self.seq_len + 1), dtype=np.int64)
+        for row, (s, o) in enumerate(zip(shard.tolist(), start.tolist(), strict=True)):
+            out[row] = self.positions[s][o:o + self.seq_len + 1]
+        return out
+
     def gather(self, ids: np.ndarray) -> np.ndarray:
         """Windows `ids` as an int64 array (len(ids), T + 1)."""
         shard = np.searchsorted(self.cum, ids, side="right") - 1
@@ -92,9 +115,11 @@ class ShardSet:
         return out
 
 
-def _split_xy(windows: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
+def _split_xy(windows: np.ndarray, positions: np.ndarray | None = None) -> Rows:
+    """Inputs and targets of windows of T + 1 tokens, with the inputs' position ids when the shards carry them."""
     t = torch.from_numpy(windows)
-    return t[:, :-1].contiguous(), t[:, 1:].contiguous()
+    pos = None if positions is None else torch.from_numpy(positions[:, :-1].copy())
+    return Rows(t[:, :-1].contiguous(), t[:, 1:].contiguous(), pos)
 
 
 def split_shards(layout: DataLayout, splits, split: str) -> list[Path]:
@@ -122,15 +147,15 @@ class ShardBatchSource:
         self.fingerprint = (f"shards-{tokenizer_fingerprint[:16]}-{mix_tag or 'nomix'}-{train.digest}-{val.digest}"
                             f"-n{self._n_val}-s{seed}")
 
-    def samples(self, indices) -> tuple[torch.Tensor, torch.Tensor]:
+    def samples(self, indices) -> Rows:
         ids = window_ids(np.asarray(indices, dtype=np.int64), self.train.n_windows, self.seed)
-        return _split_xy(self.train.gather(ids))
+        return _split_xy(self.train.gather(ids), self.train.gather_positions(ids))
 
-    def val_samples(self, indices) -> tuple[torch.Tensor, torch.Tensor]:
+    def val_samples(self, indices) -> Rows:
         ids = np.asarray(indices, dtype=np.int64)
         if ids.size and (ids.min() < 0 or ids.max() >= self._n_val):
             raise IndexError(f"validation rows are 0..{self._n_val - 1}, asked for {ids.min()}..{ids.max()}")
-        return _split_xy(self.val.gather(ids))
+        return _split_xy(self.val.gather(ids), self.val.gather_positions(ids))
 
     def n_val(self) -> int:
         return self._n_val

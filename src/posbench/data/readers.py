@@ -2,7 +2,8 @@
 
     .parquet   `text_field` column, streamed as row batches of `batch_rows` (pyarrow reads one row group
                at a time, so memory is bounded by the row group, whatever the file size)
-    .jsonl     one JSON object per line, document = obj[text_field]
+    .jsonl     one JSON object per line, document = obj[text_field] (a line over JSONL_MAX_LINE_BYTES is refused,
+               never read whole: a file of one huge line would otherwise be)
     .txt       the whole file is one document (refused above TXT_MAX_BYTES: split it or use jsonl)
     .md .rst   plain text, as .txt (READMEs, docs sources: real prose that needs no download)
 
@@ -29,11 +30,13 @@ from typing import ClassVar
 
 from posbench.data.errors import DataError
 from posbench.errors import user_paths
+from posbench.fileio import bounded_lines
 from posbench.registry import Registry
 
 TXT_MAX_BYTES = 256 << 20
 MAX_ROW_GROUP_BYTES = 256 << 20  # a parquet row group's text column, decompressed (FineWeb: ~5 MB)
 BATCH_BYTES = 16 << 20  # text per yielded batch, at most (plus one document)
+JSONL_MAX_LINE_BYTES = TXT_MAX_BYTES  # one .jsonl record: a document read whole, as a .txt file is
 
 
 class DocumentReader:
@@ -173,6 +176,8 @@ class ParquetReader(DocumentReader):
 
 @READERS.register(".jsonl")
 class JsonlReader(DocumentReader):
+    max_line_bytes: ClassVar[int] = JSONL_MAX_LINE_BYTES
+
     def _text(self, line: bytes, lineno: int) -> str | None:
         try:
             obj = json.loads(line)
@@ -185,7 +190,7 @@ class JsonlReader(DocumentReader):
 
     def check(self) -> None:
         with user_paths(), self.path.open("rb") as f:
-            for lineno, line in enumerate(f, 1):
+            for lineno, line in bounded_lines(f, self.path, self.max_line_bytes):
                 if line.strip():
                     self._text(line, lineno)
                     return
@@ -193,7 +198,7 @@ class JsonlReader(DocumentReader):
     def batches(self) -> Iterator[list[str]]:
         batch: list[str] = []
         with user_paths(), self.path.open("rb") as f:
-            for lineno, line in enumerate(f, 1):
+            for lineno, line in bounded_lines(f, self.path, self.max_line_bytes):
                 if not line.strip():
                     continue
                 text = self._text(line, lineno)

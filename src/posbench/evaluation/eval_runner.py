@@ -31,6 +31,7 @@ from posbench.evaluation.loading import inspect_checkpoint, load_model
 from posbench.evaluation.retrieval import RetrievalGrid
 from posbench.evaluation.scaling import apply_rope_scaling, check_rope_scaling
 from posbench.evaluation.suites import get_suite
+from posbench.fileio import no_link_below
 from posbench.model.kernels import auto_kernel_name
 from posbench.training.checkpoint import read_meta
 from posbench.training.device import choose_precision, pick_device
@@ -159,11 +160,17 @@ def run_eval(paths: list[str], cfg: EvalConfig, out: str | Path | None = None, l
     device = choose_device(cfg.device)
     planned = plan(paths, cfg, device)
     out_dir = Path(out) if out else default_out(planned)
+    # --out is the user's and may be a link; what we create below it, or below the checkpoint's run directory
+    # (eval/<step>/), must not be one (fileio's module doc): checked before any evaluation runs
+    root = out_dir if out or len(planned) > 1 else planned[0].target.path.parent
+    ckpt_dirs = [out_dir if len(planned) == 1 else out_dir / p.target.label for p in planned]
+    with user_paths():
+        for ckpt_dir in ckpt_dirs:
+            no_link_below(root, ckpt_dir)
     written, payloads = {}, []
-    for p in planned:
+    for p, ckpt_dir in zip(planned, ckpt_dirs):
         payload = evaluate(p, cfg, device)
         payloads.append(payload)
-        ckpt_dir = out_dir if len(planned) == 1 else out_dir / p.target.label
         with user_paths():  # --out (or the checkpoint's run directory) is the user's
             written[p.target.label] = eval_report.write_checkpoint_report(payload, ckpt_dir)
         log(f"{p.target.label}: wrote {ckpt_dir / 'results.json'} and {ckpt_dir / 'summary.md'}")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 from collections import defaultdict
+from collections.abc import Callable
 
 import torch
 
@@ -41,12 +42,53 @@ def supports_cache(model) -> bool:
     return True
 
 
+class DataPositions:
+    """The position ids a task defines (`Example.positions_T`) while decoding: the prompt's, then each generated
+    token's by the task's rule (`Task.answer_positions`: an answer token's id from the answer tokens up to it, e.g.
+    a reversed answer digit's place = its index among the answer digits + 1). The model's `data_pos_BT`."""
+
+    def __init__(self, prompt_BT: torch.Tensor, answer_rule: Callable[[list[int]], list[int]]):
+        self.prompt_BT, self.rule = prompt_BT, answer_rule
+
+    def answer_BN(self, new_BN: torch.Tensor) -> torch.Tensor:
+        """(B, N) ids of the generated tokens so far, row by row through the rule."""
+        rows = [self.rule(row) for row in new_BN.tolist()]
+        return torch.tensor(rows, dtype=torch.long, device=self.prompt_BT.device).reshape(new_BN.shape)
+
+    def prompt(self) -> dict:
+        return {"data_pos_BT": self.prompt_BT}
+
+    def last(self, new_BN: torch.Tensor) -> dict:
+        """Kwargs for feeding the last generated token through the cache."""
+        return {"data_pos_BT": self.answer_BN(new_BN)[:, -1:]}
+
+    def whole(self, new_BN: torch.Tensor) -> dict:
+        """Kwargs for re-running prompt + generated tokens."""
+        return {"data_pos_BT": torch.cat((self.prompt_BT, self.answer_BN(new_BN)), dim=1)}
+
+
+class NoDataPositions:
+    """The data defines no position ids: the model is called as it always was (every architecture, stand-ins)."""
+
+    def prompt(self) -> dict:
+        return {}
+
+    def last(self, new_BN) -> dict:
+        return {}
+
+    def whole(self, new_BN) -> dict:
+        return {}
+
+
 @torch.no_grad()
-def greedy_cached(model, prompt_BT: torch.Tensor, n_new: int, scores: list | None = None) -> torch.Tensor:
+def greedy_cached(model, prompt_BT: torch.Tensor, n_new: int, scores: list | None = None,
+                  positions: DataPositions | None = None) -> torch.Tensor:
     """(B, N) greedy tokens: the prompt once through the cache, then one token per call. `scores`, when given,
-    gets each step's float32 logits (B, V) appended (the export check compares them with transformers')."""
+    gets each step's float32 logits (B, V) appended (the export check compares them with transformers').
+    `positions`: the task's own position ids, fed with every call."""
+    positions = positions or NoDataPositions()
     cache = model.new_cache()
-    logits_BTV = model(prompt_BT, cache=cache).logits
+    logits_BTV = model(prompt_BT, cache=cache, **positions.prompt()).logits
     out = []
     for i in range(n_new):
         step_BV = logits_BTV[:, -1].float()
@@ -55,17 +97,21 @@ def greedy_cached(model, prompt_BT: torch.Tensor, n_new: int, scores: list | Non
         next_B = step_BV.argmax(-1)
         out.append(next_B)
         if i + 1 < n_new:  # the last token is never fed back: it needs no position
-            logits_BTV = model(next_B[:, None], cache=cache).logits
+            logits_BTV = model(next_B[:, None], cache=cache, **positions.last(torch.stack(out, dim=1))).logits
     return torch.stack(out, dim=1)
 
 
 @torch.no_grad()
-def greedy_recompute(model, prompt_BT: torch.Tensor, n_new: int, scores: list | None = None) -> torch.Tensor:
-    """(B, N) greedy tokens by re-running the whole sequence each step (no cache); `scores` as greedy_cached."""
+def greedy_recompute(model, prompt_BT: torch.Tensor, n_new: int, scores: list | None = None,
+                     positions: DataPositions | None = None) -> torch.Tensor:
+    """(B, N) greedy tokens by re-running the whole sequence each step (no cache); `scores` and `positions` as
+    greedy_cached."""
+    positions = positions or NoDataPositions()
     seq_BT = prompt_BT
     out = []
     for _ in range(n_new):
-        step_BV = model(seq_BT).logits[:, -1].float()
+        new_BN = torch.stack(out, dim=1) if out else prompt_BT[:, :0]
+        step_BV = model(seq_BT, **positions.whole(new_BN)).logits[:, -1].float()
         if scores is not None:
             scores.append(step_BV)
         next_B = step_BV.argmax(-1)

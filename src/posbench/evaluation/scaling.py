@@ -25,7 +25,8 @@ def check_rope_scaling(model: nn.Module, scaling: ScalingConfig | None, where: s
     """Fail before any work when a scaling is asked for a model without rotary PEs."""
     if scaling is not None and not rotary_modules(model):
         pe = getattr(model, "pe", None)
-        raise ConfigError(f"{where}: --rope-scaling {scaling.name} needs a rotary PE (rope, lrope, prope, xpos, or "
+        raise ConfigError(f"{where}: --rope-scaling {scaling.name} needs a rotary PE (rope, lrope, prope, xpos, "
+                          f"modded_rope, hope, fope, or "
                           f"a hybrid/randomized wrapper around one), but this model's PE is "
                           f"`{getattr(pe, 'name', '?')}`; drop --rope-scaling for it or evaluate it separately")
 

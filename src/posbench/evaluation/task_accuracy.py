@@ -12,11 +12,14 @@ right in range and at chance past it. `per_position` holds (correct, total) per 
 
 from __future__ import annotations
 
+from collections import defaultdict
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
+from posbench.evaluation.generate import DataPositions, greedy_cached, greedy_recompute, supports_cache
 from posbench.pe import PositionRangeError
 from posbench.targets import IGNORE
 
@@ -39,7 +42,8 @@ def _share(correct: torch.Tensor, total: torch.Tensor) -> float | None:
 
 @torch.no_grad()
 def score_rows(model, inputs_BT: torch.Tensor, targets_BT: torch.Tensor, batch_size: int = 256,
-               train_len: int | None = None) -> TaskScore:
+               train_len: int | None = None, positions_BT: torch.Tensor | None = None) -> TaskScore:
+    """`positions_BT`: the task's own position ids of the rows (`source.pad_positions`), fed as in training."""
     model.eval()
     correct, total, loss_sum, per_example = 0, 0, 0.0, []
     hits_T = torch.zeros(inputs_BT.shape[1], dtype=torch.long)  # correct targets per position
@@ -47,7 +51,9 @@ def score_rows(model, inputs_BT: torch.Tensor, targets_BT: torch.Tensor, batch_s
     try:
         for start in range(0, inputs_BT.shape[0], batch_size):
             x, y = inputs_BT[start : start + batch_size], targets_BT[start : start + batch_size]
-            logits = model(x).logits.float()
+            # the keyword only with ids: a model with the plain forward (a stand-in, a wrapper) scores as before
+            ids = {} if positions_BT is None else {"data_pos_BT": positions_BT[start : start + batch_size]}
+            logits = model(x, **ids).logits.float()
             mask = y != IGNORE
             hit = (logits.argmax(-1) == y) & mask
             correct += int(hit.sum())
@@ -66,7 +72,41 @@ def score_rows(model, inputs_BT: torch.Tensor, targets_BT: torch.Tensor, batch_s
 
 
 @torch.no_grad()
-def attention_probs(model, inputs_1T: torch.Tensor) -> list[list[list[list[float]]]]:
-    """[layer][head][query][key] attention probabilities for one example (eager reference)."""
-    scores = model.attention_scores(inputs_1T)
+def generated_exact(model, task, examples, batch_size: int = 64) -> list[float] | None:
+    """Per answer-style example, 1.0 when greedy decoding after its prompt writes its whole answer (`<end>`
+    included), else 0.0: through the KV cache (re-running the sequence for PEs whose positions are drawn per
+    sequence), with the task's own position ids fed as in training, the prompt's and then each generated token's
+    by `task.answer_positions`. None ("n/a") when the PE cannot represent the lengths. Rows of one batch share
+    their prompt and answer lengths (no padding)."""
+    model.eval()
+    decode = greedy_cached if supports_cache(model) else greedy_recompute
+    groups: dict[tuple[int, int], list[int]] = defaultdict(list)
+    for i, ex in enumerate(examples):
+        n_prompt = int(np.argmax(ex.targets_T != IGNORE)) + 1  # the first target predicts the first answer token
+        groups[(n_prompt, len(ex.tokens_T) - n_prompt)].append(i)
+    out = [0.0] * len(examples)
+    try:
+        for (n_prompt, n_answer), rows in sorted(groups.items()):
+            for start in range(0, len(rows), batch_size):
+                chunk = rows[start:start + batch_size]
+                prompt_BT = torch.from_numpy(np.stack([examples[i].tokens_T[:n_prompt] for i in chunk]))
+                positions = None
+                if examples[chunk[0]].positions_T is not None:
+                    pos_BT = torch.from_numpy(np.stack([examples[i].positions_T[:n_prompt] for i in chunk]))
+                    positions = DataPositions(pos_BT, task.answer_positions)
+                new_BN = decode(model, prompt_BT, n_answer, positions=positions)
+                for i, new in zip(chunk, new_BN.tolist(), strict=True):
+                    out[i] = float(new == examples[i].tokens_T[n_prompt:].tolist())
+    except PositionRangeError:
+        return None
+    return out
+
+
+@torch.no_grad()
+def attention_probs(model, inputs_1T: torch.Tensor, positions_1T: torch.Tensor | None = None
+                    ) -> list[list[list[list[float]]]]:
+    """[layer][head][query][key] attention probabilities for one example (eager reference); `positions_1T`: the
+    task's own position ids, as score_rows takes them."""
+    ids = {} if positions_1T is None else {"data_pos_BT": positions_1T}
+    scores = model.attention_scores(inputs_1T, **ids)
     return [torch.softmax(s[0], dim=-1).nan_to_num(0.0).tolist() for s in scores]

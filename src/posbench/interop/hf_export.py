@@ -7,9 +7,9 @@ Two paths, chosen by what transformers can express:
   the formulas are the same (none; pi = `linear`; yarn, computed as transformers does, docs/pe_defaults.md).
   NoPE is Qwen3 with `linear` scaling by 1e30: every angle is below 1e-25 rad, no rotation in fp32.
 - Remote code, for every other PE (ALiBi, T5, KERPLE, FIRE, absolute tables, xPos, hybrids, ...), other
-  RoPE scalings, untied embeddings or no QK-norm: posbench's own parameter names, plus
-  `modeling_posbench.py` / `configuration_posbench.py` (hf_remote/; torch + transformers only) that
-  implement every PE family, loaded with `trust_remote_code=True` through `auto_map`.
+  RoPE scalings, untied embeddings, no QK-norm or rows split into documents (model.packing): posbench's own
+  parameter names, plus `modeling_posbench.py` / `configuration_posbench.py` (hf_remote/; torch + transformers
+  only) that implement every PE family, loaded with `trust_remote_code=True` through `auto_map`.
 Nothing is ever written as a model that computes something else: the remote code refuses PE options it does
 not implement, other architectures (encoder-decoder, Mamba) are refused, and every export is loaded back and
 compared with posbench before it is moved into place: logits on random ids (the full forward), and a short
@@ -47,7 +47,7 @@ from posbench.config_loader import ConfigError, dump_yaml
 from posbench.data.tokenizers import BOS, Tokenizer
 from posbench.errors import BadInputError, user_paths
 from posbench.fileio import fsync_dir, link_error, remove_tree
-from posbench.interop.hf_verify import check_prompt, uses_dynamic_scaling, verify
+from posbench.interop.hf_verify import VERIFY_TOLERANCE, check_prompt, uses_dynamic_scaling, verify
 
 NOPE_FACTOR = 1e30  # linear RoPE scaling that makes every angle vanish (see the module docstring)
 REMOTE_DIR = Path(__file__).parent / "hf_remote"
@@ -63,6 +63,8 @@ def rope_parameters(run_cfg: RunConfig) -> dict:
     if pe.name != "rope":
         raise ConfigError(f"PE `{pe.name}` has no architecture in transformers (only RoPE and NoPE map onto "
                           "Qwen3)")
+    if pe.rotary_fraction != 1.0:
+        raise ConfigError(f"pe.rotary_fraction={pe.rotary_fraction}: Qwen3 rotates every channel of a head")
     scaling = pe.scaling
     base = {"rope_theta": float(pe.theta)}
     if scaling.name == "none":
@@ -104,6 +106,11 @@ def qwen3_reason(run_cfg: RunConfig) -> str | None:
         return "untied embeddings or no QK-norm (model.tie_embeddings, model.qk_norm) do not map onto Qwen3"
     if m.embed_scale != "none":
         return f"model.embed_scale={m.embed_scale} has no counterpart in Qwen3 (it never scales token embeddings)"
+    if m.packing.active:
+        return (f"model.packing (mask={m.packing.mask}, positions={m.packing.positions}) splits a row into documents "
+                f"at token {m.packing.bos_id}; Qwen3 attends across them and counts positions from the row's start")
+    if m.attention_window is not None:
+        return f"model.attention_window={m.attention_window} is exported with posbench's remote code"
     try:
         rope_parameters(run_cfg)
     except ConfigError as e:
@@ -111,17 +118,34 @@ def qwen3_reason(run_cfg: RunConfig) -> str | None:
     return None
 
 
-def refuse_packing(run_cfg: RunConfig) -> None:
-    """model.packing other than causal/window is not exported: neither Qwen3 nor the remote code splits a row into
-    documents at <|bos|> or restarts positions there, so a row holding several documents would compute something
-    else than posbench does (one document per row computes the same; passing position_ids and a document mask is
-    not implemented yet)."""
+def remote_packing(run_cfg: RunConfig, pe: dict) -> dict | None:
+    """model.packing as the plain dict the remote code reads (it splits rows into documents at bos_id as posbench
+    does), None when rows are not split (the default, or no bos_id: each row one document); ConfigError when the
+    remote code cannot express it."""
+    from posbench.interop.hf_remote.modeling_posbench import Dims, build_pe, check_packing
+
     p = run_cfg.model.packing
-    if not p.is_default:
-        raise ConfigError(f"model.packing (mask={p.mask}, positions={p.positions}) is not exported: the exported "
-                          "model would attend across documents and count positions from the row's start where "
-                          "posbench restarts them at each <|bos|> (position_ids/document masks for the export are "
-                          "not implemented). Nothing was exported")
+    if not p.active:
+        return None
+    m = run_cfg.model
+    try:
+        return check_packing(dataclasses.asdict(p), build_pe(pe, Dims(m.d_model, m.n_heads, m.n_layers, m.seq_len,
+                                                                       m.init_std)))
+    except ValueError as e:
+        raise ConfigError(f"{e}. Nothing was exported") from None
+
+
+def refuse_data_positions(run_cfg: RunConfig) -> None:
+    """A PE that reads the data's own position ids (`PositionalEncoding.reads_data_positions`: abacus, coupled) is
+    not exported: transformers' generate() hands a model token indices only, so the exported model would never see
+    the task's digit places it was trained with and would silently compute something else."""
+    from posbench.pe import PES
+
+    if PES.get(run_cfg.pe.name).reads_data_positions():
+        raise ConfigError(f"PE `{run_cfg.pe.name}` takes its positions from the data (a task's per-token ids, e.g. "
+                          "digit places), which a transformers model cannot be given through generate(); it is not "
+                          "exported. Evaluate it with posbench (posbench eval / posbench study). Nothing was "
+                          "exported")
 
 
 def remote_pe_config(run_cfg: RunConfig) -> dict:
@@ -140,15 +164,16 @@ def remote_pe_config(run_cfg: RunConfig) -> dict:
     return pe
 
 
-def remote_config(run_cfg: RunConfig, tokenizer: Tokenizer, pe: dict, whole_sequence: bool):
+def remote_config(run_cfg: RunConfig, tokenizer: Tokenizer, pe: dict, whole_sequence: bool,
+                  packing: dict | None = None):
     from posbench.interop.hf_remote.configuration_posbench import PosbenchConfig
 
     m = run_cfg.model
     return PosbenchConfig(vocab_size=m.vocab_size, hidden_size=m.d_model, intermediate_size=m.d_ff,
                           num_hidden_layers=m.n_layers, num_attention_heads=m.n_heads,
                           max_position_embeddings=m.seq_len, rms_norm_eps=m.norm_eps, qk_norm=m.qk_norm,
-                          init_std=m.init_std, pe=pe, embed_scale=m.embed_scale,
-                          tie_word_embeddings=m.tie_embeddings, bos_token_id=tokenizer.bos_id,
+                          init_std=m.init_std, pe=pe, embed_scale=m.embed_scale, attention_window=m.attention_window,
+                          tie_word_embeddings=m.tie_embeddings, packing=packing, bos_token_id=tokenizer.bos_id,
                           eos_token_id=tokenizer.bos_id, use_cache=not whole_sequence, architectures=[REMOTE],
                           auto_map={"AutoConfig": "configuration_posbench.PosbenchConfig",
                                     "AutoModelForCausalLM": "modeling_posbench.PosbenchForCausalLM"})
@@ -268,9 +293,14 @@ def place(staging: Path, out: Path, overwrite: bool) -> None:
             aside.unlink()
 
 
-def export(checkpoint: str | Path, out_dir: str | Path, log=print, overwrite: bool = False) -> Path:
+def export(checkpoint: str | Path, out_dir: str | Path, log=print, overwrite: bool = False,
+           tolerance: float = VERIFY_TOLERANCE) -> Path:
     """Write the HF directory for `checkpoint` as out_dir (refused before writing anything when the PE or the
-    model cannot be expressed, or out_dir is not empty without `overwrite`). Returns out_dir."""
+    model cannot be expressed, or out_dir is not empty without `overwrite`; not kept when the check finds it
+    computing more than `tolerance` x the largest logit away from posbench). Returns out_dir."""
+    if not 0 < tolerance < 1:
+        raise ConfigError(f"the export check's tolerance must be in (0, 1) (relative to the largest logit), got "
+                          f"{tolerance}; the default is {VERIFY_TOLERANCE}")
     from safetensors.torch import save_file
     from transformers import GenerationConfig
 
@@ -283,9 +313,10 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print, overwrite: bo
         check_target(out, overwrite)  # before any work
     loaded = load_model(checkpoint, "cpu")
     run_cfg, model = loaded.cfg, loaded.model
-    refuse_packing(run_cfg)  # before any file is written
+    refuse_data_positions(run_cfg)  # before any file is written
     why_remote = qwen3_reason(run_cfg)
     pe = remote_pe_config(run_cfg) if why_remote else None  # refuses before any file is written
+    packing = remote_packing(run_cfg, pe) if why_remote else None  # likewise
     tokenizer = DataLayout.from_config(run_cfg.data).tokenizer.build()
     whole_sequence = not supports_cache(model)
     with user_paths():  # out_dir is the user's: a file in its way, no permission to write there
@@ -294,7 +325,7 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print, overwrite: bo
     try:
         if why_remote:
             kind = REMOTE
-            remote_config(run_cfg, tokenizer, pe, whole_sequence).save_pretrained(tmp)
+            remote_config(run_cfg, tokenizer, pe, whole_sequence, packing).save_pretrained(tmp)
             state = remote_state_dict(model)
             for name in REMOTE_FILES:
                 shutil.copyfile(REMOTE_DIR / name, tmp / name)
@@ -309,9 +340,11 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print, overwrite: bo
         (tmp / "README.md").write_text(model_card(run_cfg, loaded.meta, loaded.path, kind, why_remote))
         (tmp / "posbench_export.json").write_text(json.dumps({"checkpoint": str(loaded.path), "pe": run_cfg.pe.name,
                                                               "architecture": kind}, indent=1))
-        prompt, n_new = check_prompt(tokenizer, model.pe.max_positions)
+        boundary = packing["bos_id"] if packing else None  # the checks then cross a document boundary
+        prompt, n_new = check_prompt(tokenizer, model.pe.max_positions, boundary)
         diff, gen_diff, notes = verify(tmp, model, model.pe.max_positions, bool(why_remote), prompt, n_new,
-                                       whole_sequence, not uses_dynamic_scaling(dataclasses.asdict(run_cfg.pe)))
+                                       whole_sequence, not uses_dynamic_scaling(dataclasses.asdict(run_cfg.pe)),
+                                       boundary, tolerance)
         with user_paths():
             make_shareable(tmp)
             place(tmp, out, overwrite)

@@ -100,8 +100,14 @@ class EncoderDecoderArch(ArchConfig):
 
     def validate(self, ctx, pe_cfg):
         from posbench.pe import PES
+        from posbench.pe.encoding import reads_tokens
 
         PES.get(self.decoder_pe.name).validate(self.decoder_pe, ctx)
+        for member in [pe_cfg, *getattr(pe_cfg, "pattern", [])]:
+            if reads_tokens(PES.get(member.name)):  # FoX's decay and CoPE's counts run over earlier keys only
+                raise ConfigError(f"pe `{member.name}` is defined for causal self-attention, not the bidirectional "
+                                  "encoder; give it to the decoder (model.arch.decoder_pe.name) and pick another "
+                                  "encoder pe")
 
     def for_task(self, source_end, ood_len):
         if source_end is None:

@@ -23,6 +23,12 @@ class LayerCache:
     k_BHSK: torch.Tensor | None = None
     v_BHSK: torch.Tensor | None = None
     pos_S: torch.Tensor | None = None
+    feats_BHS: torch.Tensor | None = None  # the PE's token features of every key (pe.token_features), or None
+
+    def extend_features(self, feats_BHT):
+        if feats_BHT is not None:
+            self.feats_BHS = feats_BHT if self.feats_BHS is None else torch.cat((self.feats_BHS, feats_BHT), dim=-1)
+        return self.feats_BHS
 
     def extend(self, k_BHTK, v_BHTK, pos_T):
         if self.k_BHSK is None:
@@ -78,13 +84,21 @@ class Attention(nn.Module):
         are not split (the plain causal kernels)."""
         B, T, D = x_BTD.shape
         q, k, v, pos_S = self._qkv(x_BTD, pos_T, pe, cache)
+        mod = pe.layer_score_mod(self.layer, pos_T, pos_S, self._features(x_BTD, pe, cache))
         if docs is None:
-            out_BHTK = self.kernel(q, k, v, pe.score_mod(self.layer, pos_T, pos_S), self.training)
+            out_BHTK = self.kernel(q, k, v, mod, self.training)
         else:
-            out_BHTK = self.kernel(q, k, v, pe.score_mod(self.layer, pos_T, pos_S), self.training, docs)
+            out_BHTK = self.kernel(q, k, v, mod, self.training, docs)
         return self.resid_dropout(self.proj(out_BHTK.transpose(1, 2).reshape(B, T, D)))
 
     def scores(self, x_BTD, pos_T, pe: PositionalEncoding, docs: Documents | None = None) -> torch.Tensor:
         """Pre-softmax logits (B, H, T, T), float32, from the eager reference: for analysis and tests."""
         q, k, _, _ = self._qkv(x_BTD, pos_T, pe, None)
-        return EagerKernel(pe, "cpu", 0.0).scores(q, k, pe.score_mod(self.layer, pos_T, pos_T), docs)
+        mod = pe.layer_score_mod(self.layer, pos_T, pos_T, self._features(x_BTD, pe, None))
+        eager = EagerKernel(pe, "cpu", 0.0, self.kernel.window)  # this layer's sliding window, if any
+        return eager.scores(q, k, mod, docs)
+
+    def _features(self, x_BTD, pe: PositionalEncoding, cache: LayerCache | None):
+        """The PE's token features of every key (None for position-only PEs), cached ones first."""
+        feats_BHT = pe.token_features(self.layer, x_BTD)
+        return feats_BHT if cache is None else cache.extend_features(feats_BHT)

@@ -170,10 +170,11 @@ class EncoderDecoder(nn.Module):
         return src_BS, keep_BS, boundary_B
 
     def forward(self, idx_BT, targets_BT=None, pos_T=None, cache: EncDecCache | None = None, *,
-                logit_moments: bool = False) -> ModelOutput:
+                logit_moments: bool = False, data_pos_BT=None) -> ModelOutput:
         """Logits (B, T, V) at row positions; with targets also the mean cross-entropy over targets != -100.
         The logits are always made, so `logit_moments` (the decoder's fused-loss request) gives nothing more
-        (model/output.py). `pos_T` is not supported: each stack counts its own positions from 0."""
+        (model/output.py). `pos_T` is not supported: each stack counts its own positions from 0, and a task's own
+        position ids (`data_pos_BT`) are not used for the same reason."""
         if pos_T is not None:
             raise ValueError("encoder_decoder: explicit positions are not supported; each stack numbers its "
                              "tokens from 0")
@@ -201,7 +202,7 @@ class EncoderDecoder(nn.Module):
         return ModelOutput(loss=loss, logits=logits_BTV)
 
     @torch.no_grad()
-    def attention_scores(self, idx_BT, pos_T=None) -> list[torch.Tensor]:
+    def attention_scores(self, idx_BT, pos_T=None, data_pos_BT=None) -> list[torch.Tensor]:
         """Per encoder layer, the source's self-attention logits (B, H, S, S), -inf at padding (analysis)."""
         src_BS, keep_BS, _ = self.split_rows(idx_BT)
         pos_S = self.pe.positions(src_BS.shape[1], src_BS.device)

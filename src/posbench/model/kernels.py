@@ -7,12 +7,20 @@ Causality is bottom-right aligned: query t (of T) sees keys 0 .. S - T + t.
   flex         FlexAttention with the PE's score_mod and a causal block mask (compiled on CUDA)
   flash_alibi  flash-attn's fused ALiBi (alibi_slopes=...), when flash-attn is installed
   eager        explicit softmax; the reference every other kernel is tested against, and what CPU
-               training uses when a bias is needed (FlexAttention has no CPU backward)
+               training uses when a bias is needed (FlexAttention has no CPU backward); the only kernel
+               for a PE with a logits_mod (CoPE), which rewrites whole rows of the logit matrix
 
 `docs` (model/packing.py, None unless model.packing splits windows into documents): the batch's documents. With
 docs.masked each kernel stops attention at document boundaries: SDPA and eager with a (B, 1, T, S) bool mask,
 flex with the batch's BlockMask (built once per batch), flash_alibi with flash-attn's varlen path. Without docs
 the plain causal path runs unchanged (`is_causal=True`, no mask tensor).
+
+`window` (model.attention_window and the PE's `layer_window`, merged per layer in model/transformer.py; None: full
+attention): a kernel is built for one layer's window, and query i then sees keys i-W+1 .. i only (Mistral's sliding
+window, Beltagy et al. 2020). model/masks.py is the one definition of that rule (`Documents.allowed` uses it): SDPA and
+eager use them as (T, S) / (B, 1, T, S) bool masks, flex a block mask with the same rule (built once per shape),
+flash_alibi flash-attn's `window_size=(W - 1, 0)`. A KV cache keeps every key; the mask hides those that fell out of
+the window (decoding equals the full forward).
 """
 
 from __future__ import annotations
@@ -26,8 +34,9 @@ import torch
 import torch.nn.functional as F
 
 from posbench.config_loader import ConfigError
+from posbench.model.masks import causal_mask, window_mask_mod  # noqa: F401  (causal_mask: importable from here)
 from posbench.model.packing import Documents, PackingConfig
-from posbench.pe.encoding import PositionalEncoding
+from posbench.pe.encoding import LogitsMod, PositionalEncoding
 from posbench.registry import Registry
 
 KERNELS = Registry("attention kernel")
@@ -53,17 +62,13 @@ def materialize_bias(score_mod, H: int, T: int, S: int, device, B: int | None = 
     return score_mod(zero, zero, h, q_idx, kv_idx).expand(H, T, S)
 
 
-def causal_mask(T: int, S: int, device) -> torch.Tensor:
-    """(T, S) bool, True where attention is allowed."""
-    return torch.ones(T, S, dtype=torch.bool, device=device).tril(diagonal=S - T)
-
-
 class AttentionKernel:
     name: ClassVar[str] = ""
 
-    def __init__(self, pe: PositionalEncoding, device_type: str, attn_dropout: float):
+    def __init__(self, pe: PositionalEncoding, device_type: str, attn_dropout: float, window: int | None = None):
         self.pe = pe
         self.attn_dropout = attn_dropout
+        self.window = window  # None: full causal attention; W: keys i-W+1 .. i (this kernel's layer)
 
     @classmethod
     def supports(cls, pe: PositionalEncoding, device_type: str, attn_dropout: float) -> str | None:
@@ -81,11 +86,15 @@ class EagerKernel(AttentionKernel):
         other documents) at -inf."""
         T, S = q_BHTK.shape[-2], k_BHSK.shape[-2]
         s_BHTS = (q_BHTK.float() @ k_BHSK.float().transpose(-1, -2)) / math.sqrt(q_BHTK.shape[-1])
-        if score_mod is not None:
-            B = q_BHTK.shape[0] if docs is not None else None  # per-row positions come with documents
+        logits_mod = score_mod if isinstance(score_mod, LogitsMod) else None  # CoPE: applied to the masked matrix
+        if score_mod is not None and logits_mod is None:
+            # per-row positions come with documents; a data-dependent bias (FoX) differs per row anyway
+            per_row = docs is not None or self.pe.has_token_features
+            B = q_BHTK.shape[0] if per_row else None
             s_BHTS = s_BHTS + materialize_bias(score_mod, q_BHTK.shape[1], T, S, q_BHTK.device, B)
-        allowed = causal_mask(T, S, q_BHTK.device) if docs is None else docs.allowed()
-        return s_BHTS.masked_fill(~allowed, float("-inf"))
+        allowed = causal_mask(T, S, q_BHTK.device, self.window) if docs is None else docs.allowed(self.window)
+        s_BHTS = s_BHTS.masked_fill(~allowed, float("-inf"))
+        return s_BHTS if logits_mod is None else logits_mod(q_BHTK.float(), s_BHTS)
 
     def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
         p_BHTS = torch.softmax(self.scores(q_BHTK, k_BHSK, score_mod, docs), dim=-1)
@@ -105,20 +114,20 @@ class SDPAKernel(AttentionKernel):
                                "that applies it (model.attention=auto, eager or flex)")
         T, S = q_BHTK.shape[-2], k_BHSK.shape[-2]
         dropout = self.attn_dropout if training else 0.0
-        if docs is not None and docs.masked:
-            return F.scaled_dot_product_attention(q_BHTK, k_BHSK, v_BHSK, attn_mask=docs.allowed(), dropout_p=dropout)
-        if T == S:  # is_causal is top-left aligned, which equals bottom-right only when T == S
+        if docs is not None and (docs.masked or self.window is not None):
+            return F.scaled_dot_product_attention(q_BHTK, k_BHSK, v_BHSK, attn_mask=docs.allowed(self.window),
+                                                  dropout_p=dropout)
+        if T == S and self.window is None:  # is_causal is top-left aligned, which equals bottom-right only when T == S
             return F.scaled_dot_product_attention(q_BHTK, k_BHSK, v_BHSK, dropout_p=dropout, is_causal=True)
-        mask = causal_mask(T, S, q_BHTK.device)
+        mask = causal_mask(T, S, q_BHTK.device, self.window)
         return F.scaled_dot_product_attention(q_BHTK, k_BHSK, v_BHSK, attn_mask=mask, dropout_p=dropout)
 
 
 @functools.lru_cache(maxsize=32)
-def _flex_block_mask(T: int, S: int, device: str):
+def _flex_block_mask(T: int, S: int, device: str, window: int | None = None):
     from torch.nn.attention.flex_attention import create_block_mask
 
-    offset = S - T
-    return create_block_mask(lambda b, h, q, kv: q + offset >= kv, None, None, T, S, device=device)
+    return create_block_mask(window_mask_mod(S - T, window), None, None, T, S, device=device)
 
 
 @functools.lru_cache(maxsize=1)
@@ -134,6 +143,8 @@ class FlexKernel(AttentionKernel):
     def supports(cls, pe, device_type, attn_dropout):
         if attn_dropout > 0:
             return "FlexAttention has no attention dropout (set model.attn_dropout=0)"
+        if pe.has_logits_mod:
+            return "the PE rewrites whole rows of the logit matrix (logits_mod); use model.attention=eager"
         return None
 
     def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
@@ -142,7 +153,7 @@ class FlexKernel(AttentionKernel):
         T, S = q_BHTK.shape[-2], k_BHSK.shape[-2]
         device = q_BHTK.device
         masked = docs is not None and docs.masked
-        block_mask = docs.block_mask() if masked else _flex_block_mask(T, S, str(device))
+        block_mask = docs.block_mask(self.window) if masked else _flex_block_mask(T, S, str(device), self.window)
         # Compiled on CUDA (fused kernel, never a (B,H,T,S) bias); eager elsewhere, which is an
         # unfused reference used for parity tests.
         fn = _compiled_flex() if device.type == "cuda" else flex_attention
@@ -171,8 +182,13 @@ class FlashAlibiKernel(AttentionKernel):
         out_BTHK = flash_attn_func(
             q_BHTK.transpose(1, 2), k_BHSK.transpose(1, 2), v_BHSK.transpose(1, 2),
             dropout_p=self.attn_dropout if training else 0.0, causal=True,
-            alibi_slopes=self.pe.alibi_slopes().float())
+            alibi_slopes=self.pe.alibi_slopes().float(), **self._window_size())
         return out_BTHK.transpose(1, 2)
+
+    def _window_size(self) -> dict:
+        """flash-attn's `window_size`: query i sees keys i - left .. i + right (bottom-right aligned), so a window
+        of W keys is (W - 1, 0); nothing is passed without a window (flash-attn's default, full attention)."""
+        return {} if self.window is None else {"window_size": (self.window - 1, 0)}
 
     def _varlen(self, q_BHTK, k_BHSK, v_BHSK, docs, training):
         """Every document of every row as one sequence of flash-attn's varlen call (ALiBi's bias depends on the
@@ -192,18 +208,20 @@ class FlashAlibiKernel(AttentionKernel):
         flat = lambda x: x.transpose(1, 2).reshape(B * T, H, K)
         out = flash_attn_varlen_func(flat(q_BHTK), flat(k_BHSK), flat(v_BHSK), cu, cu, int(lengths.max()),
                                      int(lengths.max()), dropout_p=self.attn_dropout if training else 0.0,
-                                     causal=True, alibi_slopes=self.pe.alibi_slopes().float())
+                                     causal=True, alibi_slopes=self.pe.alibi_slopes().float(),
+                                     **self._window_size())
         return out.reshape(B, T, H, K).transpose(1, 2)
 
 
 def auto_kernel_name(pe: PositionalEncoding, device_type: str) -> str:
     if not pe.has_score_mod:
         return "sdpa"
-    return "flex" if device_type == "cuda" else "eager"
+    return "flex" if device_type == "cuda" and not pe.has_logits_mod else "eager"
 
 
-def select_kernel(requested: str, pe: PositionalEncoding, device_type: str,
-                  attn_dropout: float = 0.0, packing: PackingConfig | None = None) -> AttentionKernel:
+def select_kernel(requested: str, pe: PositionalEncoding, device_type: str, attn_dropout: float = 0.0,
+                  packing: PackingConfig | None = None, window: int | None = None) -> AttentionKernel:
+    """The kernel of one layer; `window`: that layer's sliding window (None: full causal attention)."""
     name = auto_kernel_name(pe, device_type) if requested == "auto" else requested
     kernel = KERNELS.get(name)
     reason = kernel.supports(pe, device_type, attn_dropout)
@@ -213,4 +231,4 @@ def select_kernel(requested: str, pe: PositionalEncoding, device_type: str,
                   "(use model.attention=flex, or model.packing.mask=document)")
     if reason:
         raise ConfigError(f"model.attention={name} cannot run PE `{pe.name}` on {device_type}: {reason}")
-    return kernel(pe, device_type, attn_dropout)
+    return kernel(pe, device_type, attn_dropout, window)

@@ -95,14 +95,15 @@ class MambaLM(nn.Module):
         return self.norm(h_BTD), self.positions(idx_BT.shape[1], idx_BT.device)
 
     def forward(self, idx_BT, targets_BT=None, pos_T=None, cache: MambaCache | None = None, *,
-                logit_moments: bool = False) -> ModelOutput:
+                logit_moments: bool = False, data_pos_BT=None) -> ModelOutput:
         """Logits (B, T, V); with targets also the mean cross-entropy over targets != -100. The logits are
-        always made, so `logit_moments` (the decoder's fused-loss request) gives nothing more (model/output.py)."""
+        always made, so `logit_moments` (the decoder's fused-loss request) gives nothing more (model/output.py).
+        A task's own position ids (`data_pos_BT`) are not used: the recurrence has no positions to replace."""
         h_BTD, _ = self.hidden(idx_BT, pos_T, cache)
         logits_BTV = self.lm_head(h_BTD)
         loss = None if targets_BT is None else cross_entropy(logits_BTV, targets_BT)
         return ModelOutput(loss=loss, logits=logits_BTV)
 
-    def attention_scores(self, idx_BT, pos_T=None) -> list[torch.Tensor]:
+    def attention_scores(self, idx_BT, pos_T=None, data_pos_BT=None) -> list[torch.Tensor]:
         """A state-space model has no attention: nothing to show."""
         return []

@@ -40,6 +40,9 @@ class ModelConfig:
     arch: ArchConfig = field(default_factory=DecoderArch)  # decoder | encoder_decoder | mamba (model/arch.py)
     # what a position means in a packed window: mask causal|document, positions window|document (model/packing.py)
     packing: PackingConfig = field(default_factory=PackingConfig)
+    # sliding-window attention: None (full), W for every layer, or a per-layer list cycling over the layers
+    # ([512, 512, 512, null]: three windowed layers, then a full one); query i sees keys i-W+1 .. i (model/masks.py)
+    attention_window: int | list[int | None] | None = None
     head_dim: int = field(init=False, default=0)  # derived
 
     def __post_init__(self):
@@ -60,6 +63,29 @@ class ModelConfig:
             raise ConfigError(f"model.packing (mask={self.packing.mask}, positions={self.packing.positions}) is "
                               f"implemented for the decoder only; model.arch={self.arch.name} needs "
                               "model.packing.mask=causal and model.packing.positions=window")
+        self._check_window()
+
+    def _check_window(self) -> None:
+        w = self.attention_window
+        entries = w if isinstance(w, list) else [w]
+        if not entries:
+            raise ConfigError("model.attention_window=[] lists no layer; give null (full attention), one window for "
+                              "every layer, or one entry per layer of the cycle (e.g. [512, 512, 512, null])")
+        if len(entries) > self.n_layers:
+            raise ConfigError(f"model.attention_window lists {len(entries)} layers but the model has "
+                              f"{self.n_layers} (model.n_layers); give at most one entry per layer")
+        for x in entries:
+            if x is not None and x < 1:
+                raise ConfigError(f"model.attention_window entries must be >= 1 (keys a query sees, its own "
+                                  f"included) or null for full attention, got {x}")
+        if w is not None and type(self.arch) is not DecoderArch:
+            raise ConfigError(f"model.attention_window is implemented for the decoder only; model.arch="
+                              f"{self.arch.name} needs model.attention_window=null")
+
+    def layer_window(self, layer: int) -> int | None:
+        """Layer `layer`'s sliding window from model.attention_window (None: full attention)."""
+        w = self.attention_window
+        return w[layer % len(w)] if isinstance(w, list) else w
 
     def pe_context(self) -> PEContext:
         return PEContext(self.d_model, self.n_heads, self.n_layers, self.seq_len, self.init_std)

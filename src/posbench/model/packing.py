@@ -21,6 +21,7 @@ from typing import Literal
 import torch
 
 from posbench.config_loader import ConfigError
+from posbench.model.masks import causal_mask, window_mask_mod
 
 
 @dataclass
@@ -56,40 +57,42 @@ class Documents:
     doc_q_BT: torch.Tensor
     doc_k_BS: torch.Tensor
     masked: bool
-    _allowed: torch.Tensor | None = field(default=None, repr=False)
-    _block_mask: object = field(default=None, repr=False)
+    # per sliding window (None: full causal), made on first use and shared by every layer with that window
+    _allowed: dict = field(default_factory=dict, repr=False)
+    _block_mask: dict = field(default_factory=dict, repr=False)
 
-    def allowed(self) -> torch.Tensor:
-        """(B, 1, T, S) bool, True where attention is allowed: causal (bottom-right aligned) and, when masked,
-        within the query's document. Made on first use, then shared by every layer."""
-        if self._allowed is None:
-            self._allowed = self._make_allowed()
-        return self._allowed
+    def allowed(self, window: int | None = None) -> torch.Tensor:
+        """(B, 1, T, S) bool, True where attention is allowed: causal (bottom-right aligned), within the last
+        `window` keys when given (model/masks.py) and, when masked, within the query's document.
+        Made on first use, then shared by every layer."""
+        if window not in self._allowed:
+            self._allowed[window] = self._make_allowed(window)
+        return self._allowed[window]
 
-    def _make_allowed(self) -> torch.Tensor:
+    def _make_allowed(self, window: int | None) -> torch.Tensor:
         T, S = self.doc_q_BT.shape[1], self.doc_k_BS.shape[1]
-        causal_TS = torch.ones(T, S, dtype=torch.bool, device=self.doc_q_BT.device).tril(diagonal=S - T)
+        causal_TS = causal_mask(T, S, self.doc_q_BT.device, window)
         if not self.masked:
             return causal_TS[None, None]
         same_BTS = self.doc_q_BT[:, :, None] == self.doc_k_BS[:, None, :]
         return (same_BTS & causal_TS)[:, None]
 
-    def block_mask(self):
-        """FlexAttention's BlockMask of `allowed()`, from a mask_mod over document ids; built on first use."""
-        if self._block_mask is None:
+    def block_mask(self, window: int | None = None):
+        """FlexAttention's BlockMask of `allowed(window)`, from a mask_mod over document ids; built on first use."""
+        if window not in self._block_mask:
             from torch.nn.attention.flex_attention import create_block_mask
 
             doc_q, doc_k = self.doc_q_BT, self.doc_k_BS
             B, T, S = doc_q.shape[0], doc_q.shape[1], doc_k.shape[1]
-            offset = S - T
+            causal = window_mask_mod(S - T, window)
 
             def mask_mod(b, h, q_idx, kv_idx):
-                return (q_idx + offset >= kv_idx) & (doc_q[b, q_idx] == doc_k[b, kv_idx])
+                return causal(b, h, q_idx, kv_idx) & (doc_q[b, q_idx] == doc_k[b, kv_idx])
 
             # compiled on CUDA, so the (B, T, S) mask is never materialised there
-            self._block_mask = create_block_mask(mask_mod, B, None, T, S, device=str(doc_q.device),
-                                                 _compile=doc_q.device.type == "cuda")
-        return self._block_mask
+            self._block_mask[window] = create_block_mask(mask_mod, B, None, T, S, device=str(doc_q.device),
+                                                         _compile=doc_q.device.type == "cuda")
+        return self._block_mask[window]
 
 
 @dataclass

@@ -46,12 +46,19 @@ class Block(nn.Module):
         return x_BTD + self.mlp(self.mlp_norm(x_BTD))
 
 
+def layer_window(cfg: ModelConfig, pe: PositionalEncoding, layer: int) -> int | None:
+    """A layer's sliding window: model.attention_window's and the PE's (RNoPE-SWA), the smaller when both set one."""
+    windows = [w for w in (cfg.layer_window(layer), pe.layer_window(layer)) if w is not None]
+    return min(windows) if windows else None
+
+
 def causal_blocks(cfg: ModelConfig, pe: PositionalEncoding, n_layers: int, device_type: str, block_cls):
-    """`n_layers` blocks of causal self-attention, each with the kernel chosen once for its layer's PE;
-    returns them and the kernel names (reported by describe_model and the run log)."""
+    """`n_layers` blocks of causal self-attention, each with the kernel chosen once for its layer's PE and
+    sliding window; returns them and the kernel names (reported by describe_model and the run log)."""
     blocks, names = [], []
     for layer in range(n_layers):
-        kernel = select_kernel(cfg.attention, pe.layer_pe(layer), device_type, cfg.attn_dropout, cfg.packing)
+        kernel = select_kernel(cfg.attention, pe.layer_pe(layer), device_type, cfg.attn_dropout, cfg.packing,
+                               layer_window(cfg, pe, layer))
         names.append(kernel.name)
         blocks.append(block_cls(cfg, layer, kernel))
     return nn.ModuleList(blocks), names
@@ -87,13 +94,19 @@ class Transformer(nn.Module):
     def positions(self, T: int, device, offset: int = 0) -> torch.Tensor:
         return self.pe.positions(T, device, offset)
 
-    def packed_positions(self, idx_BT, pos_T=None, cache: KVCache | None = None):
+    def packed_positions(self, idx_BT, pos_T=None, cache: KVCache | None = None, data_pos_BT=None):
         """(positions, documents) of a batch: positions (T,) shared by the batch, or per row (B, T) when they
         restart at every document; documents (model/packing.py) None unless `model.packing` splits windows at
-        its bos_id. Positions the caller gives (a task's own ids) are used as given."""
+        its bos_id. Positions the caller gives are used as given. `data_pos_BT`, the ids the data carries (a
+        task's digit places), go to the PE's `data_positions` with the default positions as a thunk: a PE that
+        ignores the ids makes (and checks) its own, one that reads them never makes positions it would not use."""
         T = idx_BT.shape[1]
         offset = cache.length if cache else 0
         docs = None
+
+        def default():
+            return self.positions(T, idx_BT.device, offset)
+
         if self.cfg.packing.active:
             state = cache.documents if cache else None
             doc_BT, within_BT, new_state = split_documents(idx_BT, self.cfg.packing.bos_id, offset, state)
@@ -101,16 +114,19 @@ class Transformer(nn.Module):
                 cache.documents = new_state
             docs = Documents(doc_BT, new_state.doc_BS, self.cfg.packing.mask == "document")
             if pos_T is None and self.cfg.packing.positions == "document":
-                return self.pe.document_positions(within_BT, doc_BT), docs
+                def default():
+                    return self.pe.document_positions(within_BT, doc_BT)
+        if pos_T is None and data_pos_BT is not None:
+            return self.pe.data_positions(data_pos_BT.to(idx_BT.device), default), docs
         if pos_T is None:
-            return self.positions(T, idx_BT.device, offset), docs
+            return default(), docs
         pos_T = pos_T.float()
         self.pe.check_positions(int(pos_T.max().item()) + 1)
         return pos_T, docs
 
-    def hidden(self, idx_BT, pos_T=None, cache: KVCache | None = None):
+    def hidden(self, idx_BT, pos_T=None, cache: KVCache | None = None, data_pos_BT=None):
         B, T = idx_BT.shape
-        pos_T, docs = self.packed_positions(idx_BT, pos_T, cache)
+        pos_T, docs = self.packed_positions(idx_BT, pos_T, cache, data_pos_BT)
         x_BTD = self.emb_dropout(self.pe.embed(self.tok_emb(idx_BT), pos_T))
         for layer, block in enumerate(self.blocks):
             x_BTD = block(x_BTD, pos_T, self.pe.layer_pe(layer), cache.layers[layer] if cache else None, docs)
@@ -119,11 +135,13 @@ class Transformer(nn.Module):
         return self.norm(x_BTD), pos_T
 
     def forward(self, idx_BT, targets_BT=None, pos_T=None, cache: KVCache | None = None, *,
-                logit_moments: bool = False) -> ModelOutput:
+                logit_moments: bool = False, data_pos_BT=None) -> ModelOutput:
         """The logits (B, T, V); with targets also the mean cross-entropy over targets != -100. With targets
         and `loss_chunk_tokens` > 0 the head and loss are fused (model/loss.py): no logits, and their moments
-        when `logit_moments` asks (model/output.py has the fields)."""
-        h_BTD, _ = self.hidden(idx_BT, pos_T, cache)
+        when `logit_moments` asks (model/output.py has the fields). `data_pos_BT`: per-token position ids the data
+        carries (B, T) int, for the new tokens only when decoding with a cache; the PE's `data_positions` hook
+        decides their meaning (most PEs ignore them)."""
+        h_BTD, _ = self.hidden(idx_BT, pos_T, cache, data_pos_BT)
         if targets_BT is None:
             return ModelOutput(logits=self.lm_head(h_BTD))
         return head_loss(h_BTD, self.lm_head.weight, targets_BT, self.loss_chunk_tokens, self.lm_head,
@@ -133,9 +151,9 @@ class Transformer(nn.Module):
         return KVCache.empty(self.cfg.n_layers)
 
     @torch.no_grad()
-    def attention_scores(self, idx_BT, pos_T=None) -> list[torch.Tensor]:
+    def attention_scores(self, idx_BT, pos_T=None, data_pos_BT=None) -> list[torch.Tensor]:
         """Per layer, the pre-softmax logits (B, H, T, T) incl. PE bias and causal -inf (analysis)."""
-        pos_T, docs = self.packed_positions(idx_BT, pos_T)
+        pos_T, docs = self.packed_positions(idx_BT, pos_T, data_pos_BT=data_pos_BT)
         x_BTD = self.pe.embed(self.tok_emb(idx_BT), pos_T)
         out = []
         for layer, block in enumerate(self.blocks):

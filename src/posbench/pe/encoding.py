@@ -15,6 +15,24 @@ PE it has:
       fn(score, b, h, q_idx, kv_idx) -> score, FlexAttention's signature; the eager kernel evaluates
       the same function on broadcast index grids, so one definition serves every kernel.
   layer_pe(layer)                     -> the PE a given layer uses (per-layer hybrids)
+  layer_window(layer)                 -> int | None  the sliding window a PE asks of a layer's attention (RNoPE-SWA);
+                                                   merged with model.attention_window (the smaller wins)
+  drop()                              -> PEConfig  removes the positions for good, returns the config that now
+                                                   describes the PE (DroPE); `can_drop` is derived from overriding it
+  layer_flops(layer, seq_len)         -> (forward, train) FLOPs per token the PE adds to a layer (model/flops.py)
+  data_positions(data_BT, default)    -> pos     what a task's own per-token ids (B, T) mean to this PE: most PEs
+                                                 ignore them and use `default()` (abacus, coupled read them)
+
+Data-dependent PEs (their bias depends on the tokens, not only on positions) use three more hooks; attention
+calls them every time too, and the defaults make them no-ops:
+  token_features(layer, x_BTD)        -> feats_BHT | None  float32 per head and token, read from the layer's
+      attention input (FoX's log forget gates). Attention keeps them in the KV cache beside the keys, so a
+      decoding step sees the features of every cached key.
+  layer_score_mod(layer, pos_q_T, pos_k_S, feats_BHS) -> fn | LogitsMod | None   what attention hands the kernel:
+      by default `score_mod`; FoX builds its bias from the keys' features; a PE with `logits_mod` gets a LogitsMod.
+  logits_mod(layer, q_BHTK, s_BHTS)   -> s_BHTS  rewrites the whole (B, H, T, S) scaled logit matrix, future and
+      masked keys already -inf, for biases that read other entries of the row (CoPE's positions sum gates over
+      keys). Only the eager kernel can apply it; the kernels refuse such a PE otherwise (see has_logits_mod).
 """
 
 from __future__ import annotations
@@ -29,6 +47,17 @@ from torch import nn
 from posbench.registry import Registry
 
 ScoreMod = Callable[..., torch.Tensor]
+
+
+class LogitsMod:
+    """A layer's `logits_mod` bound to its layer: fn(q_BHTK, s_BHTS) -> s_BHTS on the masked logit matrix. Handed to
+    kernels in place of a score_mod; only the eager kernel accepts it."""
+
+    def __init__(self, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]):
+        self.fn = fn
+
+    def __call__(self, q_BHTK: torch.Tensor, s_BHTS: torch.Tensor) -> torch.Tensor:
+        return self.fn(q_BHTK, s_BHTS)
 
 
 class PositionRangeError(ValueError):
@@ -69,7 +98,7 @@ class PEContext:
 
 class PositionalEncoding(nn.Module):
     name: ClassVar[str] = ""
-    # "absolute" (added to embeddings), "rotary", "bias" (logit bias) or "none". Used for reports and
+    # "absolute" (added to embeddings), "rotary", "bias" (logit bias), "context" (CoPE) or "none". Used for reports and
     # the shift-invariance contract test, never for control flow in model code.
     kind: ClassVar[str] = "none"
     summary: ClassVar[str] = ""
@@ -114,6 +143,18 @@ class PositionalEncoding(nn.Module):
                 f"were requested. Evaluate at most {limit} tokens, or train with a larger "
                 f"`pe.max_positions`.")
 
+    def data_positions(self, data_BT: torch.Tensor, default: Callable[[], torch.Tensor]) -> torch.Tensor:
+        """The positions this PE uses when the data carries its own per-token ids `data_BT` (B, T) (a task's digit
+        places, DESIGN.md style 22); `default()` makes the positions it would use otherwise (window or document
+        positions, checked against `max_positions`), only when asked. Default: ignore the ids."""
+        return default()
+
+    @classmethod
+    def reads_data_positions(cls) -> bool:
+        """Whether the data's own position ids change what this PE computes: derived from the class overriding
+        `data_positions`, never declared (the HF export refuses such PEs: it has no way to carry the ids)."""
+        return cls.data_positions is not PositionalEncoding.data_positions
+
     def embed(self, x_BTD: torch.Tensor, pos_T: torch.Tensor) -> torch.Tensor:
         return x_BTD
 
@@ -123,12 +164,34 @@ class PositionalEncoding(nn.Module):
     def score_mod(self, layer: int, pos_q_T: torch.Tensor, pos_k_S: torch.Tensor) -> ScoreMod | None:
         return None
 
+    def token_features(self, layer: int, x_BTD: torch.Tensor) -> torch.Tensor | None:
+        return None
+
+    def layer_score_mod(self, layer: int, pos_q_T: torch.Tensor, pos_k_S: torch.Tensor,
+                        feats_BHS: torch.Tensor | None) -> ScoreMod | LogitsMod | None:
+        if self.has_logits_mod:
+            return LogitsMod(lambda q_BHTK, s_BHTS: self.logits_mod(layer, q_BHTK, s_BHTS))
+        return self.score_mod(layer, pos_q_T, pos_k_S)
+
+    def logits_mod(self, layer: int, q_BHTK: torch.Tensor, s_BHTS: torch.Tensor) -> torch.Tensor:
+        return s_BHTS
+
     @property
     def has_score_mod(self) -> bool:
-        """Whether this PE adds a logit bias: derived from the class overriding `score_mod`, never declared,
-        so a new bias PE cannot forget it and silently run on a kernel that ignores biases. Known at
-        construction, so attention picks its kernel once."""
-        return type(self).score_mod is not PositionalEncoding.score_mod
+        """Whether this PE adds a logit bias: derived from the class overriding `score_mod` (or a data-dependent
+        hook), never declared, so a new bias PE cannot forget it and silently run on a kernel that ignores biases.
+        Known at construction, so attention picks its kernel once."""
+        return overrides(type(self), "score_mod", "layer_score_mod", "logits_mod")
+
+    @property
+    def has_logits_mod(self) -> bool:
+        """Whether the bias needs the whole logit matrix (`logits_mod`): only the eager kernel can run it."""
+        return overrides(type(self), "logits_mod")
+
+    @property
+    def has_token_features(self) -> bool:
+        """Whether the bias depends on the tokens (`token_features`): it differs per batch row."""
+        return overrides(type(self), "token_features")
 
     def alibi_slopes(self) -> torch.Tensor | None:
         """Per-head slopes when the bias is exactly ALiBi's (lets flash-attn's ALiBi path run)."""
@@ -137,8 +200,40 @@ class PositionalEncoding(nn.Module):
     def layer_pe(self, layer: int) -> PositionalEncoding:
         return self
 
+    def layer_window(self, layer: int) -> int | None:
+        """The sliding window this PE gives layer `layer`'s attention (None: full); read once at construction."""
+        return None
+
+    def drop(self) -> PEConfig:
+        """Remove the positional information (DroPE's schedule step, training/loop.py); returns the config that
+        rebuilds the PE as it is now, which the checkpoint saves."""
+        raise TypeError(f"PE `{self.name}` cannot drop its positions")
+
+    @classmethod
+    def can_drop(cls) -> bool:
+        """Derived from the class overriding `drop`, as `has_score_mod` is: checked before training starts."""
+        return cls.drop is not PositionalEncoding.drop
+
+    def layer_flops(self, layer: int, seq_len: int) -> tuple[float, float]:
+        """(forward, training step) FLOPs per token this PE adds to one layer beyond the model's matmul estimate
+        (model/flops.py): wider q.k products (PoPE), frequency mixtures (FoPE), gates and their row sums (FoX,
+        CoPE), pairwise work over the `seq_len` keys the layer scores. (0, 0) for a PE whose cost is negligible
+        next to attention (a bias lookup, a rotation)."""
+        return 0.0, 0.0
+
     def extra_repr(self) -> str:
         return f"name={self.name}"
+
+
+def overrides(cls, *hooks: str) -> bool:
+    """Whether a PE class overrides any of these hooks of the base contract."""
+    return any(getattr(cls, hook) is not getattr(PositionalEncoding, hook) for hook in hooks)
+
+
+def reads_tokens(cls) -> bool:
+    """Whether a PE class is data-dependent (reads the layer input or the whole logit matrix): such a PE is defined
+    for causal self-attention only (model/attention.py), not for the encoder-decoder's bidirectional encoder."""
+    return overrides(cls, "token_features", "layer_score_mod", "logits_mod")
 
 
 def _check(name: str, cls) -> None:

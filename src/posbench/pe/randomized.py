@@ -97,3 +97,6 @@ class RandomizedPositions(PositionalEncoding):
 
     def layer_pe(self, layer):
         return self.inner.layer_pe(layer)
+
+    def layer_window(self, layer):
+        return self.inner.layer_window(layer)

@@ -49,6 +49,9 @@ class RopeScaling:
     def transform(self, inv_F: torch.Tensor, pos_T: torch.Tensor) -> tuple[torch.Tensor, float]:
         return inv_F, 1.0
 
+    def check_frequencies(self, n_frequencies: int) -> None:
+        """Checks that need the number of rotary frequencies (R/2); called by the PE's validate()."""
+
 
 @SCALINGS.register("none")
 class NoScaling(RopeScaling):
@@ -158,6 +161,78 @@ class YaRNPaper(RopeScaling):
         gamma_F = ((r_F - self.cfg.alpha) / (self.cfg.beta - self.cfg.alpha)).clamp(0.0, 1.0)
         inv = (1 - gamma_F) * inv_F / self.factor + gamma_F * inv_F
         return inv, yarn_mscale(self.factor)
+
+
+@SCALINGS.register("llama3")
+class Llama3(RopeScaling):
+    """Llama 3.1's frequency-dependent interpolation, as transformers' `_compute_llama3_parameters`: with
+    wavelength w = 2 pi / inv, w < L/high_freq_factor kept, w > L/low_freq_factor divided by s, between them
+    (1 - g) inv/s + g inv with g = (L/w - low) / (high - low); no temperature. L is the original length (Meta
+    used 8192, s 8, low 1, high 4)."""
+
+    @dataclass
+    class Config(ScalingConfig):
+        low_freq_factor: float = 1.0
+        high_freq_factor: float = 4.0
+
+        def __post_init__(self):
+            super().__post_init__()
+            if not 0 < self.low_freq_factor < self.high_freq_factor:
+                raise ConfigError(f"llama3 needs 0 < low_freq_factor < high_freq_factor, got "
+                                  f"{self.low_freq_factor}, {self.high_freq_factor}")
+
+    def transform(self, inv_F, pos_T):
+        low_wavelen = self.original / self.cfg.low_freq_factor
+        high_wavelen = self.original / self.cfg.high_freq_factor
+        wavelen_F = 2 * math.pi / inv_F  # inf for p-RoPE's zero frequencies: divided by s, still zero
+        scaled_F = torch.where(wavelen_F > low_wavelen, inv_F / self.factor, inv_F)
+        g_F = (self.original / wavelen_F - self.cfg.low_freq_factor) \
+            / (self.cfg.high_freq_factor - self.cfg.low_freq_factor)
+        smoothed_F = (1 - g_F) * scaled_F / self.factor + g_F * scaled_F
+        medium_F = (wavelen_F >= high_wavelen) & (wavelen_F <= low_wavelen)
+        return torch.where(medium_F, smoothed_F, scaled_F), 1.0
+
+
+@SCALINGS.register("longrope")
+class LongRoPE(RopeScaling):
+    """LongRoPE (Ding et al. 2024), as transformers' `_compute_longrope_parameters` (Phi-3): every frequency
+    divided by its own searched factor, `short_factor` while the sequence is at most the original length L,
+    `long_factor` beyond it (the longest position in the call decides, so keys cached at a shorter length keep
+    the short rotation, as in transformers); temperature `attention_factor`, by default
+    sqrt(1 + ln s / ln L) for s > 1. The factors come from LongRoPE's search on a trained model (e.g. a Phi-3
+    config.json): there is no default, both lists hold R/2 values."""
+
+    @dataclass
+    class Config(ScalingConfig):
+        short_factor: list[float] | None = None
+        long_factor: list[float] | None = None
+        attention_factor: float | None = None  # None: sqrt(1 + ln(factor) / ln(original length)), 1 at factor 1
+
+        def __post_init__(self):
+            super().__post_init__()
+            for name in ("short_factor", "long_factor"):
+                values = getattr(self, name)
+                if values is None or not values or not all(v > 0 for v in values):
+                    raise ConfigError(f"longrope needs pe.scaling.{name}: a list of head_dim/2 positive per-frequency "
+                                      f"factors (LongRoPE's searched values, e.g. from a Phi-3 config.json), got "
+                                      f"{values}")
+
+    def check_frequencies(self, n_frequencies):
+        for name in ("short_factor", "long_factor"):
+            got = len(getattr(self.cfg, name))
+            if got != n_frequencies:
+                raise ConfigError(f"pe.scaling.{name} has {got} values but the PE rotates {n_frequencies} "
+                                  "frequencies (rotary channels / 2); give one factor per frequency")
+
+    def attention_factor(self) -> float:
+        if self.cfg.attention_factor is not None:
+            return self.cfg.attention_factor
+        return math.sqrt(1 + math.log(self.factor) / math.log(self.original)) if self.factor > 1 else 1.0
+
+    def transform(self, inv_F, pos_T):
+        length = int(pos_T.max().item()) + 1 if pos_T.numel() else 0
+        factors = self.cfg.long_factor if length > self.original else self.cfg.short_factor
+        return inv_F / torch.tensor(factors, dtype=inv_F.dtype, device=inv_F.device), self.attention_factor()
 
 
 def build_scaling(cfg: ScalingConfig, train_len: int) -> RopeScaling:

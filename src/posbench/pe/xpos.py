@@ -27,9 +27,9 @@ class XPos(RotaryBase):
             if not (self.gamma > 0 and self.scale_base > 0):
                 raise ConfigError("pe.gamma and pe.scale_base must be > 0")
 
-    def rotate(self, q_BHTK, k_BHTK, pos_T):
+    def rotate_rotary(self, q_BHTK, k_BHTK, pos_T):
         cos_TK, sin_TK = self.cos_sin(pos_T)
-        K = self.ctx.head_dim
+        K = self.rotary_dim
         zeta_F = (torch.arange(0, K, 2, device=pos_T.device, dtype=torch.float32) / K + self.cfg.gamma) \
             / (1 + self.cfg.gamma)
         # zeta^(p/B) in float32: exact relative decay up to ~30k positions before float32 underflows

@@ -37,6 +37,7 @@ from posbench.model.build import build_model
 from posbench.model.flops import stats_of
 from posbench.model.loss import auto_chunk_tokens
 from posbench.studies.member_dropout import NoiseFeed, swap_dropout
+from posbench.targets import positions_of
 from posbench.training.batch_sources import BatchSource, bind_documents, micro_indices
 from posbench.training.device import FP32, choose_precision, device_type_for
 from posbench.training.optim import param_groups, set_lr
@@ -55,6 +56,7 @@ UNBATCHED_SETTINGS: tuple[tuple[Callable[[RunConfig], bool], str], ...] = (
     (lambda c: c.model.attn_dropout > 0, "model.attn_dropout > 0 draws inside the attention kernel, out of a "
                                          "member's own stream"),
     (lambda c: len(c.train.target_budgets) > 1, "several train.target_budgets save branch checkpoints"),
+    (lambda c: c.schedule.drop_pe_at is not None, "schedule.drop_pe_at (DroPE) swaps the model's PE mid-run"),
     (lambda c: bool(c.train.max_steps or c.train.eval_interval or c.train.resume or c.train.branch_from),
      "train.max_steps, eval_interval, resume and branch_from need the full trainer"),
 )
@@ -102,9 +104,10 @@ class BatchedGroup:
         self.params = {name: p.detach().requires_grad_() for name, p in params.items()}
         self.names = list(self.params)
 
-        def member_loss(p, b, noise, x_BT, y_BT):
+        def member_loss(p, b, noise, x_BT, y_BT, *data_pos_BT):
             self.feed.load(noise)
-            return functional_call(self.template, (p, b), (x_BT, y_BT)).loss
+            kwargs = {"data_pos_BT": data_pos_BT[0]} if data_pos_BT else {}  # a task's own position ids
+            return functional_call(self.template, (p, b), (x_BT, y_BT), kwargs).loss
 
         # randomness="error": a random draw inside the forward (a randomized PE) cannot be given each member's
         # own stream here, so it stops the probe and the group trains separately
@@ -113,19 +116,22 @@ class BatchedGroup:
     def probe(self) -> None:
         """One batched forward and backward on the first batch, recording the dropout calls; gradients are
         dropped and no generator moves, so training starts where it would without it."""
-        x_MBT, y_MBT = self.batch(0, 0, 1)
         self.feed.record()
         try:
-            self.member_losses(self.params, self.buffers, [], x_MBT, y_MBT).sum().backward()
+            self.member_losses(self.params, self.buffers, [], *self.batch(0, 0, 1)).sum().backward()
         finally:
             self.feed.stop_recording()
             for p in self.params.values():
                 p.grad = None
 
-    def batch(self, step: int, micro: int, accum: int) -> tuple[torch.Tensor, torch.Tensor]:
+    def batch(self, step: int, micro: int, accum: int) -> tuple[torch.Tensor, ...]:
+        """Each member's rows at the lone run's indices: (x_MBT, y_MBT), then the data's position ids
+        (M, B, T) when the task defines them (`targets.positions_of`)."""
         mb = self.cfgs[0].train.micro_batch
         rows = [s.samples(micro_indices(step, micro, mb, accum, 0, 1)) for s in self.sources]
-        return torch.stack([x for x, _ in rows]), torch.stack([y for _, y in rows])
+        pos = [positions_of(r) for r in rows]
+        out = (torch.stack([r[0] for r in rows]), torch.stack([r[1] for r in rows]))
+        return out if pos[0] is None else (*out, torch.stack(pos))
 
     def load_member(self, m: int) -> torch.nn.Module:
         """Member m's current weights copied into its lone model, returned in eval mode."""
@@ -179,9 +185,9 @@ def _train(cfgs, sources, snapshots, names, group) -> list[list[dict]]:
         set_lr(optimizer, lr)
         loss_sum_M = torch.zeros(M)
         for micro in range(accum):
-            x_MBT, y_MBT = group.batch(step, micro, accum)
+            batch = group.batch(step, micro, accum)
             noise = group.feed.draw(group.generators)
-            loss_M = group.member_losses(group.params, group.buffers, noise, x_MBT, y_MBT)
+            loss_M = group.member_losses(group.params, group.buffers, noise, *batch)
             (loss_M / accum).sum().backward()  # members share no parameter: each gets its own gradient
             loss_sum_M += loss_M.detach() / accum
         norm_M = group.clip(clip)

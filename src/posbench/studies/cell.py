@@ -13,14 +13,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from posbench.data.tasks.source import TaskSource, eval_batch
+from posbench.data.tasks.source import TaskSource, eval_batch, pad_positions
 from posbench.data.tasks.task import build_task
 from posbench.errors import NonFiniteError
-from posbench.evaluation.task_accuracy import attention_probs, score_rows
+from posbench.evaluation.task_accuracy import attention_probs, generated_exact, score_rows
 from posbench.studies.batched_train import BatchedGroup, train_group, why_not_batched
 from posbench.studies.cell_config import cell_config
 from posbench.studies.row_cache import CachedRows
 from posbench.studies.study_spec import Cell
+from posbench.training.loggers import read_metrics_text
 from posbench.training.loop import train
 
 
@@ -55,6 +56,8 @@ class CellScoring:
         ev = cell.study.eval
         # the same examples for every seed of a cell (eval.seed): a group builds them once
         self.splits = splits or {s: eval_batch(self.task, ev.seed, s, range(ev.n_examples)) for s in ("id", "ood")}
+        # the task's own position ids (arithmetic's digit places), fed at evaluation as in training
+        self.positions = {s: pad_positions(examples, x.shape[1]) for s, (examples, x, _) in self.splits.items()}
         phases.lap("rows")
         self.curve, self.scores = [], {}
 
@@ -63,7 +66,8 @@ class CellScoring:
         Every snapshot is scored as the final model is (accuracy does not depend on train_len, which only
         splits it by position)."""
         self.phases.lap("train")
-        self.scores = {split: score_rows(model, x, y, train_len=self.cfg.model.seq_len)
+        self.scores = {split: score_rows(model, x, y, train_len=self.cfg.model.seq_len,
+                                         positions_BT=self.positions[split])
                        for split, (_, x, y) in self.splits.items()}
         # beyond: OOD targets past the training length only, the headline metric, at every snapshot too
         self.curve.append({"step": step, **{f"{split}_acc": score.acc for split, score in self.scores.items()},
@@ -76,11 +80,19 @@ class CellScoring:
         model = model.eval()
         final = {}
         by_length: dict[int, list[float]] = {}
+        # exact match per length bin (the arithmetic tasks' digits per operand), by greedy decoding with the KV
+        # cache and the task's position ids: what the papers report, scored by generation as a user would run it
+        by_digits: dict[int, list[float]] = {}
         for split, (examples, _, _) in self.splits.items():
             score = scores[split]
             final.update({f"{split}_acc": score.acc, f"{split}_exact": score.exact, f"{split}_loss": score.loss})
             for ex, acc in zip(examples, score.per_example):
                 by_length.setdefault(len(ex.tokens_T), []).append(acc)
+            if task.length_bin is not None:
+                exact = generated_exact(model, task, examples)
+                final[f"{split}_generated_exact"] = None if exact is None else float(np.mean(exact))
+                for ex, hit in zip(examples, exact or [], strict=False):
+                    by_digits.setdefault(int(ex.info[task.length_bin]), []).append(hit)
             if split == "ood":  # extrapolation on its own: targets past the training length (the OOD split mixes both)
                 final.update({"ood_beyond_acc": score.beyond, "ood_within_acc": score.within,
                               "ood_by_position": [None if n == 0 else c / n for c, n in score.per_position or []]})
@@ -89,13 +101,16 @@ class CellScoring:
         final["gap"] = None if ood is None else final["id_acc"] - ood
         examples, x, _ = self.splits["id"]
         length = len(examples[0].tokens_T)
-        attn = attention_probs(model, x[:1, :length])
+        pos = self.positions["id"]
+        attn = attention_probs(model, x[:1, :length], None if pos is None else pos[:1, :length])
         self.phases.lap("eval")
         return {"cell_id": cell.cell_id, "task": cell.task.name, "pe": cell.label, "seed": cell.seed,
                 "arch": cfg.model.arch.name, "data_note": task.data_note,
                 "axes": cell.axes, "chance": task.chance_accuracy, **final, "curve": self.curve,
                 "train_loss": train_loss,
                 "acc_by_length": {int(k): float(np.mean(v)) for k, v in sorted(by_length.items())},
+                "exact_by_digits": {int(k): float(np.mean(v)) for k, v in sorted(by_digits.items())},
+                "id_digits": task.cfg.split_range("id")[1] if task.length_bin else None,  # the longest trained bin
                 "attention": {"tokens": task.vocab.decode(examples[0].tokens_T.tolist()), "probs": attn},
                 "seq_len": cfg.model.seq_len, "ood_len": task.max_tokens("ood"), "params": sum(
                     p.numel() for p in model.parameters())}
@@ -116,7 +131,7 @@ def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dic
     out = train(scoring.cfg, scoring.source, snapshots=score_snapshot)
     run_dir = Path(out["run_dir"])
     phases.lap("train")
-    losses = [json.loads(line) for line in (run_dir / "metrics.jsonl").read_text().splitlines()]
+    losses = [json.loads(line) for line in read_metrics_text(run_dir / "metrics.jsonl").splitlines()]
     shutil.rmtree(run_dir, ignore_errors=True)
     return scoring.result(final_model[0], [{"step": r["step"], "loss": r["loss"]} for r in losses if "loss" in r])
 

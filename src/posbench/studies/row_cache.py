@@ -9,6 +9,7 @@ import torch
 
 from posbench.data.tasks.source import TaskSource
 from posbench.fileio import atomic_open
+from posbench.targets import Rows
 
 
 class CachedRows:
@@ -22,14 +23,17 @@ class CachedRows:
         self.bos_id = source.bos_id
         path = cache_dir / f"{source.fingerprint.replace(':', '_')}_T{source.seq_len}_n{n_rows}.npz"
         if not path.is_file():
-            x, y = source.samples(list(range(n_rows)))
+            rows = source.samples(list(range(n_rows)))
+            x, y = rows
+            pos = {} if rows.positions is None else {"pos": rows.positions.numpy()}  # a task's own position ids
             with atomic_open(path, "wb") as f:  # concurrent writers produce identical files; never via a link
-                np.savez(f, x=x.numpy(), y=y.numpy())
+                np.savez(f, x=x.numpy(), y=y.numpy(), **pos)
         with np.load(path) as f:  # plain int arrays: allow_pickle stays False
             self.x, self.y = torch.from_numpy(f["x"]), torch.from_numpy(f["y"])
+            self.pos = torch.from_numpy(f["pos"]) if "pos" in f.files else None
 
     def samples(self, indices):
-        return self.x[indices], self.y[indices]
+        return Rows(self.x[indices], self.y[indices], None if self.pos is None else self.pos[indices])
 
     def val_samples(self, indices):
         return self.source.val_samples(indices)

@@ -1,5 +1,6 @@
 """Study plots (matplotlib, Agg): learning curves with CI bands, ID vs OOD bars with CIs, accuracy vs
-sequence length, attention maps. Each function writes one PNG and returns its file name.
+sequence length, exact match against digit count (arithmetic tasks), attention maps. Each function writes
+one PNG and returns its file name.
 
 Every accuracy drawn says which one it is (DESIGN 20): *OOD beyond train length* (only the target positions
 past the training length: extrapolation, the headline metric) leads, and the OOD accuracy over all positions
@@ -23,6 +24,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from posbench.fileio import atomic_open  # noqa: E402
 from posbench.palette import pe_colour  # noqa: E402
 from posbench.stats import bootstrap_ci  # noqa: E402
+from posbench.studies.digits_report import digit_groups, trained_digits  # noqa: E402
 
 # (result key, label): the order every figure draws them in; the labels are the report table's
 BEYOND = ("ood_beyond_acc", "OOD beyond train length")
@@ -214,6 +216,34 @@ def attention_maps(results, out_dir: Path, task: str) -> str | None:
     return _save(fig, out_dir, f"attention_{task}.png")
 
 
+def exact_vs_digits(results, out_dir: Path, confidence: float) -> str | None:
+    """accuracy_vs_digits.png: exact match % against digit count per PE, mean over seeds with a CI band."""
+    groups = digit_groups(results)
+    if not groups:
+        return None
+    tasks = list(dict.fromkeys(t for t, _ in groups))
+    fig, axes = plt.subplots(1, len(tasks), figsize=(5 * len(tasks), 3.4), squeeze=False)
+    for ax, task in zip(axes[0], tasks):
+        for (t, pe), by in groups.items():
+            if t != task:
+                continue
+            xs = sorted(by)
+            stats = [bootstrap_ci(by[x], confidence, 2000) for x in xs]
+            ys = [100 * s.mean for s in stats]
+            ax.plot(xs, ys, marker=".", color=pe_colour(pe), label=pe)
+            ax.fill_between(xs, [100 * s.lo for s in stats], [100 * s.hi for s in stats], color=pe_colour(pe),
+                            alpha=0.15, lw=0)
+        trained = trained_digits(results, task)
+        if trained is not None:
+            ax.axvline(trained + 0.5, color="grey", ls="--", lw=1, label="longest training operand")
+        ax.set_title(f"{task}: exact match by digits per operand", fontsize=10)
+        ax.set_xlabel("digits (longer operand)")
+        ax.set_ylim(0, 102)
+    axes[0][0].set_ylabel(f"exact match % (mean, {int(100 * confidence)}% CI over seeds)")
+    axes[0][0].legend(fontsize=8)
+    return _save(fig, out_dir, "accuracy_vs_digits.png")
+
+
 def _save(fig, out_dir: Path, name: str, layout: bool = True) -> str:
     if layout:
         fig.tight_layout()
@@ -227,5 +257,6 @@ def _save(fig, out_dir: Path, name: str, layout: bool = True) -> str:
 def all_plots(results, out_dir: Path, confidence: float) -> list[str]:
     tasks, _ = _tasks_pes(results)
     names = [learning_curves(results, out_dir, confidence), id_ood_bars(results, out_dir, confidence),
-             accuracy_vs_length(results, out_dir), accuracy_by_position(results, out_dir, confidence)]
+             accuracy_vs_length(results, out_dir), accuracy_by_position(results, out_dir, confidence),
+             exact_vs_digits(results, out_dir, confidence)]
     return [n for n in names + [attention_maps(results, out_dir, t) for t in tasks] if n]

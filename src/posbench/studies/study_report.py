@@ -12,6 +12,7 @@ from pathlib import Path
 from posbench.fileio import write_text
 from posbench.stats import bootstrap_ci, paired, seeds_needed, success_rate
 from posbench.studies.claims import claims_section
+from posbench.studies.digits_report import exact_by_digits_table
 from posbench.studies.study_spec import METRICS, StudyConfig
 
 # ood_beyond_acc is the headline OOD figure: accuracy at target positions past the training length only.
@@ -215,6 +216,9 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
     exact = exact_reference_table(results, study)
     if exact:
         parts += ["## Exact match against the reference", "", study.reference_note, "", exact, ""]
+    by_digits = exact_by_digits_table(results, study.eval.confidence, study.eval.n_boot)
+    if by_digits:
+        parts += [f"## Exact match per digit count ({pct}% CI over seeds)", "", by_digits]
     if study.claims:
         parts += ["## Published claims, reproduced or not", "", claims_report(results, study), ""]
     parts += [f"## PEs that cannot be told apart on OOD accuracy beyond the training length ({pct}% paired "

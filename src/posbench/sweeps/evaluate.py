@@ -12,8 +12,10 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from posbench.errors import user_paths
 from posbench.evaluation.eval_config import EvalConfig
 from posbench.evaluation.eval_runner import run_eval
+from posbench.fileio import no_link_below
 from posbench.procpool import run_jobs
 from posbench.sweeps.sweep_spec import Run
 
@@ -27,6 +29,8 @@ def final_checkpoint(run: Run) -> Path:
 
 
 def evaluate_one(run: Run, out_dir: Path, cfg: EvalConfig) -> None:
+    with user_paths():  # the sweep's eval/<run>/ must not be a link to elsewhere (fileio's module doc)
+        no_link_below(out_dir, eval_dir(out_dir, run))
     run_eval([str(final_checkpoint(run))], cfg, eval_dir(out_dir, run), log=lambda *_: None)
 
 

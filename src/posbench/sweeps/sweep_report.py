@@ -20,6 +20,7 @@ from posbench.fileio import atomic_open
 from posbench.stats import Summary, bootstrap_ci
 from posbench.studies.claims import claims_section
 from posbench.sweeps.sweep_spec import Run, SweepConfig
+from posbench.training.loggers import read_metrics_text
 
 
 def md_table(header: list[str], rows: list[list[str]]) -> str:
@@ -29,7 +30,7 @@ def md_table(header: list[str], rows: list[list[str]]) -> str:
 
 def metrics_rows(run: Run) -> list[dict]:
     path = Path(run.cfg.train.out_dir) / run.name / "metrics.jsonl"
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+    return [json.loads(line) for line in read_metrics_text(path).splitlines() if line.strip()] if path.is_file() else []
 
 
 def last(rows: list[dict], key: str) -> float | None:
@@ -239,7 +240,7 @@ def write_throughput(runs: list[Run], path: Path) -> None:
         m = metrics_rows(run)
         tps, mfu = median(m, "tokens_per_s"), median(m, "mfu")
         rows.append([run.name, f"{last(m, 'tokens') or 0:,.0f}", "n/a" if tps is None else f"{tps:,.0f}",
-                     "n/a" if not mfu else f"{100 * mfu:.1f}%"])  # 0: no known peak (CPU)
+                     "n/a" if not mfu else f"{100 * mfu:.1f}%"])  # None (0 in older logs): no known peak (CPU)
     text = ("# Throughput per run\n\nMedian over logged steps (wall-clock figures: they differ run to run, so "
             "they live here and not in report.md).\n\n"
             + md_table(["run", "tokens", "tokens/s", "MFU"], rows) + "\n")

@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from posbench.config_loader import ConfigError
+from posbench.targets import positions_of
 
 if TYPE_CHECKING:
     from posbench.config import RunConfig
@@ -29,13 +30,20 @@ class BatchSource(Protocol):
     bos_id: int | None  # the token that starts each document in a row; None: a row is one document
 
     def samples(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
-        """Training rows (B, T) int64 inputs and targets (-100 where there is no target)."""
+        """Training rows (B, T) int64 inputs and targets (-100 where there is no target); a `targets.Rows` when
+        the data defines its own position ids (a task's digit places), which the loop hands the model."""
 
     def val_samples(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """Rows of the fixed validation set."""
 
     def n_val(self) -> int:
         """How many validation rows exist."""
+
+
+def positions_on(rows, device) -> torch.Tensor | None:
+    """The data's position ids of a batch (`targets.positions_of`) on `device`; None when it has none."""
+    pos = positions_of(rows)
+    return None if pos is None else pos.to(device, non_blocking=True)
 
 
 def micro_indices(step: int, micro: int, micro_batch: int, accum: int, rank: int, world: int) -> list[int]:

@@ -22,8 +22,16 @@ from pathlib import Path
 from posbench.config import RunConfig
 from posbench.config_loader import to_dict
 from posbench.data.paths import is_inside
-from posbench.fileio import open_append, write_text
+from posbench.fileio import open_append, read_text_bounded, write_text
 from posbench.training import distributed as dist
+
+METRICS_MAX_BYTES = 1 << 30  # metrics.jsonl is read whole: ~300 bytes a row, so ~3.5 million logged steps
+
+
+def read_metrics_text(path: Path) -> str:
+    """The text of a metrics.jsonl, read without following a link and refused (DataError) past METRICS_MAX_BYTES
+    before it is read: a file of one huge line is not read whole."""
+    return read_text_bounded(path, METRICS_MAX_BYTES, "a metrics.jsonl")
 
 
 class Logger:
@@ -54,15 +62,22 @@ class JsonlLogger(Logger):
 
 
 class ConsoleLogger(Logger):
+    def __init__(self):
+        self.said_no_mfu = False
+
     def log(self, m):
         if "loss" not in m:
             if "val_loss" in m:
                 print(f"step {m['step']:>6} | tokens {m['tokens']:.3e} | val loss {m['val_loss']:.4f}", flush=True)
             return
+        if "mfu" not in m and not self.said_no_mfu:  # a row without it: no known peak (training/metrics.py)
+            print("mfu n/a (no peak for this device)", flush=True)
+            self.said_no_mfu = True
         eta = m.get("eta_s", 0)
+        util = f"mfu {100 * m['mfu']:.1f}% | " if "mfu" in m else ""
         print(f"step {m['step']:>6} | tokens {m['tokens']:.3e} | loss {m['loss']:.4f} | lr {m['lr']:.2e} | "
               f"grad {m.get('grad_norm', 0):.3f} | {m.get('tokens_per_s', 0):,.0f} tok/s | "
-              f"mfu {100 * m.get('mfu', 0):.1f}% | eta {int(eta) // 3600}h{int(eta) % 3600 // 60:02d}m", flush=True)
+              f"{util}eta {int(eta) // 3600}h{int(eta) % 3600 // 60:02d}m", flush=True)
 
     def message(self, text):
         print(text, file=sys.stderr, flush=True)
@@ -115,7 +130,7 @@ class MultiLogger(Logger):
 def read_history(jsonl: Path, up_to_tokens: int) -> list[dict]:
     if not jsonl.is_file():
         return []
-    rows = [json.loads(line) for line in jsonl.read_text().splitlines() if line.strip()]
+    rows = [json.loads(line) for line in read_metrics_text(jsonl).splitlines() if line.strip()]
     return [r for r in rows if r.get("tokens", 0) <= up_to_tokens]
 
 
@@ -132,7 +147,7 @@ def drop_rows_after(jsonl: Path, step: int) -> int:
     """Rewrite metrics.jsonl (atomically) without the rows of steps after `step`; returns how many it dropped."""
     if not jsonl.is_file():
         return 0
-    lines = jsonl.read_text().splitlines(keepends=True)
+    lines = read_metrics_text(jsonl).splitlines(keepends=True)
     kept = [line for line in lines if line.strip() and not _logged_after(line, step)]
     dropped = sum(1 for line in lines if line.strip()) - len(kept)
     if dropped:

@@ -5,6 +5,7 @@ live in their own files: device.py (device and precision), plan.py (batches, bud
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import time
@@ -20,7 +21,7 @@ from posbench.model.flops import stats_of
 from posbench.model.loss import auto_chunk_tokens
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
-from posbench.training.batch_sources import BatchSource, bind_documents, micro_indices, val_indices
+from posbench.training.batch_sources import BatchSource, bind_documents, micro_indices, positions_on, val_indices
 from posbench.training.device import choose_precision, device_type_for
 from posbench.training.loggers import make_logger
 from posbench.training.meta import meta_json
@@ -35,7 +36,7 @@ from posbench.training.metrics import (
 )
 from posbench.training.optim import build_optimizer, set_lr
 from posbench.training.plan import accum_steps, describe, make_plan
-from posbench.training.resume import StopFlag, check_resume_compatible, resume_source
+from posbench.training.resume import StopFlag, check_drop_consistent, check_resume_compatible, resume_source
 from posbench.training.rundir import choose_run_dir, format_tokens, identity, lock_run_dir
 
 Snapshots = Callable[[int, torch.nn.Module], None]
@@ -84,6 +85,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
     loaded = resume_source(cfg, run_dir, existed, print if dist.is_main() else (lambda *_: None))
     if loaded is not None:
         check_resume_compatible(cfg, loaded, ident)
+        check_drop_consistent(loaded, plan.drop_pe_tokens)  # DroPE: a dropped PE is not put back
         ckpt.check_state_matches(model.state_dict(), loaded.model, loaded.path / "model.pt")  # one line, exit 4
 
     model = model.to(device)  # after the checks above: no device memory is spent on a run that fails them
@@ -114,11 +116,12 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
     def save(kind: str) -> None:
         model_state, optim_state = dist.full_state(wrapped, optimizer)
         meta = meta_json(step, tokens, plan, kind, ident, run_id, parent, source.tokenizer_fingerprint,
-                         best_val if math.isfinite(best_val) else None, to_dict(cfg.model.packing))
+                         best_val if math.isfinite(best_val) else None, to_dict(cfg.model.packing), pe_dropped)
         path = ckpt.save(run_dir, step, model_state, optim_state, meta, cfg.to_yaml())
         ckpt.prune(run_dir, cfg.train.keep_last)
         logger.message(f"saved {kind} checkpoint {path}")
 
+    pe_dropped = False  # DroPE: set at plan.drop_pe_tokens; from then on `cfg` (saved with every checkpoint) says so
     stop = StopFlag()
     gbt, mb, accum = cfg.train.global_batch_tokens, cfg.train.micro_batch, plan.accum
     peak = peak_flops(device)
@@ -133,19 +136,25 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
                     save("branch")
                     if dist.is_main():
                         link.symlink_to(ckpt.step_dir(run_dir, step).name)
+            # DroPE: a pure function of tokens seen, like the LR, so a run resumed past the point drops at once.
+            # After the branch checkpoint above, whose weights were all trained with the PE.
+            if plan.drop_pe_tokens is not None and tokens >= plan.drop_pe_tokens and not pe_dropped:
+                cfg, pe_dropped = dataclasses.replace(cfg, pe=model.pe.drop()), True
+                logger.message(f"dropped the PE at {tokens:,} tokens (step {step}); training goes on as NoPE")
             lr = plan.schedule.lr(tokens)
             set_lr(optimizer, lr)
 
             loss_sum = torch.zeros((), device=device)
             log_now = (step + 1) % cfg.train.log_interval == 0 or tokens + gbt >= plan.end_tokens
             for micro in range(accum):
-                x, y = source.samples(micro_indices(step, micro, mb, accum, rank, world))
-                x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+                rows = source.samples(micro_indices(step, micro, mb, accum, rank, world))
+                x, y = rows[0].to(device, non_blocking=True), rows[1].to(device, non_blocking=True)
+                data_pos = positions_on(rows, device)
                 last = micro == accum - 1
                 sync = last or not hasattr(wrapped, "no_sync")
                 with (torch.enable_grad() if sync else wrapped.no_sync()), precision.autocast():
                     # the fused loss's logit moments cost passes over the logits: asked on log steps only
-                    out = step_fn(x, y, logit_moments=log_now)
+                    out = step_fn(x, y, logit_moments=log_now, data_pos_BT=data_pos)
                 loss = out.loss
                 if inject_nan == f"{step},{rank}":
                     loss = loss * float("nan")
@@ -183,8 +192,10 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
                 tps = (tokens - tokens_last) / max(now - t_last, 1e-9)
                 t_last, tokens_last = now, tokens
                 row = {"step": step, "tokens": tokens, **values, "ppl": math.exp(min(values["loss"], 80.0)), "lr": lr,
-                       "tokens_per_s": tps, "mfu": mfu(plan.flops_per_token, tps, peak, world),
-                       "eta_s": (plan.end_tokens - tokens) / max(tps, 1e-9), **peak_memory_gib(device)}
+                       "tokens_per_s": tps, "eta_s": (plan.end_tokens - tokens) / max(tps, 1e-9),
+                       **peak_memory_gib(device)}
+                if peak:  # no known peak (a CPU, an unlisted GPU): no mfu at all, never a made-up 0%
+                    row["mfu"] = mfu(plan.flops_per_token, tps, peak, world)
                 if dist.is_main():
                     row.update(logit_stats(out))
                 logger.log(row)
@@ -228,9 +239,9 @@ def evaluate(cfg: RunConfig, model, source: BatchSource, device, precision) -> f
     total = torch.zeros((), device=device)
     for b in range(cfg.train.eval_batches):
         idx = val_indices(b, cfg.train.micro_batch, dist.rank(), dist.world_size(), source.n_val())
-        x, y = source.val_samples(idx)
+        rows = source.val_samples(idx)
         with precision.autocast():
-            loss = model(x.to(device), y.to(device)).loss
+            loss = model(rows[0].to(device), rows[1].to(device), data_pos_BT=positions_on(rows, device)).loss
         total += loss.float()
     model.train(was_training)
     return dist.all_reduce_sum(total).item() / (cfg.train.eval_batches * dist.world_size())

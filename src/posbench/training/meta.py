@@ -44,10 +44,15 @@ def provenance() -> dict:
 
 
 def meta_json(step: int, tokens: int, plan: Plan, kind: str, ident: dict, run_id: str, parent: dict | None,
-              tokenizer_fingerprint: str, best_val_loss: float | None = None, packing: dict | None = None) -> dict:
-    """`packing`: model.packing (mask, positions, bos_id), what a position meant in training's windows."""
+              tokenizer_fingerprint: str, best_val_loss: float | None = None, packing: dict | None = None,
+              pe_dropped: bool = False) -> dict:
+    """`packing`: model.packing (mask, positions, bos_id), what a position meant in training's windows.
+    `pe_dropped`: DroPE's PE was dropped before these weights (`pe_dropped_at_tokens` says when; the config.yaml
+    beside them has `pe.dropped: true`)."""
     s = plan.schedule
-    return {"step": step, "tokens": tokens, "kind": kind,  # the step is the data cursor (training/batch_sources.py)
+    dropped = {"pe_dropped_at_tokens": plan.drop_pe_tokens} if pe_dropped else {}
+    return {**dropped,
+            "step": step, "tokens": tokens, "kind": kind,  # the step is the data cursor (training/batch_sources.py)
             "packing": packing,
             "best_val_loss": best_val_loss, "provenance": provenance(),
             "identity": ident, "wandb_id": run_id, "parent": parent, "tokenizer_fingerprint": tokenizer_fingerprint,

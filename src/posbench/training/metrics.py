@@ -2,8 +2,9 @@
 
 MFU (model FLOPs utilisation, PaLM appendix B) = achieved FLOP/s / peak FLOP/s, with achieved =
 FLOPs per token (model/flops.py: 6 N_matmul + 12 L D T) x tokens/s summed over ranks, and peak the
-dense bf16 tensor-core figure of the device times the number of devices. Unknown devices and CPUs
-report MFU 0 rather than a made-up number.
+dense bf16 tensor-core figure of the device times the number of devices. Unknown devices and CPUs have no
+MFU (None: the log row has no `mfu`, the console says "mfu n/a (no peak for this device)" once) rather than a
+made-up number: a CPU's peak depends on its cores, vector units and threads, which no table here knows.
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ def peak_flops(device: torch.device) -> float:
     return 0.0
 
 
-def mfu(flops_per_token: float, tokens_per_s: float, peak_per_device: float, world: int) -> float:
-    return flops_per_token * tokens_per_s / (peak_per_device * world) if peak_per_device else 0.0
+def mfu(flops_per_token: float, tokens_per_s: float, peak_per_device: float, world: int) -> float | None:
+    """The fraction of the peak achieved; None when the peak is unknown (0: peak_flops found none)."""
+    return flops_per_token * tokens_per_s / (peak_per_device * world) if peak_per_device else None
 
 
 def _local_sq(t: torch.Tensor) -> torch.Tensor:

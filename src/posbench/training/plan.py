@@ -10,7 +10,7 @@ from posbench.config import RunConfig
 from posbench.config_loader import ConfigError
 from posbench.model.flops import ModelStats, model_stats
 from posbench.training.rundir import format_tokens
-from posbench.training.schedule import WSD, make_schedule
+from posbench.training.schedule import WSD, drop_pe_tokens, make_schedule
 
 
 @dataclass
@@ -24,6 +24,7 @@ class Plan:
     schedule: WSD  # the schedule this run follows to its end
     branch_points: dict[int, int] = field(default_factory=dict)  # decay start tokens -> budget tokens
     end_tokens: int = 0
+    drop_pe_tokens: int | None = None  # DroPE: tokens seen after which the PE is dropped (schedule.drop_pe_at)
 
 
 def budget_tokens(cfg: RunConfig, value: float, n_params: int) -> int:
@@ -66,11 +67,13 @@ def make_plan(cfg: RunConfig, world: int, device_type: str, stats: ModelStats | 
         schedule = schedules[budgets[-1]]
         branch_points = {schedules[b].decay_start: b for b in budgets[:-1]}
     return Plan(device_type, world, accum, n, stats.flops_per_token_train, budgets, schedule, branch_points,
-                schedule.budget_tokens)
+                schedule.budget_tokens, drop_pe_tokens(cfg.schedule, schedule.budget_tokens))
 
 
 def describe(cfg: RunConfig, plan: Plan, run_dir: Path) -> str:
+    drop = "" if plan.drop_pe_tokens is None else f" | drops the PE at {format_tokens(plan.drop_pe_tokens)} tokens"
     return (f"run {run_dir} | {cfg.model.size} {cfg.pe.name} | {plan.n_params:,} params | world {plan.world} x "
             f"micro {cfg.train.micro_batch} x accum {plan.accum} x seq {cfg.model.seq_len} = "
             f"{cfg.train.global_batch_tokens:,} tokens/step | budgets "
-            f"{', '.join(format_tokens(b) for b in plan.budgets)} | to {format_tokens(plan.end_tokens)} tokens")
+            f"{', '.join(format_tokens(b) for b in plan.budgets)} | to {format_tokens(plan.end_tokens)} tokens"
+            + drop)

@@ -91,3 +91,15 @@ def check_resume_compatible(cfg: RunConfig, loaded: ckpt.Loaded, ident: dict) ->
     if diffs and not cfg.train.allow_resume_mismatch:
         raise ConfigError(f"cannot resume from {loaded.path}: its {diffs} differ from this run's. "
                           "Fix the config, or pass train.allow_resume_mismatch=true to override")
+
+
+def check_drop_consistent(loaded: ckpt.Loaded, drop_pe_tokens: int | None) -> None:
+    """A checkpoint whose PE was dropped (DroPE) continues only under a schedule that has dropped it by then:
+    otherwise the run would rotate weights recalibrated as NoPE again. The loop drops it before the first step."""
+    tokens = loaded.meta.get("tokens", 0)
+    if "pe_dropped_at_tokens" in loaded.meta and (drop_pe_tokens is None or drop_pe_tokens > tokens):
+        when = "never" if drop_pe_tokens is None else f"only at {drop_pe_tokens:,} tokens"
+        raise ConfigError(f"cannot continue from {loaded.path}: its PE was dropped at "
+                          f"{loaded.meta['pe_dropped_at_tokens']:,} tokens, but this run's schedule drops it {when}; "
+                          f"set schedule.drop_pe_at so the drop falls at or before {tokens:,} tokens of this run's "
+                          "budget")

@@ -54,6 +54,15 @@ def packing_suffix(cfg: RunConfig) -> str:
     return ("_docmask" if p.mask == "document" else "") + ("_docpos" if p.positions == "document" else "")
 
 
+def window_suffix(cfg: RunConfig) -> str:
+    """`_win512` / `_win512-full` for model.attention_window ("" when unset): runs that differ only in their sliding
+    window get names that say so."""
+    w = cfg.model.attention_window
+    if w is None:
+        return ""
+    return "_win" + "-".join("full" if x is None else str(x) for x in (w if isinstance(w, list) else [w]))
+
+
 def _atomic_json(path: Path, data: dict) -> None:
     write_text(path, json.dumps(data, indent=1, sort_keys=True))
 
@@ -98,19 +107,24 @@ def claim_run_dir(run_dir: Path, identity: dict) -> None:
 def identity(cfg: RunConfig, data_fingerprint: str) -> dict:
     """What a run directory (and a resume) must agree on. `packing` (model.packing: what a position means in a
     packed window) is its own entry, and only when a switch is on: run directories made before it existed keep
-    their identity, which is the default's (causal mask, window positions)."""
+    their identity, which is the default's (causal mask, window positions). `attention_window`
+    (model.attention_window) likewise, only when set."""
     model = to_dict(cfg.model)
     packing = model.pop("packing", None)
+    window = model.pop("attention_window", None)
     ident = {"model": model, "pe": to_dict(cfg.pe), "data": data_fingerprint, "seed": cfg.seed}
     if not cfg.model.packing.is_default:
         ident["packing"] = packing
+    if window is not None:
+        ident["attention_window"] = window
     return ident
 
 
 def identity_diffs(saved: dict, ident: dict) -> str:
     """'model, data (checkpoint: X, this run: Y)': which parts differ, with both data fingerprints, since a
     different tokenizer or task mix is the usual cause and the fingerprint names which."""
-    diffs = [k for k in ("model", "pe", "data", "seed", "packing") if saved.get(k) != ident.get(k)]
+    diffs = [k for k in ("model", "pe", "data", "seed", "packing", "attention_window")
+             if saved.get(k) != ident.get(k)]
     return ", ".join(f"data (checkpoint: {saved.get('data')}, this run: {ident['data']})" if k == "data" else k
                      for k in diffs)
 
@@ -128,7 +142,7 @@ def refuse_changed_identity(named_dir: Path, ident: dict) -> None:
 
 def choose_run_dir(cfg: RunConfig, end_tokens: int, ident: dict) -> tuple[Path, bool]:
     name = cfg.train.run_name or default_name(cfg.model.size, cfg.pe.name, end_tokens, cfg.seed) \
-        + packing_suffix(cfg)
+        + packing_suffix(cfg) + window_suffix(cfg)
     check_run_name(name)
     out = Path(cfg.train.out_dir)
     if dist.is_main():

@@ -8,6 +8,10 @@ with B the budget in tokens, D = decay_frac * B, m = min_lr_ratio. Budgets share
 stable phase, so one run serves several budgets: a checkpoint saved at B_i - D_i (the *branch point*)
 lets a decay-only run finish budget B_i (Hagele et al. 2024, "Scaling Laws and Compute-Optimal
 Training Beyond Fixed Training Durations", section 3).
+
+DroPE's drop point (`schedule.drop_pe_at` = f) is a pure function of the budget too: the PE is dropped once
+tokens seen reach f * B of the budget B the run follows (a branch run: its own budget), so resuming and
+branching need no state: a run resumed or branched past the point drops the PE before its first step.
 """
 
 from __future__ import annotations
@@ -49,6 +53,11 @@ class WSD:
         progress = min(1.0, (tokens_seen - self.decay_start) / max(1, self.decay_tokens))
         m = self.min_lr_ratio
         return self.peak_lr * (m + (1 - m) * DECAY_SHAPES[self.decay](progress))
+
+
+def drop_pe_tokens(cfg: ScheduleConfig, budget_tokens: int) -> int | None:
+    """Tokens seen after which the PE is dropped (DroPE), None when the schedule never drops it."""
+    return None if cfg.drop_pe_at is None else int(cfg.drop_pe_at * budget_tokens)
 
 
 def make_schedule(cfg: ScheduleConfig, peak_lr: float, budget_tokens: int, smallest_budget: int) -> WSD:

@@ -40,12 +40,18 @@ class ScheduleConfig:
     decay_frac: float = 0.2  # share of each budget spent decaying
     decay: DecayShape = "1-sqrt"
     min_lr_ratio: float = 0.0
+    # DroPE (pe.name=drope): the share of the run's budget after which the PE is dropped and training goes on as
+    # NoPE ("recalibration", training/schedule.py); None: never
+    drop_pe_at: float | None = None
 
     def __post_init__(self):
         if not (0 <= self.warmup_frac < 1 and 0 < self.decay_frac <= 1 and 0 <= self.min_lr_ratio <= 1):
             raise ConfigError("schedule: need 0 <= warmup_frac < 1, 0 < decay_frac <= 1, 0 <= min_lr_ratio <= 1")
         if self.warmup_tokens < 0:
             raise ConfigError(f"schedule.warmup_tokens must be >= 0, got {self.warmup_tokens}")
+        if self.drop_pe_at is not None and not 0 < self.drop_pe_at < 1:
+            raise ConfigError(f"schedule.drop_pe_at is the share of the budget trained with the PE, in (0, 1) "
+                              f"(e.g. 0.875), got {self.drop_pe_at}")
 
 
 @dataclass

@@ -9,10 +9,12 @@ line below, and its independent solver in tests/tasks/.
 """
 
 from posbench.data.tasks import (  # noqa: F401  (imported for their @TASKS.register side effect)
+    addition,
     copy_distance,
     k_back,
     long_range_match,
     modular_sum,
+    multiplication,
     needle,
     no_carry_add,
     passkey,

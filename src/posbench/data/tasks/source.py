@@ -15,10 +15,25 @@ import numpy as np
 import torch
 
 from posbench.data.tasks.task import IGNORE, PAD_ID, Example, Task, require
+from posbench.targets import Rows
 
 
-def pad_rows(examples: list[Example], seq_len: int | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """(inputs_BT, targets_BT) int64, right-padded to seq_len (default: the longest example)."""
+def pad_positions(examples: list[Example], T: int) -> torch.Tensor | None:
+    """(B, T) int64 position ids of the examples' rows, None when no example defines any: an example's own
+    `positions_T` (a task's digit places), its token indices where it has none, 0 on padding (padding is never a
+    target and, causally, never seen by a real token)."""
+    if all(ex.positions_T is None for ex in examples):
+        return None
+    pos_BT = np.zeros((len(examples), T), dtype=np.int64)
+    for b, ex in enumerate(examples):
+        n = len(ex.tokens_T)
+        pos_BT[b, :n] = np.arange(n) if ex.positions_T is None else ex.positions_T
+    return torch.from_numpy(pos_BT)
+
+
+def pad_rows(examples: list[Example], seq_len: int | None = None) -> Rows:
+    """(inputs_BT, targets_BT) int64, right-padded to seq_len (default: the longest example), with the examples'
+    position ids as `.positions` (`pad_positions`)."""
     longest = max((len(ex.tokens_T) for ex in examples), default=0)
     T = longest if seq_len is None else seq_len
     if longest > T:
@@ -28,7 +43,7 @@ def pad_rows(examples: list[Example], seq_len: int | None = None) -> tuple[torch
     for b, ex in enumerate(examples):
         inputs_BT[b, : len(ex.tokens_T)] = ex.tokens_T
         targets_BT[b, : len(ex.targets_T)] = ex.targets_T
-    return torch.from_numpy(inputs_BT), torch.from_numpy(targets_BT)
+    return Rows(torch.from_numpy(inputs_BT), torch.from_numpy(targets_BT), pad_positions(examples, T))
 
 
 def eval_batch(task: Task, seed: int, split: str, indices, seq_len: int | None = None):
@@ -56,10 +71,10 @@ class TaskSource:
         """The model's vocabulary must hold at least this many ids."""
         return self.task.vocab.size
 
-    def samples(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    def samples(self, indices: list[int]) -> Rows:
         return pad_rows(self.task.examples(self.seed, indices, "train"), self.seq_len)
 
-    def val_samples(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
+    def val_samples(self, indices: list[int]) -> Rows:
         bad = [i for i in indices if not 0 <= i < self._n_val]
         if bad:
             raise IndexError(f"validation rows {bad[:4]} outside [0, {self._n_val})")

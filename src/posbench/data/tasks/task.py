@@ -90,6 +90,9 @@ class Example:
     tokens_T: np.ndarray  # int64 ids in the task vocabulary
     targets_T: np.ndarray  # int64, IGNORE where there is no target
     info: dict  # what was drawn (length, distance, label, ...): range checks and per-bucket reports
+    # per-token position ids the task defines (int64, aligned with tokens_T; arithmetic's digit places), None: the
+    # model's own positions. The answer's part follows `Task.answer_positions`, so decoding can feed them too.
+    positions_T: np.ndarray | None = None
 
     @property
     def text(self) -> str:
@@ -148,6 +151,9 @@ class Task:
     binary: ClassVar[bool] = False  # targets are yes/no labels drawn ~50% positive
     uses_filler: ClassVar[bool] = False  # renders its text inside a Filler's words
     data_note: str = ""  # where the examples' content came from, when that can vary (reports)
+    # the `info` key holding an example's length for per-length exact match by greedy decoding (studies'
+    # "Exact match per digit count"); None: the task is not reported that way
+    length_bin: ClassVar[str | None] = None
 
     def __init__(self, cfg: TaskConfig, filler: Filler | None = None):
         if not isinstance(cfg, self.Config):
@@ -175,6 +181,12 @@ class Task:
     def source_end_token(self) -> int | None:
         """The token that ends the source in rows `source <it> target` (the encoder-decoder's split,
         model/encdec.py); None: the task has no source/target form (labelling tasks)."""
+        return None
+
+    def answer_positions(self, answer_ids: list[int]) -> list[int] | None:
+        """The position ids of answer tokens, computed from the answer tokens up to each one (what a decoder has
+        generated so far): the rule that extends `Example.positions_T` while generating. None: the task defines
+        no ids."""
         return None
 
     def default_filler(self) -> Filler:

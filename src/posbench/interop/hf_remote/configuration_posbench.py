@@ -2,7 +2,7 @@
 
 The architecture is posbench's decoder (pre-norm RMSNorm, SwiGLU, optional per-head QK RMSNorm, optionally
 tied embeddings, no biases); `pe` is the checkpoint's positional-encoding config as saved by posbench, a
-plain dict (nested for `hybrid` and `randomized`), interpreted by modeling_posbench.py.
+plain dict (nested for `hybrid` and `randomized`), interpreted by modeling_posbench.py; `packing` likewise.
 """
 
 from transformers import PretrainedConfig
@@ -14,7 +14,7 @@ class PosbenchConfig(PretrainedConfig):
     def __init__(self, vocab_size=256, hidden_size=64, intermediate_size=256, num_hidden_layers=2,
                  num_attention_heads=4, max_position_embeddings=64, rms_norm_eps=1e-6, qk_norm=True,
                  init_std=0.02, pe=None, tie_word_embeddings=True, use_cache=True, embed_scale="none",
-                 **kwargs):
+                 packing=None, attention_window=None, **kwargs):
         self.vocab_size = vocab_size
         self.hidden_size = hidden_size
         self.intermediate_size = intermediate_size
@@ -29,5 +29,9 @@ class PosbenchConfig(PretrainedConfig):
         self.init_std = init_std
         self.embed_scale = embed_scale  # token embeddings x 1 (none) or x sqrt(hidden_size) (sqrt_d)
         self.pe = pe if pe is not None else {"name": "none"}
+        # posbench's model.packing ({mask, positions, bos_id}): rows split into documents at bos_id; None: not split
+        self.packing = packing
+        # posbench's model.attention_window: None (full), W for every layer, or a list cycling over the layers
+        self.attention_window = attention_window
         self.use_cache = use_cache  # False for randomized positions, which are drawn per whole sequence
         super().__init__(tie_word_embeddings=tie_word_embeddings, **kwargs)

@@ -12,14 +12,24 @@ A leading B of a position tensor may be 1 (every row at the same positions: an u
 The PE contract, as in posbench but with a row per sequence: positions(index_BS) -> float32 positions of
 token indices; embed(x, pos_BT) adds absolute tables; rotate(q, k, pos_BT) for the RoPE family;
 bias(layer, pos_q_BT, pos_k_BS) -> (B, H, T, S) logit bias or None; layer_pe(layer) the PE a layer uses
-(per-layer hybrids). Attention is the explicit-softmax reference in float32. The KV cache (transformers'
-DynamicCache) holds rotated keys, as posbench's does.
+(per-layer hybrids); layer_window(layer) the sliding window a PE gives a layer (RNoPE-SWA), merged with
+`config.attention_window` (the smaller wins): query slot i then sees slots i-W+1 .. i (the cache keeps every
+key; the mask hides the older ones). Data-dependent PEs add: token_features(layer, x_BTD) -> (B, H, T) float32 or
+None (FoX's log forget gates), feature_bias(layer, pos_q_BT, pos_k_BS, feats_BHS) (by default `bias`), and
+logits_mod(layer, q, s) on the masked logits (CoPE). Attention is the explicit-softmax reference in float32. The KV
+cache (transformers' DynamicCache) holds rotated keys, as posbench's does; a PE's token features ride in it as one
+more key channel, so every cache operation keeps them with their keys.
 
 Positions are token indices, as in training: 0..S-1, or in a left-padded batch (attention_mask 0 on pads)
 each row's count of real tokens before it, which is what transformers' own models (Llama, Qwen3) and
 `generate` derive from the mask. A cached key's position is therefore recomputed from the mask on every call
 instead of being stored. Randomized positions are drawn per whole sequence (no cache, no padding), and
 dynamic RoPE scaling sets its frequencies from the longest position (no padding).
+
+Packed documents (config.packing, posbench's model.packing): a row is split into documents at `bos_id` (a pad is
+never a boundary; tokens before the first one are a document of their own); mask=document stops attention at a
+document's start, positions=document restarts token indices there. The documents of cached keys ride on the
+DynamicCache (DOCUMENTS_ATTR), as posbench's KVCache.documents, so cached decoding continues the current one.
 
 transformers' calling convention changed within 5.x: 5.0 passes the cache as `past_key_values` with a
 `cache_position` and always a mask; newer releases pass `cache`, drop an all-ones mask and read
@@ -84,8 +94,9 @@ def check_pe_config(cfg: dict, where: str = "pe") -> None:
             raise ValueError(f"{where}.scaling: option(s) {sorted(unknown)} are not implemented")
     for i, member in enumerate(cfg.get("pattern") or []):
         check_pe_config(member, f"{where}.pattern[{i}]")
-    if "inner" in cfg:
-        check_pe_config(cfg["inner"], f"{where}.inner")
+    for key in ("inner", "rope"):  # nested PE configs (randomized's inner, RNoPE-SWA's rope)
+        if key in cfg:
+            check_pe_config(cfg[key], f"{where}.{key}")
 
 
 # model.embed_scale -> the token embeddings' multiplier for a model width d (Vaswani et al. 2017, section 3.4)
@@ -134,8 +145,20 @@ class PE(nn.Module):
     def bias(self, layer: int, pos_q_BT, pos_k_BS):
         return None
 
+    def token_features(self, layer: int, x_BTD):
+        return None
+
+    def feature_bias(self, layer: int, pos_q_BT, pos_k_BS, feats_BHS):
+        return self.bias(layer, pos_q_BT, pos_k_BS)
+
+    def logits_mod(self, layer: int, q_BHTK, s_BHTS):
+        return s_BHTS
+
     def layer_pe(self, layer: int) -> PE:
         return self
+
+    def layer_window(self, layer: int) -> int | None:
+        return None
 
 
 register("none")(PE)
@@ -222,21 +245,50 @@ def apply_rotary(x_BHTK, cos_BTK, sin_BTK):
     return (xf * cos_BTK[:, None] + rotate_half(xf) * sin_BTK[:, None]).to(x_BHTK.dtype)
 
 
+@scaling("llama3", "low_freq_factor", "high_freq_factor")
+def _llama3(inv_F, pos_BT, cfg, original):
+    """Llama 3.1: wavelengths above original/low divided by the factor, below original/high kept, a blend in
+    between (transformers' _compute_llama3_parameters)."""
+    low, high, factor = cfg["low_freq_factor"], cfg["high_freq_factor"], cfg["factor"]
+    wavelen_F = 2 * math.pi / inv_F
+    scaled_F = torch.where(wavelen_F > original / low, inv_F / factor, inv_F)
+    g_F = (original / wavelen_F - low) / (high - low)
+    medium_F = (wavelen_F >= original / high) & (wavelen_F <= original / low)
+    return torch.where(medium_F, (1 - g_F) * scaled_F / factor + g_F * scaled_F, scaled_F), 1.0
+
+
+@scaling("longrope", "short_factor", "long_factor", "attention_factor")
+def _longrope(inv_F, pos_BT, cfg, original):
+    """LongRoPE: per-frequency factors, the long ones once the longest position passes the original length."""
+    length = int(pos_BT.max().item()) + 1 if pos_BT.numel() else 0
+    factors = cfg["long_factor"] if length > original else cfg["short_factor"]
+    mscale = cfg.get("attention_factor")
+    if mscale is None:
+        f = cfg["factor"]
+        mscale = math.sqrt(1 + math.log(f) / math.log(original)) if f > 1 else 1.0
+    return inv_F / torch.tensor(factors, dtype=inv_F.dtype, device=inv_F.device), mscale
+
+
 @register("rope")
 class Rotary(PE):
-    """RoFormer rotation, "rotate half" layout: channel j pairs with j + K/2 at frequency inv_F[j mod K/2]."""
+    """RoFormer rotation, "rotate half" layout over the first R = int(K * rotary_fraction) channels: channel j
+    pairs with j + R/2 at frequency inv_F[j mod R/2]; channels R.. pass unrotated (partial rotary)."""
 
-    options = frozenset(("theta", "scaling"))
+    options = frozenset(("theta", "scaling", "rotary_fraction"))
 
     @property
     def pads_ok(self):
-        # dynamic NTK rescales every frequency with the longest position in the call: rows of one padded
+        # dynamic NTK and LongRoPE set every frequency from the longest position in the call: rows of one padded
         # batch would each need their own
-        return (self.cfg.get("scaling") or {}).get("name", "none") != "dynamic"
+        return (self.cfg.get("scaling") or {}).get("name", "none") not in ("dynamic", "longrope")
+
+    @property
+    def rotary_dim(self) -> int:
+        return int(self.dims.head_dim * self.cfg.get("rotary_fraction", 1.0))
 
     def inv_freq(self):
-        K = self.dims.head_dim
-        return self.cfg["theta"] ** (-torch.arange(0, K, 2, dtype=torch.float32) / K)
+        R = self.rotary_dim
+        return self.cfg["theta"] ** (-torch.arange(0, R, 2, dtype=torch.float32) / R)
 
     def cos_sin(self, pos_BT):
         s = self.cfg.get("scaling") or {"name": "none"}
@@ -247,8 +299,25 @@ class Rotary(PE):
         return angle_BTK.cos() * mscale, angle_BTK.sin() * mscale
 
     def rotate(self, q_BHTK, k_BHTK, pos_BT):
-        cos_BTK, sin_BTK = self.cos_sin(pos_BT)
-        return apply_rotary(q_BHTK, cos_BTK, sin_BTK), apply_rotary(k_BHTK, cos_BTK, sin_BTK)
+        R = self.rotary_dim
+        q_rot, k_rot = self.rotate_rotary(q_BHTK[..., :R], k_BHTK[..., :R], pos_BT)
+        return torch.cat((q_rot, q_BHTK[..., R:]), dim=-1), torch.cat((k_rot, k_BHTK[..., R:]), dim=-1)
+
+    def rotate_rotary(self, q_BHTR, k_BHTR, pos_BT):
+        cos_BTR, sin_BTR = self.cos_sin(pos_BT)
+        return apply_rotary(q_BHTR, cos_BTR, sin_BTR), apply_rotary(k_BHTR, cos_BTR, sin_BTR)
+
+
+@register("drope")
+class DroppableRotary(Rotary):
+    """DroPE: RoPE until training dropped it (`dropped`: true in the checkpoint's config), then no PE at all."""
+
+    options = Rotary.options | {"dropped"}
+
+    def rotate(self, q_BHTK, k_BHTK, pos_BT):
+        if self.cfg.get("dropped"):
+            return q_BHTK, k_BHTK
+        return super().rotate(q_BHTK, k_BHTK, pos_BT)
 
 
 @register("lrope")
@@ -257,7 +326,7 @@ class LearnedRotary(Rotary):
 
     def __init__(self, cfg, dims):
         super().__init__(cfg, dims)
-        self.inv_freq_param = nn.Parameter(torch.zeros(dims.head_dim // 2))
+        self.inv_freq_param = nn.Parameter(torch.zeros(self.rotary_dim // 2))
 
     def inv_freq(self):
         return self.inv_freq_param
@@ -275,21 +344,101 @@ class PartialRotary(Rotary):
         return inv_F
 
 
+@register("modded_rope")
+class ModdedRotary(Rotary):
+    """modded-nanogpt's half-truncated RoPE: R/4 frequencies (1/theta)^linspace(0, 1, R/4), then R/4 zeros."""
+
+    def inv_freq(self):
+        quarter = self.rotary_dim // 4
+        inv_F = (1.0 / self.cfg["theta"]) ** torch.linspace(0, 1, steps=quarter, dtype=torch.float32)
+        return torch.cat((inv_F, inv_F.new_zeros(quarter)))
+
+
+@register("hope")
+class HighFrequencyRotary(Rotary):
+    """HoPE: frequencies without a full period within the training length are zero (position-free)."""
+
+    def inv_freq(self):
+        inv_F = super().inv_freq()
+        return torch.where(inv_F * self.dims.seq_len >= 2 * math.pi, inv_F, torch.zeros_like(inv_F))
+
+
+@register("fope")
+class FourierRotary(Rotary):
+    """FoPE: the D frequencies with a full period within the training length are mixed per head into d = min(D,
+    K/4) slots by fixed (H, D, d) matrices whose columns sum to 1 (from the checkpoint), cos and sin each with
+    its own; the other slots are zero frequency (cos 1, sin 0)."""
+
+    options = Rotary.options | {"fourier_gain"}  # the gain only drew the matrices, which come with the weights
+
+    def __init__(self, cfg, dims):
+        super().__init__(cfg, dims)
+        R, theta = self.rotary_dim, cfg["theta"]  # Python floats: transformers builds the model on the meta device
+        self.n_in = sum(theta ** (-2 * i / R) * dims.seq_len >= 2 * math.pi for i in range(R // 2))
+        self.n_out = min(self.n_in, dims.head_dim // 4) if self.n_in else 0
+        self.register_buffer("cos_coef", torch.zeros(dims.n_heads, self.n_in, self.n_out))
+        self.register_buffer("sin_coef", torch.zeros(dims.n_heads, self.n_in, self.n_out))
+
+    def cos_sin(self, pos_BT):
+        s = self.cfg.get("scaling") or {"name": "none"}
+        original = s.get("original_max_positions") or self.dims.seq_len
+        inv_F, mscale = SCALINGS[s["name"]][1](self.inv_freq().float().to(pos_BT.device), pos_BT, s, original)
+        angle_BTD = pos_BT.float()[..., None] * inv_F[: self.n_in]
+        cos_BHTd = torch.einsum("btD,hDd->bhtd", angle_BTD.cos(), self.cos_coef.float())
+        sin_BHTd = torch.einsum("btD,hDd->bhtd", angle_BTD.sin(), self.sin_coef.float())
+        pad = self.rotary_dim // 2 - self.n_out
+        cos_BHTF = F.pad(cos_BHTd, (0, pad), value=1.0)
+        sin_BHTF = F.pad(sin_BHTd, (0, pad), value=0.0)
+        return torch.cat((cos_BHTF, cos_BHTF), dim=-1) * mscale, torch.cat((sin_BHTF, sin_BHTF), dim=-1) * mscale
+
+    def rotate_rotary(self, q_BHTR, k_BHTR, pos_BT):
+        cos_BHTR, sin_BHTR = self.cos_sin(pos_BT)  # per head already: no head axis to add
+
+        def rot(x):
+            xf = x.float()
+            return (xf * cos_BHTR + rotate_half(xf) * sin_BHTR).to(x.dtype)
+        return rot(q_BHTR), rot(k_BHTR)
+
+
 @register("xpos")
 class XPos(Rotary):
     """RoPE with q scaled by zeta^(n/B) and k by zeta^(-m/B): q.k decays by zeta^((n-m)/B) per frequency."""
 
     options = Rotary.options | {"gamma", "scale_base"}
 
-    def rotate(self, q_BHTK, k_BHTK, pos_BT):
+    def rotate_rotary(self, q_BHTK, k_BHTK, pos_BT):
         cos_BTK, sin_BTK = self.cos_sin(pos_BT)
-        K = self.dims.head_dim
+        K = self.rotary_dim
         zeta_F = (torch.arange(0, K, 2, device=pos_BT.device, dtype=torch.float32) / K + self.cfg["gamma"]) \
             / (1 + self.cfg["gamma"])
         scale_BTF = zeta_F ** (pos_BT.float()[..., None] / self.cfg["scale_base"])
         scale_BTK = torch.cat((scale_BTF, scale_BTF), dim=-1)
         return (apply_rotary(q_BHTK, cos_BTK * scale_BTK, sin_BTK * scale_BTK),
                 apply_rotary(k_BHTK, cos_BTK / scale_BTK, sin_BTK / scale_BTK))
+
+
+@register("pope")
+class PolarRotary(PE):
+    """PoPE: channel c of q/k becomes the complex number softplus(x_c) e^(i pos theta_c), theta_c = theta^(-c/K),
+    keys with a learned phase bias clamped to [-2 pi, 0], written as 2K real channels [mu cos, mu sin]: the
+    attention's q.k / sqrt(K) is then sum_c mu_q mu_k cos((s - t) theta_c + delta_c) / sqrt(K)."""
+
+    options = frozenset(("theta",))
+
+    def __init__(self, cfg, dims):
+        super().__init__(cfg, dims)
+        self.phase_bias = nn.Parameter(torch.zeros(dims.n_heads, 1, dims.head_dim))
+
+    def rotate(self, q_BHTK, k_BHTK, pos_BT):
+        K = self.dims.head_dim
+        inv_K = self.cfg["theta"] ** (-torch.arange(K, dtype=torch.float32, device=pos_BT.device) / K)
+        phase_B1TK = (pos_BT.float()[..., None] * inv_K)[:, None]
+        delta_H1K = self.phase_bias.float().clamp(-2 * math.pi, 0.0)
+
+        def polar(x, phase):
+            mu = F.softplus(x.float())
+            return torch.cat((mu * phase.cos(), mu * phase.sin()), dim=-1).to(x.dtype)
+        return polar(q_BHTK, phase_B1TK), polar(k_BHTK, phase_B1TK + delta_H1K)
 
 
 # -- logit biases ------------------------------------------------------------------------------------------
@@ -407,6 +556,50 @@ class FIRE(Bias):
         x = torch.log1p(c * dist) / torch.log1p(c * torch.maximum(q_pos, self.threshold_L[t]).clamp_min(1.0))
         hidden_BTSN = torch.relu(x[:, 0, ..., None] * self.w1_LN[t] + self.b1_LN[t])
         return self.b2_LH[t][:, None, None] + torch.einsum("btsn,hn->bhts", hidden_BTSN, self.w2_LHN[t])
+
+
+# -- data-dependent ----------------------------------------------------------------------------------------
+@register("fox")
+class ForgetGate(PE):
+    """FoX (Lin et al. 2025): f_t = sigmoid(w.x_t + b) per layer and head; bias c_i - c_j, c = cumsum(log f)."""
+
+    def __init__(self, cfg, dims):
+        super().__init__(cfg, dims)
+        self.weight_LHD = nn.Parameter(torch.zeros(dims.n_layers, dims.n_heads, dims.d_model))
+        self.bias_LH = nn.Parameter(torch.zeros(dims.n_layers, dims.n_heads))
+
+    def token_features(self, layer, x_BTD):
+        logit_BTH = x_BTD.float() @ self.weight_LHD[layer].float().t() + self.bias_LH[layer].float()
+        return F.logsigmoid(logit_BTH).transpose(1, 2)
+
+    def feature_bias(self, layer, pos_q_BT, pos_k_BS, feats_BHS):
+        # left pads come first: a real query's and key's c differ by real tokens' gates only
+        c_BHS = feats_BHS.float().cumsum(-1)
+        c_BHT = c_BHS[..., c_BHS.shape[-1] - pos_q_BT.shape[-1]:]
+        return c_BHT[..., :, None] - c_BHS[..., None, :]
+
+
+@register("cope")
+class CoPE(PE):
+    """Golovneva et al. 2024: p_ij = sum_{t=j}^{i} sigmoid(q_i.k_t / sqrt(K)) (at most npos_max - 1), logit plus
+    q_i . e[p_ij] / sqrt(K), e interpolated between integer positions; one table per layer (or shared)."""
+
+    options = frozenset(("npos_max", "shared"))
+
+    def __init__(self, cfg, dims):
+        super().__init__(cfg, dims)
+        self.npos_max = cfg.get("npos_max") or dims.seq_len + 1
+        n_tables = 1 if cfg.get("shared") else dims.n_layers
+        self.table_LKN = nn.Parameter(torch.zeros(n_tables, dims.head_dim, self.npos_max))
+
+    def logits_mod(self, layer, q_BHTK, s_BHTS):
+        e_KN = self.table_LKN[0 if self.cfg.get("shared") else layer].float()
+        p_BHTS = torch.sigmoid(s_BHTS).flip(-1).cumsum(-1).flip(-1).clamp(max=self.npos_max - 1)
+        z_BHTN = q_BHTK.float() @ e_KN
+        lo_BHTS = p_BHTS.floor()
+        w_BHTS = p_BHTS - lo_BHTS
+        z = z_BHTN.gather(-1, lo_BHTS.long()) * (1 - w_BHTS) + z_BHTN.gather(-1, p_BHTS.ceil().long()) * w_BHTS
+        return s_BHTS + z / math.sqrt(q_BHTK.shape[-1])
 
 
 # -- absolute tables ---------------------------------------------------------------------------------------
@@ -550,6 +743,21 @@ class Hybrid(PE):
         return self.members[layer % len(self.members)]
 
 
+@register("rnope_swa")
+class RNoPESWA(Hybrid):
+    """RNoPE-SWA: `swa_layers` RoPE layers with a sliding window of `window` keys, then one NoPE layer, cycling."""
+
+    options = frozenset(("window", "swa_layers", "rope"))
+
+    def __init__(self, cfg, dims):
+        pattern = [cfg["rope"]] * cfg["swa_layers"] + [{"name": "none"}]
+        super().__init__({**cfg, "pattern": pattern}, dims)
+        self.cfg = cfg
+
+    def layer_window(self, layer):
+        return self.cfg["window"] if layer % (self.cfg["swa_layers"] + 1) < self.cfg["swa_layers"] else None
+
+
 @register("randomized")
 class Randomized(PE):
     """Ruoss et al. 2023: T sorted positions drawn from [0, range) for a sequence of T tokens; at evaluation
@@ -590,6 +798,76 @@ class Randomized(PE):
     def layer_pe(self, layer):
         return self.inner.layer_pe(layer)
 
+    def layer_window(self, layer):
+        return self.inner.layer_window(layer)
+
+
+# -- packed documents (posbench's model.packing) -----------------------------------------------------------
+# posbench can train on windows split into documents at a boundary token (`bos_id`): mask=document stops attention
+# at a document's start, positions=document restarts positions there (posbench/model/packing.py). The fields and
+# values implemented here; any other is refused, as PE options are.
+PACKING_VALUES = {"mask": ("causal", "document"), "positions": ("window", "document")}
+DOCUMENTS_ATTR = "posbench_documents"  # where a DynamicCache carries the documents of its keys between calls
+
+
+def check_packing(packing: dict | None, pe: PE) -> dict | None:
+    """The packing config if it splits rows into documents (a switch on and a bos_id), None if it does not;
+    ValueError for a field or value this file does not implement."""
+    if not packing:
+        return None
+    unknown = set(packing) - set(PACKING_VALUES) - {"bos_id"}
+    if unknown:
+        raise ValueError(f"packing: field(s) {sorted(unknown)} are not implemented by modeling_posbench.py")
+    for key, values in PACKING_VALUES.items():
+        if packing.get(key, values[0]) not in values:
+            raise ValueError(f"packing.{key}={packing.get(key)!r} is not implemented (one of {list(values)})")
+    bos_id = packing.get("bos_id")
+    if bos_id is not None and (not isinstance(bos_id, int) or bos_id < 0):
+        raise ValueError(f"packing.bos_id must be a token id >= 0, got {bos_id!r}")
+    packing = {key: packing.get(key, values[0]) for key, values in PACKING_VALUES.items()} | {"bos_id": bos_id}
+    if bos_id is None or (packing["mask"], packing["positions"]) == ("causal", "window"):
+        return None
+    if pe.whole_sequence and packing["positions"] == "document":
+        # posbench draws one set of randomized positions per document; this file draws one per sequence
+        raise ValueError("randomized positions drawn per document (packing.positions=document with "
+                         "pe.sample_at_eval=true) are not implemented by modeling_posbench.py")
+    return packing
+
+
+@dataclass
+class Documents:
+    """One call's documents: each new token's document (doc_q_BT), each key's document and index within it
+    (doc_k_BS, within_BS; cached keys first), and what the next call continues from: each row's last document
+    (last_doc_B) and the token index where it started (start_B), as posbench's KVCache.documents."""
+
+    doc_q_BT: torch.Tensor
+    doc_k_BS: torch.Tensor
+    within_BS: torch.Tensor
+    last_doc_B: torch.Tensor
+    start_B: torch.Tensor
+
+
+def split_documents(ids_BT, index_BT, keep_BT, bos_id: int, before: Documents | None) -> Documents:
+    """The documents of T new tokens at token indices index_BT (keep_BT: real tokens, None = all), continuing
+    `before` (the cached keys' documents; None for a sequence's first call). A document starts at each bos_id;
+    tokens before the first one form a document of their own, as in posbench. A pad never starts one."""
+    is_bos_BT = ids_BT == bos_id
+    if keep_BT is not None:
+        is_bos_BT = is_bos_BT & keep_BT
+    doc_BT = is_bos_BT.long().cumsum(1)
+    start_BT = torch.where(is_bos_BT, index_BT, torch.full_like(index_BT, -1)).cummax(1).values
+    if before is None:
+        start_BT = start_BT.clamp_min(0)
+    else:
+        doc_BT = doc_BT + before.last_doc_B[:, None]
+        start_BT = torch.maximum(start_BT, before.start_B[:, None])
+    within_BT = index_BT - start_BT
+    doc_k_BS, within_BS = doc_BT, within_BT
+    if before is not None:
+        doc_k_BS = torch.cat((before.doc_k_BS, doc_BT), dim=1)
+        within_BS = torch.cat((before.within_BS, within_BT), dim=1)
+    return Documents(doc_BT, doc_k_BS, within_BS, doc_BT[:, -1], start_BT[:, -1])
+
 
 # -- the decoder -------------------------------------------------------------------------------------------
 class RMSNorm(nn.Module):
@@ -619,18 +897,25 @@ class Attention(nn.Module):
         qkv = self.qkv(x_BTD).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k = pe.rotate(self.q_norm(qkv[0]), self.k_norm(qkv[1]), pos_BT)
         v = qkv[2]
+        feats_BHT = pe.token_features(layer, x_BTD)
+        if feats_BHT is not None:  # cached beside the keys, as one more channel
+            k = torch.cat((k, feats_BHT[..., None].to(k.dtype)), dim=-1)
         if cache is not None:
             k, v = cache.update(k, v, layer)
+        feats_BHS = None
+        if feats_BHT is not None:
+            k, feats_BHS = k[..., :-1], k[..., -1]
         S = pos_BS.shape[-1]
         if k.shape[2] != S:
             # a cache that returns preallocated slots (StaticCache) would have the padding slots attended
             raise ValueError(f"the cache returned {k.shape[2]} keys for {S} tokens; modeling_posbench.py supports "
                              "transformers' DynamicCache only (leave cache_implementation unset)")
         s_BHTS = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(self.head_dim)
-        bias_BHTS = pe.bias(layer, pos_BT, pos_BS)
+        bias_BHTS = pe.feature_bias(layer, pos_BT, pos_BS, feats_BHS)
         if bias_BHTS is not None:
             s_BHTS = s_BHTS + bias_BHTS
-        p_BHTS = torch.softmax(s_BHTS.masked_fill(~allowed_BTS[:, None], float("-inf")), dim=-1)
+        s_BHTS = pe.logits_mod(layer, q, s_BHTS.masked_fill(~allowed_BTS[:, None], float("-inf")))
+        p_BHTS = torch.softmax(s_BHTS, dim=-1)
         out_BHTK = (p_BHTS @ v.float()).to(x_BTD.dtype)
         return self.proj(out_BHTK.transpose(1, 2).reshape(B, T, D))
 
@@ -675,6 +960,7 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
         dims = Dims(config.hidden_size, config.num_attention_heads, config.num_hidden_layers,
                     config.max_position_embeddings, config.init_std)
         self.pe = build_pe(config.pe, dims)
+        self.packing = check_packing(getattr(config, "packing", None), self.pe)
         if config.embed_scale not in EMBED_SCALES:
             raise ValueError(f"embed_scale={config.embed_scale!r} is not implemented by modeling_posbench.py")
         self.embed_scale = EMBED_SCALES[config.embed_scale](config.hidden_size)
@@ -682,7 +968,16 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
         self.blocks = nn.ModuleList(Block(config) for _ in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
+        self.windows = [self.layer_window(config, layer) for layer in range(config.num_hidden_layers)]
         self.post_init()
+
+    def layer_window(self, config: PosbenchConfig, layer: int) -> int | None:
+        """A layer's sliding window: config.attention_window's and the PE's, the smaller when both set one."""
+        w = config.attention_window
+        if isinstance(w, (list, tuple)):
+            w = w[layer % len(w)]
+        windows = [x for x in (w, self.pe.layer_window(layer)) if x is not None]
+        return min(windows) if windows else None
 
     def _init_weights(self, module):
         """Nothing: every weight comes from the posbench checkpoint (from_config keeps torch's defaults)."""
@@ -722,7 +1017,8 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
             cache = DynamicCache(config=self.config)
         B, T = input_ids.shape
         offset = cache.get_seq_length() if cache is not None else 0
-        index_BS, keep_BS = self.token_indices(attention_mask, position_ids, B, offset, T, input_ids.device)
+        index_BS, keep_BS, docs = self.token_indices(attention_mask, position_ids, B, offset, T, input_ids.device,
+                                                     input_ids, cache)
         pos_BS = self.pe.positions(index_BS)
         pos_BT = pos_BS[:, offset:]
         S = offset + T
@@ -733,10 +1029,17 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
         allowed_BTS = (slot_S[None, :] <= query_T[:, None])[None]
         if keep_BS is not None:
             allowed_BTS = allowed_BTS & (keep_BS[:, None, :] | (slot_S[None, :] == query_T[:, None])[None])
+        if docs is not None and self.packing["mask"] == "document":
+            allowed_BTS = allowed_BTS & (docs.doc_q_BT[:, :, None] == docs.doc_k_BS[:, None, :])
         x = self.tok_emb(input_ids)
         x = self.pe.embed(x * self.embed_scale if self.embed_scale != 1.0 else x, pos_BT)
+        # per sliding window: the keys within the last W slots (left pads come first, so a slot distance between
+        # real tokens is their token distance); made once per call and window
+        by_window = {None: allowed_BTS}
+        for w in set(self.windows) - {None}:
+            by_window[w] = allowed_BTS & (query_T[:, None] - slot_S[None, :] < w)[None]
         for layer, block in enumerate(self.blocks):
-            x = block(x, pos_BT, pos_BS, allowed_BTS, self.pe.layer_pe(layer), layer, cache)
+            x = block(x, pos_BT, pos_BS, by_window[self.windows[layer]], self.pe.layer_pe(layer), layer, cache)
         h = self.norm(x)
         if isinstance(logits_to_keep, int) and logits_to_keep > 0:
             h = h[:, -logits_to_keep:]
@@ -746,9 +1049,11 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
             loss = F.cross_entropy(logits[:, :-1].float().flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100)
         return CausalLMOutputWithPast(loss=loss, logits=logits, **{OUTPUT_CACHE_FIELD: cache})
 
-    def token_indices(self, attention_mask, position_ids, B: int, offset: int, T: int, device):
-        """(index_BS, keep_BS): each slot's token index (what the PE sees as its position) and which slots are
-        real tokens (None: all of them). Padded rows count only their real tokens, as transformers does."""
+    def token_indices(self, attention_mask, position_ids, B: int, offset: int, T: int, device, input_ids=None,
+                      cache=None):
+        """(index_BS, keep_BS, docs): each slot's token index (what the PE sees as its position; with document
+        positions its index within its document) and which slots are real tokens (None: all of them). Padded rows
+        count only their real tokens, as transformers does. docs: the documents (packing) or None."""
         S, keep_BS = offset + T, None
         if attention_mask is not None:
             if attention_mask.ndim != 2 or tuple(attention_mask.shape) != (B, S):
@@ -764,13 +1069,36 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
                                  "(randomized) or frequencies (dynamic RoPE scaling) are set by the whole sequence, "
                                  "not per row; pass unpadded sequences of equal length")
             index_BS = (keep_BS.long().cumsum(-1) - 1).clamp_min(0)
+        docs = self.documents(input_ids, index_BS, keep_BS, offset, cache) if self.packing else None
+        accepted = [index_BS[:, offset:]]  # what generate passes
+        if docs is not None and self.packing["positions"] == "document":
+            index_BS = docs.within_BS
+            accepted.append(index_BS[:, offset:])  # the model's own positions, given back
         if position_ids is not None:
-            want_BT = index_BS[:, offset:]
-            real_BT = keep_BS[:, offset:] if keep_BS is not None else torch.ones_like(want_BT, dtype=torch.bool)
+            real_BT = keep_BS[:, offset:] if keep_BS is not None else torch.ones_like(accepted[0], dtype=torch.bool)
             if position_ids.ndim != 2 or position_ids.shape[-1] != T or \
-                    bool(((position_ids.to(device) != want_BT) & real_BT).any()):
+                    all(bool(((position_ids.to(device) != want_BT) & real_BT).any()) for want_BT in accepted):
                 # cached keys' positions are not stored but recomputed from the mask: other positions cannot be
                 # honoured, and the model was trained on token indices only
                 raise ValueError("position_ids must be the token indices implied by attention_mask (what generate "
-                                 "passes); modeling_posbench.py has no other positions")
-        return index_BS, keep_BS
+                                 "passes)" + (", or each token's index within its document (packing.positions="
+                                              "document; the model restarts positions at each bos_id itself)"
+                                              if len(accepted) > 1 else "")
+                                 + "; modeling_posbench.py has no other positions")
+        return index_BS, keep_BS, docs
+
+    def documents(self, input_ids, index_BS, keep_BS, offset: int, cache) -> Documents:
+        """This call's documents (split_documents), continuing those the cache carries, which then carries
+        these: cached keys keep the document and position they were written with."""
+        before = None
+        if offset:
+            before = getattr(cache, DOCUMENTS_ATTR, None)
+            if before is None or before.doc_k_BS.shape != (input_ids.shape[0], offset):
+                raise ValueError("this cache's keys carry no document boundaries of this model's (a cache filled "
+                                 "elsewhere, cropped or reordered, as beam search and assisted decoding do); "
+                                 "decode greedily or by sampling with the cache this model returns, or without one")
+        keep_BT = keep_BS[:, offset:] if keep_BS is not None else None
+        docs = split_documents(input_ids, index_BS[:, offset:], keep_BT, self.packing["bos_id"], before)
+        if cache is not None:
+            setattr(cache, DOCUMENTS_ATTR, docs)
+        return docs

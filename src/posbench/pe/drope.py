@@ -1,0 +1,35 @@
+"""DroPE (Gelberg et al. 2025, "Extending the Context of Pretrained LLMs by Dropping Their Positional
+Embeddings", Sakana AI, arXiv 2512.12167): train with RoPE, which speeds convergence, then remove it from every
+layer and continue training briefly at the training length ("recalibration") so the model works as NoPE and
+extends to longer contexts zero-shot.
+
+Here a RoPE that can be dropped: `schedule.drop_pe_at` (training/schedule.py) says when, the loop calls `drop()`
+at that point (training/loop.py), and from then on the checkpoints' config says `pe.dropped: true`, so every
+reader (eval.py, export, the app) rebuilds the model as trained: a NoPE on the same weights. RoPE has no
+parameters, so the weights are the same before and after the drop and resuming across it is exact."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from posbench.pe.encoding import PES
+from posbench.pe.rope import RopeConfig, RotaryBase
+
+
+@PES.register("drope")
+class DroPE(RotaryBase):
+    summary = "DroPE (Sakana 2025): RoPE until schedule.drop_pe_at, then no PE (recalibrated as NoPE)"
+
+    @dataclass
+    class Config(RopeConfig):
+        dropped: bool = False  # set by training at schedule.drop_pe_at; true: the model is a NoPE
+
+    def rotate(self, q_BHTK, k_BHTK, pos_T):
+        if self.cfg.dropped:
+            return q_BHTK, k_BHTK
+        return super().rotate(q_BHTK, k_BHTK, pos_T)
+
+    def drop(self):
+        self.cfg = dataclasses.replace(self.cfg, dropped=True)
+        return self.cfg

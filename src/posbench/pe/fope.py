@@ -1,0 +1,91 @@
+"""FoPE, Fourier Position Embedding (Hua et al., ICML 2025, arXiv 2412.17739, section 4; authors' code
+TsinghuaC3I/Fourier-Position-Embedding, `FourierEmbedding` in its OLMo rope module, read through its ports).
+
+Two changes to RoPE (R rotary channels, F = R/2 frequencies theta^(-2i/R)):
+1. Clipping: frequencies below 2 pi / L (no full period within the training length L) are under-trained; they
+   become zero frequency (cos 1, sin 0: the pair is position-free). The D kept frequencies feed step 2.
+2. Fourier series: each of d = min(D, K/4) output slots is a mixture of all D kept frequencies,
+     cos_h,j(n) = sum_i C_h[i, j] cos(w_i n) / sum_i C_h[i, j],   sin likewise with its own S_h,
+   C_h = I + N (d = D) or a "step identity" (slot j's dominant frequency is w_{j*ceil(D/d)}) + N, with N drawn by
+   xavier_normal(gain sigma = 0.3) over the (H, D, d) tensor, one matrix per head, fixed (not trained). Slots
+   d..F-1 are zero frequency. The pair (j, j + R/2) rotates by the mixed cos/sin.
+
+Differences from the authors' forward (pe_defaults.md): the padded slots there get cos 1 *and* sin 1, which
+doubles those channels' contribution to q.k; we use the paper's zero frequency (cos 1, sin 0). The mixture is
+not a rotation by one angle, so q.k is not exactly a function of the distance: `is_relative` is False.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from posbench.config_loader import ConfigError
+from posbench.pe.encoding import PES
+from posbench.pe.rope import RopeConfig, RotaryBase
+
+
+def fope_coefficients(n_heads: int, n_in: int, n_out: int, gain: float, generator=None) -> torch.Tensor:
+    """(H, D, d) mixing matrix: identity (or step identity when d < D) plus xavier-normal noise of `gain`."""
+    fan_in, fan_out = n_in * n_out, n_heads * n_out  # torch's fans for a 3-D (H, D, d) tensor
+    noise = torch.randn(n_heads, n_in, n_out, generator=generator) * gain * math.sqrt(2.0 / (fan_in + fan_out))
+    step = math.ceil(n_in / n_out)
+    eye = torch.zeros(n_in, n_out)
+    for j in range(n_out):
+        if j * step < n_in:
+            eye[j * step, j] = 1.0
+    return noise + eye
+
+
+def n_kept_frequencies(rotary_dim: int, theta: float, train_len: int) -> int:
+    """How many of the R/2 frequencies theta^(-2i/R) (falling with i) turn at least once within `train_len`;
+    in Python floats, so that a model built on the meta device counts the same."""
+    return sum(theta ** (-2 * i / rotary_dim) * train_len >= 2 * math.pi for i in range(rotary_dim // 2))
+
+
+@PES.register("fope")
+class FoPE(RotaryBase):
+    summary = "FoPE: each channel pair a Fourier series of RoPE's frequencies; sub-2pi/L frequencies clipped to zero"
+
+    @dataclass
+    class Config(RopeConfig):
+        fourier_gain: float = 0.3  # xavier_normal gain of the extra-frequency coefficients (authors' default)
+
+        def check(self) -> None:
+            super().check()
+            if not self.fourier_gain >= 0:
+                raise ConfigError(f"pe.fourier_gain must be >= 0, got {self.fourier_gain}")
+
+    def __init__(self, cfg, ctx):
+        super().__init__(cfg, ctx)
+        self.n_in = n_kept_frequencies(self.rotary_dim, cfg.theta, ctx.seq_len)
+        self.n_out = min(self.n_in, ctx.head_dim // 4) if self.n_in else 0
+        shape = (ctx.n_heads, self.n_in, self.n_out)
+        cos_c = fope_coefficients(*shape, cfg.fourier_gain) if self.n_in else torch.zeros(shape)
+        sin_c = fope_coefficients(*shape, cfg.fourier_gain) if self.n_in else torch.zeros(shape)
+        # normalised once (the authors divide by the column sums at every call): each slot's weights sum to 1
+        self.register_buffer("cos_coef", cos_c / cos_c.sum(dim=1, keepdim=True))
+        self.register_buffer("sin_coef", sin_c / sin_c.sum(dim=1, keepdim=True))
+
+    @property
+    def is_relative(self) -> bool:
+        return False
+
+    def cos_sin(self, pos_T):
+        """(H, T, R) cos and sin for positions (T,); (B, H, T, R) for per-row (B, T)."""
+        inv_F, mscale = self.scaling.transform(self.inv_freq().float(), pos_T)
+        angle_TD = pos_T.float()[..., None] * inv_F[: self.n_in]
+        cos_HTd = torch.einsum("...tD,hDd->...htd", angle_TD.cos(), self.cos_coef.float())
+        sin_HTd = torch.einsum("...tD,hDd->...htd", angle_TD.sin(), self.sin_coef.float())
+        pad = self.rotary_dim // 2 - self.n_out  # zero-frequency slots: cos 1, sin 0
+        cos_HTF = torch.nn.functional.pad(cos_HTd, (0, pad), value=1.0)
+        sin_HTF = torch.nn.functional.pad(sin_HTd, (0, pad), value=0.0)
+        return torch.cat((cos_HTF, cos_HTF), dim=-1) * mscale, torch.cat((sin_HTF, sin_HTF), dim=-1) * mscale
+
+    def layer_flops(self, layer: int, seq_len: int) -> tuple[float, float]:
+        # the two (D -> d) mixtures per head, recomputed by every layer's rotate (per position: exact at batch 1,
+        # an upper bound per token for larger batches, which share the positions); no backward (fixed buffers)
+        mix = 2 * 2 * self.n_in * self.n_out * self.ctx.n_heads
+        return float(mix), float(mix)

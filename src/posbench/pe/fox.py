@@ -1,0 +1,62 @@
+"""FoX, the Forgetting Transformer (Lin et al., ICLR 2025): no positional encoding; a data-dependent forget gate
+per layer and head, f_t = sigmoid(w^T x_t + b) from the layer's attention input x_t, down-weights the logits by
+
+    D_ij = sum_{l=j+1}^{i} log f_l = c_i - c_j,   c = cumsum(log f)
+
+(a softmax over q_i k_j + D_ij is attention with a decay prod_{l=j+1}^{i} f_l on each key). Defaults from the
+authors' code (zhixuan-lin/forgetting-transformer, modeling_forgetting_transformer.py, fgate_type="full"): the
+gate projection is a Linear(d_model, n_heads) with a bias, weight ~ N(0, 0.02), bias 0; log f in float32.
+
+Shape legend: B batch, H heads, T query tokens, S cached + new keys, D model dim, L layers.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from posbench.pe.encoding import PES, PositionalEncoding
+
+
+@PES.register("fox")
+class ForgetGate(PositionalEncoding):
+    kind = "bias"
+    summary = "FoX: data-dependent forget gates, logit bias sum of log f between key and query (Lin et al. 2025)"
+
+    def __init__(self, cfg, ctx):
+        super().__init__(cfg, ctx)
+        # one Linear(d_model, n_heads) per layer, stacked; PE parameters are never weight-decayed (training/optim.py)
+        self.weight_LHD = nn.Parameter(torch.empty(ctx.n_layers, ctx.n_heads, ctx.d_model))
+        self.bias_LH = nn.Parameter(torch.empty(ctx.n_layers, ctx.n_heads))
+        self.reset_parameters()
+
+    def reset_parameters(self) -> None:
+        nn.init.normal_(self.weight_LHD, std=self.ctx.init_std)
+        nn.init.zeros_(self.bias_LH)
+
+    def token_features(self, layer, x_BTD):
+        """log f_t (B, H, T), float32: the forget gates in log space, so the cumulative sum cannot underflow."""
+        logit_BTH = x_BTD.float() @ self.weight_LHD[layer].float().t() + self.bias_LH[layer].float()
+        return F.logsigmoid(logit_BTH).transpose(1, 2)
+
+    def layer_score_mod(self, layer, pos_q_T, pos_k_S, feats_BHS):
+        # c over every key (cached ones included: the cache keeps each key's log f). Only differences c_i - c_j
+        # of one row are used, so earlier documents of a packed window, which shift c, change nothing within a
+        # document (the document mask does the rest).
+        c_BHS = feats_BHS.cumsum(-1)
+        T = pos_q_T.shape[-1]
+        c_BHT = c_BHS[..., c_BHS.shape[-1] - T:]
+
+        def mod(score, b, h, q_idx, kv_idx):
+            # future keys get c_i - c_j >= 0, finite: they are masked anyway
+            return score + (c_BHT[b, h, q_idx] - c_BHS[b, h, kv_idx])
+
+        return mod
+
+    def layer_flops(self, layer, seq_len):
+        # the gate projection (a multiply-add per weight), the cumulative sum (one add per head), and c_i - c_j
+        # added to every logit (two per head and key); logsigmoid is left out, as softmax's exp is
+        H, D = self.ctx.n_heads, self.ctx.d_model
+        forward = 2 * D * H + H + 2 * H * seq_len
+        return forward, 3 * forward  # a training step: forward and two backward matmuls, as the model's terms
