@@ -134,12 +134,16 @@ class BatchedGroup:
         return out if pos[0] is None else (*out, torch.stack(pos))
 
     def load_member(self, m: int) -> torch.nn.Module:
-        """Member m's current weights copied into its lone model, returned in eval mode."""
+        """Member m's current weights (and buffers, should a forward have updated any) copied into its lone
+        model, returned in eval mode."""
         model = self.models[m]
         with torch.no_grad():
             own = dict(model.named_parameters())
             for name in self.names:
                 own[name].copy_(self.params[name][m])
+            for name, b in model.named_buffers():
+                if name in self.buffers:
+                    b.copy_(self.buffers[name][m])
         return model.eval()
 
     def optimizer(self) -> torch.optim.AdamW:
