@@ -5,9 +5,9 @@
     python scripts/bench_study.py --cells 4              # its first 4 cells: a quick measurement
     python scripts/bench_study.py --study configs/study/full.yaml --workers 2 --out /tmp/bench_full
     python scripts/bench_study.py --ab --out /tmp/bench_qs         # before (cells alone) and after (seeds batched)
-    python scripts/bench_study.py --separate                       # before only
+    python scripts/bench_study.py --batched                        # after only
 
-By default cells that differ only in seed train as one batched model (studies/seed_groups.py); a group's
+`--batched` trains the cells that differ only in seed as one batched model (studies/seed_groups.py); a group's
 CPU seconds are shared evenly by its cells.
 
 Phases, in CPU-seconds (user + sys, every process and thread; on a shared machine wall time says more
@@ -161,7 +161,8 @@ def main(argv=None) -> int:
     p.add_argument("--out", help="an empty or new directory for the study's outputs (default: a new temp dir)")
     p.add_argument("--json", help="also write the numbers to this JSON file")
     how = p.add_mutually_exclusive_group()
-    how.add_argument("--separate", action="store_true", help="every cell trained alone (before seed batching)")
+    how.add_argument("--batched", action="store_true",
+                     help="cells that differ only in seed trained as one batched model (study --batch-seeds)")
     how.add_argument("--ab", action="store_true",
                      help="both: the cells alone into OUT/separate, then seed-batched into OUT/batched; prints both "
                           "tables, the wall-time ratio and whether the conclusions agree (scripts/compare_studies.py)")
@@ -172,8 +173,8 @@ def main(argv=None) -> int:
     cells = expand(study)[: args.cells]
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix=f"bench_study_{study.name}_"))
     workers = min(args.workers or study.workers, len(cells))
-    modes = [("separate", False), ("batched", True)] if args.ab else [("separate" if args.separate else "batched",
-                                                                         not args.separate)]
+    modes = [("separate", False), ("batched", True)] if args.ab else [("batched" if args.batched else "separate",
+                                                                         args.batched)]
     numbers = {}
     for name, batch in modes:
         where = out / name if args.ab else out

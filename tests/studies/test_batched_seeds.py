@@ -14,6 +14,7 @@ from posbench.config_loader import load
 from posbench.studies.batched_train import BatchedGroup, train_group, why_not_batched
 from posbench.studies.cell import run_cell, run_group
 from posbench.studies.seed_groups import seed_groups
+from posbench.studies.study_runner import run_study
 from posbench.studies.study_spec import expand, load_study
 from posbench.training.batch_sources import RandomTokens
 from posbench.training.loop import train
@@ -170,3 +171,18 @@ def test_groups_split_so_no_worker_idles(tmp_path):
     assert [len(g.cells) for g in seed_groups(cells, workers=1)] == [3]
     assert [len(g.cells) for g in seed_groups(cells, workers=2)] == [2, 1]  # longest first
     assert [len(g.cells) for g in seed_groups(cells, batch=False)] == [1, 1, 1]
+
+
+def test_a_study_batches_seeds_only_when_asked(tmp_path):
+    path = tmp_path / "s.yaml"
+    path.write_text(STUDY.replace("PE", "rope"))
+    run_study(load_study(str(path)), tmp_path / "batched", progress=False, batch_seeds=True)
+    run_study(load_study(str(path)), tmp_path / "alone", progress=False)
+    logs = {p.name for p in (tmp_path / "batched" / "logs").glob("*.log")}
+    assert logs == {"k_back_rope_s0-1.log"}
+    assert "as one batched model" in (tmp_path / "batched" / "logs" / "k_back_rope_s0-1.log").read_text()
+    assert {p.name for p in (tmp_path / "alone" / "logs").glob("*.log")} == {"k_back_rope_s0.log", "k_back_rope_s1.log"}
+    batched, alone = (json.loads((tmp_path / d / "results.json").read_text())["cells"] for d in ("batched", "alone"))
+    assert [c["cell_id"] for c in batched] == [c["cell_id"] for c in alone]
+    for a, b in zip(batched, alone):
+        assert a["train_loss"][0]["loss"] == pytest.approx(b["train_loss"][0]["loss"], rel=RTOL)

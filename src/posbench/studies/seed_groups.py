@@ -53,7 +53,7 @@ def seed_groups(cells: list[Cell], workers: int = 1, batch: bool = True) -> list
     while there are fewer of them than `workers`, so no worker idles (three seeds on two workers: two jobs).
     `batch=False`: every cell alone, in grid order (as before seed groups)."""
     if not batch:
-        return [SeedGroup([c], "batching turned off (--no-batch-seeds)") for c in cells]
+        return [SeedGroup([c], "seed batching not asked for (--batch-seeds)") for c in cells]
     by_key: dict[str, SeedGroup] = {}
     groups: list[SeedGroup] = []
     with tempfile.TemporaryDirectory() as tmp:  # cell_config names a work dir; nothing is written

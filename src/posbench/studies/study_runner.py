@@ -1,12 +1,12 @@
 """Run a study's grid: cells in parallel worker processes, one progress bar, resumable.
 
-A job is a seed group (studies/seed_groups.py): the cells that differ only in seed, trained as one batched
-model, each member exactly as it trains alone (studies/batched_train.py); cells that cannot batch are
-jobs of their own, with the reason printed. Each finished cell is written atomically to
-`<out>/cells/<cell_id>.json`; a re-run skips those and repeats only unfinished cells, from scratch (a
-cell is deterministic in its seed, so an interrupted study completes with the same numbers as an
-uninterrupted one). Worker output goes to `<out>/logs/<group>.log`, e.g. `k_back_rope_s0-1-2.log`
-(appended to by a re-run).
+A job is one cell or, with `batch_seeds`, a seed group (studies/seed_groups.py): the cells that differ only
+in seed, trained as one batched model, each member as it trains alone up to float rounding
+(studies/batched_train.py); cells that cannot batch are jobs of their own, with the reason printed. Each
+finished cell is written atomically to `<out>/cells/<cell_id>.json`; a re-run skips those and repeats only
+unfinished cells, from scratch (a cell is deterministic in its seed, so an interrupted study completes with
+the same numbers as an uninterrupted one). Worker output goes to `<out>/logs/<job>.log`: `k_back_rope_s0.log`,
+or `k_back_rope_s0-1-2.log` for a seed group (appended to by a re-run).
 """
 
 from __future__ import annotations
@@ -60,10 +60,12 @@ def _run_and_save(cells: list[Cell], out_dir: str) -> str:
 
 
 def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, progress: bool = True,
-              limit: int | None = None, batch_seeds: bool = True) -> dict:
+              limit: int | None = None, batch_seeds: bool = False) -> dict:
     """`limit`: only the grid's first `limit` cells, reported on their own (scripts/bench_study.py).
-    `batch_seeds`: cells that differ only in seed train as one batched model (studies/seed_groups.py);
-    False trains every cell alone (the reference the batched groups are measured against)."""
+    `batch_seeds`: cells that differ only in seed train as one batched model (studies/seed_groups.py), each
+    seed as alone up to float rounding; off by default: on CPU at the presets' sizes it saves nothing
+    measurable, and rounding differences grow over training into seed-sized differences of single cells
+    (docs/performance.md), so today's numbers stay byte-identical unless a study asks for it."""
     out_dir = Path(out_dir)
     with user_paths():  # --out is the user's: a file in its way, no permission to write there
         for sub in ("cells", "logs", "work"):
