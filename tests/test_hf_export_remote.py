@@ -238,7 +238,7 @@ def test_remote_code_refuses_options_it_does_not_implement():
     with pytest.raises(ValueError, match="not implemented"):
         check_pe_config({"name": "t5", "num_buckets": 32, "max_distance": 128, "bidirectional": True})
     with pytest.raises(ValueError, match="not implemented"):
-        check_pe_config({"name": "rope", "theta": 1e4, "scaling": {"name": "longrope", "factor": 2}})
+        check_pe_config({"name": "rope", "theta": 1e4, "scaling": {"name": "llama3", "factor": 2, "beta": 1.0}})
     with pytest.raises(ValueError, match=r"pattern\[1\]"):
         check_pe_config({"name": "hybrid", "pattern": [{"name": "none"}, {"name": "not_a_pe"}]})
 

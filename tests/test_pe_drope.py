@@ -47,8 +47,11 @@ def test_after_the_drop_it_is_nope_on_the_same_weights():
 
 def test_the_drop_point_is_a_share_of_the_budget():
     cfg = load_config(model_size="nano", overrides=["pe.name=drope", "schedule.drop_pe_at=0.875"])
-    assert drop_pe_tokens(cfg.schedule, 16_000) == 14_000
-    assert drop_pe_tokens(load_config(model_size="nano").schedule, 16_000) is None
+    assert drop_pe_tokens(cfg.schedule, 16_000, cfg.pe.drop_share()) == 14_000  # the schedule's share wins
+    own = load_config(model_size="nano", overrides=["pe.name=drope"])  # a row `{name: drope}`: the PE's own 0.8
+    assert drop_pe_tokens(own.schedule, 16_000, own.pe.drop_share()) == 12_800
+    rope = load_config(model_size="nano")
+    assert drop_pe_tokens(rope.schedule, 16_000, rope.pe.drop_share()) is None
 
 
 @pytest.mark.parametrize("override,message", [(["schedule.drop_pe_at=0.5"], "cannot be dropped; use pe.name=drope"),
@@ -73,7 +76,7 @@ def test_training_drops_the_pe_at_its_point_and_resume_across_it_is_exact(tmp_pa
     assert sorted(a) == sorted(b) == list(range(1, 33))
     assert all(a[s] == b[s] for s in a), "per-step losses must be bit-identical across the drop and resume"
     # and the drop changed training: a RoPE run diverges from it after the point, not before
-    rope = losses(train(nano_config(tmp_path, "train.run_name=rope", "pe.name=drope"), SOURCE)["run_dir"])
+    rope = losses(train(nano_config(tmp_path, "train.run_name=rope", "pe.name=rope"), SOURCE)["run_dir"])
     assert all(rope[s] == a[s] for s in range(1, 17)) and any(rope[s] != a[s] for s in range(17, 33))
     # the checkpoints say which model their weights are: RoPE at step 8 and 16, NoPE (dropped) after
     run = Path(full["run_dir"])
@@ -87,7 +90,7 @@ def test_training_drops_the_pe_at_its_point_and_resume_across_it_is_exact(tmp_pa
 def test_a_dropped_checkpoint_does_not_continue_under_a_schedule_that_would_rotate_it_again(tmp_path):
     done = drope_run(tmp_path, "train.run_name=d", "train.max_steps=20")  # past the drop at step 16
     latest = Path(done["run_dir"]) / "latest"
-    with pytest.raises(ConfigError, match="its PE was dropped at 8,192 tokens"):
+    with pytest.raises(ConfigError, match="its PE was dropped at 8,192 tokens.*only at 13,107 tokens"):
         train(nano_config(tmp_path, "train.run_name=b", "pe.name=drope", f"train.branch_from={latest}",
                           "train.budget=16384"), SOURCE)
     with pytest.raises(ConfigError, match="only at 14,336 tokens"):

@@ -18,6 +18,9 @@ PE_COLOURS = {
     "prope": "#7b4173", "hybrid": "#3182bd", "sininit": "#e6550d", "sinonly": "#31a354", "binary": "#756bb1",
     "binary_norm": "#636363", "decimal": "#9c9ede", "decimal_norm": "#cedb9c",
     "abacus": "#e6ab02", "coupled": "#1b9e77",
+    # the 2024-2026 zoo: each its own hue, away from the quickstart's five
+    "modded_rope": "#74c476", "hope": "#006d2c", "fope": "#c7e9c0", "pope": "#08519c", "cope": "#f768a1",
+    "fox": "#7a0177", "rnope_swa": "#fdae6b", "drope": "#a63603",
 }
 # for names that are not registered PEs; none of these is in PE_COLOURS
 OTHER_COLOURS = ("#000000", "#a55194", "#6b6ecf", "#b5cf6b", "#e7ba52", "#ad494a", "#de9ed6", "#3a7d44",

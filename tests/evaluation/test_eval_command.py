@@ -18,7 +18,9 @@ REPO = Path(__file__).resolve().parents[2]
 PNG = b"\x89PNG\r\n\x1a\n"
 SMALL = ["--set", "ppl.max_tokens=512", "--set", "algorithmic.n_examples=2", "--set", "algorithmic.shots=[0,1]",
          "--set", "passkey.n_samples=1", "--set", "niah.n_samples=1", "--set", "passkey.depths=[0.0,1.0]",
-         "--set", "niah.depths=[0.0,0.5,1.0]", "--tasks", "reverse,sort", "--device", "cpu", "--no-progress"]
+         "--set", "niah.depths=[0.0,0.5,1.0]", "--set", "long_context.n_samples=1",
+         "--set", "long_context.depths=[0.5]",
+         "--tasks", "reverse,sort", "--device", "cpu", "--no-progress"]
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +50,7 @@ def test_eval_py_compares_two_checkpoints(runs, tmp_path):
         assert res["checkpoint"].endswith("step_00000004") and res["step"] == 4
         assert res["config"]["pe"]["name"] == label and res["config"]["data"]["tokenizer"]["name"] == "bytes"
         assert res["code_version"].startswith(("git ", "posbench ")) and res["lengths"] == [64, 128, 512]
-        assert set(res["suites"]) == {"ppl", "algorithmic", "passkey", "niah"}
+        assert set(res["suites"]) == {"ppl", "algorithmic", "passkey", "niah", "long_context"}
         assert (out / label / "summary.md").read_text().startswith(f"# Evaluation of {label}")
         for png in ("ppl_vs_length", "algorithmic_id_ood", "passkey_heatmap", "niah_heatmap"):
             assert (out / label / f"{png}.png").read_bytes()[:8] == PNG
@@ -71,6 +73,23 @@ def test_eval_py_compares_two_checkpoints(runs, tmp_path):
     for png in ("ppl_vs_length", "loss_vs_position", "algorithmic_id_ood", "passkey_heatmap", "niah_heatmap"):
         assert (out / f"{png}.png").read_bytes()[:8] == PNG, png
         assert f"({png}.png)" in summary
+
+
+def test_long_context_suite_writes_effective_length_and_heatmaps(runs, tmp_path):
+    out = tmp_path / "lc"
+    assert main_eval([str(runs["learned"]), "--suite", "long_context", "--lengths", "64,128", "--out", str(out),
+                      *SMALL]) == 0
+    res = strict_json(out / "results.json")["suites"]["long_context"]
+    assert set(res["families"]) == {"niah_single", "niah_multikey", "niah_multivalue", "niah_multiquery",
+                                    "variable_tracking", "common_words", "frequent_words", "kv_retrieval"}
+    kv = res["families"]["kv_retrieval"]
+    assert kv["by_length"]["128"] is None and kv["effective"]["limit"] in (None, "128 tokens is n/a: the PE "
+                                                                          "represents at most 64 positions")
+    summary = (out / "summary.md").read_text()
+    assert "| family | effective length | ID score | ID length | limited by |" in summary
+    for name in res["families"]:
+        assert (out / f"long_context_{name}_heatmap.png").read_bytes()[:8] == PNG
+        assert f"(long_context_{name}_heatmap.png)" in summary
 
 
 def test_one_checkpoint_defaults_to_its_eval_dir_and_records_rope_scaling(runs):

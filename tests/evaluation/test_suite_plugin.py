@@ -51,7 +51,7 @@ def test_a_suite_module_alone_adds_a_suite(tmp_path):
                          capture_output=True, text=True, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     first, second = out.stdout.splitlines()
-    assert first == ("['ppl', 'algorithmic', 'passkey', 'toy', 'niah'] ToyConfig(repeats=4) ['toy'] 4")
+    assert first == ("['ppl', 'algorithmic', 'passkey', 'toy', 'niah', 'long_context'] ToyConfig(repeats=4) ['toy'] 4")
     assert second.startswith("ConfigError") and "did you mean `repeats`" in second
 
 
@@ -65,4 +65,4 @@ def test_every_registered_suite_has_its_eval_config_field():
     for name in SUITES:
         assert fields[name] is SUITES[name].options
     assert sorted(ALL + BY_NAME) == sorted(SUITES)
-    assert ALL == ["ppl", "algorithmic", "passkey", "niah"] and BY_NAME == ["lambada"]
+    assert ALL == ["ppl", "algorithmic", "passkey", "niah", "long_context"] and BY_NAME == ["lambada"]

@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from posbench.data.tasks import IGNORE, build_task, get_task_class, task_names
+from tests.tasks.long_context_solvers import LONG_CONTEXT_SOLVERS
 
 N_EXAMPLES = 40
 
@@ -161,6 +162,7 @@ SOLVERS = {
     "k_back": solve_k_back,
     "shift_invariant": last_label(lambda task, syms: task.cfg.pattern in "".join(syms)),
     "long_range_match": last_label(lambda task, syms: syms[0] == syms[-1]),
+    **LONG_CONTEXT_SOLVERS,
 }
 
 # Where the issue fixes the ranges, the defaults must match it.

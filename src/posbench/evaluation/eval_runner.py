@@ -113,7 +113,8 @@ def plan(paths: list[str], cfg: EvalConfig, device: torch.device) -> list[Planne
         for name in cfg.suite_list():  # before any suite builds its prompts
             lengths = getattr(cfg.suite_config(name), "lengths", None) or target.lengths
             check_fits(f"{path} (--suite {name})", lengths, run_cfg.model, scores,
-                       issubclass(get_suite(name), RetrievalGrid), device, elem)
+                       issubclass(get_suite(name), RetrievalGrid) or getattr(get_suite(name), "generates", False),
+                       device, elem)
         planned.append(Planned(target, [get_suite(n)(cfg.suite_config(n), target) for n in cfg.suite_list()]))
     return planned
 

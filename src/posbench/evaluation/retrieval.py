@@ -84,13 +84,7 @@ class RetrievalGrid(Evaluator):
     def __init__(self, cfg: GridConfig, target: Target):
         super().__init__(cfg, target)
         self.lengths = sorted(set(cfg.lengths or target.lengths))
-        self.filler_name, filler = "task", None
-        if cfg.filler != "task":
-            try:
-                filler, self.filler_name = corpus_filler(target.run_cfg, target.tokenizer), "corpus"
-            except DataError as e:
-                if cfg.filler == "corpus":
-                    raise DataError(f"{self.name}.filler=corpus: {e}") from None
+        filler, self.filler_name = self.load_filler()
         self.task: Task = build_task(cfg.task, filler)
         # None: the task has one prompt form
         self.prompt_form, self.prompt_why = getattr(cfg.task, "prompt", None), None
@@ -101,8 +95,22 @@ class RetrievalGrid(Evaluator):
             self.prompt_why = (f"the full prompt's question and answer take {need} tokens, more than half the "
                                f"training length ({target.train_len})")
 
+    def load_filler(self):
+        """(the corpus's filler text or None for the task's own, its name) as `filler` asks."""
+        if self.cfg.filler != "task":
+            try:
+                return corpus_filler(self.target.run_cfg, self.target.tokenizer), "corpus"
+            except DataError as e:
+                if self.cfg.filler == "corpus":
+                    raise DataError(f"{self.name}.filler=corpus: {e}") from None
+        return None, "task"
+
     def make_example(self, index: int, units: int, depth: float) -> Example:
         raise NotImplementedError
+
+    def cell_extra(self, depth: float, fitted: list) -> dict:
+        """More figures for a measured cell from its fitted examples ((prompt ids, answer, n_new, units) each)."""
+        return {}
 
     def work(self) -> int:
         return len(self.lengths) * len(self.cfg.depths) * self.cfg.n_samples
@@ -189,7 +197,8 @@ class RetrievalGrid(Evaluator):
                     continue
                 correct = sum(decode(tok, o) == f[1] for o, f in zip(outs, fitted, strict=True))
                 cells.append({"length": L, "depth": depth, "accuracy": correct / len(ks), "n": len(ks),
-                              "correct": correct, "tokens_mean": tokens_mean, "units_mean": units_mean, "na": None})
+                              "correct": correct, "tokens_mean": tokens_mean, "units_mean": units_mean, "na": None,
+                              **self.cell_extra(depth, fitted)})
         by_length = {}
         for L in self.lengths:
             accs = [c["accuracy"] for c in cells if c["length"] == L]

@@ -3,7 +3,8 @@ Embeddings", Sakana AI, arXiv 2512.12167): train with RoPE, which speeds converg
 layer and continue training briefly at the training length ("recalibration") so the model works as NoPE and
 extends to longer contexts zero-shot.
 
-Here a RoPE that can be dropped: `schedule.drop_pe_at` (training/schedule.py) says when, the loop calls `drop()`
+Here a RoPE that can be dropped: `pe.drop_at` (a share of the budget, 0.8), or `schedule.drop_pe_at` when set
+(training/schedule.py), says when, the loop calls `drop()`
 at that point (training/loop.py), and from then on the checkpoints' config says `pe.dropped: true`, so every
 reader (eval.py, export, the app) rebuilds the model as trained: a NoPE on the same weights. RoPE has no
 parameters, so the weights are the same before and after the drop and resuming across it is exact."""
@@ -13,17 +14,29 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from posbench.config_loader import ConfigError
 from posbench.pe.encoding import PES
 from posbench.pe.rope import RopeConfig, RotaryBase
 
 
 @PES.register("drope")
 class DroPE(RotaryBase):
-    summary = "DroPE (Sakana 2025): RoPE until schedule.drop_pe_at, then no PE (recalibrated as NoPE)"
+    summary = "DroPE (Sakana 2025): RoPE until pe.drop_at of the budget (0.8), then no PE (recalibrated as NoPE)"
 
     @dataclass
     class Config(RopeConfig):
-        dropped: bool = False  # set by training at schedule.drop_pe_at; true: the model is a NoPE
+        dropped: bool = False  # set by training at the drop point; true: the model is a NoPE
+        # share of the budget trained with RoPE, unless schedule.drop_pe_at says otherwise (docs/pe_defaults.md)
+        drop_at: float = 0.8
+
+        def check(self) -> None:
+            super().check()
+            if not 0 < self.drop_at < 1:
+                raise ConfigError(f"pe.drop_at is the share of the budget trained with RoPE, in (0, 1), got "
+                                  f"{self.drop_at}")
+
+        def drop_share(self) -> float | None:
+            return self.drop_at
 
     def rotate(self, q_BHTK, k_BHTK, pos_T):
         if self.cfg.dropped:

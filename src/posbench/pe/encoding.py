@@ -76,6 +76,11 @@ class PEConfig:
     def check(self) -> None:
         """Validate this variant's own fields; raise ConfigError with what to change."""
 
+    def drop_share(self) -> float | None:
+        """The share of the training budget after which this PE is dropped when `schedule.drop_pe_at` does not
+        say (DroPE's own default, so a study or sweep row `{name: drope}` is complete); None: never."""
+        return None
+
     @classmethod
     def registry_lookup(cls, name: str, where: str = "pe") -> type[PEConfig]:
         return PES.config(name, where)

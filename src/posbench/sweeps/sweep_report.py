@@ -19,6 +19,7 @@ import numpy as np
 from posbench.fileio import atomic_open
 from posbench.stats import Summary, bootstrap_ci
 from posbench.studies.claims import claims_section
+from posbench.sweeps import long_context_report
 from posbench.sweeps.sweep_spec import Run, SweepConfig
 from posbench.training.loggers import read_metrics_text
 
@@ -106,7 +107,7 @@ def _retrieval(results: dict, suite: str) -> dict[int, float | None]:
 
 
 def build_tables(sweep: SweepConfig, runs: list[Run], results: dict[str, dict]) -> dict[str, Table]:
-    t = {k: Table(sweep) for k in ("loss", "ppl", "slope", "algorithmic", "passkey", "niah")}
+    t = {k: Table(sweep) for k in ("loss", "ppl", "slope", "algorithmic", "passkey", "niah", "long_context")}
     for run in runs:
         res = results.get(run.name)
         rows = metrics_rows(run)
@@ -127,6 +128,9 @@ def build_tables(sweep: SweepConfig, runs: list[Run], results: dict[str, dict]) 
         for suite in ("passkey", "niah"):
             for length, acc in _retrieval(res, suite).items():
                 t[suite].add(run.group, run.pe, f"{length}", acc)
+        lc = long_context_report.suite_of(res)  # effective lengths per seed, for results.csv (report: its section)
+        for family, fam in ({**lc["families"], long_context_report.MEAN: lc["mean"]} if lc else {}).items():
+            t["long_context"].add(run.group, run.pe, f"{family} effective length", fam["effective"]["length"], run.seed)
     return t
 
 
@@ -197,6 +201,7 @@ def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], 
         if not table.columns or all(v is None for vs in table.values.values() for v in vs):
             continue
         parts += [f"## {title}", ""] + ([note, ""] if note else []) + [table.markdown(groups, pes, pct), ""]
+    parts += long_context_report.section(sweep, runs, results, groups, pes)
     if sweep.claims:
         parts += ["## Published claims, reproduced or not", "", claims_report(sweep, tables, groups), ""]
     if plots:

@@ -67,7 +67,7 @@ def make_plan(cfg: RunConfig, world: int, device_type: str, stats: ModelStats | 
         schedule = schedules[budgets[-1]]
         branch_points = {schedules[b].decay_start: b for b in budgets[:-1]}
     return Plan(device_type, world, accum, n, stats.flops_per_token_train, budgets, schedule, branch_points,
-                schedule.budget_tokens, drop_pe_tokens(cfg.schedule, schedule.budget_tokens))
+                schedule.budget_tokens, drop_pe_tokens(cfg.schedule, schedule.budget_tokens, cfg.pe.drop_share()))
 
 
 def describe(cfg: RunConfig, plan: Plan, run_dir: Path) -> str:

@@ -55,9 +55,11 @@ class WSD:
         return self.peak_lr * (m + (1 - m) * DECAY_SHAPES[self.decay](progress))
 
 
-def drop_pe_tokens(cfg: ScheduleConfig, budget_tokens: int) -> int | None:
-    """Tokens seen after which the PE is dropped (DroPE), None when the schedule never drops it."""
-    return None if cfg.drop_pe_at is None else int(cfg.drop_pe_at * budget_tokens)
+def drop_pe_tokens(cfg: ScheduleConfig, budget_tokens: int, pe_share: float | None = None) -> int | None:
+    """Tokens seen after which the PE is dropped (DroPE): `schedule.drop_pe_at`, else the PE's own share
+    (`pe_share`, PEConfig.drop_share()); None when neither drops it."""
+    share = cfg.drop_pe_at if cfg.drop_pe_at is not None else pe_share
+    return None if share is None else int(share * budget_tokens)
 
 
 def make_schedule(cfg: ScheduleConfig, peak_lr: float, budget_tokens: int, smallest_budget: int) -> WSD:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from posbench.app import charts
+from posbench.app.long_context_view import show_long_context
 from posbench.app.outputs import EvalOutput, NotAnOutput, StudyOutput, merge_eval, open_output
 from posbench.app.tables import rows_csv
 from posbench.app.views.study import show_study
@@ -87,6 +88,7 @@ def show_eval(out: EvalOutput) -> None:
             for col, p in zip(st.columns(len(have)), have):
                 col.plotly_chart(charts.retrieval_heatmap(p["suites"][name], str(p.get("label"))),
                                  key=f"ex_{name}_{p.get('label')}")
+        show_long_context(payloads)
         algorithmic = algorithmic_rows(payloads)
         if algorithmic:
             st.markdown("**Algorithmic tasks** (exact match of whole answers %, greedy decoding; *beyond train "

@@ -12,6 +12,7 @@ from posbench.data.tasks import (  # noqa: F401  (imported for their @TASKS.regi
     addition,
     copy_distance,
     k_back,
+    kv_retrieval,
     long_range_match,
     modular_sum,
     multiplication,
@@ -20,10 +21,13 @@ from posbench.data.tasks import (  # noqa: F401  (imported for their @TASKS.regi
     passkey,
     pig_latin,
     reverse,
+    ruler_niah,
     shift_invariant,
     simple_copy,
     sort,
     template,
+    variable_tracking,
+    word_extraction,
 )
 from posbench.data.tasks.filler import Filler, GeneratedFiller, TextFiller, garden_filler
 from posbench.data.tasks.task import (

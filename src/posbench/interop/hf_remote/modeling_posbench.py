@@ -312,7 +312,7 @@ class Rotary(PE):
 class DroppableRotary(Rotary):
     """DroPE: RoPE until training dropped it (`dropped`: true in the checkpoint's config), then no PE at all."""
 
-    options = Rotary.options | {"dropped"}
+    options = Rotary.options | {"dropped", "drop_at"}  # drop_at: when training dropped it; no effect here
 
     def rotate(self, q_BHTK, k_BHTK, pos_BT):
         if self.cfg.get("dropped"):
