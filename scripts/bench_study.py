@@ -4,6 +4,11 @@
     python scripts/bench_study.py                        # the whole quickstart (60 cells)
     python scripts/bench_study.py --cells 4              # its first 4 cells: a quick measurement
     python scripts/bench_study.py --study configs/study/full.yaml --workers 2 --out /tmp/bench_full
+    python scripts/bench_study.py --ab --out /tmp/bench_qs         # before (cells alone) and after (seeds batched)
+    python scripts/bench_study.py --batched                        # after only
+
+`--batched` trains the cells that differ only in seed as one batched model (studies/seed_groups.py); a group's
+CPU seconds are shared evenly by its cells.
 
 Phases, in CPU-seconds (user + sys, every process and thread; on a shared machine wall time says more
 about the neighbours than about the study):
@@ -33,6 +38,7 @@ import time
 from pathlib import Path
 
 from posbench.cli.errors_cli import cli_entry
+from posbench.studies.study_compare import compare, read_cells
 from posbench.studies.study_runner import cpu_path, run_study
 from posbench.studies.study_spec import expand, load_study
 
@@ -119,38 +125,73 @@ def format_table(totals: dict[str, float], wall: float, n_cells: int, workers: i
     return "\n".join(lines)
 
 
+def measure(study, cells, workers: int, out: Path, limit: int | None, batch_seeds: bool) -> tuple[str, dict]:
+    """Run the study's first `limit` cells into `out` (new or empty); the phase table and its numbers."""
+    if (out / "cells").is_dir() and any((out / "cells").iterdir()):
+        raise ValueError(f"{out} holds finished cells, which a study skips: pass an empty or new --out")
+    children0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    parent0 = time.process_time()
+    wall0 = time.perf_counter()
+    result = run_study(study, out, workers, progress=False, limit=limit, batch_seeds=batch_seeds)
+    wall = time.perf_counter() - wall0
+    # this process's CPU since it started (its imports are part of a study's cost) for the first run only
+    parent_cpu = time.process_time() - (parent0 if _RUNS else 0.0)
+    _RUNS.append(out)
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # the workers, joined when the pool shut down
+    children_cpu = usage.ru_utime + usage.ru_stime - children0.ru_utime - children0.ru_stime
+    records = [json.loads(cpu_path(out, c).read_text()) for c in cells]
+    totals = phase_totals(records, os.getpid(), parent_cpu, children_cpu, result["report_cpu_s"])
+    flops, tokens = training_flops(cells)
+    peaks = {f"{m}x{k}@{k}x{n}": matmul_peak(m, k, n) for m, k, n in PEAK_SHAPES}
+    table = format_table(totals, wall, len(cells), workers, flops, tokens, peaks)
+    return table, {"study": study.name, "cells": len(cells), "workers": workers, "batch_seeds": batch_seeds,
+                   "wall_s": wall, "cpu_s": totals, "flops": flops, "tokens": tokens, "peak_flops": peaks}
+
+
+_RUNS: list[Path] = []  # runs measured by this process so far (the first one's CPU includes the imports)
+
+
 @cli_entry
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--study", default="quickstart", help="preset name or a study YAML file (default quickstart)")
     p.add_argument("--cells", type=int, help="run only the grid's first N cells")
+    p.add_argument("--steps", type=int, help="override study.train.steps (a quicker measurement; other numbers)")
     p.add_argument("--workers", type=int, help="parallel cell processes (default: the study's `workers`)")
     p.add_argument("--out", help="an empty or new directory for the study's outputs (default: a new temp dir)")
     p.add_argument("--json", help="also write the numbers to this JSON file")
+    how = p.add_mutually_exclusive_group()
+    how.add_argument("--batched", action="store_true",
+                     help="cells that differ only in seed trained as one batched model (study --batch-seeds)")
+    how.add_argument("--ab", action="store_true",
+                     help="both: the cells alone into OUT/separate, then seed-batched into OUT/batched; prints both "
+                          "tables, the wall-time ratio and whether the conclusions agree (scripts/compare_studies.py)")
     args = p.parse_args(argv)
     study = load_study(args.study)
+    if args.steps:
+        study.train.steps = args.steps
     cells = expand(study)[: args.cells]
     out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix=f"bench_study_{study.name}_"))
-    if (out / "cells").is_dir() and any((out / "cells").iterdir()):
-        raise ValueError(f"{out} holds finished cells, which a study skips: pass an empty or new --out")
     workers = min(args.workers or study.workers, len(cells))
-
-    wall0 = time.perf_counter()
-    result = run_study(study, out, workers, progress=False, limit=args.cells)
-    wall = time.perf_counter() - wall0
-    parent_cpu = time.process_time()  # since this process started: its imports are part of a study's cost
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)  # the workers, joined when the pool shut down
-    records = [json.loads(cpu_path(out, c).read_text()) for c in cells]
-    totals = phase_totals(records, os.getpid(), parent_cpu, usage.ru_utime + usage.ru_stime, result["report_cpu_s"])
-    flops, tokens = training_flops(cells)
-    peaks = {f"{m}x{k}@{k}x{n}": matmul_peak(m, k, n) for m, k, n in PEAK_SHAPES}
-    table = format_table(totals, wall, len(cells), workers, flops, tokens, peaks)
-    print(f"study {study.name}: {len(cells)} of {len(expand(study))} cells, outputs in {out}\n")
-    print(table)
+    modes = [("separate", False), ("batched", True)] if args.ab else [("batched" if args.batched else "separate",
+                                                                         args.batched)]
+    numbers = {}
+    for name, batch in modes:
+        where = out / name if args.ab else out
+        table, numbers[name] = measure(study, cells, workers, where, args.cells, batch)
+        print(f"study {study.name}, {name}: {len(cells)} of {len(expand(study))} cells, outputs in {where}\n")
+        print(table + "\n")
+    if args.ab:
+        sep, bat = numbers["separate"], numbers["batched"]
+        print(f"batched / separate: wall {bat['wall_s'] / sep['wall_s']:.2f}, train CPU "
+              f"{bat['cpu_s']['train'] / max(sep['cpu_s']['train'], 1e-9):.2f}, total CPU "
+              f"{sum(bat['cpu_s'].values()) / max(sum(sep['cpu_s'].values()), 1e-9):.2f}")
+        problems = compare(read_cells(out / "separate"), read_cells(out / "batched"), confidence=study.eval.confidence,
+                           n_boot=study.eval.n_boot)
+        print("conclusions: " + ("the same (scripts/compare_studies.py)" if not problems else
+                                 f"{len(problems)} differences:\n" + "\n".join(problems)))
     if args.json:
-        Path(args.json).write_text(json.dumps({"study": study.name, "cells": len(cells), "workers": workers,
-                                               "wall_s": wall, "cpu_s": totals, "flops": flops, "tokens": tokens,
-                                               "peak_flops": peaks}, indent=1))
+        Path(args.json).write_text(json.dumps(numbers if args.ab else numbers[modes[0][0]], indent=1))
     return 0
 
 

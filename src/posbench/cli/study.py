@@ -27,6 +27,9 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, help="parallel cell processes (default: the study's `workers`)")
     p.add_argument("--seeds", type=int, nargs="+", help="override the study's seeds")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--batch-seeds", action="store_true",
+                   help="train the cells that differ only in seed as one batched model (each seed as alone up to "
+                        "float rounding; docs/performance.md: no faster at the presets' sizes on CPU)")
     p.add_argument("--smoke", action="store_true",
                    help=f"shrink to 1 seed, 20 steps, 16 examples (also: {SMOKE_ENV}=1); for CI, not for results")
     args = p.parse_args(argv)
@@ -39,7 +42,7 @@ def main(argv=None) -> int:
     if args.seeds:
         study.seeds = args.seeds
     out = Path(args.out or f"runs/study_{study.name}")
-    result = run_study(study, out, args.workers, progress=not args.no_progress)
+    result = run_study(study, out, args.workers, progress=not args.no_progress, batch_seeds=args.batch_seeds)
     print(result["table"])
     print(f"\n{result['cells']} cells ({result['ran']} run now) in {result['seconds']:.0f} s; "
           f"report: {out / 'report.md'}")

@@ -1,6 +1,7 @@
 """One study cell: train a small model on one task with one PE and seed through the project's own
 trainer, scoring its checkpoints in and out of distribution as training reaches them (in memory: the
-trainer's `snapshots`). The result is a plain dict."""
+trainer's `snapshots`). The result is a plain dict. Cells that differ only in seed train as one batched
+model (`run_group`) and are scored the same way."""
 
 from __future__ import annotations
 
@@ -14,7 +15,9 @@ import torch
 
 from posbench.data.tasks.source import TaskSource, eval_batch, pad_positions
 from posbench.data.tasks.task import build_task
+from posbench.errors import NonFiniteError
 from posbench.evaluation.task_accuracy import attention_probs, generated_exact, score_rows
+from posbench.studies.batched_train import BatchedGroup, train_group, why_not_batched
 from posbench.studies.cell_config import cell_config
 from posbench.studies.row_cache import CachedRows
 from posbench.studies.study_spec import Cell
@@ -36,77 +39,138 @@ class CpuPhases:
         self._t = now
 
 
+class CellScoring:
+    """One cell's data and scores: its config, its training rows (`CachedRows`), the eval rows, and the
+    scores of every snapshot of its model (the learning curve; the last is the final result). The lone
+    path (`run_cell`) and a batched seed group (`run_group`) both score through it, so their results
+    have one format."""
+
+    def __init__(self, cell: Cell, work_dir: Path, phases: CpuPhases, splits: dict | None = None):
+        self.cell, self.phases = cell, phases
+        self.task = build_task(cell.task)
+        self.cfg = cell_config(cell, self.task, work_dir)
+        st = cell.study.train
+        phases.lap("startup")
+        self.source = CachedRows(TaskSource(self.task, self.cfg.model.seq_len, cell.seed, n_val=64),
+                                 st.steps * st.batch_size, work_dir / "rows")
+        ev = cell.study.eval
+        # the same examples for every seed of a cell (eval.seed): a group builds them once
+        self.splits = splits or {s: eval_batch(self.task, ev.seed, s, range(ev.n_examples)) for s in ("id", "ood")}
+        # the task's own position ids (arithmetic's digit places), fed at evaluation as in training
+        self.positions = {s: pad_positions(examples, x.shape[1]) for s, (examples, x, _) in self.splits.items()}
+        phases.lap("rows")
+        self.curve, self.scores = [], {}
+
+    def score_snapshot(self, step: int, model) -> None:
+        """Score the model at a checkpoint step (the trainer hands it over in memory, no disk round trip).
+        Every snapshot is scored as the final model is (accuracy does not depend on train_len, which only
+        splits it by position)."""
+        self.phases.lap("train")
+        self.scores = {split: score_rows(model, x, y, train_len=self.cfg.model.seq_len,
+                                         positions_BT=self.positions[split])
+                       for split, (_, x, y) in self.splits.items()}
+        # beyond: OOD targets past the training length only, the headline metric, at every snapshot too
+        self.curve.append({"step": step, **{f"{split}_acc": score.acc for split, score in self.scores.items()},
+                           "ood_beyond_acc": self.scores["ood"].beyond})
+        self.phases.lap("eval")
+
+    def result(self, model, train_loss: list[dict]) -> dict:
+        """The cell's result from its final model (scored last by `score_snapshot`) and its loss rows."""
+        cell, task, cfg, scores = self.cell, self.task, self.cfg, self.scores
+        model = model.eval()
+        final = {}
+        by_length: dict[int, list[float]] = {}
+        # exact match per length bin (the arithmetic tasks' digits per operand), by greedy decoding with the KV
+        # cache and the task's position ids: what the papers report, scored by generation as a user would run it
+        by_digits: dict[int, list[float]] = {}
+        for split, (examples, _, _) in self.splits.items():
+            score = scores[split]
+            final.update({f"{split}_acc": score.acc, f"{split}_exact": score.exact, f"{split}_loss": score.loss})
+            for ex, acc in zip(examples, score.per_example):
+                by_length.setdefault(len(ex.tokens_T), []).append(acc)
+            if task.length_bin is not None:
+                exact = generated_exact(model, task, examples)
+                final[f"{split}_generated_exact"] = None if exact is None else float(np.mean(exact))
+                for ex, hit in zip(examples, exact or [], strict=False):
+                    by_digits.setdefault(int(ex.info[task.length_bin]), []).append(hit)
+            if split == "ood":  # extrapolation on its own: targets past the training length (the OOD split mixes both)
+                final.update({"ood_beyond_acc": score.beyond, "ood_within_acc": score.within,
+                              "ood_by_position": [None if n == 0 else c / n for c, n in score.per_position or []]})
+        # the generalisation gap against extrapolation proper (beyond the training length), when there is any
+        ood = final["ood_beyond_acc"] if final.get("ood_beyond_acc") is not None else final["ood_acc"]
+        final["gap"] = None if ood is None else final["id_acc"] - ood
+        examples, x, _ = self.splits["id"]
+        length = len(examples[0].tokens_T)
+        pos = self.positions["id"]
+        attn = attention_probs(model, x[:1, :length], None if pos is None else pos[:1, :length])
+        self.phases.lap("eval")
+        return {"cell_id": cell.cell_id, "task": cell.task.name, "pe": cell.label, "seed": cell.seed,
+                "arch": cfg.model.arch.name, "data_note": task.data_note,
+                "axes": cell.axes, "chance": task.chance_accuracy, **final, "curve": self.curve,
+                "train_loss": train_loss,
+                "acc_by_length": {int(k): float(np.mean(v)) for k, v in sorted(by_length.items())},
+                "exact_by_digits": {int(k): float(np.mean(v)) for k, v in sorted(by_digits.items())},
+                "id_digits": task.cfg.split_range("id")[1] if task.length_bin else None,  # the longest trained bin
+                "attention": {"tokens": task.vocab.decode(examples[0].tokens_T.tolist()), "probs": attn},
+                "seq_len": cfg.model.seq_len, "ood_len": task.max_tokens("ood"), "params": sum(
+                    p.numel() for p in model.parameters())}
+
+
 def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dict:
+    """One cell trained alone through the project's trainer (`training.loop.train`)."""
     phases = phases or CpuPhases()
-    task = build_task(cell.task)
-    cfg = cell_config(cell, task, work_dir)
     torch.set_num_threads(1)  # cells run in parallel processes; one thread each is fastest here
     shutil.rmtree(work_dir / cell.cell_id, ignore_errors=True)  # an interrupted attempt starts over
-    st = cell.study.train
-    phases.lap("startup")
-    source = CachedRows(TaskSource(task, cfg.model.seq_len, cell.seed, n_val=64), st.steps * st.batch_size,
-                        work_dir / "rows")
-    ev = cell.study.eval
-    splits = {s: eval_batch(task, ev.seed, s, range(ev.n_examples)) for s in ("id", "ood")}
-    # the task's own position ids (arithmetic's digit places), fed at evaluation as in training
-    positions = {s: pad_positions(examples, x.shape[1]) for s, (examples, x, _) in splits.items()}
-    phases.lap("rows")
-
-    # The learning curve: the trainer hands over the model at each checkpoint step (in memory, no disk
-    # round trip) and at the end. Every snapshot is scored as the final model is, so the last one is the
-    # final result (accuracy does not depend on train_len, which only splits it by position).
-    curve, scores, final_model = [], {}, []
+    scoring = CellScoring(cell, work_dir, phases)
+    final_model = []
 
     def score_snapshot(step: int, model) -> None:
-        phases.lap("train")
-        scores.update({split: score_rows(model, x, y, train_len=cfg.model.seq_len, positions_BT=positions[split])
-                       for split, (_, x, y) in splits.items()})
-        # beyond: OOD targets past the training length only, the headline metric, at every snapshot too
-        curve.append({"step": step, **{f"{split}_acc": score.acc for split, score in scores.items()},
-                      "ood_beyond_acc": scores["ood"].beyond})
+        scoring.score_snapshot(step, model)
         final_model[:] = [model]
-        phases.lap("eval")
 
-    out = train(cfg, source, snapshots=score_snapshot)
+    out = train(scoring.cfg, scoring.source, snapshots=score_snapshot)
     run_dir = Path(out["run_dir"])
     phases.lap("train")
-
-    model = final_model[0].eval()
-    final = {}
-    by_length: dict[int, list[float]] = {}
-    # exact match per length bin (the arithmetic tasks' digits per operand), by greedy decoding with the KV cache
-    # and the task's position ids: what the papers report, scored by generation as a user would run the model
-    by_digits: dict[int, list[float]] = {}
-    for split, (examples, _, _) in splits.items():
-        score = scores[split]
-        final.update({f"{split}_acc": score.acc, f"{split}_exact": score.exact, f"{split}_loss": score.loss})
-        for ex, acc in zip(examples, score.per_example):
-            by_length.setdefault(len(ex.tokens_T), []).append(acc)
-        if task.length_bin is not None:
-            exact = generated_exact(model, task, examples)
-            final[f"{split}_generated_exact"] = None if exact is None else float(np.mean(exact))
-            for ex, hit in zip(examples, exact or [], strict=False):
-                by_digits.setdefault(int(ex.info[task.length_bin]), []).append(hit)
-        if split == "ood":  # extrapolation on its own: targets past the training length (the OOD split mixes both)
-            final.update({"ood_beyond_acc": score.beyond, "ood_within_acc": score.within,
-                          "ood_by_position": [None if n == 0 else c / n for c, n in score.per_position or []]})
-    # the generalisation gap against extrapolation proper (beyond the training length), when there is any
-    ood = final["ood_beyond_acc"] if final.get("ood_beyond_acc") is not None else final["ood_acc"]
-    final["gap"] = None if ood is None else final["id_acc"] - ood
-    examples, x, _ = splits["id"]
-    length = len(examples[0].tokens_T)
-    pos = positions["id"]
-    attn = attention_probs(model, x[:1, :length], None if pos is None else pos[:1, :length])
     losses = [json.loads(line) for line in read_metrics_text(run_dir / "metrics.jsonl").splitlines()]
     shutil.rmtree(run_dir, ignore_errors=True)
-    phases.lap("eval")
-    return {"cell_id": cell.cell_id, "task": cell.task.name, "pe": cell.label, "seed": cell.seed,
-            "arch": cfg.model.arch.name, "data_note": task.data_note,
-            "axes": cell.axes, "chance": task.chance_accuracy, **final, "curve": curve,
-            "train_loss": [{"step": r["step"], "loss": r["loss"]} for r in losses if "loss" in r],
-            "acc_by_length": {int(k): float(np.mean(v)) for k, v in sorted(by_length.items())},
-            "exact_by_digits": {int(k): float(np.mean(v)) for k, v in sorted(by_digits.items())},
-            "id_digits": task.cfg.split_range("id")[1] if task.length_bin else None,  # the longest trained bin
-            "attention": {"tokens": task.vocab.decode(examples[0].tokens_T.tolist()), "probs": attn},
-            "seq_len": cfg.model.seq_len, "ood_len": task.max_tokens("ood"), "params": sum(
-                p.numel() for p in model.parameters())}
+    return scoring.result(final_model[0], [{"step": r["step"], "loss": r["loss"]} for r in losses if "loss" in r])
+
+
+def run_group(cells: list[Cell], work_dir: Path, phases: CpuPhases | None = None) -> list[dict]:
+    """Cells that differ only in seed (studies/seed_groups.py) trained as one batched model
+    (studies/batched_train.py), each scored as `run_cell` scores it; separately, with the reason printed,
+    when their settings or model cannot batch, or when one member's loss goes non-finite (so the others
+    still finish and the failing cell reports its own error)."""
+    phases = phases or CpuPhases()
+    if len(cells) == 1:
+        return [run_cell(cells[0], work_dir, phases)]
+    torch.set_num_threads(1)
+    first = CellScoring(cells[0], work_dir, phases)
+    scorings = [first] + [CellScoring(c, work_dir, phases, first.splits) for c in cells[1:]]
+    ids = [c.cell_id for c in cells]
+    reason = why_not_batched(first.cfg)
+    group = None
+    if reason is None:
+        try:
+            group = BatchedGroup([s.cfg for s in scorings], [s.source for s in scorings])
+            group.probe()
+        except Exception as e:  # noqa: BLE001 - any failure of the vmapped step means: train these alone
+            reason = f"the model does not batch under torch.vmap ({e.__class__.__name__}: {brief_error(e)})"
+    if reason is not None:
+        print(f"training {', '.join(ids)} separately: {reason}", flush=True)
+        return [run_cell(c, work_dir, phases) for c in cells]
+    print(f"training {', '.join(ids)} as one batched model", flush=True)
+    phases.lap("train")
+    try:
+        rows = train_group([s.cfg for s in scorings], [s.source for s in scorings],
+                           lambda m, step, model: scorings[m].score_snapshot(step, model), ids, group)
+    except NonFiniteError as e:
+        print(f"batched training stopped ({e}); training {', '.join(ids)} separately", flush=True)
+        return [run_cell(c, work_dir, phases) for c in cells]
+    phases.lap("train")
+    return [s.result(group.load_member(m), rows[m]) for m, s in enumerate(scorings)]
+
+
+def brief_error(e: Exception) -> str:
+    lines = str(e).strip().splitlines()
+    return lines[0][:300] if lines else ""

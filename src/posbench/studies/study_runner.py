@@ -1,9 +1,12 @@
 """Run a study's grid: cells in parallel worker processes, one progress bar, resumable.
 
-Each finished cell is written atomically to `<out>/cells/<cell_id>.json`; a re-run skips those and
-repeats only unfinished cells, from scratch (a cell is deterministic in its seed, so an interrupted
-study completes with the same numbers as an uninterrupted one). Worker output goes to
-`<out>/logs/<cell_id>.log` (appended to by a re-run).
+A job is one cell or, with `batch_seeds`, a seed group (studies/seed_groups.py): the cells that differ only
+in seed, trained as one batched model, each member as it trains alone up to float rounding
+(studies/batched_train.py); cells that cannot batch are jobs of their own, with the reason printed. Each
+finished cell is written atomically to `<out>/cells/<cell_id>.json`; a re-run skips those and repeats only
+unfinished cells, from scratch (a cell is deterministic in its seed, so an interrupted study completes with
+the same numbers as an uninterrupted one). Worker output goes to `<out>/logs/<job>.log`: `k_back_rope_s0.log`,
+or `k_back_rope_s0-1-2.log` for a seed group (appended to by a re-run).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from tqdm import tqdm
 from posbench.errors import user_paths
 from posbench.fileio import write_text
 from posbench.procpool import call_logged, run_jobs
+from posbench.studies.seed_groups import seed_groups
 from posbench.studies.study_plots import all_plots
 from posbench.studies.study_report import write_outputs
 from posbench.studies.study_spec import Cell, StudyConfig, expand
@@ -32,27 +36,36 @@ def cpu_path(out_dir: Path, cell: Cell) -> Path:
     return out_dir / "logs" / f"{cell.cell_id}.cpu.json"
 
 
-_cpu_after_last_cell = 0.0  # this worker's process CPU time when its previous cell was done
+_cpu_after_last_cell = 0.0  # this worker's process CPU time when its previous job was done
 
 
-def _run_and_save(cell: Cell, out_dir: str) -> str:
-    from posbench.studies.cell import CpuPhases, run_cell  # imported in the worker: torch loads once per process
+def _run_and_save(cells: list[Cell], out_dir: str) -> str:
+    """One job: a seed group (studies/seed_groups.py), trained batched or, where it cannot be, cell by cell;
+    each cell's result written as it would be alone."""
+    from posbench.studies.cell import CpuPhases, run_group  # imported in the worker: torch loads once per process
 
     global _cpu_after_last_cell
     out = Path(out_dir)
-    phases = CpuPhases(since=_cpu_after_last_cell)  # a worker's first cell also books its imports as startup
-    result = run_cell(cell, out / "work", phases)
-    path = cell_path(out, cell)
-    write_text(path, json.dumps(result, sort_keys=True))
+    phases = CpuPhases(since=_cpu_after_last_cell)  # a worker's first job also books its imports as startup
+    results = run_group(cells, out / "work", phases)
+    for cell, result in zip(cells, results):
+        write_text(cell_path(out, cell), json.dumps(result, sort_keys=True))
     phases.lap("other")
     _cpu_after_last_cell = time.process_time()
-    write_text(cpu_path(out, cell), json.dumps({"pid": os.getpid(), "seconds": phases.seconds}, sort_keys=True))
-    return cell.cell_id
+    # a group's seconds are shared evenly by its cells (they trained as one model)
+    share = {phase: s / len(cells) for phase, s in phases.seconds.items()}
+    for cell in cells:
+        write_text(cpu_path(out, cell), json.dumps({"pid": os.getpid(), "seconds": share}, sort_keys=True))
+    return cells[0].cell_id
 
 
 def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, progress: bool = True,
-              limit: int | None = None) -> dict:
-    """`limit`: only the grid's first `limit` cells, reported on their own (scripts/bench_study.py)."""
+              limit: int | None = None, batch_seeds: bool = False) -> dict:
+    """`limit`: only the grid's first `limit` cells, reported on their own (scripts/bench_study.py).
+    `batch_seeds`: cells that differ only in seed train as one batched model (studies/seed_groups.py), each
+    seed as alone up to float rounding; off by default: on CPU at the presets' sizes it saves nothing
+    measurable, and rounding differences grow over training into seed-sized differences of single cells
+    (docs/performance.md), so today's numbers stay byte-identical unless a study asks for it."""
     out_dir = Path(out_dir)
     with user_paths():  # --out is the user's: a file in its way, no permission to write there
         for sub in ("cells", "logs", "work"):
@@ -60,20 +73,29 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
     cells = expand(study)[:limit]
     todo = [c for c in cells if not cell_path(out_dir, c).is_file()]
     workers = min(workers or study.workers, max(1, len(todo)))
+    groups = seed_groups(todo, workers, batch_seeds)
+    separate = {}
+    for g in groups:
+        if g.reason is not None:
+            separate.setdefault(g.reason, []).append(g.cells[0].cell_id)
     t0 = time.perf_counter()
     bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"study {study.name}", unit="cell",
                disable=not progress)
+    for reason, ids in separate.items():
+        if batch_seeds:  # the model-level reasons (a probe that fails) are in the group's log
+            tqdm.write(f"trained separately ({reason}): {', '.join(ids)}")
     failures = []
+    sizes = {g.name: len(g.cells) for g in groups}
     if workers == 1:
-        for cell in todo:
-            call_logged(_run_and_save, (cell, str(out_dir)), str(out_dir / "logs" / f"{cell.cell_id}.log"), 1)
-            bar.update()
+        for g in groups:
+            call_logged(_run_and_save, (g.cells, str(out_dir)), str(out_dir / "logs" / f"{g.name}.log"), 1)
+            bar.update(len(g.cells))
     else:
-        failures = run_jobs(_run_and_save, {c.cell_id: (c, str(out_dir)) for c in todo}, workers,
-                            out_dir / "logs", on_done=lambda _: bar.update())
+        failures = run_jobs(_run_and_save, {g.name: (g.cells, str(out_dir)) for g in groups}, workers,
+                            out_dir / "logs", on_done=lambda name: bar.update(sizes[name]))
     bar.close()
     if failures:
-        raise RuntimeError(f"{len(failures)} cells failed (logs in {out_dir / 'logs'}); re-run to retry them:\n"
+        raise RuntimeError(f"{len(failures)} jobs failed (logs in {out_dir / 'logs'}); re-run to retry them:\n"
                            + "\n".join(failures))
     report_cpu = time.process_time()
     results = [json.loads(cell_path(out_dir, c).read_text()) for c in cells]

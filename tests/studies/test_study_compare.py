@@ -1,0 +1,48 @@
+"""studies/study_compare.py: two runs of a study agree or not, on hand-made cell results."""
+
+import copy
+import json
+
+from posbench.studies.study_compare import compare, read_cells, verdicts
+
+
+def cells(values: dict[str, list[float]], loss: float = 1.0) -> list[dict]:
+    """One task, PEs -> per-seed ood_beyond_acc; the other metrics fixed per seed."""
+    out = []
+    for pe, accs in values.items():
+        for seed, acc in enumerate(accs):
+            out.append({"cell_id": f"t_{pe}_s{seed}", "task": "t", "pe": pe, "seed": seed, "axes": {},
+                        "ood_beyond_acc": acc, "id_acc": 1.0, "ood_acc": acc, "id_loss": loss + 0.1 * seed,
+                        "ood_loss": 2.0})
+    return out
+
+
+BASE = {"a": [0.9, 0.92, 0.91], "b": [0.5, 0.52, 0.55], "c": [0.5, 0.55, 0.52]}
+
+
+def test_verdicts_read_like_the_report():
+    v = verdicts(cells(BASE), "ood_beyond_acc", 0.95, 2000)
+    # a is above b and c on every seed; b and c swap order across seeds: cannot be told apart
+    assert v == {("t", (), "a", "b"): ">", ("t", (), "a", "c"): ">", ("t", (), "b", "c"): "~"}
+
+
+def test_identical_runs_and_float_rounding_agree():
+    before = cells(BASE)
+    after = copy.deepcopy(before)
+    for r in after:
+        r["id_loss"] *= 1 + 1e-7  # what batching changes: the 7th digit of a loss
+    assert compare(before, after, n_boot=2000) == []
+
+
+def test_a_changed_verdict_and_a_mean_outside_the_ci_are_reported():
+    after = cells({**BASE, "c": [0.95, 0.96, 0.97]})  # c now above a: the a-c ordering flips, b-c separates
+    problems = compare(cells(BASE), after, n_boot=2000)
+    text = "\n".join(problems)
+    assert "a vs c" in text and "before `>`, after `<`" in text
+    assert "b vs c" in text and "before `~`" in text
+    assert "t c ood_beyond_acc" in text  # c's mean left the other run's CI
+
+
+def test_read_cells_from_a_dir_or_a_file(tmp_path):
+    (tmp_path / "results.json").write_text(json.dumps({"study": "s", "cells": cells(BASE)}))
+    assert read_cells(tmp_path) == read_cells(tmp_path / "results.json") == cells(BASE)
