@@ -18,7 +18,8 @@ TRAIN_FLAGS = {"resume": "train.resume", "branch_from": "train.branch_from", "bu
 # Families in the order a reader meets them; a kind not listed here still prints, after these.
 FAMILY_TITLES = {"none": "no position information", "absolute": "added to the token embeddings",
                  "rotary": "rotating queries and keys", "bias": "biasing attention logits",
-                 "hybrid": "per-layer mixtures", "wrapper": "wrappers around another PE"}
+                 "context": "positions counted from the content", "hybrid": "per-layer mixtures",
+                 "wrapper": "wrappers around another PE"}
 
 
 def list_pe_types() -> str:
