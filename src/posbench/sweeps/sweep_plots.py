@@ -51,7 +51,8 @@ def loss_vs_tokens(runs: list[Run], path: Path) -> Path:
             y = np.mean([[v for _, v in c[:n]] for c in curves], axis=0)
             ax.plot(x, y, color=colors[pe], label=pe)
         ax.set(title=group, xlabel="tokens", ylabel="train loss")
-        ax.legend(fontsize=8)
+        if ax.lines:  # runs without a loss curve yet (a report made mid-sweep) leave the panel empty
+            ax.legend(fontsize=8)
     return _save(fig, path)
 
 
