@@ -99,13 +99,15 @@ def test_a_signal_stops_the_download_command_within_seconds_and_a_rerun_resumes(
                 time.sleep(0.05)
             t0 = time.monotonic()
             proc.send_signal(sig)
-            out, err = proc.communicate(timeout=10)
+            out, err = proc.communicate(timeout=30)
             stopped_in = time.monotonic() - t0
         finally:
             if proc.poll() is None:
                 proc.kill()
         assert proc.returncode == 130, err
-        assert stopped_in < 3, stopped_in
+        # seconds, not the 600 s read timeout; the margin is for a loaded CI machine (a stop took >10 s once while
+        # two training jobs and the suite shared 2 cores)
+        assert stopped_in < 15, stopped_in
         assert "interrupted; finished files are kept" in err
         assert all(p.stat().st_size == 1000 for p in parts)
         hub.faults.clear()
