@@ -78,6 +78,15 @@ def test_stop_ends_workers_blocked_in_a_read_at_once_and_keeps_the_parts(tmp_pat
         assert all(p.stat().st_size == 1000 for p in parts)
 
 
+def as_from_a_terminal():
+    """In the child before exec: SIGINT's disposition and the signal mask as a command typed at a terminal gets them.
+    A child inherits an ignored SIGINT or a blocked mask from whatever started the test run (a non-interactive
+    shell runs background jobs with SIGINT ignored; CI's runner is one), and Python then never installs its Ctrl-C
+    handler: the test would measure the launcher, not the command."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_stops_the_download_command_within_seconds_and_a_rerun_resumes(tmp_path, sig):
@@ -89,7 +98,8 @@ def test_a_signal_stops_the_download_command_within_seconds_and_a_rerun_resumes(
                 "data.download.timeout_s=600", "data.download.workers=3"]
         env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
         proc = subprocess.Popen([sys.executable, "-m", "posbench", "data", "download", *args], env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                preexec_fn=as_from_a_terminal)
         raw = DataLayout.from_config(data_config(tmp_path, num_shards=3)).raw_dir
         parts = [raw / f"{name}.part" for name in files]
         try:
