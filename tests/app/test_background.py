@@ -68,7 +68,7 @@ def test_killed_worker_shows_stopped_and_resumes(tmp_path):
 def test_stop_keeps_finished_cells_and_a_resume_skips_them(tmp_path):
     run = tmp_path / "six"
     study = build_study({**TINY, "name": "six", "pes": ["rope", "learned", "alibi", "none", "sinusoidal", "t5"],
-                         "workers": 2, "steps": 100})
+                         "workers": 2, "steps": 400})  # cells long enough that the stop lands mid-run
     background.start(study, run)
     deadline = time.time() + 300
     while (s := background.state(run)).done < 1:
