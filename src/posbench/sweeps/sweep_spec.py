@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from posbench.config import RunConfig, load_preset, preset_path
+from posbench.config import RunConfig, preset_path
 from posbench.config_loader import ConfigError, load, load_yaml, nested, to_dict
+from posbench.errors import brief
 from posbench.evaluation.eval_config import EvalConfig
 from posbench.pe import PEConfig
 from posbench.studies.claims import ClaimConfig, check_names
@@ -38,6 +39,7 @@ SWEEP_CLAIM_METRICS = ("ppl_slope",)  # what a sweep's claims can compare (sweep
 @dataclass
 class SweepConfig:
     name: str = "sweep"
+    extends: str = ""  # a sweep preset (or YAML file) this one is merged over (load_sweep)
     sizes: list[str] = field(default_factory=lambda: ["nano"])
     pes: list[PEConfig] = field(default_factory=list)
     seeds: list[int] = field(default_factory=lambda: [0])
@@ -86,20 +88,68 @@ class Run:
     @property
     def group(self) -> str:
         """Runs that differ only in the seed: one row of the comparison."""
-        extra = "".join(f" {k.split('.')[-1]}={v}" for k, v in sorted(self.axes.items()))
-        return f"{self.size} {self.budget}{extra}"
+        return f"{self.size} {self.budget}" + (f" {_axes_text(self.axes)}" if self.axes else "")
+
+
+def _axes_text(axes: dict) -> str:
+    return " ".join(f"{k.split('.')[-1]}={axis_label(v)}" for k, v in sorted(axes.items()))
+
+
+MAX_EXTENDS = 8  # presets stacked by `extends`: more is a mistake (or a cycle), not a design
+
+
+def _sweep_file(path_or_preset: str) -> Path:
+    path = Path(path_or_preset)
+    return path if path.suffix else preset_path("sweep", path_or_preset)
 
 
 def load_sweep(path_or_preset: str) -> SweepConfig:
-    return load_preset("sweep", path_or_preset, SweepConfig, "sweep")
+    """A sweep preset or file; `extends: <preset or file>` merges it over another sweep (nested mappings merge,
+    everything else replaces), so a variant states only what it changes (cpu_demo_packing: cpu_demo + a vary)."""
+    files = [_sweep_file(path_or_preset)]
+    while (parent := load_yaml(files[0]).get("extends")):
+        if not isinstance(parent, str):
+            raise ConfigError(f"{files[0]}: extends must be a sweep preset name or a YAML file, got {brief(parent)}")
+        parent_file = _sweep_file(parent)
+        if parent_file.resolve() in {f.resolve() for f in files} or len(files) > MAX_EXTENDS:
+            raise ConfigError(f"{files[0]}: `extends: {parent}` makes a cycle or a chain of more than {MAX_EXTENDS} "
+                              "sweeps; extend a preset that does not extend this one")
+        files.insert(0, parent_file)
+    return load(SweepConfig, files, where="sweep")
 
 
 def eval_config(sweep: SweepConfig) -> EvalConfig:
     return load(EvalConfig, overrides=[{"progress": False}, copy.deepcopy(sweep.eval)], where="sweep.eval")
 
 
-def _run_name(size: str, pe: str, axes: dict, seed: int) -> str:
-    extra = "".join(f"_{k.split('.')[-1]}{v}" for k, v in sorted(axes.items()))
+def axis_label(value: Any) -> str:
+    """A varied value as run names and report rows write it: a mapping as `key-value+key-value`."""
+    if isinstance(value, dict):
+        return "+".join(f"{k}-{axis_label(v)}" for k, v in sorted(value.items()))
+    return str(value)
+
+
+def _base_value(base: RunConfig, key: str) -> Any:
+    """What the run's config holds at a dotted key without the sweep's `vary` (a mapping for a sub-config)."""
+    value = base
+    for part in key.split("."):
+        value = getattr(value, part, None)
+    return to_dict(value) if hasattr(value, "__dataclass_fields__") else value
+
+
+def _is_base(value: Any, base: Any) -> bool:
+    """A varied value that leaves the run as it is without `vary` (a mapping: every key it sets)."""
+    if isinstance(value, dict) and isinstance(base, dict):
+        return all(k in base and _is_base(v, base[k]) for k, v in value.items())
+    return value == base
+
+
+def _run_name(size: str, pe: str, axes: dict, seed: int, base: RunConfig) -> str:
+    """Each varied axis adds `_<last key><value>`, except a value the run has anyway without `vary`: the baseline
+    runs of a vary sweep keep the names (and identities) of the sweep without it, so pointing both at one --out
+    trains them once (cpu_demo_packing reuses cpu_demo's runs)."""
+    extra = "".join(f"_{k.split('.')[-1]}{'-' if isinstance(v, dict) else ''}{axis_label(v)}"
+                    for k, v in sorted(axes.items()) if not _is_base(v, _base_value(base, k)))
     return check_run_name(f"{size}_{pe}{extra}_s{seed}")
 
 
@@ -111,15 +161,16 @@ def plan_runs(sweep: SweepConfig, out_dir: Path) -> list[Run]:
                                                     sweep.pes, sweep.seeds):
         axes = dict(zip(keys, values))
         preset = load_yaml(preset_path("model", size))
-        name = _run_name(size, pe.name, axes, seed)
         # the size preset, then typed mappings in order: the same loader as train.py's
-        settings = [copy.deepcopy(sweep.run), {"pe": to_dict(pe), "seed": seed},
-                    *(nested(key, value) for key, value in axes.items()),
-                    {"train": {"out_dir": str(out_dir / "checkpoints"), "run_name": name, "resume": "auto"}}]
+        common = [copy.deepcopy(sweep.run), {"pe": to_dict(pe), "seed": seed}]
         try:
+            base = load(RunConfig, overrides=copy.deepcopy(common), base=copy.deepcopy(preset)) if axes else None
+            name = _run_name(size, pe.name, axes, seed, base)
+            settings = [*common, *(nested(key, value) for key, value in axes.items()),
+                        {"train": {"out_dir": str(out_dir / "checkpoints"), "run_name": name, "resume": "auto"}}]
             cfg = load(RunConfig, overrides=settings, base=preset).resolve()
         except ConfigError as e:
-            raise ConfigError(f"sweep run {name}: {e}") from None
+            raise ConfigError(f"sweep run {size}_{pe.name}_s{seed} ({_axes_text(axes)}): {e}") from None
         plan = make_plan(cfg, 1, "cpu")  # budgets and batch arithmetic checked now, before any run starts
         main = Run(name, cfg, size, pe.name, seed, axes, format_tokens(plan.budgets[-1]))
         runs.append(main)
