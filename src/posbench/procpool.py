@@ -22,8 +22,18 @@ from pathlib import Path
 from posbench.fileio import open_append
 
 
+def usable_cores() -> int:
+    """The cores this process may run on: `taskset`, cgroup cpusets and job schedulers narrow them below
+    os.cpu_count(), and threads beyond them only wait for each other (OpenMP's workers spin while one of them
+    is descheduled)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # macOS, Windows: no affinity API
+        return os.cpu_count() or 1
+
+
 def threads_per_worker(workers: int) -> int:
-    return max(1, (os.cpu_count() or 1) // max(1, workers))
+    return max(1, usable_cores() // max(1, workers))
 
 
 PARENT_POLL_S = 0.5  # how often a worker checks that the process that started it is still alive

@@ -4,7 +4,6 @@ study would cost on this machine (`estimate`), shown before it starts."""
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +11,7 @@ import yaml
 
 from posbench.config_loader import ConfigError, from_dict, parse_override, to_dict
 from posbench.data.tasks.task import build_task
+from posbench.procpool import usable_cores
 from posbench.studies.cell_config import cell_config
 from posbench.studies.study_spec import StudyConfig, expand, load_study
 
@@ -94,7 +94,7 @@ class CostEstimate:
         flop = f"{self.train_flop / 1e12:.2f} TFLOP" if tera else f"{self.train_flop / 1e9:.2f} GFLOP"
         wall = f"about {self.minutes:.0f} min" if self.minutes >= 1 else f"about {60 * self.minutes:.0f} s"
         return (f"{self.cells} cells{done}: {flop} of training (6 x params x tokens), "
-                f"{wall} on {self.processes} of this machine's {os.cpu_count()} cores "
+                f"{wall} on {self.processes} of this machine's {usable_cores()} cores "
                 f"(approximate: the quickstart's measured rate, {TRAIN_FLOP_PER_CPU_S / 1e9:.0f} GFLOP per "
                 "CPU-second, docs/performance.md; longer while other jobs share the cores)")
 
@@ -116,6 +116,6 @@ def estimate(study: StudyConfig, run_dir: Path | None = None) -> CostEstimate:
             flop_per_token[key] = (6.0 * params, cfg.train.global_batch_tokens)
         per_token, tokens_per_step = flop_per_token[key]
         total += per_token * tokens_per_step * cell.study.train.steps
-    processes = max(1, min(study.workers, os.cpu_count() or 1, len(todo) or 1))
+    processes = max(1, min(study.workers, usable_cores(), len(todo) or 1))
     cpu_s = total / TRAIN_FLOP_PER_CPU_S + OTHER_CPU_S_PER_CELL * len(todo)
     return CostEstimate(len(cells), len(todo), total, processes, cpu_s / processes / 60)

@@ -48,7 +48,7 @@ from posbench.data.splits import check_disjoint_content
 from posbench.data.tasks.mix import EXAMPLES_PER_FILE, TaskMixConfig, build_mixer
 from posbench.data.tokenizers import Tokenizer, tokenizer_from_spec
 from posbench.fileio import DirLock, remove_stale_temps, sha256_file
-from posbench.procpool import exit_with_parent
+from posbench.procpool import exit_with_parent, usable_cores
 
 
 @dataclass(frozen=True)
@@ -233,7 +233,7 @@ def tokenize(cfg, log=print, workers: int | None = None) -> TokenizeReport:
                 report.removed += 1
         todo = [t for t in tasks if not _is_done(manifest.get(Path(t.output).name), t, tok)]
         report.skipped = len(tasks) - len(todo)
-        n_workers = max(1, min(workers or cfg.tokenize.workers or os.cpu_count() or 1, len(todo)))
+        n_workers = max(1, min(workers or cfg.tokenize.workers or usable_cores(), len(todo)))
         t0 = time.perf_counter()
         results = _execute(todo, tok, layout, n_workers)
         try:
