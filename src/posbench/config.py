@@ -19,7 +19,7 @@ import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posbench.config_loader import ConfigError, Override, dump_yaml, load, nearest, nested, split_sources
+from posbench.config_loader import ConfigError, Override, dump_yaml, load, nested, split_sources
 from posbench.data.data_config import (  # noqa: F401  (re-exported: the assembly point scripts import from)
     DEFAULT_MIX_TASKS,
     DataConfig,
@@ -31,6 +31,7 @@ from posbench.data.data_config import (  # noqa: F401  (re-exported: the assembl
 from posbench.model.model_config import AttentionChoice, EmbedScale, ModelConfig  # noqa: F401  (re-exported)
 from posbench.pe import PES, PEConfig
 from posbench.pe.rope import RoPE
+from posbench.presets import CONFIG_DIR, preset_names, preset_path  # noqa: F401  (re-exported)
 from posbench.training.train_config import (  # noqa: F401  (re-exported)
     DecayShape,
     LoggingConfig,
@@ -38,15 +39,6 @@ from posbench.training.train_config import (  # noqa: F401  (re-exported)
     ScheduleConfig,
     TrainConfig,
 )
-
-
-def _config_dir() -> Path:
-    """Presets: shipped inside the wheel as posbench/configs (setup.py), else the checkout's configs/."""
-    packaged = Path(__file__).resolve().parent / "configs"
-    return packaged if packaged.is_dir() else Path(__file__).resolve().parents[2] / "configs"
-
-
-CONFIG_DIR = _config_dir()
 
 
 @dataclass
@@ -72,15 +64,6 @@ class RunConfig:
 
     def to_yaml(self) -> str:
         return dump_yaml(self)
-
-
-def preset_path(kind: str, name: str) -> Path:
-    folder = CONFIG_DIR / kind
-    path = folder / f"{name}.yaml"
-    if not path.is_file():
-        available = sorted(p.stem for p in folder.glob("*.yaml"))
-        raise ConfigError(f"no {kind} preset `{name}` in {folder}" + nearest(name, available))
-    return path
 
 
 def load_preset(kind: str, path_or_name: str, cls, where: str):

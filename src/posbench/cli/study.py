@@ -15,6 +15,7 @@ import os
 from pathlib import Path
 
 from posbench.cli.errors_cli import cli_entry
+from posbench.presets import preset_names
 
 SMOKE_ENV = "POSBENCH_STUDY_SMOKE"
 
@@ -22,7 +23,7 @@ SMOKE_ENV = "POSBENCH_STUDY_SMOKE"
 @cli_entry
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("study", help="preset name (quickstart, full, depth_x_steps) or a study YAML file")
+    p.add_argument("study", help=f"preset name ({', '.join(preset_names('study'))}) or a study YAML file")
     p.add_argument("--out", help="output directory (default runs/study_<name>)")
     p.add_argument("--workers", type=int, help="parallel cell processes (default: the study's `workers`)")
     p.add_argument("--seeds", type=int, nargs="+", help="override the study's seeds")

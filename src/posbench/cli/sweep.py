@@ -18,12 +18,13 @@ from __future__ import annotations
 import argparse
 
 from posbench.cli.errors_cli import cli_entry
+from posbench.presets import preset_names
 
 
 @cli_entry
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("sweep", help="preset name (cpu_demo, reference) or a sweep YAML file")
+    p.add_argument("sweep", help=f"preset name ({', '.join(preset_names('sweep'))}) or a sweep YAML file")
     p.add_argument("--out", help="output directory (default runs/sweep_<name>)")
     p.add_argument("--emit", choices=["torchrun", "slurm"], help="write launch scripts instead of training here")
     p.add_argument("--report-only", action="store_true", help="no training: evaluate finished runs and report")
