@@ -9,7 +9,8 @@ from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
 from posbench.data.manifest import Manifest
 from posbench.data.shards import open_shard, read_header
-from posbench.data.tasks.mix import CORPUS, EXAMPLES_PER_FILE, TaskMixer, build_mixer
+from posbench.data.tasks.mix import CORPUS, EXAMPLES_PER_FILE, TaskMixer, build_mixer, position_tasks
+from posbench.data.token_positions import TEXT_ID
 
 
 def _size(n: float) -> str:
@@ -56,10 +57,16 @@ def describe(cfg, verify: bool = False) -> str:
         return _mixer[0]
 
     lines.append(f"task mix    {describe_mix_config(layout.mix)}")
+    id_tasks = ", ".join(position_tasks(layout.mix))
+    if id_tasks and layout.positions:
+        lines.append(f"positions   train and val shards carry the per-token ids of {id_tasks} (text tokens {TEXT_ID})")
+    elif id_tasks:
+        lines.append(f"positions   none: {id_tasks} define ids, but tokenizer `{kind.cfg.tag()}` can merge task "
+                     "symbols (data.tokenizer.name=bytes carries them)")
     for name in splits.ranges():
         entries = sorted(k for k, e in manifest.files.items()
                          if e["split"] == name and splits.split_of(e["index"]) == name)
-        tokens, bad = 0, []
+        tokens, bad, with_ids = 0, [], 0
         for shard_name in entries:
             path = layout.tokens_dir / shard_name
             try:
@@ -73,11 +80,13 @@ def describe(cfg, verify: bool = False) -> str:
                 else:
                     header = read_header(path)
                 tokens += header.n_tokens
+                with_ids += header.positions
             except DataError as err:
                 bad.append(str(err))
         pending = len(by_split[name]) - len(entries)
         split_docs = sum(manifest.files[k].get("split_documents", 0) for k in entries)
         lines.append(f"tokenized   {name:<6} {len(entries)} shards, {tokens:,} tokens"
+                     + (f", {with_ids} with position ids (version 2)" if with_ids else "")
                      + (f", {split_docs:,} documents longer than data.tokenize.max_doc_chars="
                         f"{cfg.tokenize.max_doc_chars:,} split into pieces" if split_docs else "")
                      + (f", {pending} files not yet tokenized" if pending > 0 else "")
