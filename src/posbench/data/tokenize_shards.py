@@ -96,8 +96,10 @@ def tokenize_file(task: Task, tok: Tokenizer) -> dict:
         with ShardWriter(task.output, tok.vocab_size, tok.fingerprint, positions=task.positions) as writer:
             for texts in reader.batches():
                 ids = tok.encode_documents(texts)
-                # text documents only: every id is TEXT_ID
-                writer.write(ids, len(texts), np.full(len(ids), TEXT_ID, np.int32) if task.positions else None)
+                if task.positions:  # text documents only: every id is TEXT_ID
+                    writer.write(ids, len(texts), np.full(len(ids), TEXT_ID, np.int32))
+                else:
+                    writer.write(ids, len(texts))
         return {"tokens": writer.n_tokens, "documents": writer.n_docs, "split_documents": reader.split_docs,
                 **ids_of}
     mixer = build_mixer(task.mix)
