@@ -232,8 +232,8 @@ def tokenize(cfg, log=print, workers: int | None = None) -> TokenizeReport:
     positions = layout.positions
     if position_tasks(cfg.mix) and not positions:
         log(f"note: data.mix task(s) {', '.join(position_tasks(cfg.mix))} define per-token position ids, but "
-            f"tokenizer `{layout.tokenizer.cfg.tag()}` can merge several task symbols into one token, so the shards hold "
-            "none (text only); a PE that reads them (abacus, coupled) refuses to train on these shards: use "
+            f"tokenizer `{layout.tokenizer.cfg.tag()}` can merge several task symbols into one token, so the shards "
+            "hold none (text only); a PE that reads them (abacus, coupled) refuses to train on these shards: use "
             "data.tokenizer.name=bytes for it")
     out_dir = layout.tokens_dir
     report = TokenizeReport()
