@@ -4,6 +4,7 @@ carries 0; `abacus` trains on them and sees those ids; old token-only shards sti
 digits never gets misaligned ids, and a PE that reads ids is refused on such data before any work."""
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -180,6 +181,12 @@ def test_a_bpe_mix_with_addition_and_abacus_is_refused_before_any_work(tmp_path,
     code = main(["tokenize", *overrides(tmp_path, "data.tokenizer.name=bpe", "data.tokenizer.vocab_size=300")])
     assert code == 2 and "pe.name=abacus reads the per-token position ids" in capsys.readouterr().err
     assert not (tmp_path / "data").exists()  # nothing trained or written
+    from posbench.sweeps.execute import prepare_data
+
+    ok = load_config(overrides=overrides(tmp_path, "pe.name=rope"))  # a bytes run that would tokenize fine
+    with pytest.raises(ConfigError, match="pe.name=abacus reads"):
+        prepare_data([SimpleNamespace(cfg=ok), SimpleNamespace(cfg=cfg)], log=lambda *_: None)
+    assert not (tmp_path / "data").exists()  # every run is checked before the first is tokenized
     # a PE that does not read ids is not refused
     from posbench.training.batch_sources import check_data_positions
 
