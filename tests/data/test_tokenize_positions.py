@@ -16,7 +16,7 @@ from posbench.config_loader import ConfigError
 from posbench.data.errors import DataError
 from posbench.data.info import describe
 from posbench.data.layout import DataLayout
-from posbench.data.shards import open_positions, open_shard
+from posbench.data.shards import HEADER_BYTES, open_positions, open_shard
 from posbench.data.tasks import build_task, get_task_class
 from posbench.data.tasks.mix import TaskDocument, build_mixer, mix_tag
 from posbench.data.token_positions import document_positions
@@ -204,3 +204,19 @@ def test_a_bpe_mix_with_addition_writes_text_only_shards_and_says_so(tmp_path):
     assert all(not open_shard(p)[0].positions for p in layout.tokens_dir.glob("*.bin"))
     assert any("define per-token position ids" in line and "hold none" in line for line in logs)
     assert "positions   none: addition define ids" in describe(cfg)
+
+
+def test_verify_checks_the_ids_and_finds_a_tampered_one(tmp_path):
+    jsonl_corpus(tmp_path / "corpus")
+    cfg = load_config(overrides=overrides(tmp_path)).data
+    tokenize(cfg, log=lambda *_: None)
+    assert "BAD" not in describe(cfg, verify=True)
+    path = DataLayout.from_config(cfg).tokens_dir / "train_00002.bin"
+    header, tokens = open_shard(path)
+    at = int(np.flatnonzero(open_positions(path, header) == 2)[0])  # a digit's place in a task document
+    offset = HEADER_BYTES + header.n_tokens * header.itemsize + 4 * at
+    data = bytearray(path.read_bytes())
+    data[offset:offset + 4] = np.array([3], dtype="<i4").tobytes()
+    path.write_bytes(bytes(data))
+    report = describe(cfg, verify=True)
+    assert "1 BAD" in report and "position ids of document" in report and "addition" in report

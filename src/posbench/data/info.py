@@ -8,9 +8,9 @@ import numpy as np
 from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
 from posbench.data.manifest import Manifest
-from posbench.data.shards import open_shard, read_header
+from posbench.data.shards import open_positions, open_shard, read_header
 from posbench.data.tasks.mix import CORPUS, EXAMPLES_PER_FILE, TaskMixer, build_mixer, position_tasks
-from posbench.data.token_positions import TEXT_ID
+from posbench.data.token_positions import TEXT_ID, document_positions
 
 
 def _size(n: float) -> str:
@@ -72,11 +72,15 @@ def describe(cfg, verify: bool = False) -> str:
             try:
                 if verify:
                     header, ids = open_shard(path, tok.fingerprint if tok else None, check_tokens=True)
+                    pos = open_positions(path, header)
                     if name == "train" and layout.mix.active and tok is not None:
-                        measured = count_mix(ids, tok, mixer(), manifest.files[shard_name]["index"], path)
+                        measured = count_mix(ids, tok, mixer(), manifest.files[shard_name]["index"], path, pos)
                         if measured != manifest.files[shard_name].get("mix"):
                             raise DataError(f"{path}: its task documents differ from the manifest's counts; "
                                             "delete the shard and re-run tokenize")
+                    elif pos is not None and np.any(pos != TEXT_ID):
+                        raise DataError(f"{path}: a text-only shard with position ids other than {TEXT_ID}; "
+                                        "delete the shard and re-run tokenize")
                 else:
                     header = read_header(path)
                 tokens += header.n_tokens
@@ -127,17 +131,22 @@ def mix_table(entries: list[dict], verified: bool) -> list[str]:
     return lines
 
 
-def count_mix(ids: np.ndarray, tok, mixer: TaskMixer, file_index: int, path) -> dict:
+def count_mix(ids: np.ndarray, tok, mixer: TaskMixer, file_index: int, path, positions=None) -> dict:
     """Documents and tokens per kind, recounted from a train shard's tokens: the mixing rule is replayed
-    over the shard's documents, and every task document must be exactly the example the rule puts there."""
+    over the shard's documents, and every task document must be exactly the example the rule puts there; with
+    the shard's `positions`, every document's ids must be what tokenize writes (token_positions.py)."""
     ids = np.asarray(ids)
     starts = np.flatnonzero(ids == tok.bos_id)  # BOS never occurs inside a document
-    docs = [ids[a:b] for a, b in zip(starts, np.append(starts[1:], len(ids)))]
+    bounds = list(zip(starts, np.append(starts[1:], len(ids))))
+    docs = [ids[a:b] for a, b in bounds]
     counts: dict[str, list[int]] = {}
-    replay = mixer.replay(docs, lambda text: tok.encode_documents([text]), file_index * EXAMPLES_PER_FILE)
-    for j, (doc, (kind, matches)) in enumerate(zip(docs, replay)):
+    replay = mixer.replay_documents(docs, lambda text: tok.encode_documents([text]), file_index * EXAMPLES_PER_FILE)
+    for j, (doc, (a, b), (kind, matches, task_doc)) in enumerate(zip(docs, bounds, replay)):
         if not matches:
             raise DataError(f"{path}: document {j} should be the next {kind} example but its tokens differ; "
+                            "delete the shard and re-run tokenize")
+        if positions is not None and not np.array_equal(positions[a:b], document_positions(tok, doc, task_doc)):
+            raise DataError(f"{path}: the position ids of document {j} ({kind}) differ from what its task defines; "
                             "delete the shard and re-run tokenize")
         c = counts.setdefault(kind, [0, 0])
         c[0] += 1

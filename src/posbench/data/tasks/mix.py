@@ -211,15 +211,21 @@ class TaskMixer:
                first_example: int = 0) -> Iterator[tuple[str, bool]]:
         """Walk a written stream's documents by the same rule: (kind, matches) per document, where a task
         document matches iff its tokens are exactly the example's the rule puts there."""
+        for kind, matches, _ in self.replay_documents(documents, encode, first_example):
+            yield kind, matches
+
+    def replay_documents(self, documents: Iterable[np.ndarray], encode: Callable[[str], np.ndarray],
+                         first_example: int = 0) -> Iterator[tuple[str, bool, TaskDocument | None]]:
+        """`replay` with the task document the rule puts there (None for a corpus document)."""
         s = self.new_state()
         for ids in documents:
             if self.task_next(s):
                 t = self.next_task(s)
                 doc = self.example_document(t, first_example + s.per_task_docs[t])
-                yield doc.task, bool(np.array_equal(ids, encode(doc.text)))
+                yield doc.task, bool(np.array_equal(ids, encode(doc.text))), doc
                 s.add_task_doc(t, len(ids), self.unit)
             else:
-                yield CORPUS, True
+                yield CORPUS, True, None
                 s.add_corpus_doc(len(ids))
 
 
