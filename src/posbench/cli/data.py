@@ -103,7 +103,12 @@ def _config(args):
         overrides.append(nested("data.download.max_train_shards", args.max_shards))
     if getattr(args, "workers", None) is not None:
         overrides.append(nested(f"data.{args.command}.workers", args.workers))
-    return load_config(files, overrides).data
+    cfg = load_config(files, overrides)
+    if args.command == "tokenize":  # a run config whose PE reads position ids its data cannot carry: before any work
+        from posbench.training.batch_sources import check_data_positions
+
+        check_data_positions(cfg)
+    return cfg.data
 
 
 @contextlib.contextmanager

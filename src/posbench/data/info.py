@@ -8,8 +8,9 @@ import numpy as np
 from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
 from posbench.data.manifest import Manifest
-from posbench.data.shards import open_shard, read_header
-from posbench.data.tasks.mix import CORPUS, EXAMPLES_PER_FILE, TaskMixer, build_mixer
+from posbench.data.shards import open_positions, open_shard, read_header
+from posbench.data.tasks.mix import CORPUS, EXAMPLES_PER_FILE, TaskMixer, build_mixer, position_tasks
+from posbench.data.token_positions import TEXT_ID, document_positions
 
 
 def _size(n: float) -> str:
@@ -56,28 +57,40 @@ def describe(cfg, verify: bool = False) -> str:
         return _mixer[0]
 
     lines.append(f"task mix    {describe_mix_config(layout.mix)}")
+    id_tasks = ", ".join(position_tasks(layout.mix))
+    if id_tasks and layout.positions:
+        lines.append(f"positions   train and val shards carry the per-token ids of {id_tasks} (text tokens {TEXT_ID})")
+    elif id_tasks:
+        lines.append(f"positions   none: {id_tasks} define ids, but tokenizer `{kind.cfg.tag()}` can merge task "
+                     "symbols (data.tokenizer.name=bytes carries them)")
     for name in splits.ranges():
         entries = sorted(k for k, e in manifest.files.items()
                          if e["split"] == name and splits.split_of(e["index"]) == name)
-        tokens, bad = 0, []
+        tokens, bad, with_ids = 0, [], 0
         for shard_name in entries:
             path = layout.tokens_dir / shard_name
             try:
                 if verify:
                     header, ids = open_shard(path, tok.fingerprint if tok else None, check_tokens=True)
+                    pos = open_positions(path, header)
                     if name == "train" and layout.mix.active and tok is not None:
-                        measured = count_mix(ids, tok, mixer(), manifest.files[shard_name]["index"], path)
+                        measured = count_mix(ids, tok, mixer(), manifest.files[shard_name]["index"], path, pos)
                         if measured != manifest.files[shard_name].get("mix"):
                             raise DataError(f"{path}: its task documents differ from the manifest's counts; "
                                             "delete the shard and re-run tokenize")
+                    elif pos is not None and np.any(pos != TEXT_ID):
+                        raise DataError(f"{path}: a text-only shard with position ids other than {TEXT_ID}; "
+                                        "delete the shard and re-run tokenize")
                 else:
                     header = read_header(path)
                 tokens += header.n_tokens
+                with_ids += header.positions
             except DataError as err:
                 bad.append(str(err))
         pending = len(by_split[name]) - len(entries)
         split_docs = sum(manifest.files[k].get("split_documents", 0) for k in entries)
         lines.append(f"tokenized   {name:<6} {len(entries)} shards, {tokens:,} tokens"
+                     + (f", {with_ids} with position ids (version 2)" if with_ids else "")
                      + (f", {split_docs:,} documents longer than data.tokenize.max_doc_chars="
                         f"{cfg.tokenize.max_doc_chars:,} split into pieces" if split_docs else "")
                      + (f", {pending} files not yet tokenized" if pending > 0 else "")
@@ -118,17 +131,22 @@ def mix_table(entries: list[dict], verified: bool) -> list[str]:
     return lines
 
 
-def count_mix(ids: np.ndarray, tok, mixer: TaskMixer, file_index: int, path) -> dict:
+def count_mix(ids: np.ndarray, tok, mixer: TaskMixer, file_index: int, path, positions=None) -> dict:
     """Documents and tokens per kind, recounted from a train shard's tokens: the mixing rule is replayed
-    over the shard's documents, and every task document must be exactly the example the rule puts there."""
+    over the shard's documents, and every task document must be exactly the example the rule puts there; with
+    the shard's `positions`, every document's ids must be what tokenize writes (token_positions.py)."""
     ids = np.asarray(ids)
     starts = np.flatnonzero(ids == tok.bos_id)  # BOS never occurs inside a document
-    docs = [ids[a:b] for a, b in zip(starts, np.append(starts[1:], len(ids)))]
+    bounds = list(zip(starts, np.append(starts[1:], len(ids))))
+    docs = [ids[a:b] for a, b in bounds]
     counts: dict[str, list[int]] = {}
-    replay = mixer.replay(docs, lambda text: tok.encode_documents([text]), file_index * EXAMPLES_PER_FILE)
-    for j, (doc, (kind, matches)) in enumerate(zip(docs, replay)):
+    replay = mixer.replay_documents(docs, lambda text: tok.encode_documents([text]), file_index * EXAMPLES_PER_FILE)
+    for j, (doc, (a, b), (kind, matches, task_doc)) in enumerate(zip(docs, bounds, replay)):
         if not matches:
             raise DataError(f"{path}: document {j} should be the next {kind} example but its tokens differ; "
+                            "delete the shard and re-run tokenize")
+        if positions is not None and not np.array_equal(positions[a:b], document_positions(tok, doc, task_doc)):
+            raise DataError(f"{path}: the position ids of document {j} ({kind}) differ from what its task defines; "
                             "delete the shard and re-run tokenize")
         c = counts.setdefault(kind, [0, 0])
         c[0] += 1

@@ -6,7 +6,8 @@
 
 <source> is the source's tag (e.g. karpathy__fineweb-edu-100b-shuffle), <tokenizer> the tokenizer's
 tag (bytes, gpt2, bpe65536, ...), <mix> the task mix's tag (mix-<fingerprint>, data/tasks/mix.py; none
-without task documents), so different corpora, tokenizers and mixes never overwrite each other.
+without task documents; mix-<fingerprint>-pos when the shards carry the tasks' position ids,
+token_positions.py), so different corpora, tokenizers and mixes never overwrite each other.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 
 from posbench.data.corpus_sources import Source, build_source
 from posbench.data.tasks.mix import TaskMixConfig, mix_tag
+from posbench.data.token_positions import writes_positions
 from posbench.data.tokenizers import TokenizerKind, tokenizer_kind
 
 TOKENS_MANIFEST = "manifest.json"
@@ -41,8 +43,13 @@ class DataLayout:
         return self.source.raw_dir
 
     @property
+    def positions(self) -> bool:
+        """Whether the train and val shards carry per-token position ids (data/token_positions.py)."""
+        return writes_positions(self.mix, self.tokenizer)
+
+    @property
     def mix_tag(self) -> str:
-        return mix_tag(self.mix)
+        return mix_tag(self.mix, self.positions)
 
     @property
     def tokens_dir(self) -> Path:

@@ -11,7 +11,7 @@
     int32[13:256] zero, reserved
     then          count tokens of the dtype above, little-endian; file size = 1024 + count * dtype bytes
     then          (version 2 only) count position ids, int32 little-endian: the per-token ids the data defines
-                  (a task document's digit places; a text document's tokens their index in the document);
+                  (a task document's digit places, 0 on text: data/token_positions.py);
                   file size = 1024 + count * (dtype bytes + 4)
 
 A shard without position ids is written exactly as before (version 1, contents 0), so shards made before

@@ -6,7 +6,9 @@
 Train files get the task mix (`data.mix`, tasks/mix.py): task documents placed among the file's own
 documents at the configured share (of tokens, by default), each a task example's text exactly as
 eval.py's algorithmic suite asks it (`<|bos|> prompt` + answer). Val and filler shards stay pure
-corpus text. The manifest records, per shard, the documents and tokens of each kind (a task name or
+corpus text. When a mixed task defines per-token position ids and the tokenizer gives each of its symbols a token
+(token_positions.py), the train and val shards carry a position id per token (version 2): the task's ids in its
+documents, 0 elsewhere. The manifest records, per shard, the documents and tokens of each kind (a task name or
 "corpus") counted from the tokens written; `prepare_fineweb info` sums them, and `info --verify`
 replays the mixing rule over the shards to recount and check them.
 
@@ -45,7 +47,8 @@ from posbench.data.manifest import Manifest
 from posbench.data.readers import reader_for
 from posbench.data.shards import ShardWriter, fingerprint_prefix, read_header
 from posbench.data.splits import check_disjoint_content
-from posbench.data.tasks.mix import EXAMPLES_PER_FILE, TaskMixConfig, build_mixer
+from posbench.data.tasks.mix import EXAMPLES_PER_FILE, TaskMixConfig, build_mixer, position_tasks
+from posbench.data.token_positions import SPLITS_WITH_POSITIONS, TEXT_ID, document_positions
 from posbench.data.tokenizers import Tokenizer, tokenizer_from_spec
 from posbench.fileio import DirLock, remove_stale_temps, sha256_file
 from posbench.procpool import exit_with_parent, usable_cores
@@ -62,6 +65,7 @@ class Task:
     mix: TaskMixConfig | None = None  # train files only
     max_doc_chars: int | None = None
     max_row_group_bytes: int = 256 << 20
+    positions: bool = False  # a position id per token (version 2 shard, data/token_positions.py)
 
 
 @dataclass
@@ -87,24 +91,34 @@ def input_identity(path: Path) -> dict:
 def tokenize_file(task: Task, tok: Tokenizer) -> dict:
     """Stream one input file's documents in row batches into one shard (bounded memory)."""
     reader = reader_for(task.input, task.text_field, task.batch_rows, task.max_doc_chars, task.max_row_group_bytes)
+    ids_of = {"positions": True} if task.positions else {}
     if task.mix is None or not task.mix.active:
-        with ShardWriter(task.output, tok.vocab_size, tok.fingerprint) as writer:
+        with ShardWriter(task.output, tok.vocab_size, tok.fingerprint, positions=task.positions) as writer:
             for texts in reader.batches():
-                writer.write(tok.encode_documents(texts), len(texts))
-        return {"tokens": writer.n_tokens, "documents": writer.n_docs, "split_documents": reader.split_docs}
+                ids = tok.encode_documents(texts)
+                if task.positions:  # text documents only: every id is TEXT_ID
+                    writer.write(ids, len(texts), np.full(len(ids), TEXT_ID, np.int32))
+                else:
+                    writer.write(ids, len(texts))
+        return {"tokens": writer.n_tokens, "documents": writer.n_docs, "split_documents": reader.split_docs,
+                **ids_of}
     mixer = build_mixer(task.mix)
     corpus = (text for texts in reader.batches() for text in texts)
     counts: dict[str, list[int]] = {}
-    with ShardWriter(task.output, tok.vocab_size, tok.fingerprint) as writer:
-        stream = mixer.stream(corpus, lambda text: tok.encode_documents([text]), task.index * EXAMPLES_PER_FILE)
+    with ShardWriter(task.output, tok.vocab_size, tok.fingerprint, positions=task.positions) as writer:
+        stream = mixer.stream_documents(corpus, lambda text: tok.encode_documents([text]),
+                                        task.index * EXAMPLES_PER_FILE)
         for batch in _batched(stream, task.batch_rows):
-            for kind, ids in batch:
+            for kind, ids, _ in batch:
                 c = counts.setdefault(kind, [0, 0])
                 c[0] += 1
                 c[1] += len(ids)
-            writer.write(np.concatenate([ids for _, ids in batch]), len(batch))
+            positions = (np.concatenate([document_positions(tok, ids, doc) for _, ids, doc in batch])
+                         if task.positions else None)
+            writer.write(np.concatenate([ids for _, ids, _ in batch]), len(batch), positions)
     mix = {kind: {"documents": d, "tokens": t} for kind, (d, t) in sorted(counts.items())}
-    return {"tokens": writer.n_tokens, "documents": writer.n_docs, "split_documents": reader.split_docs, "mix": mix}
+    return {"tokens": writer.n_tokens, "documents": writer.n_docs, "split_documents": reader.split_docs, "mix": mix,
+            **ids_of}
 
 
 def _batched(items, n: int):
@@ -153,7 +167,8 @@ def _is_done(entry: dict | None, task: Task, tok: Tokenizer) -> bool:
         header = read_header(task.output)
     except ShardError:
         return False
-    return header.n_tokens == entry["tokens"] and header.fingerprint16 == fingerprint_prefix(tok.fingerprint)
+    return (header.n_tokens == entry["tokens"] and header.fingerprint16 == fingerprint_prefix(tok.fingerprint)
+            and header.positions == task.positions)
 
 
 def ensure_tokenizer(cfg, layout: DataLayout, log=print) -> Tokenizer:
@@ -214,6 +229,12 @@ def tokenize(cfg, log=print, workers: int | None = None) -> TokenizeReport:
     check_disjoint_content((split, str(f.path), f.path.stat().st_size, lambda f=f: sha256_file(f.path))
                            for split, files in by_split.items() for f in files)
     tok = ensure_tokenizer(cfg, layout, log)
+    positions = layout.positions
+    if position_tasks(cfg.mix) and not positions:
+        log(f"note: data.mix task(s) {', '.join(position_tasks(cfg.mix))} define per-token position ids, but "
+            f"tokenizer `{layout.tokenizer.cfg.tag()}` can merge several task symbols into one token, so the shards "
+            "hold none (text only); a PE that reads them (abacus, coupled) refuses to train on these shards: use "
+            "data.tokenizer.name=bytes for it")
     out_dir = layout.tokens_dir
     report = TokenizeReport()
     with DirLock(out_dir, "tokenize"):
@@ -221,7 +242,8 @@ def tokenize(cfg, log=print, workers: int | None = None) -> TokenizeReport:
         manifest = Manifest(layout.tokens_manifest, "tokens")
         tasks = [Task(split, f.index, str(f.path), str(out_dir / shard_name(split, f.index)),
                       cfg.source.text_field, cfg.tokenize.batch_rows, cfg.mix if split == "train" else None,
-                      cfg.tokenize.max_doc_chars, cfg.tokenize.max_row_group_bytes)
+                      cfg.tokenize.max_doc_chars, cfg.tokenize.max_row_group_bytes,
+                      positions and split in SPLITS_WITH_POSITIONS)
                  for split, files in by_split.items() for f in files]
         tasks.sort(key=lambda t: t.index)  # val and filler (low indices by default) finish first
         wanted = {Path(t.output).name for t in tasks}

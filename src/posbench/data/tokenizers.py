@@ -94,6 +94,10 @@ class TokenizerKind:
     summary: ClassVar[str] = ""
     Config: ClassVar[type[TokenizerConfig]] = TokenizerConfig
     needs_training: ClassVar[bool] = False
+    # every token is one byte, whatever the text: each single-character task symbol is then exactly one token, so
+    # a task's per-symbol position ids can be written beside them (data/token_positions.py); a BPE merges digits
+    # ("12", " 8") and cannot carry them
+    one_token_per_byte: ClassVar[bool] = False
 
     def __init__(self, cfg: TokenizerConfig, folder: str | Path):
         self.cfg = cfg
@@ -136,6 +140,7 @@ def tokenizer_from_spec(spec: dict) -> Tokenizer:
 @TOKENIZERS.register("bytes")
 class ByteTokenizer(TokenizerKind):
     summary = "256 byte tokens + <|bos|>; no file, no training"
+    one_token_per_byte = True
 
     def build(self) -> Tokenizer:
         ranks = {bytes([b]): b for b in range(256)}

@@ -34,7 +34,10 @@ def prepare_data(runs: list[Run], log=print) -> None:
     from posbench.config_loader import to_dict
     from posbench.data.info import describe
     from posbench.data.tokenize_shards import tokenize
+    from posbench.training.batch_sources import check_data_positions
 
+    for run in runs:  # every run's PE can read its data's ids, before any file is tokenized
+        check_data_positions(run.cfg)
     seen = []
     for run in runs:
         if run.cfg.train.stream != "shards" or to_dict(run.cfg.data) in seen:

@@ -107,8 +107,23 @@ def build_stream(cfg: RunConfig) -> BatchSource:
         return RandomTokens(cfg.model.vocab_size, cfg.model.seq_len, cfg.seed)
     from posbench.data.loader import build_batch_source
 
+    check_data_positions(cfg)
     source = build_batch_source(cfg.data, cfg.model.seq_len)
     if source.train.vocab_size > cfg.model.vocab_size:
         raise ConfigError(f"the token shards use a vocabulary of {source.train.vocab_size} but model.vocab_size "
                           f"is {cfg.model.vocab_size}; set model.vocab_size={source.train.vocab_size}")
     return source
+
+
+def check_data_positions(cfg: RunConfig) -> None:
+    """A PE that reads the data's position ids (abacus, coupled) training on shards whose task mix defines ids needs
+    a tokenizer that can carry them (data/token_positions.py): else it is refused here, before any data is read or
+    tokenized, instead of training on token indices where the task meant digit places."""
+    from posbench.data.token_positions import positions_refusal
+    from posbench.pe import PES
+
+    if cfg.train.stream != "shards" or not PES.get(cfg.pe.name).reads_data_positions():
+        return
+    reason = positions_refusal(cfg.data.mix, cfg.data.tokenizer, cfg.pe.name)
+    if reason:
+        raise ConfigError(reason)

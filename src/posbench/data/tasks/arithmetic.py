@@ -123,6 +123,23 @@ class ArithmeticTask(Task):
         return Example("".join(prompt), " " + "".join(c_syms), tokens, targets,
                        {"digits": max(n_a, n_b), "operands": [n_a, n_b]}, positions)
 
+    @property
+    def defines_positions(self) -> bool:
+        return self.cfg.reverse != "none"
+
+    def text_positions(self, ex: Example) -> np.ndarray | None:
+        """Per character of `prompt + answer`: every symbol of the text is one character (a digit, the operator,
+        "=", a hint letter), so the prompt's characters take the prompt tokens' ids; the answer is " " then the
+        result's symbols: the space (no token of its own) gets 0, what non-digits get, and the token form's
+        trailing `<end>` has no character."""
+        if ex.positions_T is None:
+            return None
+        n_prompt, n_result = len(ex.prompt), len(ex.answer) - 1
+        pos = np.concatenate([ex.positions_T[:n_prompt], [0], ex.positions_T[n_prompt:n_prompt + n_result]])
+        if len(pos) != len(ex.text):
+            raise AssertionError(f"task `{self.name}`: {len(pos)} text ids for {len(ex.text)} characters")
+        return pos.astype(np.int64)
+
     def answer_positions(self, answer_ids: list[int]) -> list[int] | None:
         """The place id of each answer token, from the answer tokens up to it (what a decoder has generated):
         a digit's place is one more than the digits before it, a hint shares its digit's place, anything else

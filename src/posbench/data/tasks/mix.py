@@ -80,6 +80,8 @@ class TaskDocument:
     task: str
     example_index: int
     text: str
+    # the task's position id of each character of `text` (Task.text_positions), None when it defines none
+    positions: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -170,7 +172,9 @@ class TaskMixer:
     def example_document(self, task: int, index: int) -> TaskDocument:
         """Task `task`'s train example `index` as a document."""
         t = self.tasks[task]
-        return TaskDocument(t.name, index, t.example(self.seed, index, "train").text)
+        ex = t.example(self.seed, index, "train")
+        pos = t.text_positions(ex)
+        return TaskDocument(t.name, index, ex.text, None if pos is None else tuple(pos.tolist()))
 
     def task_next(self, s: MixState) -> bool:
         """Whether the next document of the stream is a task document."""
@@ -185,31 +189,43 @@ class TaskMixer:
                first_example: int = 0) -> Iterator[tuple[str, np.ndarray]]:
         """(kind, tokens) of the mixed stream over `corpus`, kind = a task name or CORPUS; `encode` gives a
         document's tokens as written (with its <|bos|>). It ends with the last corpus document."""
+        for kind, ids, _ in self.stream_documents(corpus, encode, first_example):
+            yield kind, ids
+
+    def stream_documents(self, corpus: Iterable[str], encode: Callable[[str], np.ndarray], first_example: int = 0
+                         ) -> Iterator[tuple[str, np.ndarray, TaskDocument | None]]:
+        """`stream` with each task document itself (None for a corpus document): its per-character ids."""
         s = self.new_state()
         for text in corpus:
             while self.task_next(s):
                 t = self.next_task(s)
                 doc = self.example_document(t, first_example + s.per_task_docs[t])
                 ids = encode(doc.text)
-                yield doc.task, ids
+                yield doc.task, ids, doc
                 s.add_task_doc(t, len(ids), self.unit)
             ids = encode(text)
-            yield CORPUS, ids
+            yield CORPUS, ids, None
             s.add_corpus_doc(len(ids))
 
     def replay(self, documents: Iterable[np.ndarray], encode: Callable[[str], np.ndarray],
                first_example: int = 0) -> Iterator[tuple[str, bool]]:
         """Walk a written stream's documents by the same rule: (kind, matches) per document, where a task
         document matches iff its tokens are exactly the example's the rule puts there."""
+        for kind, matches, _ in self.replay_documents(documents, encode, first_example):
+            yield kind, matches
+
+    def replay_documents(self, documents: Iterable[np.ndarray], encode: Callable[[str], np.ndarray],
+                         first_example: int = 0) -> Iterator[tuple[str, bool, TaskDocument | None]]:
+        """`replay` with the task document the rule puts there (None for a corpus document)."""
         s = self.new_state()
         for ids in documents:
             if self.task_next(s):
                 t = self.next_task(s)
                 doc = self.example_document(t, first_example + s.per_task_docs[t])
-                yield doc.task, bool(np.array_equal(ids, encode(doc.text)))
+                yield doc.task, bool(np.array_equal(ids, encode(doc.text))), doc
                 s.add_task_doc(t, len(ids), self.unit)
             else:
-                yield CORPUS, True
+                yield CORPUS, True, None
                 s.add_corpus_doc(len(ids))
 
 
@@ -218,7 +234,13 @@ def build_mixer(cfg: TaskMixConfig, filler: Filler | None = None) -> TaskMixer:
                      cfg.unit, cfg.task_weights())
 
 
-def mix_tag(cfg: TaskMixConfig) -> str:
+def mix_tag(cfg: TaskMixConfig, positions: bool = False) -> str:
     """Directory suffix of shards made with this mix ('' for none): a different mix never overwrites
-    another's shards, and the loader finds exactly the shards of the configured mix."""
-    return f"mix-{build_mixer(cfg).fingerprint[:10]}" if cfg.active else ""
+    another's shards, and the loader finds exactly the shards of the configured mix. `positions`: the shards
+    carry the tasks' position ids (data/token_positions.py), other data than the same mix without them."""
+    return f"mix-{build_mixer(cfg).fingerprint[:10]}{'-pos' if positions else ''}" if cfg.active else ""
+
+
+def position_tasks(cfg: TaskMixConfig) -> list[str]:
+    """The mixed tasks that define per-token position ids (`Task.defines_positions`), none when the mix is off."""
+    return [t.name for t in build_mixer(cfg).tasks if t.defines_positions] if cfg.active else []

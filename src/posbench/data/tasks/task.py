@@ -189,6 +189,17 @@ class Task:
         no ids."""
         return None
 
+    @property
+    def defines_positions(self) -> bool:
+        """Whether this task's examples carry position ids (`Example.positions_T`); a task mixed into pretraining
+        text then has them written beside its documents' tokens (data/token_positions.py)."""
+        return False
+
+    def text_positions(self, ex: Example) -> np.ndarray | None:
+        """The position id of each character of `ex.text`, the form mixed into pretraining text (int64, one per
+        character); None when the example has no ids. What the data stage aligns with the text tokenizer's tokens."""
+        return None
+
     def default_filler(self) -> Filler:
         return GeneratedFiller()
 
