@@ -25,6 +25,7 @@ from collections.abc import Callable
 
 import torch
 
+from posbench.data.token_positions import TEXT_ID
 from posbench.data.tokenizers import Tokenizer
 from posbench.evaluation.evaluator import NullProgress, Progress
 from posbench.pe import PositionRangeError
@@ -121,9 +122,11 @@ def greedy_recompute(model, prompt_BT: torch.Tensor, n_new: int, scores: list | 
 
 
 def greedy_generate(model, prompts: list[list[int]], n_new: list[int], device, batch_size: int = 8,
-                    autocast=contextlib.nullcontext, progress: Progress | None = None) -> list[list[int] | None]:
+                    autocast=contextlib.nullcontext, progress: Progress | None = None,
+                    text_ids: bool = False) -> list[list[int] | None]:
     """For each prompt, its first n_new[i] greedy tokens, or None where the PE cannot represent
-    len(prompt) + n_new[i] - 1 positions."""
+    len(prompt) + n_new[i] - 1 positions. `text_ids`: every token, prompt and generated, is fed as text with the
+    data id TEXT_ID (a run that trained with the data's ids: evaluation/data_ids.py)."""
     if len(prompts) != len(n_new):
         raise ValueError(f"{len(prompts)} prompts but {len(n_new)} answer lengths")
     if any(len(p) == 0 for p in prompts) or any(n < 1 for n in n_new):
@@ -140,7 +143,9 @@ def greedy_generate(model, prompts: list[list[int]], n_new: list[int], device, b
             prompt_BT = torch.tensor([prompts[i] for i in chunk], dtype=torch.long, device=device)
             try:
                 with autocast():
-                    new_BN = decode(model, prompt_BT, n).tolist()
+                    ids = (DataPositions(torch.full_like(prompt_BT, TEXT_ID), lambda row: [TEXT_ID] * len(row))
+                           if text_ids else None)
+                    new_BN = decode(model, prompt_BT, n, positions=ids).tolist()
             except PositionRangeError:
                 new_BN = [None] * len(chunk)
             for i, new in zip(chunk, new_BN, strict=True):

@@ -31,7 +31,7 @@ from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
 from posbench.data.loader import split_shards
 from posbench.data.readers import reader_for
-from posbench.data.shards import open_shard
+from posbench.data.shards import open_positions, open_shard
 from posbench.data.tokenizers import Tokenizer
 from posbench.evaluation.eval_sets import EVAL_SETS, prepared_files
 from posbench.registry import Registry
@@ -73,6 +73,10 @@ class PplData:
             raise DataError(f"perplexity data {self.describe()} holds no documents")
         return np.concatenate(parts)[:n].astype(np.int64)
 
+    def positions(self, n: int) -> np.ndarray | None:
+        """The per-token position ids of `tokens(n)` (int64), None when this text carries none."""
+        return None
+
 
 PPL_DATA = Registry("perplexity data", where="ppl.data")
 
@@ -102,15 +106,33 @@ class ValidationShards(PplData):
     def describe(self) -> str:
         return f"validation shards of {self.run_cfg.data.source.name} ({self.run_cfg.data.tokenizer.tag()})"
 
-    def tokens(self, n: int) -> np.ndarray:
-        # already tokenized: read the memory-mapped shards directly, checked against the tokenizer
-        parts, have = [], 0
+    def _leading(self, n: int):
+        """(path, header, tokens, how many of them) of each shard holding the stream's first n tokens."""
+        have = 0
         for path in self._paths():
-            _, toks = open_shard(path, self.tokenizer.fingerprint)
-            parts.append(np.asarray(toks[: n - have], dtype=np.int64))
-            have += len(parts[-1])
+            header, toks = open_shard(path, self.tokenizer.fingerprint)
+            take = min(len(toks), n - have)
+            yield path, header, toks, take
+            have += take
             if have >= n:
                 break
+
+    def tokens(self, n: int) -> np.ndarray:
+        # already tokenized: read the memory-mapped shards directly, checked against the tokenizer
+        return np.concatenate([np.asarray(toks[:take], dtype=np.int64) for _, _, toks, take in self._leading(n)])
+
+    def positions(self, n: int) -> np.ndarray:
+        """The ids the shards carry for the same tokens. Asked only for a run that trained with ids, whose data
+        config names shards that carry them: shards without are refused rather than read with made-up ids."""
+        parts = []
+        for path, header, _, take in self._leading(n):
+            pos = open_positions(path, header)
+            if pos is None:
+                raise DataError(f"perplexity data: {path} carries no position ids, but this checkpoint's PE "
+                                f"(pe.name={self.run_cfg.pe.name}) trained on shards that did (data.mix defines "
+                                "them). Re-tokenize the validation shards with this data config, or evaluate on "
+                                "local files with --ppl-text FILE (scored with the text id for every token)")
+            parts.append(np.asarray(pos[:take], dtype=np.int64))
         return np.concatenate(parts)
 
 

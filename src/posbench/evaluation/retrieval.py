@@ -36,7 +36,7 @@ from posbench.data.loader import split_shards
 from posbench.data.shards import open_shard
 from posbench.data.tasks import Example, Task, TextFiller, build_task
 from posbench.errors import brief
-from posbench.evaluation import eval_plots
+from posbench.evaluation import data_ids, eval_plots
 from posbench.evaluation.evaluator import Evaluator, Session, Target
 from posbench.evaluation.generate import decode, greedy_generate
 from posbench.evaluation.lengths import check_lengths
@@ -169,8 +169,10 @@ class RetrievalGrid(Evaluator):
             for depth in self.cfg.depths:
                 plan += [(L, depth, None if beyond else self.fit(i, L, depth)) for i in range(self.cfg.n_samples)]
         asked = [k for k, (_, _, f) in enumerate(plan) if f is not None]
+        # filler shards never carry ids: a run that trained with them reads the prompt as text (data_ids.py)
         outputs = greedy_generate(session.model, [plan[k][2][0] for k in asked], [plan[k][2][2] for k in asked],
-                                  session.device, self.target.batch_size, session.autocast, session.progress)
+                                  session.device, self.target.batch_size, session.autocast, session.progress,
+                                  text_ids=data_ids.trained_with_ids(self.target.run_cfg))
         session.progress.update(len(plan) - len(asked))
         got = dict(zip(asked, outputs, strict=True))
         cells = []
@@ -205,6 +207,7 @@ class RetrievalGrid(Evaluator):
             by_length[str(L)] = None if any(a is None for a in accs) else float(np.mean(accs))
         return {"lengths": self.lengths, "depths": list(self.cfg.depths), "n_samples": self.cfg.n_samples,
                 "filler": self.filler_name, "prompt": self.prompt_form, "prompt_why": self.prompt_why,
+                "positions": data_ids.text_positions(self.target.run_cfg),
                 "train_len": self.target.train_len, "seed": self.target.seed, "cells": cells, "by_length": by_length}
 
     # -- report ----------------------------------------------------------------------------------------------

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from posbench.config_loader import ConfigError
 from posbench.data.errors import DataError
 from posbench.data.readers import reader_for
+from posbench.evaluation import data_ids
 from posbench.evaluation.eval_sets import prepared_files
 from posbench.evaluation.evaluator import Evaluator, Session, Target
 from posbench.evaluation.markdown import fmt, md_table, pct
@@ -98,7 +99,8 @@ class Lambada(Evaluator):
                 x_BT[b, : len(ids) - 1], y_BT[b, : len(ids) - 1] = t[:-1], t[1:]
             x_BT, y_BT = x_BT.to(session.device), y_BT.to(session.device)
             with torch.no_grad(), session.autocast():
-                h_BTD, _ = session.model.hidden(x_BT)
+                # TEXT_ID per token for a run that trained with the data's ids (evaluation/data_ids.py)
+                h_BTD, _ = session.model.hidden(x_BT, **data_ids.text_ids(self.target.run_cfg, x_BT))
                 for b, (ids, first) in enumerate(batch):
                     span = slice(first - 1, len(ids) - 1)  # positions whose next token is a target token
                     logits = session.model.lm_head(h_BTD[b, span]).float()  # only the target's few rows
@@ -109,7 +111,7 @@ class Lambada(Evaluator):
         mean_nll = sum(nll) / len(nll)
         return {"data": self.source, "examples": len(self.rows), "accuracy": correct / len(self.rows),
                 "nll": mean_nll, "ppl": math.exp(mean_nll) if mean_nll < 700 else None,
-                "train_len": self.target.train_len}
+                "train_len": self.target.train_len, "positions": data_ids.text_positions(self.target.run_cfg)}
 
     @classmethod
     def markdown(cls, result: dict) -> str:

@@ -12,6 +12,9 @@ Both protocols score the same leading span of the stream (about ppl.max_tokens t
 The per-position curve is the non-overlapping loss at each position of the window, averaged over
 windows and binned: where it rises past the training length is where a PE stops extrapolating.
 A length the PE cannot represent (learned table) is an "n/a" row: no number, no exception.
+A PE that trained on the shards' own position ids (abacus, coupled; evaluation/data_ids.py) gets the
+validation shards' ids windowed exactly as the tokens, or TEXT_ID per token for text that has none;
+the result's `positions` says which.
 """
 
 from __future__ import annotations
@@ -27,7 +30,8 @@ import torch.nn.functional as F
 
 from posbench.config_loader import ConfigError
 from posbench.data.errors import DataError
-from posbench.evaluation import eval_plots
+from posbench.data.token_positions import TEXT_ID
+from posbench.evaluation import data_ids, eval_plots
 from posbench.evaluation.evaluator import Evaluator, Session, Target
 from posbench.evaluation.markdown import fmt, md_table, short_reason
 from posbench.evaluation.ppl_data import PplDataConfig, ValidationShards, build_ppl_data
@@ -93,9 +97,12 @@ class SlidingWindow(WindowProtocol):
 PROTOCOLS = {p.name: p for p in (NonOverlapping, SlidingWindow)}
 
 
-def token_losses(model, x_BL: torch.Tensor, y_BL: torch.Tensor) -> torch.Tensor:
-    """Per-token cross-entropy (B, L) in float32; logits made a slice at a time to bound memory."""
-    h_BLD, _ = model.hidden(x_BL)
+def token_losses(model, x_BL: torch.Tensor, y_BL: torch.Tensor, data_pos_BL: torch.Tensor | None = None
+                 ) -> torch.Tensor:
+    """Per-token cross-entropy (B, L) in float32; logits made a slice at a time to bound memory. `data_pos_BL`:
+    the inputs' position ids from the data, None for the model's own positions."""
+    # the model's own positions call hidden exactly as before: Mamba's takes no data ids at all
+    h_BLD, _ = model.hidden(x_BL) if data_pos_BL is None else model.hidden(x_BL, data_pos_BT=data_pos_BL)
     B, L = y_BL.shape
     V = model.lm_head.out_features
     out = torch.empty(B, L, dtype=torch.float32, device=y_BL.device)
@@ -105,6 +112,13 @@ def token_losses(model, x_BL: torch.Tensor, y_BL: torch.Tensor) -> torch.Tensor:
         out[:, a:a + step] = F.cross_entropy(logits.flatten(0, 1), y_BL[:, a:a + step].flatten(),
                                              reduction="none").view(B, -1)
     return out
+
+
+def positions_note(result: dict) -> str:
+    """The report's note on positions when the data's ids (or TEXT_ID) were given; "" for the model's own (and for
+    results written before the key existed)."""
+    used = result.get("positions", data_ids.OWN)
+    return "" if used == data_ids.OWN else f" Positions: {used}."
 
 
 def binned_curve(loss_L: np.ndarray, bins: int) -> dict:
@@ -129,6 +143,13 @@ class Perplexity(Evaluator):
         if short:
             raise DataError(f"perplexity data {self.data.describe()} has {len(self.stream)} tokens; length "
                             f"{short[0]} needs at least {short[0] + 1}. Give more text or drop the longer lengths")
+        # a run that trained with the data's ids reads the stream with them (TEXT_ID where the text has none)
+        self.ids, self.positions_used = None, data_ids.OWN
+        if data_ids.trained_with_ids(target.run_cfg):
+            self.ids = self.data.positions(len(self.stream))
+            self.positions_used = data_ids.SHARD_IDS
+            if self.ids is None:
+                self.ids, self.positions_used = np.full(len(self.stream), TEXT_ID, np.int64), data_ids.TEXT_IDS
 
     def plan(self, L: int, protocol: WindowProtocol) -> tuple[list[int], list[int]]:
         return protocol.windows(L, self.cfg.max_tokens, len(self.stream))
@@ -143,6 +164,7 @@ class Perplexity(Evaluator):
     def score(self, session: Session, L: int, protocol: WindowProtocol) -> tuple[dict, np.ndarray | None]:
         starts, score_from = self.plan(L, protocol)
         stream = torch.from_numpy(self.stream)
+        ids = None if self.ids is None else torch.from_numpy(self.ids)
         total, count = 0.0, 0
         curve_L = torch.zeros(L, dtype=torch.float64)
         rows = self.rows_per_batch(L)
@@ -150,10 +172,11 @@ class Perplexity(Evaluator):
             idx = [torch.arange(s, s + L + 1) for s in starts[a:a + rows]]
             win_BL = stream[torch.stack(idx)].to(session.device)
             x_BL, y_BL = win_BL[:, :-1], win_BL[:, 1:]
+            pos_BL = None if ids is None else ids[torch.stack(idx)][:, :-1].to(session.device)  # the inputs' ids
             mask_BL = torch.arange(L, device=session.device)[None, :] >= torch.tensor(
                 score_from[a:a + rows], device=session.device)[:, None]
             with torch.no_grad(), session.autocast():
-                loss_BL = token_losses(session.model, x_BL, y_BL)
+                loss_BL = token_losses(session.model, x_BL, y_BL, pos_BL)
             total += float(loss_BL[mask_BL].double().sum())
             count += int(mask_BL.sum())
             curve_L += loss_BL.double().sum(0).cpu()
@@ -182,7 +205,7 @@ class Perplexity(Evaluator):
                 session.progress.update(sum(len(self.plan(L, p)[0]) for p in self.protocols))
             rows.append(row)
         return {"data": self.data.describe(), "stream_tokens": len(self.stream), "train_len": self.target.train_len,
-                "protocols": [p.name for p in self.protocols], "rows": rows}
+                "protocols": [p.name for p in self.protocols], "rows": rows, "positions": self.positions_used}
 
     # -- report ----------------------------------------------------------------------------------------------
     @classmethod
@@ -199,7 +222,8 @@ class Perplexity(Evaluator):
                 cells += [fmt(v.get("loss")), fmt(v.get("ppl"), 2) + stride]
             rows.append(cells)
         notes = [f"- {r['length']}: n/a, {r['na']}" for r in result["rows"] if r["na"]]
-        return "\n".join([f"Data: {result['data']}.", "", md_table(header, rows), *([""] + notes if notes else [])])
+        data = f"Data: {result['data']}." + positions_note(result)
+        return "\n".join([data, "", md_table(header, rows), *([""] + notes if notes else [])])
 
     @classmethod
     def comparison(cls, results: dict[str, dict]) -> str:
@@ -219,6 +243,7 @@ class Perplexity(Evaluator):
             parts += [f"Perplexity, {PROTOCOLS[name].label}:", "", md_table(["length", *results], table), ""]
         notes = [f"- {label} {r['length']}: n/a, {r['na']}" for label, res in results.items() for r in res["rows"]
                  if r.get("na")]
+        notes += [f"- {label}:{positions_note(res)}" for label, res in results.items() if positions_note(res)]
         return "\n".join(parts + notes).rstrip()
 
     @classmethod
