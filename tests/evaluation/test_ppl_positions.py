@@ -6,6 +6,7 @@ same shards is scored with its own positions, exactly as before. References: the
 `open_positions` and windowed by hand, and losses computed here with the model's forward."""
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +25,7 @@ from posbench.evaluation.eval_runner import run_eval
 from posbench.evaluation.generate import greedy_generate
 from posbench.evaluation.loading import load_model
 from posbench.evaluation.ppl_data import TextFiles
+from posbench.evaluation.suites.passkey_eval import PasskeyConfig, PasskeyGrid
 from posbench.evaluation.suites.ppl import Perplexity, PplConfig
 from posbench.model.transformer import Transformer
 from posbench.pe.abacus import Abacus
@@ -156,6 +158,22 @@ def test_text_without_ids_gets_the_text_id_for_every_token(runs, tmp_path, monke
     prompt = [int(t) for t in BYTES.encode_documents(["The grass is green. The pass key is 12345. Remember"])]
     greedy_generate(loaded.model, [prompt], [5], "cpu", text_ids=True)
     assert [tuple(s.shape) for s in seen] == [(1, len(prompt))] + [(1, 1)] * 4 and not any(s.any() for s in seen)
+
+
+def test_retrieval_prompts_are_read_as_text_past_the_default_positions(runs, monkeypatch):
+    loaded = load_model(runs["abacus"])
+    limit = loaded.model.pe.max_positions  # 32: its default positions (token indices) end here
+    target = replace(target_for(loaded.cfg, [256]), max_positions=limit)
+    grid = PasskeyGrid(PasskeyConfig(depths=[0.5], n_samples=2, filler="task"), target)
+    seen = []
+    original = Abacus.data_positions
+    monkeypatch.setattr(Abacus, "data_positions",
+                        lambda self, d, p: seen.append(d.cpu().clone()) or original(self, d, p))
+    res = grid.run(session_for(loaded.model))
+    assert res["positions"] == data_ids.TEXT_IDS
+    (cell,) = res["cells"]
+    assert cell["na"] is None and cell["tokens_mean"] > limit  # scored, not n/a at the default positions' limit
+    assert seen and seen[0].shape[1] > limit and not any(s.any() for s in seen)
 
 
 def test_rope_ppl_is_computed_with_its_own_positions_as_before(runs, tmp_path, monkeypatch):

@@ -161,7 +161,10 @@ class RetrievalGrid(Evaluator):
     def run(self, session: Session) -> dict:
         tok = self.target.tokenizer
         plan = []  # (length, depth, fitted or None) per prompt
-        limit = self.target.max_positions
+        # filler shards never carry ids: a run that trained with them reads the prompt as text (data_ids.py), every
+        # token TEXT_ID, which no position limit of the PE bounds
+        text_ids = data_ids.trained_with_ids(self.target.run_cfg)
+        limit = None if text_ids else self.target.max_positions
         for L in self.lengths:
             # no haystack is built for a length the PE cannot represent: at an absurd length it would
             # allocate the whole prompt before the model refused it
@@ -169,10 +172,9 @@ class RetrievalGrid(Evaluator):
             for depth in self.cfg.depths:
                 plan += [(L, depth, None if beyond else self.fit(i, L, depth)) for i in range(self.cfg.n_samples)]
         asked = [k for k, (_, _, f) in enumerate(plan) if f is not None]
-        # filler shards never carry ids: a run that trained with them reads the prompt as text (data_ids.py)
         outputs = greedy_generate(session.model, [plan[k][2][0] for k in asked], [plan[k][2][2] for k in asked],
                                   session.device, self.target.batch_size, session.autocast, session.progress,
-                                  text_ids=data_ids.trained_with_ids(self.target.run_cfg))
+                                  text_ids)
         session.progress.update(len(plan) - len(asked))
         got = dict(zip(asked, outputs, strict=True))
         cells = []
