@@ -25,6 +25,7 @@ from posbench.evaluation.eval_runner import run_eval
 from posbench.evaluation.generate import greedy_generate
 from posbench.evaluation.loading import load_model
 from posbench.evaluation.ppl_data import TextFiles
+from posbench.evaluation.suites.lambada import Lambada, LambadaConfig
 from posbench.evaluation.suites.passkey_eval import PasskeyConfig, PasskeyGrid
 from posbench.evaluation.suites.ppl import Perplexity, PplConfig
 from posbench.model.transformer import Transformer
@@ -33,6 +34,7 @@ from posbench.training.batch_sources import build_stream
 from posbench.training.loop import train
 from tests.data.test_tokenize_positions import jsonl_corpus, overrides
 from tests.evaluation.helpers import BYTES, session_for, target_for, write_text
+from tests.evaluation.test_eval_lambada import passages
 
 LENGTHS = [16, 40]  # 40 is past abacus's default positions (model.seq_len = 32): only the ids reach it
 MAX_TOKENS = 160
@@ -174,6 +176,18 @@ def test_retrieval_prompts_are_read_as_text_past_the_default_positions(runs, mon
     (cell,) = res["cells"]
     assert cell["na"] is None and cell["tokens_mean"] > limit  # scored, not n/a at the default positions' limit
     assert seen and seen[0].shape[1] > limit and not any(s.any() for s in seen)
+
+
+def test_lambada_passages_are_read_as_text(runs, tmp_path, monkeypatch):
+    loaded = load_model(runs["abacus"])
+    passages(tmp_path / "lambada.jsonl", n=4)
+    ev = Lambada(LambadaConfig(path=str(tmp_path / "lambada.jsonl")), target_for(loaded.cfg, [32]))
+    seen = []
+    original = Abacus.data_positions
+    monkeypatch.setattr(Abacus, "data_positions",
+                        lambda self, d, p: seen.append(d.cpu().clone()) or original(self, d, p))
+    assert ev.run(session_for(loaded.model))["positions"] == data_ids.TEXT_IDS
+    assert seen and not any(s.any() for s in seen)
 
 
 def test_rope_ppl_is_computed_with_its_own_positions_as_before(runs, tmp_path, monkeypatch):
