@@ -1,9 +1,10 @@
 """Evaluation reads text the way a data-position PE trained on it: an abacus checkpoint trained on shards whose
 `addition` documents carry digit places (and text TEXT_ID) is scored on its validation shards with their ids,
-windowed exactly as the tokens under both protocols and at a length beyond its default positions; text without ids
-gets TEXT_ID for every token (perplexity on a file, greedy generation of retrieval prompts); a rope checkpoint on the
-same shards is scored with its own positions, exactly as before. References: the val shards' ids read here with
-`open_positions` and windowed by hand, and losses computed here with the model's forward."""
+windowed exactly as the tokens under both protocols and at a length beyond its default positions (coupled reads
+them too); text without ids gets TEXT_ID for every token (perplexity on a file, LAMBADA, retrieval prompts); a
+rope checkpoint on the same shards is scored with its own positions, exactly as before. References: the val
+shards' ids read here with `open_positions` and windowed by hand, and losses computed here with the model's
+forward."""
 
 import json
 from dataclasses import replace
@@ -30,6 +31,7 @@ from posbench.evaluation.suites.passkey_eval import PasskeyConfig, PasskeyGrid
 from posbench.evaluation.suites.ppl import Perplexity, PplConfig
 from posbench.model.transformer import Transformer
 from posbench.pe.abacus import Abacus
+from posbench.pe.coupled import CoupledPositions
 from posbench.training.batch_sources import build_stream
 from posbench.training.loop import train
 from tests.data.test_tokenize_positions import jsonl_corpus, overrides
@@ -50,7 +52,8 @@ def runs(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("ppl_positions")
     jsonl_corpus(tmp / "corpus", docs=60)
     out = {}
-    for pe, pe_args in (("abacus", ["pe.name=abacus", "pe.max_offset=4"]), ("rope", ["pe.name=rope"])):
+    for pe, pe_args in (("abacus", ["pe.name=abacus", "pe.max_offset=4"]), ("coupled", ["pe.name=coupled"]),
+                        ("rope", ["pe.name=rope"])):
         args = [o for o in overrides(tmp, f"train.run_name={pe}") if not o.startswith("pe.")] + pe_args
         cfg = load_config(overrides=args).resolve()
         if pe == "abacus":
@@ -136,6 +139,19 @@ def test_abacus_ppl_reads_the_val_shards_ids_windowed_as_the_tokens(runs, tmp_pa
     row40 = next(r for r in ppl["rows"] if r["length"] == 40)
     assert row40["na"] is None and row40["nonoverlap"]["loss"] == pytest.approx(
         hand_loss(loaded.model, stream, 40, row40["nonoverlap"]["windows"], ids), rel=1e-5)
+
+
+def test_coupled_ppl_reads_the_val_shards_ids_too(runs, monkeypatch):
+    loaded = load_model(runs["coupled"])
+    evaluator = Perplexity(PplConfig(max_tokens=64, protocols=["nonoverlap"]), target_for(loaded.cfg, [16]))
+    seen = []
+    original = CoupledPositions.data_positions
+    monkeypatch.setattr(CoupledPositions, "data_positions",
+                        lambda self, d, p: seen.append(d.cpu().clone()) or original(self, d, p))
+    res = evaluator.run(session_for(loaded.model))
+    assert res["positions"] == data_ids.SHARD_IDS
+    ids = val_ids(runs["cfg"])
+    assert [r.long().tolist() for b in seen for r in b] == [ids[k * 16:k * 16 + 16].tolist() for k in range(4)]
 
 
 def test_text_without_ids_gets_the_text_id_for_every_token(runs, tmp_path, monkeypatch):
