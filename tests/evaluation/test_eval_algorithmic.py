@@ -77,7 +77,9 @@ def test_prompt_starts_with_bos_and_ends_with_the_query():
     task_cfg = get_task_class("sort").Config()
     ev = Algorithmic(AlgorithmicConfig(tasks=[task_cfg], shots=[0, 1]), target_for(cfg, [64], seed=SEED))
     task = get_task_class("sort")(task_cfg)
-    ids, answer, _, passed, _ = ev.prompt(ev.tasks[0], "ood", 1, 5)
+    built = ev.prompt(ev.tasks[0], "ood", 1, 5)
+    ids, answer, passed = built.ids, built.answer, built.passed_over
+    assert built.positions is None  # a rope checkpoint: no data ids
     assert passed == 0  # OOD prompts are never trimmed
     query = task.example(SEED, 5, "ood")
     assert ids[0] == BYTES.bos_id and answer == query.answer

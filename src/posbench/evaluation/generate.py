@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 from collections import defaultdict
 from collections.abc import Callable
+from typing import NamedTuple
 
 import torch
 
@@ -43,17 +44,33 @@ def supports_cache(model) -> bool:
     return True
 
 
+AnswerRule = Callable[[list[int]], list[int]]  # generated tokens so far -> their position ids
+
+
+class PromptIds(NamedTuple):
+    """One prompt's position ids for `greedy_generate`: one per prompt token, and the rule giving its generated
+    tokens theirs (e.g. a task's `answer_positions` read through the text tokenizer: evaluation/data_ids.py)."""
+
+    prompt: list[int]
+    answer_rule: AnswerRule
+
+
 class DataPositions:
     """The position ids a task defines (`Example.positions_T`) while decoding: the prompt's, then each generated
     token's by the task's rule (`Task.answer_positions`: an answer token's id from the answer tokens up to it, e.g.
-    a reversed answer digit's place = its index among the answer digits + 1). The model's `data_pos_BT`."""
+    a reversed answer digit's place = its index among the answer digits + 1). The model's `data_pos_BT`.
+    `answer_rule`: one rule for every row, or a list with each row's own (a batch mixing prompts of several
+    tasks)."""
 
-    def __init__(self, prompt_BT: torch.Tensor, answer_rule: Callable[[list[int]], list[int]]):
-        self.prompt_BT, self.rule = prompt_BT, answer_rule
+    def __init__(self, prompt_BT: torch.Tensor, answer_rule: AnswerRule | list[AnswerRule]):
+        self.prompt_BT = prompt_BT
+        self.rules = list(answer_rule) if isinstance(answer_rule, list) else [answer_rule] * prompt_BT.shape[0]
+        if len(self.rules) != prompt_BT.shape[0]:
+            raise ValueError(f"{len(self.rules)} answer rules for {prompt_BT.shape[0]} prompt rows")
 
     def answer_BN(self, new_BN: torch.Tensor) -> torch.Tensor:
-        """(B, N) ids of the generated tokens so far, row by row through the rule."""
-        rows = [self.rule(row) for row in new_BN.tolist()]
+        """(B, N) ids of the generated tokens so far, row by row through its rule."""
+        rows = [rule(row) for rule, row in zip(self.rules, new_BN.tolist(), strict=True)]
         return torch.tensor(rows, dtype=torch.long, device=self.prompt_BT.device).reshape(new_BN.shape)
 
     def prompt(self) -> dict:
@@ -123,14 +140,22 @@ def greedy_recompute(model, prompt_BT: torch.Tensor, n_new: int, scores: list | 
 
 def greedy_generate(model, prompts: list[list[int]], n_new: list[int], device, batch_size: int = 8,
                     autocast=contextlib.nullcontext, progress: Progress | None = None,
-                    text_ids: bool = False) -> list[list[int] | None]:
+                    text_ids: bool = False, data_ids: list[PromptIds] | None = None) -> list[list[int] | None]:
     """For each prompt, its first n_new[i] greedy tokens, or None where the PE cannot represent
     len(prompt) + n_new[i] - 1 positions. `text_ids`: every token, prompt and generated, is fed as text with the
-    data id TEXT_ID (a run that trained with the data's ids: evaluation/data_ids.py)."""
+    data id TEXT_ID (a run that trained with the data's ids: evaluation/data_ids.py). `data_ids`: each prompt's own
+    ids and rule for its generated tokens' (a task's places in a mixed run's prompt). Neither: the model's own
+    positions, no ids passed."""
     if len(prompts) != len(n_new):
         raise ValueError(f"{len(prompts)} prompts but {len(n_new)} answer lengths")
     if any(len(p) == 0 for p in prompts) or any(n < 1 for n in n_new):
         raise ValueError("every prompt needs at least one token and every answer at least one new token")
+    if text_ids and data_ids is not None:
+        raise ValueError("greedy_generate takes text_ids or data_ids, not both")
+    if text_ids:
+        data_ids = [PromptIds([TEXT_ID] * len(p), all_text) for p in prompts]
+    if data_ids is not None and [len(d.prompt) for d in data_ids] != [len(p) for p in prompts]:
+        raise ValueError("data_ids needs one id per prompt token, for every prompt")
     progress = progress or NullProgress()
     decode = greedy_cached if supports_cache(model) else greedy_recompute
     groups: dict[tuple[int, int], list[int]] = defaultdict(list)
@@ -143,8 +168,9 @@ def greedy_generate(model, prompts: list[list[int]], n_new: list[int], device, b
             prompt_BT = torch.tensor([prompts[i] for i in chunk], dtype=torch.long, device=device)
             try:
                 with autocast():
-                    ids = (DataPositions(torch.full_like(prompt_BT, TEXT_ID), lambda row: [TEXT_ID] * len(row))
-                           if text_ids else None)
+                    ids = None if data_ids is None else DataPositions(
+                        torch.tensor([data_ids[i].prompt for i in chunk], dtype=torch.long, device=device),
+                        [data_ids[i].answer_rule for i in chunk])
                     new_BN = decode(model, prompt_BT, n, positions=ids).tolist()
             except PositionRangeError:
                 new_BN = [None] * len(chunk)
@@ -152,6 +178,11 @@ def greedy_generate(model, prompts: list[list[int]], n_new: list[int], device, b
                 out[i] = new
             progress.update(len(chunk))
     return out
+
+
+def all_text(new: list[int]) -> list[int]:
+    """The answer rule of text: TEXT_ID for every generated token."""
+    return [TEXT_ID] * len(new)
 
 
 def decode(tokenizer: Tokenizer, ids: list[int]) -> str:

@@ -29,6 +29,13 @@ predicted (`position_split`): answer token i is predicted at position len(prompt
 `within_accuracy` / `beyond_accuracy` are the shares of those answer tokens the greedy output gets right
 position by position (None where a cell has no such token), `n_beyond` how many there are: only the
 beyond share measures extrapolation in position, where exact match of a long example mixes both.
+
+A checkpoint that trained with its mix's position ids (evaluation/data_ids.py: abacus or coupled on shards whose
+task documents carried digit places) is asked with them, each prompt token with the id its pretraining document
+gave it: <|bos|> and every separator TEXT_ID, a demonstration's text and the query's prompt the task's
+`text_positions` (TEXT_ID throughout for a task without ids, as the shards hold it), each generated token by the
+task's own rule (`data_ids.task_answer_rule`). The result's `positions` says which positions were used; every
+other checkpoint is asked with its own, no ids passed.
 """
 
 from __future__ import annotations
@@ -42,9 +49,10 @@ import numpy as np
 
 from posbench.config_loader import ConfigError
 from posbench.data.tasks import TaskConfig, build_task, get_task_class, task_names
-from posbench.evaluation import eval_plots
+from posbench.data.token_positions import TEXT_ID
+from posbench.evaluation import data_ids, eval_plots
 from posbench.evaluation.evaluator import Evaluator, Session, Target
-from posbench.evaluation.generate import decode, greedy_generate
+from posbench.evaluation.generate import PromptIds, decode, greedy_generate
 from posbench.evaluation.markdown import md_table, pct
 from posbench.evaluation.suite_registry import SUITES
 from posbench.targets import IGNORE
@@ -64,6 +72,7 @@ class Built(NamedTuple):
     chance: float  # exact match by uniform guessing (see the module docstring)
     passed_over: int  # demonstration candidates too long to fit beside the query ("id" prompts)
     need: int  # tokens of <|bos|> query answer, the least the prompt takes
+    positions: list[int] | None = None  # the data id of each of `ids` (a run trained with them), else None
 
 
 def answer_chance(task, example) -> float:
@@ -125,6 +134,7 @@ class Algorithmic(Evaluator):
         configs = cfg.tasks or (list(run.data.mix.tasks) if pretrained_with_mix(run) else
                                 [get_task_class(n).Config() for n in task_names()])
         self.tasks = [build_task(c) for c in configs]
+        self.with_ids = data_ids.trained_with_ids(run)
 
     def cells(self):
         for task in self.tasks:
@@ -140,15 +150,25 @@ class Algorithmic(Evaluator):
         return self.target.train_len if split == "id" else None
 
     def candidates(self, task, split: str, index: int):
-        """Query `index`'s demonstration candidates, as token ids: the usual max(shots), then (for "id" prompts,
-        which must fit) SPARES more."""
+        """Query `index`'s demonstration candidates, as (token ids, their data ids or None): the usual max(shots),
+        then (for "id" prompts, which must fit) SPARES more."""
         tok, seed, m = self.target.tokenizer, self.target.seed, max(self.cfg.shots)
         demo_split = "train" if self.cfg.demo_split == "train" else split
         indices = [DEMO_OFFSET + index * m + j for j in range(m)]
         if self.budget(split) is not None:
             indices += [SPARE_OFFSET + index * SPARES + j for j in range(SPARES)]
         for i in indices:
-            yield tok.encode(task.example(seed, i, demo_split).text + self.cfg.separator)
+            demo = task.example(seed, i, demo_split)
+            ids = tok.encode(demo.text + self.cfg.separator)
+            yield ids, (self.piece_ids(task, demo, demo.text, ids) if self.with_ids else None)
+
+    def piece_ids(self, task, ex, text: str, ids: list[int]) -> list[int]:
+        """Data ids of a prompt piece `ids`: `text` (the start of `ex.text`) as its document carried it, then
+        TEXT_ID for what follows (the separator)."""
+        own = data_ids.task_piece_ids(self.target.tokenizer, task, ex, text)
+        if ids[:len(own)] != self.target.tokenizer.encode(text):
+            raise AssertionError(f"task `{task.name}`: the separator changed how {text[:40]!r} tokenizes")
+        return own + [TEXT_ID] * (len(ids) - len(own))
 
     def prompt(self, task, split: str, shots: int, index: int) -> Built:
         tok = self.target.tokenizer
@@ -160,16 +180,20 @@ class Algorithmic(Evaluator):
             return Built(None, query.answer, chance, 0, need)
         demos, passed = [], 0
         for demo in self.candidates(task, split, index) if shots else ():
-            if budget is None or used + len(demo) <= budget:
+            if budget is None or used + len(demo[0]) <= budget:
                 demos.append(demo)
-                used += len(demo)
+                used += len(demo[0])
                 if len(demos) == shots:
                     break
             else:
                 passed += 1
         if len(demos) < shots:
             return Built(None, query.answer, chance, passed, need)
-        return Built([tok.bos_id, *(t for d in demos for t in d), *ids], query.answer, chance, passed, need)
+        positions = None
+        if self.with_ids:
+            positions = [TEXT_ID, *(p for _, d in demos for p in d), *self.piece_ids(task, query, query.prompt, ids)]
+        return Built([tok.bos_id, *(t for d, _ in demos for t in d), *ids], query.answer, chance, passed, need,
+                     positions)
 
     def run(self, session: Session) -> dict:
         tok = self.target.tokenizer
@@ -185,9 +209,13 @@ class Algorithmic(Evaluator):
         unfit = {owner[k] for k, b in enumerate(built) if b.ids is None}
         asked = [k for k, b in enumerate(built) if owner[k] not in unfit]
         prompts = {k: built[k].ids for k in asked}
+        ids = None
+        if self.with_ids:
+            rules = {task.name: data_ids.task_answer_rule(tok, task) for task in self.tasks}
+            ids = [PromptIds(built[k].positions, rules[cells[owner[k]][0].name]) for k in asked]
         # every prompt of every cell in one call, so same-length prompts of different cells share batches
         got = greedy_generate(session.model, [prompts[k] for k in asked], [n_new[k] for k in asked], session.device,
-                              self.target.batch_size, session.autocast, session.progress)
+                              self.target.batch_size, session.autocast, session.progress, data_ids=ids)
         session.progress.update(len(built) - len(asked))
         outputs = dict(zip(asked, got, strict=True))
         results = []
@@ -223,7 +251,7 @@ class Algorithmic(Evaluator):
             })
         return {"n_examples": self.cfg.n_examples, "shots": list(self.cfg.shots), "splits": list(self.cfg.splits),
                 "demo_split": self.cfg.demo_split, "seed": self.target.seed, "train_len": self.target.train_len,
-                "cells": results}
+                "cells": results, "positions": data_ids.TASK_IDS if self.with_ids else data_ids.OWN}
 
     def unfit_reason(self, rows: list[Built], split: str, shots: int) -> str:
         """Why an "id" cell is n/a: its queries alone, or with k demonstrations, do not fit in the training length."""
@@ -279,6 +307,9 @@ class Algorithmic(Evaluator):
             passed = sum(c.get("demos_passed_over", 0) for c in fitted)
             note += (f" ID prompts, answer included, stay inside the training length ({L} tokens): each takes the "
                      f"first demonstrations that fit beside its query ({passed} longer candidates passed over in all).")
+        used = result.get("positions", data_ids.OWN)
+        if used != data_ids.OWN:
+            note += f" Positions: {used}."
         notes = cls._na_notes(result)
         return (f"{result['n_examples']} examples per cell; demonstrations from the `{result['demo_split']}` "
                 f"split. Exact match of whole answers, beside what guessing each answer symbol uniformly "
@@ -299,6 +330,8 @@ class Algorithmic(Evaluator):
                                                       if (t, split, shots) in cells else "-")
             parts += [f"Exact match, {shots}-shot:", "", md_table(header, [[t, *v] for t, v in rows.items()]), ""]
         notes = [line for label, res in results.items() for line in cls._na_notes(res, f"{label}: ")]
+        notes += [f"- {label}: Positions: {res['positions']}." for label, res in results.items()
+                  if res.get("positions", data_ids.OWN) != data_ids.OWN]
         return "\n".join(parts + notes).rstrip()
 
     @classmethod
