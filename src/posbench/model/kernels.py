@@ -140,7 +140,8 @@ class BlockedBiasKernel(EagerKernel):
         by_distance = getattr(score_mod, "by_distance", None)
         table_HS = by_distance(H) if by_distance is not None else None
         first = score_mod.invariant_rows() if table_HS is not None else 0
-        rows_block = score_mod.rows_bias(H) if first < T and hasattr(score_mod, "rows_bias") else None
+        gather = functools.partial(distance_blocks, T=T, S=S, rows=rows)
+        rows_block = score_mod.rows_bias(H, gather) if first < T and hasattr(score_mod, "rows_bias") else None
         if table_HS is not None and first >= T:
             return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, distance_blocks(table_HS, T, S, rows), allowed,
                                           spans, rows_reversed=True)

@@ -64,24 +64,29 @@ class BiasPE(PositionalEncoding):
         """(H, S) float32: the bias at distances 0 .. S-1 of the first `invariant_rows` queries, when in this
         call their bias is a function of head and q_idx - kv_idx alone: consecutive positions with the queries
         last (query t at key position S - T + t) and at least one such query. Else None."""
-        T, S = pos_q_T.shape[0], pos_k_S.shape[0]
-        if T > S:
-            return None
-        dist_S = torch.arange(S, device=pos_k_S.device, dtype=torch.float32)
-        if not (torch.equal(pos_k_S, pos_k_S[0] + dist_S) and torch.equal(pos_q_T, pos_k_S[S - T:])):
-            return None
         rows = self.invariant_rows(t, pos_q_T)
-        if rows == 0:
+        if rows == 0 or not self.consecutive(pos_q_T, pos_k_S):
             return None
+        S = pos_k_S.shape[0]
+        dist_S = torch.arange(S, device=pos_k_S.device, dtype=torch.float32)
         h = torch.arange(H, device=pos_k_S.device)[:, None]
         # q_pos: any of those queries' positions gives the same bias; the last one's is real
         return self.bias(t, h, dist_S[None, :], pos_q_T[rows - 1].expand(1, S)).expand(H, S).float()
 
-    def rows_bias(self, t: int, pos_q_T, pos_k_S, H: int):
+    @staticmethod
+    def consecutive(pos_q_T, pos_k_S) -> bool:
+        """Keys at consecutive positions, the queries the last T of them (query t at key position S - T + t)."""
+        T, S = pos_q_T.shape[0], pos_k_S.shape[0]
+        dist_S = torch.arange(S, device=pos_k_S.device, dtype=torch.float32)
+        return T <= S and torch.equal(pos_k_S, pos_k_S[0] + dist_S) and torch.equal(pos_q_T, pos_k_S[S - T:])
+
+    def rows_bias(self, t: int, pos_q_T, pos_k_S, H: int, gather=None):
         """`bias_block(q0, q1, k0, k1)` -> (H, R, N) float32, **rows (queries) last to first**: the bias of
         queries q0..q1-1 against keys k0..k1-1, for a kernel without autograd (sdpa_bias) to use on the queries
         `by_distance` does not serve, when the PE has a faster exact form than its score_mod on a grid. Only
-        called without autograd (its result may not carry gradients). None: no such form (the default)."""
+        called without autograd (its result may not carry gradients). `gather(table_CS)`: the kernel's reading
+        of a table by distance (`distance_blocks`: each block's (C, R, N) rows last to first), valid when the
+        positions are `consecutive`. None: no such form (the default)."""
         return None
 
     def _batched_mod(self, t, pos_q_BT, pos_k_BS):

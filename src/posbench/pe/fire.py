@@ -14,6 +14,7 @@ from torch import nn
 from posbench.config_loader import ConfigError
 from posbench.pe.bias import BiasConfig, BiasPE
 from posbench.pe.encoding import PES
+from posbench.pe.piecewise_linear import evaluate, evaluate_sorted_rows, relu_mlp_segments
 
 
 @PES.register("fire")
@@ -65,41 +66,33 @@ class FIRE(BiasPE):
 
     def invariant_rows(self, t, pos_q_T):
         # queries at i <= max(L, 1) share the normaliser psi(max(L, 1)): their bias is one of distance alone
-        bound = self.threshold_L[t].clamp_min(1.0)
-        return int((pos_q_T <= bound).sum())
+        return int((pos_q_T <= self.threshold_L[t].clamp_min(1.0)).sum())
 
     def piecewise(self, t):
-        """The MLP as the piecewise-linear function it is: f(x) = slope_HP[h, s] x + intercept_HP[h, s] on
-        segment s = bucketize(x, breaks_P) (breaks[s-1] < x <= breaks[s]). A unit with w1 != 0 switches at
-        x_n = -b1/w1: one with w1 > 0 is on right of it, w1 < 0 left of it; w1 = 0 units are constants.
-        Counting by the sorted rank of a unit's break (not by comparing values) keeps duplicated breaks right:
-        the zero-width segments between equal breaks are never picked by bucketize. Float64 inside."""
-        w1, b1 = self.w1_LN[t].double(), self.b1_LN[t].double()
-        w2_HN, b2_H = self.w2_LHN[t].double(), self.b2_LH[t].double()
-        on = w1 != 0
-        breaks, order = (-b1[on] / w1[on]).sort()
-        P = breaks.numel()
-        rank = torch.empty_like(order)
-        rank[order] = torch.arange(P, device=order.device)
-        seg = torch.arange(P + 1, device=order.device)[None, :]
-        right = (w1[on] > 0)[:, None] & (rank[:, None] < seg)  # (P, P+1): unit n is on in segment s
-        left = (w1[on] < 0)[:, None] & (rank[:, None] >= seg)
-        active = (right | left).double()
-        slope_HP = w2_HN[:, on] @ (active * w1[on][:, None])
-        intercept_HP = (b2_H + w2_HN[:, ~on] @ torch.relu(b1[~on]))[:, None] + w2_HN[:, on] @ (active * b1[on][:, None])
-        return breaks.float(), slope_HP.float(), intercept_HP.float()
+        """(breaks_P, slope_HP1, intercept_HP1) of table t's MLP (pe/piecewise_linear.py)."""
+        return relu_mlp_segments(self.w1_LN[t], self.b1_LN[t], self.w2_LHN[t], self.b2_LH[t])
 
-    def rows_bias(self, t, pos_q_T, pos_k_S, H):
-        """Rows last to first (BiasPE.rows_bias): x as in `bias`, shared by the heads, then f(x) as slope and
-        intercept of x's segment: a bucketize and two gathers instead of `hidden` elementwise passes per head."""
-        breaks, slope_HP, intercept_HP = self.piecewise(t)
+    def rows_bias(self, t, pos_q_T, pos_k_S, H, gather=None):
+        """Rows last to first (BiasPE.rows_bias): x = psi(d) / psi(max(L, i)) as in `bias`, shared by the
+        heads, then the MLP's segment of x and its slope and intercept. At consecutive positions psi(d) comes
+        from a table by distance (the kernel's `gather`) and each row of x falls as keys near the query, so
+        a row's segments are runs found by P binary searches; otherwise each x is looked up."""
+        segments = self.piecewise(t)
         c, norm_T = self._normaliser(t, pos_q_T.float())
         pos_q_T, pos_k_S = pos_q_T.float(), pos_k_S.float()
+        if gather is None or not self.consecutive(pos_q_T, pos_k_S):
+            def block(q0, q1, k0, k1):
+                dist_RN = (pos_q_T[q0:q1].flip(0)[:, None] - pos_k_S[None, k0:k1]).clamp_min(0.0)
+                return evaluate(torch.log1p(c * dist_RN) / norm_T[q0:q1].flip(0)[:, None], *segments)
 
-        def block(q0, q1, k0, k1):
-            dist_RN = (pos_q_T[q0:q1].flip(0)[:, None] - pos_k_S[None, k0:k1]).clamp_min(0.0)
-            x_RN = torch.log1p(c * dist_RN) / norm_T[q0:q1].flip(0)[:, None]
-            s_RN = torch.bucketize(x_RN, breaks)
-            return slope_HP[:, s_RN] * x_RN + intercept_HP[:, s_RN]
+            return block
+        # psi by distance, made non-decreasing (log1p's last-bit wobble must not break the rows' order); future
+        # keys read distance-0 zeros, the row's smallest x, so rows stay sorted to their end
+        psi_1S = torch.log1p(c * torch.arange(pos_k_S.shape[0], dtype=torch.float32)).cummax(0).values[None]
+        psi_blocks, neg_norm_T = gather(psi_1S), -norm_T
 
-        return block
+        def sorted_block(q0, q1, k0, k1):
+            neg_x_RN = psi_blocks(q0, q1, k0, k1)[0].div_(neg_norm_T[q0:q1].flip(0)[:, None])
+            return evaluate_sorted_rows(neg_x_RN, *segments)
+
+        return sorted_block
