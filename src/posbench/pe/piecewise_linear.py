@@ -54,6 +54,11 @@ def evaluate_sorted_rows(neg_x_RN, breaks_P, slope_HP1, intercept_HP1) -> torch.
     bounds_RP2 = torch.cat((above_RP.new_full((R, 1), N), above_RP, above_RP.new_zeros((R, 1))), dim=1)
     runs_RP1 = (bounds_RP2[:, :-1] - bounds_RP2[:, 1:]).flip(1)  # row r: segments P, P-1, .., 0 in key order
     take = torch.repeat_interleave(runs_RP1.flatten(), output_size=R * N)  # the (row, run) of every entry
-    pick = lambda table_HP1: table_HP1.flip(1).repeat(1, R).index_select(1, take).view(H, R, N)
-    # f = slope x + intercept = (-slope)(-x) + intercept
-    return pick(intercept_HP1).addcmul_(pick(-slope_HP1), neg_x_RN)
+    # per head: two 1-D gathers (torch's fast index_select path) and f = (-slope)(-x) + intercept, in place
+    out_HRN, slope_RN = neg_x_RN.new_empty(H, R, N), torch.empty_like(neg_x_RN)
+    neg_slope_HP1, intercept_HP1 = -slope_HP1.flip(1).repeat(1, R), intercept_HP1.flip(1).repeat(1, R)
+    for h in range(H):
+        torch.index_select(intercept_HP1[h], 0, take, out=out_HRN[h].view(-1))
+        torch.index_select(neg_slope_HP1[h], 0, take, out=slope_RN.view(-1))
+        out_HRN[h].addcmul_(slope_RN, neg_x_RN)
+    return out_HRN
