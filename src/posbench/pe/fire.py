@@ -47,6 +47,7 @@ class FIRE(BiasPE):
         self.b1_LN = nn.Parameter(torch.randn(n, hdim) * 0.1)
         self.w2_LHN = nn.Parameter(torch.randn(n, H, hdim) / math.sqrt(hdim))
         self.b2_LH = nn.Parameter(torch.zeros(n, H))
+        self._segments = {}  # table -> (its MLP weights, their piecewise-linear form): see `piecewise`
 
     def bias(self, t, h, dist, q_pos):
         c = self.c_L[t].clamp_min(1e-4)
@@ -69,8 +70,15 @@ class FIRE(BiasPE):
         return int((pos_q_T <= self.threshold_L[t].clamp_min(1.0)).sum())
 
     def piecewise(self, t):
-        """(breaks_P, slope_HP1, intercept_HP1) of table t's MLP (pe/piecewise_linear.py)."""
-        return relu_mlp_segments(self.w1_LN[t], self.b1_LN[t], self.w2_LHN[t], self.b2_LH[t])
+        """(breaks_P, slope_HP1, intercept_HP1) of table t's MLP (pe/piecewise_linear.py), remade only when its
+        weights changed: decoding asks per layer and step. Compared by value, not by version counter, which an
+        edit through `.data` would not move."""
+        weights = (self.w1_LN[t], self.b1_LN[t], self.w2_LHN[t], self.b2_LH[t])
+        kept = self._segments.get(t)
+        if kept is None or not all(a.device == b.device and torch.equal(a, b) for a, b in zip(kept[0], weights)):
+            kept = tuple(w.detach().clone() for w in weights), relu_mlp_segments(*weights)
+            self._segments[t] = kept
+        return kept[1]
 
     def rows_bias(self, t, pos_q_T, pos_k_S, H, gather=None):
         """Rows last to first (BiasPE.rows_bias): x = psi(d) / psi(max(L, i)) as in `bias`, shared by the

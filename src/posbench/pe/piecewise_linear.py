@@ -12,6 +12,7 @@ from __future__ import annotations
 import torch
 
 
+@torch.no_grad()
 def relu_mlp_segments(w1_N, b1_N, w2_HN, b2_H) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(breaks_P ascending, slope_HP1, intercept_HP1) in float32, computed in float64. A unit with w1 > 0 is on
     right of its break, w1 < 0 left of it; w1 = 0 units are constants (relu(b1)), part of every intercept.
