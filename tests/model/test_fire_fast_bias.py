@@ -236,3 +236,17 @@ def test_spread_positions_use_rows_bias_for_every_query():
         out = BlockedBiasKernel(pe, "cpu", 0.0)(q, k, v, mod, training=False)
         ref = EagerKernel(pe, "cpu", 0.0)(q, k, v, mod, training=False)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+
+
+def test_the_kept_segments_follow_the_weights():
+    """`piecewise` keeps its result between calls (decoding asks per layer and step) and remakes it when the
+    weights change, in place through an optimizer-like update or through `.data`, which moves no version."""
+    pe = fire().pe
+    x = torch.linspace(0, 1, 257)
+    first = pe.piecewise(0)
+    assert pe.piecewise(0) is first
+    with torch.no_grad():
+        pe.w1_LN[0, 3] += 0.5
+    torch.testing.assert_close(piecewise_at(pe, 0, x).double(), mlp64(pe, 0, x), rtol=1e-5, atol=1e-5 * scale(pe, 0))
+    pe.w2_LHN.data[0, 1, 2] = -3.0
+    torch.testing.assert_close(piecewise_at(pe, 0, x).double(), mlp64(pe, 0, x), rtol=1e-5, atol=1e-5 * scale(pe, 0))
