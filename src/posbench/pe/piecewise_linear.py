@@ -45,41 +45,32 @@ def evaluate(x_RN, breaks_P, slope_HP1, intercept_HP1) -> torch.Tensor:
 
 def evaluate_sorted_rows(neg_x_RN, breaks_P, slope_HP1, intercept_HP1) -> torch.Tensor:
     """(H, R, N): f(x) where every row of x is non-increasing (given as -x, non-decreasing, which
-    `torch.searchsorted` needs): along a row the segment only steps down, so each row is at most P + 1 runs.
-    Their lengths come from P binary searches per row instead of one per entry; the same segments as
-    `evaluate` (x enters segment s exactly when #{breaks < x} = s), so the same values.
+    `torch.searchsorted` needs): along a row the segment only steps down, so each row is at most P + 1 runs,
+    whose ends come from P binary searches per row instead of one per entry.
 
-    The leading keys that every row has in one segment (FIRE: the far keys, x = psi(d) / psi(i) near 1,
-    usually most of a row) are one affine map of x with that segment's slope and intercept; only the rest is
-    gathered per entry and head."""
+    Rows a few positions apart have nearly the same runs (FIRE: rows R apart move a run's ends by less than R
+    keys), so most keys (columns) lie in one segment for every row of the block: there f is one affine map of x
+    per head and column, a single broadcast addcmul over the block. Only the columns where the rows disagree
+    are looked up per entry (`evaluate`). Both use the segment s = #{breaks < x} of each x, so the values are
+    `evaluate`'s."""
     H, P1 = slope_HP1.shape
     R, N = neg_x_RN.shape
     # keys with x > breaks[n] are a prefix of the row: its length, #{-x < -breaks[n]}, for every n
     above_RP = torch.searchsorted(neg_x_RN, (-breaks_P).expand(R, P1 - 1).contiguous())
     bounds_RP2 = torch.cat((above_RP.new_full((R, 1), N), above_RP, above_RP.new_zeros((R, 1))), dim=1)
-    runs_RP1 = (bounds_RP2[:, :-1] - bounds_RP2[:, 1:]).flip(1)  # row r: segments P, P-1, .., 0 in key order
-    neg_slope_HP1, intercept_HP1 = -slope_HP1.flip(1), intercept_HP1.flip(1)  # f = (-slope)(-x) + intercept
-    out_HRN = neg_x_RN.new_empty(H, R, N)
-    # the common lead: every row's first nonempty run is run j, for at least `lead` keys
-    first_R = (runs_RP1 > 0).int().argmax(1)
-    j = int(first_R[0])
-    lead = int(runs_RP1[:, j].min()) if bool((first_R == j).all()) else 0
-    if lead > 0:
-        # per head with the slope as a Python number: torch's vectorised scalar path (a broadcast (H, 1, 1)
-        # addcmul was 4x slower, measured)
-        for h, slope in enumerate(neg_slope_HP1[:, j].tolist()):
-            torch.add(intercept_HP1[h, j], neg_x_RN[:, :lead], alpha=slope, out=out_HRN[h, :, :lead])
-        runs_RP1 = runs_RP1.clone()
-        runs_RP1[:, j] -= lead
-    M = N - lead
-    if M == 0:
-        return out_HRN
-    take = torch.repeat_interleave(runs_RP1.flatten(), output_size=R * M)  # the (row, run) of every entry left
-    neg_slope_HP1, intercept_HP1 = neg_slope_HP1.repeat(1, R), intercept_HP1.repeat(1, R)
-    # per head: two 1-D gathers (torch's fast index_select path) and one addcmul into the output
-    slope_RM, intercept_RM = neg_x_RN.new_empty(R, M), neg_x_RN.new_empty(R, M)
-    for h in range(H):
-        torch.index_select(intercept_HP1[h], 0, take, out=intercept_RM.view(-1))
-        torch.index_select(neg_slope_HP1[h], 0, take, out=slope_RM.view(-1))
-        torch.addcmul(intercept_RM, slope_RM, neg_x_RN[:, lead:], out=out_HRN[h, :, lead:])
+    # segment s covers keys bounds[r, s + 1] .. bounds[r, s] - 1 of row r; the keys all rows have in it:
+    lo_P1, hi_P1 = bounds_RP2[:, 1:].max(0).values, bounds_RP2[:, :-1].min(0).values
+    # label every column with its common segment + 1 (0: rows disagree), by +-(s + 1) at its ends and a cumsum
+    seg_P1 = torch.arange(1, P1 + 1, device=neg_x_RN.device) * (hi_P1 > lo_P1)
+    marks_N1 = neg_x_RN.new_zeros(N + 1, dtype=torch.long)
+    marks_N1.index_add_(0, lo_P1, seg_P1).index_add_(0, hi_P1, -seg_P1)
+    label_N = marks_N1[:N].cumsum(0)
+    # f = (-slope)(-x) + intercept; column tables with segment "-1" (disagreeing columns) reading zeros
+    pad = lambda table_HP1: torch.cat((table_HP1.new_zeros(H, 1), table_HP1), dim=1)
+    neg_slope_HN, intercept_HN = pad(-slope_HP1).index_select(1, label_N), pad(intercept_HP1).index_select(1, label_N)
+    out_HRN = torch.addcmul(intercept_HN[:, None, :], neg_slope_HN[:, None, :], neg_x_RN[None])
+    mixed_M = (label_N == 0).nonzero().flatten()
+    if mixed_M.numel():
+        x_RM = neg_x_RN.index_select(1, mixed_M).neg_()
+        out_HRN.index_copy_(2, mixed_M, evaluate(x_RM, breaks_P, slope_HP1, intercept_HP1))
     return out_HRN
