@@ -4,7 +4,7 @@
     python scripts/bench_eval.py                                   # nano, ppl at 1,024-8,192, algorithmic, passkey
     python scripts/bench_eval.py --lengths 1024 2048 --ppl-tokens 4096 --pes rope alibi   # a quick look
     python scripts/bench_eval.py --json bench_eval.json
-    python scripts/bench_eval.py --pes rope fire --no-eager --algorithmic '' --passkey-lengths   # sdpa_bias vs RoPE only
+    python scripts/bench_eval.py --pes rope fire --no-eager --algorithmic '' --passkey-lengths   # no eager runs
 
 A nano model (configs/model/nano.yaml: d_model 64, 2 layers, 4 heads) with random weights per PE, evaluated in
 this process on CPU through the suites' own classes (no checkpoint, no data download): perplexity on random-word
@@ -200,7 +200,8 @@ def main(argv=None) -> int:
     p.add_argument("--json", default="", help="write the rows here too")
     p.add_argument("--no-memory", action="store_true", help="skip the memory pass")
     p.add_argument("--no-eager", action="store_true",
-                   help="time CPU's automatic kernel only (no 'before' columns: eager's T x S tensors are slow at 8,192)")
+                   help="time CPU's automatic kernel only (no 'before' columns: eager's T x S tensors are slow "
+                        "at 8,192)")
     p.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     import torch

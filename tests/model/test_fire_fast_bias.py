@@ -61,7 +61,8 @@ def mlp64(pe, t, x):
 
 def scale(pe, t):
     with torch.no_grad():
-        return float(pe.b2_LH[t].abs().max() + (pe.w2_LHN[t].abs() * (pe.w1_LN[t].abs() + pe.b1_LN[t].abs())).sum(-1).max())
+        terms_H = (pe.w2_LHN[t].abs() * (pe.w1_LN[t].abs() + pe.b1_LN[t].abs())).sum(-1)
+        return float(pe.b2_LH[t].abs().max() + terms_H.max())
 
 
 def piecewise_at(pe, t, x):
@@ -250,3 +251,29 @@ def test_the_kept_segments_follow_the_weights():
     torch.testing.assert_close(piecewise_at(pe, 0, x).double(), mlp64(pe, 0, x), rtol=1e-5, atol=1e-5 * scale(pe, 0))
     pe.w2_LHN.data[0, 1, 2] = -3.0
     torch.testing.assert_close(piecewise_at(pe, 0, x).double(), mlp64(pe, 0, x), rtol=1e-5, atol=1e-5 * scale(pe, 0))
+
+
+@pytest.mark.parametrize("rows", ["alike", "unlike"])
+def test_sorted_rows_equal_the_lookup_per_entry(rows):
+    """evaluate_sorted_rows (runs per row, one affine map over the columns all rows share a segment in, a lookup
+    where they disagree) against evaluate (a lookup per entry), to the bit, on non-increasing rows: rows nearly
+    alike (long shared runs, ragged ends) with x exactly at every break in the same columns (three equal ones
+    among them), and rows unlike each other (random ones, one at every break, one constant at the triple break)."""
+    from posbench.pe.piecewise_linear import evaluate, evaluate_sorted_rows
+
+    pe = fire().pe
+    awkward(pe)
+    breaks, slope, intercept = pe.piecewise(0)
+    at_breaks = torch.cat((breaks.flip(0), breaks.flip(0)[-1:].expand(270)))  # 300: every break, then the last
+    base = torch.linspace(1.2, -0.2, 300)
+    if rows == "alike":
+        x_RN = torch.stack([base, base - 0.003, base + 0.004, base])
+        x_RN = torch.cat((x_RN + float(breaks.max()) + 1.3, at_breaks.expand(4, 300)), dim=1)  # rows non-increasing
+    else:
+        gen = torch.Generator().manual_seed(4)
+        x_RN = torch.stack([torch.rand(300, generator=gen).sort(descending=True).values, at_breaks,
+                            torch.full((300,), 0.5), base])
+    assert (x_RN[:, 1:] <= x_RN[:, :-1]).all()
+    got = evaluate_sorted_rows(-x_RN, breaks, slope, intercept)
+    torch.testing.assert_close(got, evaluate(x_RN, breaks, slope, intercept), rtol=0, atol=0)
+    torch.testing.assert_close(got.double(), mlp64(pe, 0, x_RN), rtol=1e-5, atol=1e-5 * scale(pe, 0))

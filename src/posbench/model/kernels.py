@@ -36,8 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from posbench.config_loader import ConfigError
-from posbench.model.bias_attention import (block_rows, block_spans, blocked_bias_attention, distance_blocks,
-                                          split_blocks)
+from posbench.model.bias_attention import block_rows, block_spans, blocked_bias_attention, distance_blocks, split_blocks
 from posbench.model.masks import causal_mask, window_mask_mod  # noqa: F401  (causal_mask: importable from here)
 from posbench.model.packing import Documents, PackingConfig
 from posbench.pe.encoding import LogitsMod, PositionalEncoding

@@ -66,8 +66,8 @@ def evaluate_sorted_rows(neg_x_RN, breaks_P, slope_HP1, intercept_HP1) -> torch.
     marks_N1.index_add_(0, lo_P1, seg_P1).index_add_(0, hi_P1, -seg_P1)
     label_N = marks_N1[:N].cumsum(0)
     # f = (-slope)(-x) + intercept; column tables with segment "-1" (disagreeing columns) reading zeros
-    pad = lambda table_HP1: torch.cat((table_HP1.new_zeros(H, 1), table_HP1), dim=1)
-    neg_slope_HN, intercept_HN = pad(-slope_HP1).index_select(1, label_N), pad(intercept_HP1).index_select(1, label_N)
+    per_column = lambda table_HP1: torch.cat((table_HP1.new_zeros(H, 1), table_HP1), dim=1).index_select(1, label_N)
+    neg_slope_HN, intercept_HN = per_column(-slope_HP1), per_column(intercept_HP1)
     out_HRN = torch.addcmul(intercept_HN[:, None, :], neg_slope_HN[:, None, :], neg_x_RN[None])
     mixed_M = (label_N == 0).nonzero().flatten()
     if mixed_M.numel():
