@@ -96,7 +96,8 @@ class FIRE(BiasPE):
             return block
         # psi by distance, made non-decreasing (log1p's last-bit wobble must not break the rows' order); future
         # keys read distance-0 zeros, the row's smallest x, so rows stay sorted to their end
-        psi_1S = torch.log1p(c * torch.arange(pos_k_S.shape[0], dtype=torch.float32)).cummax(0).values[None]
+        dist_S = torch.arange(pos_k_S.shape[0], device=pos_k_S.device, dtype=torch.float32)
+        psi_1S = torch.log1p(c * dist_S).cummax(0).values[None]
         psi_blocks, neg_norm_T = gather(psi_1S), -norm_T
 
         def sorted_block(q0, q1, k0, k1):
