@@ -4,6 +4,7 @@
     python scripts/bench_eval.py                                   # nano, ppl at 1,024-8,192, algorithmic, passkey
     python scripts/bench_eval.py --lengths 1024 2048 --ppl-tokens 4096 --pes rope alibi   # a quick look
     python scripts/bench_eval.py --json bench_eval.json
+    python scripts/bench_eval.py --pes rope fire --no-eager --algorithmic '' --passkey-lengths   # no eager runs
 
 A nano model (configs/model/nano.yaml: d_model 64, 2 layers, 4 heads) with random weights per PE, evaluated in
 this process on CPU through the suites' own classes (no checkpoint, no data download): perplexity on random-word
@@ -109,14 +110,14 @@ def cells(cfg, args, text: Path):
     return out
 
 
-def variants(pes: list[str]) -> list[tuple[str, str, object, object]]:
+def variants(pes: list[str], eager: bool = True) -> list[tuple[str, str, object, object]]:
     """(pe, attention, model, run config) of every model measured: each PE with CPU's automatic kernel, and a bias PE
-    also with model.attention=eager on the same weights."""
+    also with model.attention=eager on the same weights (unless not `eager`)."""
     out = []
     for pe in pes:
         model, cfg = build(pe, "auto")
         out.append((pe, "auto", model, cfg))
-        if model.pe.has_score_mod:
+        if eager and model.pe.has_score_mod:
             eager, _ = build(pe, "eager")
             eager.load_state_dict(model.state_dict())
             out.append((pe, "eager", eager, cfg))
@@ -131,7 +132,7 @@ def run_all(args, text: Path) -> list[dict]:
 
     from posbench.evaluation.evaluator import NullProgress, Session
 
-    models = variants(args.pes)
+    models = variants(args.pes, not args.no_eager)
     planned = [cells(cfg, args, text) for _, _, _, cfg in models]  # per model: its evaluators, same cells
     names = [name for name, _ in planned[0]]
     best: dict[tuple[int, str], tuple[float, float | None]] = {}
@@ -198,6 +199,9 @@ def main(argv=None) -> int:
     p.add_argument("--threads", type=int, default=1, help="torch threads (1: steadier on a shared machine)")
     p.add_argument("--json", default="", help="write the rows here too")
     p.add_argument("--no-memory", action="store_true", help="skip the memory pass")
+    p.add_argument("--no-eager", action="store_true",
+                   help="time CPU's automatic kernel only (no 'before' columns: eager's T x S tensors are slow "
+                        "at 8,192)")
     p.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     import torch

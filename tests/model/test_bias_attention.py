@@ -183,15 +183,16 @@ def test_the_distance_table_gives_the_grids_bias(name):
 
 
 def test_only_a_relative_bias_at_consecutive_positions_is_gathered(monkeypatch):
-    """ALiBi at consecutive positions never evaluates the score_mod on a grid; FIRE (its bias depends on the query
-    position) and ALiBi at spread-out positions do; all three equal the eager kernel."""
+    """ALiBi at consecutive positions never evaluates the score_mod on a grid, nor does FIRE (a distance table
+    before its threshold, its piecewise-linear `rows_bias` after); ALiBi at spread-out positions does; all three
+    equal the eager kernel."""
     from posbench.model import kernels
 
     calls = []
     real = kernels.materialize_bias
     monkeypatch.setattr(kernels, "materialize_bias", lambda *a, **k: calls.append(1) or real(*a, **k))
     q, k, v = (torch.randn(2, 4, 30, 8) for _ in range(3))
-    for name, pos, gathered in [("alibi", torch.arange(30.0), True), ("fire", torch.arange(30.0), False),
+    for name, pos, gathered in [("alibi", torch.arange(30.0), True), ("fire", torch.arange(30.0), True),
                                 ("alibi", torch.arange(30.0) * 2, False)]:
         pe = build_test_model(name).pe.layer_pe(0)
         mod = pe.score_mod(0, pos, pos)

@@ -85,6 +85,21 @@ def distance_blocks(table_HS: torch.Tensor, T: int, S: int, rows: int) -> Callab
     return block
 
 
+def split_blocks(first_row: int, table_block, rows_block) -> Callable[[int, int, int, int], torch.Tensor]:
+    """`bias_block`, rows last to first, of a bias that is a function of distance for the queries before
+    `first_row` (`table_block`: `distance_blocks` of their table) and evaluated per row after it (`rows_block`,
+    the PE's `rows_bias`, rows last to first too; FIRE past its threshold). A block across `first_row` is the
+    two joined: its later queries first, as the reversed order has them."""
+    def block(q0: int, q1: int, k0: int, k1: int) -> torch.Tensor:
+        if q1 <= first_row:
+            return table_block(q0, q1, k0, k1)
+        if q0 >= first_row:
+            return rows_block(q0, q1, k0, k1)
+        return torch.cat((rows_block(first_row, q1, k0, k1), table_block(q0, first_row, k0, k1)), dim=-2)
+
+    return block
+
+
 def blocked_bias_attention(q_BHTK: torch.Tensor, k_BHSK: torch.Tensor, v_BHSK: torch.Tensor,
                            bias_block: Callable[[int, int, int, int], torch.Tensor], allowed: torch.Tensor,
                            spans: list[tuple[int, int, int, int, int, int]] | None = None,

@@ -36,7 +36,7 @@ import torch
 import torch.nn.functional as F
 
 from posbench.config_loader import ConfigError
-from posbench.model.bias_attention import block_rows, block_spans, blocked_bias_attention, distance_blocks
+from posbench.model.bias_attention import block_rows, block_spans, blocked_bias_attention, distance_blocks, split_blocks
 from posbench.model.masks import causal_mask, window_mask_mod  # noqa: F401  (causal_mask: importable from here)
 from posbench.model.packing import Documents, PackingConfig
 from posbench.pe.encoding import LogitsMod, PositionalEncoding
@@ -134,12 +134,20 @@ class BlockedBiasKernel(EagerKernel):
         allowed, spans = _causal_blocks(T, S, device, self.window, rows)
         if per_row:
             return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, bias_block, allowed, spans)
-        # a bias by distance alone (a relative PE at consecutive positions): gathered, not evaluated, per block
+        # a bias by distance alone (a relative PE at consecutive positions): gathered, not evaluated, per block;
+        # queries it does not serve (FIRE's past its threshold) by the PE's own no-grad form (`rows_bias`)
         by_distance = getattr(score_mod, "by_distance", None)
         table_HS = by_distance(H) if by_distance is not None else None
-        if table_HS is not None:
+        first = score_mod.invariant_rows() if table_HS is not None else 0
+        gather = functools.partial(distance_blocks, T=T, S=S, rows=rows)
+        rows_block = score_mod.rows_bias(H, gather) if first < T and hasattr(score_mod, "rows_bias") else None
+        if table_HS is not None and first >= T:
             return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, distance_blocks(table_HS, T, S, rows), allowed,
                                           spans, rows_reversed=True)
+        if rows_block is not None:
+            if table_HS is not None:
+                rows_block = split_blocks(first, distance_blocks(table_HS, T, S, rows), rows_block)
+            return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, rows_block, allowed, spans, rows_reversed=True)
         return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, bias_block, allowed, spans)
 
 

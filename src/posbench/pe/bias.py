@@ -47,23 +47,47 @@ class BiasPE(PositionalEncoding):
             dist = (q_pos - pos_k_S[kv_idx]).clamp_min(0.0)
             return score + self.bias(t, h, dist, q_pos)
 
-        # the same bias by distance, for a kernel that can gather it (sdpa_bias); FlexAttention ignores it
+        # the same bias by distance, for a kernel that can gather it (sdpa_bias); FlexAttention ignores it. With
+        # it: how many leading queries that table serves, and the PE's own evaluator of the other queries' rows
         mod.by_distance = functools.partial(self.by_distance, t, pos_q_T, pos_k_S)
+        mod.invariant_rows = functools.partial(self.invariant_rows, t, pos_q_T)
+        mod.rows_bias = functools.partial(self.rows_bias, t, pos_q_T, pos_k_S)
         return mod
 
+    def invariant_rows(self, t: int, pos_q_T) -> int:
+        """How many leading queries (of T, at ascending positions) have a bias that is a function of head and
+        distance alone: all of them for a translation-invariant PE (`is_relative`, held to it by the contract
+        test), none by default otherwise. FIRE overrides it (its queries before the threshold L)."""
+        return pos_q_T.shape[0] if self.is_relative else 0
+
     def by_distance(self, t: int, pos_q_T, pos_k_S, H: int) -> torch.Tensor | None:
-        """(H, S) float32: the bias at distances 0 .. S-1, when in this call it is a function of head and
-        q_idx - kv_idx alone: a translation-invariant PE (`is_relative`, held to it by the contract test) and
-        consecutive positions with the queries last (query t at key position S - T + t). Else None."""
-        T, S = pos_q_T.shape[0], pos_k_S.shape[0]
-        if not self.is_relative or T > S:
+        """(H, S) float32: the bias at distances 0 .. S-1 of the first `invariant_rows` queries, when in this
+        call their bias is a function of head and q_idx - kv_idx alone: consecutive positions with the queries
+        last (query t at key position S - T + t) and at least one such query. Else None."""
+        rows = self.invariant_rows(t, pos_q_T)
+        if rows == 0 or not self.consecutive(pos_q_T, pos_k_S):
             return None
+        S = pos_k_S.shape[0]
         dist_S = torch.arange(S, device=pos_k_S.device, dtype=torch.float32)
-        if not (torch.equal(pos_k_S, pos_k_S[0] + dist_S) and torch.equal(pos_q_T, pos_k_S[S - T:])):
-            return None
         h = torch.arange(H, device=pos_k_S.device)[:, None]
-        # q_pos: any position gives the same bias for a translation-invariant PE; the last query's is real
-        return self.bias(t, h, dist_S[None, :], pos_q_T[-1].expand(1, S)).expand(H, S).float()
+        # q_pos: any of those queries' positions gives the same bias; the last one's is real
+        return self.bias(t, h, dist_S[None, :], pos_q_T[rows - 1].expand(1, S)).expand(H, S).float()
+
+    @staticmethod
+    def consecutive(pos_q_T, pos_k_S) -> bool:
+        """Keys at consecutive positions, the queries the last T of them (query t at key position S - T + t)."""
+        T, S = pos_q_T.shape[0], pos_k_S.shape[0]
+        dist_S = torch.arange(S, device=pos_k_S.device, dtype=torch.float32)
+        return T <= S and torch.equal(pos_k_S, pos_k_S[0] + dist_S) and torch.equal(pos_q_T, pos_k_S[S - T:])
+
+    def rows_bias(self, t: int, pos_q_T, pos_k_S, H: int, gather=None):
+        """`bias_block(q0, q1, k0, k1)` -> (H, R, N) float32, **rows (queries) last to first**: the bias of
+        queries q0..q1-1 against keys k0..k1-1, for a kernel without autograd (sdpa_bias) to use on the queries
+        `by_distance` does not serve, when the PE has a faster exact form than its score_mod on a grid. Only
+        called without autograd (its result may not carry gradients). `gather(table_CS)`: the kernel's reading
+        of a table by distance (`distance_blocks`: each block's (C, R, N) rows last to first), valid when the
+        positions are `consecutive`. None: no such form (the default)."""
+        return None
 
     def _batched_mod(self, t, pos_q_BT, pos_k_BS):
         def mod(score, b, h, q_idx, kv_idx):
