@@ -23,8 +23,9 @@ log); the workers' total from getrusage(RUSAGE_CHILDREN), the parent's from proc
 
 The FLOP floor is the training FLOPs (6 x parameters x tokens, from the cells' configs) over `workers` x the
 matmul peak of one thread (fp32, measured here in thread CPU time at the study model's shape
-1024x128 @ 128x384 and at 2048^3, through torch's BLAS and oneDNN; the largest is used): no schedule of this grid on this machine can train
-in less wall time, with every core doing nothing but matmuls at their best rate.
+1024x128 @ 128x384 and at 2048^3, through torch's BLAS and through oneDNN; the largest is used): no schedule of
+this grid on this machine can train in less wall time, with every core doing nothing but matmuls at their best
+rate.
 """
 
 from __future__ import annotations
