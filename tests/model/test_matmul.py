@@ -126,3 +126,11 @@ def test_run_identity_ignores_the_choice():
     assert idents[0] == idents[1] and "matmul" not in idents[0]["model"]
     before = {k: v for k, v in to_dict(cfgs[0].model).items() if k not in ("matmul", "packing", "attention_window")}
     assert idents[0]["model"] == before
+
+
+def test_compile_with_onednn_is_refused_before_any_work():
+    """inductor cannot lower oneDNN's linear with trainable weights: the config says so instead of a compile
+    error at the first step."""
+    with pytest.raises(Exception, match="model.matmul=torch with train.compile=true"):
+        load_config(overrides=["model.matmul=onednn", "train.compile=true"])
+    assert load_config(overrides=["model.matmul=torch", "train.compile=true"]).train.compile
