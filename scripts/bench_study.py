@@ -23,8 +23,9 @@ log); the workers' total from getrusage(RUSAGE_CHILDREN), the parent's from proc
 
 The FLOP floor is the training FLOPs (6 x parameters x tokens, from the cells' configs) over `workers` x the
 matmul peak of one thread (fp32, measured here in thread CPU time at the study model's shape
-1024x128 @ 128x384 and at 2048^3; the larger is used): no schedule of this grid on this machine can train
-in less wall time, with every core doing nothing but matmuls at their best rate.
+1024x128 @ 128x384 and at 2048^3, through torch's BLAS and through oneDNN; the largest is used): no schedule of
+this grid on this machine can train in less wall time, with every core doing nothing but matmuls at their best
+rate.
 """
 
 from __future__ import annotations
@@ -46,24 +47,40 @@ PHASES = ("startup", "rows", "train", "eval", "report", "other")
 PEAK_SHAPES = ((1024, 128, 384), (2048, 2048, 2048))  # (m, k, n): the study MLP's matmul, a big square one
 
 
-def matmul_peak(m: int, k: int, n: int, repeats: int = 7) -> float:
-    """FLOP/s of one thread's fp32 (m x k) @ (k x n), best of `repeats` in thread CPU time."""
+def matmul_peak(m: int, k: int, n: int, repeats: int = 7, library: str = "torch") -> float:
+    """FLOP/s of one thread's fp32 (m x k) @ (k x n), best of `repeats` in thread CPU time. `library`: torch's
+    own matmul (its BLAS) or oneDNN's, as model.matmul=onednn runs the linear layers (model/matmul.py)."""
     import torch
 
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
         a, b = torch.randn(m, k), torch.randn(k, n)
+        if library == "onednn":
+            bt = b.t()  # oneDNN's linear takes (n x k) weights: the transposed view, as the model passes them
+            product = lambda: torch.ops.mkldnn._linear_pointwise(a, bt, None, "none", [], "")  # noqa: E731
+        else:
+            product = lambda: a @ b  # noqa: E731
         inner = max(1, int(2e9 // (2 * m * k * n)))  # about 2 GFLOP per timing: well above the clock's grain
         best = float("inf")
         for _ in range(repeats + 1):  # the first is a warm-up
             t0 = time.thread_time()
             for _ in range(inner):
-                a @ b
+                product()
             best = min(best, (time.thread_time() - t0) / inner)
         return 2 * m * k * n / best
     finally:
         torch.set_num_threads(threads)
+
+
+def matmul_peaks() -> dict[str, float]:
+    """The peaks at PEAK_SHAPES through torch's BLAS and, where torch has it, oneDNN (the faster one sets the
+    FLOP floor: on AMD CPUs MKL runs AVX2 kernels, oneDNN AVX-512 ones)."""
+    import torch
+
+    libraries = ["torch"] + (["onednn"] if torch.backends.mkldnn.is_available() else [])
+    return {f"{m}x{k}@{k}x{n} {lib}": matmul_peak(m, k, n, library=lib) for lib in libraries
+            for m, k, n in PEAK_SHAPES}
 
 
 def training_flops(cells) -> tuple[float, int]:
@@ -142,7 +159,7 @@ def measure(study, cells, workers: int, out: Path, limit: int | None, batch_seed
     records = [json.loads(cpu_path(out, c).read_text()) for c in cells]
     totals = phase_totals(records, os.getpid(), parent_cpu, children_cpu, result["report_cpu_s"])
     flops, tokens = training_flops(cells)
-    peaks = {f"{m}x{k}@{k}x{n}": matmul_peak(m, k, n) for m, k, n in PEAK_SHAPES}
+    peaks = matmul_peaks()
     table = format_table(totals, wall, len(cells), workers, flops, tokens, peaks)
     return table, {"study": study.name, "cells": len(cells), "workers": workers, "batch_seeds": batch_seeds,
                    "wall_s": wall, "cpu_s": totals, "flops": flops, "tokens": tokens, "peak_flops": peaks}

@@ -60,6 +60,10 @@ class RunConfig:
             raise ConfigError(f"schedule.drop_pe_at={self.schedule.drop_pe_at} drops the PE during training, but "
                               f"PE `{self.pe.name}` cannot be dropped; use pe.name=drope (RoPE until the drop) or "
                               "unset schedule.drop_pe_at")
+        if self.train.compile and self.model.matmul != "torch":  # inductor asserts oneDNN linears' weights are frozen
+            raise ConfigError(f"train.compile=true cannot compile model.matmul={self.model.matmul}: inductor lowers "
+                              "oneDNN's linear only for frozen (inference) weights. Use model.matmul=torch with "
+                              "train.compile=true, or train.compile=false")
         return self
 
     def to_yaml(self) -> str:

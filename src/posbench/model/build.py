@@ -7,6 +7,7 @@ run time (tests/test_import_direction.py forbids import cycles): this module sit
 Settings of the run that shape the module but are not `model.*` keys arrive typed as arguments here and
 are fixed for the model's life (DESIGN.md, style 17: nothing is set on a model after it is built):
 `loss_chunk_tokens`, from `train.loss` and `train.loss_chunk_tokens` (`model.loss.auto_chunk_tokens`).
+`model.matmul` swaps the built module's linear layers here, after the builder (model/matmul.py).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from torch import nn
 from posbench.model.arch import ARCHS, ArchConfig, DecoderArch, EncoderDecoderArch, MambaArch
 from posbench.model.encdec import EncoderDecoder
 from posbench.model.mamba import MambaLM
+from posbench.model.matmul import apply_matmul
 from posbench.model.model_config import ModelConfig
 from posbench.model.transformer import Transformer
 from posbench.pe import PEConfig
@@ -54,4 +56,5 @@ def build_model(model_cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cp
     if builder is None:
         raise TypeError(f"model.arch `{arch.name}` ({type(arch).__qualname__}) has no entry in "
                         f"posbench.model.build.BUILDERS; registered: {', '.join(ARCHS.names())}")
-    return builder(model_cfg, pe_cfg, arch, device_type, loss_chunk_tokens)
+    # model.matmul: the library of the linear layers' products, chosen once here (model/matmul.py)
+    return apply_matmul(builder(model_cfg, pe_cfg, arch, device_type, loss_chunk_tokens), model_cfg.matmul)

@@ -13,11 +13,13 @@ from typing import Literal
 from posbench.config_loader import ConfigError
 from posbench.model.arch import ArchConfig, DecoderArch
 from posbench.model.embedding import EMBED_SCALES
+from posbench.model.matmul import MATMULS
 from posbench.model.packing import PackingConfig
 from posbench.pe import PEContext
 
 AttentionChoice = Literal["auto", "sdpa", "flex", "flash_alibi", "eager", "sdpa_bias"]
 EmbedScale = Literal[tuple(EMBED_SCALES)]  # the names are written once, in model/embedding.py
+MatmulChoice = Literal[tuple(MATMULS)]  # torch | onednn (model/matmul.py)
 
 
 @dataclass
@@ -36,6 +38,8 @@ class ModelConfig:
     norm_eps: float = 1e-6
     init_std: float = 0.02
     attention: AttentionChoice = "auto"
+    # the linear layers' fp32 CPU products: torch's BLAS, or oneDNN (2x faster on AVX-512 AMD; rounding differs)
+    matmul: MatmulChoice = "torch"
     embed_scale: EmbedScale = "none"  # sqrt_d: tokens x sqrt(d_model) as Vaswani et al. (model/embedding.py)
     arch: ArchConfig = field(default_factory=DecoderArch)  # decoder | encoder_decoder | mamba (model/arch.py)
     # what a position means in a packed window: mask causal|document, positions window|document (model/packing.py)

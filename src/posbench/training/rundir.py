@@ -108,8 +108,10 @@ def identity(cfg: RunConfig, data_fingerprint: str) -> dict:
     """What a run directory (and a resume) must agree on. `packing` (model.packing: what a position means in a
     packed window) is its own entry, and only when a switch is on: run directories made before it existed keep
     their identity, which is the default's (causal mask, window positions). `attention_window`
-    (model.attention_window) likewise, only when set."""
+    (model.attention_window) likewise, only when set. `matmul` (model.matmul) is left out: it picks the library of
+    the same products, so checkpoints are interchangeable and a resume may switch it."""
     model = to_dict(cfg.model)
+    model.pop("matmul", None)
     packing = model.pop("packing", None)
     window = model.pop("attention_window", None)
     ident = {"model": model, "pe": to_dict(cfg.pe), "data": data_fingerprint, "seed": cfg.seed}
