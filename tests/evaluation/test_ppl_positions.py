@@ -107,13 +107,18 @@ def hand_loss(model, stream: np.ndarray, L: int, n: int, ids: np.ndarray | None)
     return float(F.cross_entropy(logits.flatten(0, 1).double(), win[:, 1:].flatten()))
 
 
+def spy_ids(cls, monkeypatch) -> list:
+    """The data ids each call of `cls.data_positions` receives, in order (the call itself runs as before)."""
+    seen = []
+    original = cls.data_positions
+    monkeypatch.setattr(cls, "data_positions", lambda self, d, p: seen.append(d.cpu().clone()) or original(self, d, p))
+    return seen
+
+
 def test_abacus_ppl_reads_the_val_shards_ids_windowed_as_the_tokens(runs, tmp_path, monkeypatch):
     cfg = runs["cfg"]
     assert data_ids.trained_with_ids(load_model(runs["abacus"]).cfg)
-    seen = []
-    original = Abacus.data_positions
-    monkeypatch.setattr(Abacus, "data_positions",
-                        lambda self, d, p: seen.append(d.cpu().clone()) or original(self, d, p))
+    seen = spy_ids(Abacus, monkeypatch)
     res = eval_ppl(runs["abacus"], tmp_path / "ev")
     ppl = res["suites"]["ppl"]
     assert ppl["positions"] == data_ids.SHARD_IDS
@@ -144,10 +149,7 @@ def test_abacus_ppl_reads_the_val_shards_ids_windowed_as_the_tokens(runs, tmp_pa
 def test_coupled_ppl_reads_the_val_shards_ids_too(runs, monkeypatch):
     loaded = load_model(runs["coupled"])
     evaluator = Perplexity(PplConfig(max_tokens=64, protocols=["nonoverlap"]), target_for(loaded.cfg, [16]))
-    seen = []
-    original = CoupledPositions.data_positions
-    monkeypatch.setattr(CoupledPositions, "data_positions",
-                        lambda self, d, p: seen.append(d.cpu().clone()) or original(self, d, p))
+    seen = spy_ids(CoupledPositions, monkeypatch)
     res = evaluator.run(session_for(loaded.model))
     assert res["positions"] == data_ids.SHARD_IDS
     ids = val_ids(runs["cfg"])
@@ -159,10 +161,7 @@ def test_text_without_ids_gets_the_text_id_for_every_token(runs, tmp_path, monke
     text = write_text(tmp_path / "t.txt", n_words=200)
     evaluator = Perplexity(PplConfig(data=TextFiles.Config(paths=[str(text)]), max_tokens=64),
                            target_for(loaded.cfg, [16]))
-    seen = []
-    original = Abacus.data_positions
-    monkeypatch.setattr(Abacus, "data_positions",
-                        lambda self, d, p: seen.append(d.cpu().clone()) or original(self, d, p))
+    seen = spy_ids(Abacus, monkeypatch)
     res = evaluator.run(session_for(loaded.model))
     assert res["positions"] == data_ids.TEXT_IDS and "Positions: TEXT_ID (0)" in Perplexity.markdown(res)
     assert seen and all(s.shape[1] == 16 and not s.any() for s in seen)
@@ -183,10 +182,7 @@ def test_retrieval_prompts_are_read_as_text_past_the_default_positions(runs, mon
     limit = loaded.model.pe.max_positions  # 32: its default positions (token indices) end here
     target = replace(target_for(loaded.cfg, [256]), max_positions=limit)
     grid = PasskeyGrid(PasskeyConfig(depths=[0.5], n_samples=2, filler="task"), target)
-    seen = []
-    original = Abacus.data_positions
-    monkeypatch.setattr(Abacus, "data_positions",
-                        lambda self, d, p: seen.append(d.cpu().clone()) or original(self, d, p))
+    seen = spy_ids(Abacus, monkeypatch)
     res = grid.run(session_for(loaded.model))
     assert res["positions"] == data_ids.TEXT_IDS
     (cell,) = res["cells"]
@@ -198,10 +194,7 @@ def test_lambada_passages_are_read_as_text(runs, tmp_path, monkeypatch):
     loaded = load_model(runs["abacus"])
     passages(tmp_path / "lambada.jsonl", n=4)
     ev = Lambada(LambadaConfig(path=str(tmp_path / "lambada.jsonl")), target_for(loaded.cfg, [32]))
-    seen = []
-    original = Abacus.data_positions
-    monkeypatch.setattr(Abacus, "data_positions",
-                        lambda self, d, p: seen.append(d.cpu().clone()) or original(self, d, p))
+    seen = spy_ids(Abacus, monkeypatch)
     assert ev.run(session_for(loaded.model))["positions"] == data_ids.TEXT_IDS
     assert seen and not any(s.any() for s in seen)
 
