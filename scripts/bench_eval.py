@@ -204,6 +204,11 @@ def main(argv=None) -> int:
                         "at 8,192)")
     p.add_argument("--memory-child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
+    from posbench.pe import PES as REGISTERED
+
+    unknown = [name for name in args.pes if name not in REGISTERED.names()]
+    if unknown:  # before any model is built: a typo is a usage error, not a traceback
+        p.error(f"unknown PE {', '.join(unknown)}; registered: {', '.join(sorted(REGISTERED.names()))}")
     import torch
 
     torch.set_num_threads(args.threads)

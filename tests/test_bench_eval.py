@@ -39,3 +39,11 @@ def test_the_memory_pass_fills_the_peaks(bench, tmp_path):
                   "--passkey-lengths", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())
     assert len(rows) == 2 and all(r["peak_mib"] is not None and r["peak_mib"] >= 0 for r in rows)
+
+
+def test_an_unknown_pe_is_a_usage_error_before_any_work(bench, capsys):
+    with pytest.raises(SystemExit) as e:
+        bench(["--pes", "rope", "kerple"])
+    assert e.value.code == 2
+    err = capsys.readouterr().err
+    assert "unknown PE kerple" in err and "kerple_log" in err and "Traceback" not in err
