@@ -48,10 +48,10 @@ def text_positions(run_cfg) -> str:
     return TEXT_IDS if trained_with_ids(run_cfg) else OWN
 
 
-def text_ids(run_cfg, x_BT: torch.Tensor) -> dict:
-    """Model kwargs for a batch of plain text `x_BT`: TEXT_ID per token for a run that trained with ids, else none
-    (the model's own positions)."""
-    return {"data_pos_BT": torch.full_like(x_BT, TEXT_ID)} if trained_with_ids(run_cfg) else {}
+def text_ids(with_ids: bool, x_BT: torch.Tensor) -> dict:
+    """Model kwargs for a batch of plain text `x_BT`: TEXT_ID per token when the run trained with ids
+    (`trained_with_ids`, asked once per suite), else none (the model's own positions)."""
+    return {"data_pos_BT": torch.full_like(x_BT, TEXT_ID)} if with_ids else {}
 
 
 def task_piece_ids(tok: Tokenizer, task: Task, ex: Example, text: str) -> list[int]:

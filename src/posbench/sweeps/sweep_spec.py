@@ -107,7 +107,8 @@ def load_sweep(path_or_preset: str) -> SweepConfig:
     """A sweep preset or file; `extends: <preset or file>` merges it over another sweep (nested mappings merge,
     everything else replaces), so a variant states only what it changes (cpu_demo_packing: cpu_demo + a vary)."""
     files = [_sweep_file(path_or_preset)]
-    while (parent := load_yaml(files[0]).get("extends")):
+    layers = [load_yaml(files[0])]  # each file read once, the parent's first: merged left to right below
+    while (parent := layers[0].get("extends")):
         if not isinstance(parent, str):
             raise ConfigError(f"{files[0]}: extends must be a sweep preset name or a YAML file, got {brief(parent)}")
         parent_file = _sweep_file(parent)
@@ -115,7 +116,8 @@ def load_sweep(path_or_preset: str) -> SweepConfig:
             raise ConfigError(f"{files[0]}: `extends: {parent}` makes a cycle or a chain of more than {MAX_EXTENDS} "
                               "sweeps; extend a preset that does not extend this one")
         files.insert(0, parent_file)
-    return load(SweepConfig, files, where="sweep")
+        layers.insert(0, load_yaml(parent_file))
+    return load(SweepConfig, overrides=layers, where="sweep")
 
 
 def eval_config(sweep: SweepConfig) -> EvalConfig:

@@ -89,6 +89,7 @@ class Lambada(Evaluator):
     def run(self, session: Session) -> dict:
         correct, nll = 0, []
         B = self.target.batch_size
+        with_ids = data_ids.trained_with_ids(self.target.run_cfg)
         for a in range(0, len(self.rows), B):
             batch = self.rows[a:a + B]
             T = max(len(ids) for ids, _ in batch) - 1
@@ -100,7 +101,7 @@ class Lambada(Evaluator):
             x_BT, y_BT = x_BT.to(session.device), y_BT.to(session.device)
             with torch.no_grad(), session.autocast():
                 # TEXT_ID per token for a run that trained with the data's ids (evaluation/data_ids.py)
-                h_BTD, _ = session.model.hidden(x_BT, **data_ids.text_ids(self.target.run_cfg, x_BT))
+                h_BTD, _ = session.model.hidden(x_BT, **data_ids.text_ids(with_ids, x_BT))
                 for b, (ids, first) in enumerate(batch):
                     span = slice(first - 1, len(ids) - 1)  # positions whose next token is a target token
                     logits = session.model.lm_head(h_BTD[b, span]).float()  # only the target's few rows
