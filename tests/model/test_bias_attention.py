@@ -5,7 +5,7 @@ mask), the eager path itself under autograd, and no block ever as large as the w
 import pytest
 import torch
 
-from posbench.model import bias_attention
+from posbench.model import bias_attention, far_field
 from posbench.model.bias_attention import block_spans, blocked_bias_attention
 from posbench.model.kernels import KERNELS, BlockedBiasKernel, EagerKernel, causal_mask, select_kernel
 from posbench.model.packing import Documents
@@ -18,9 +18,12 @@ BOS = 60  # the test model's vocabulary is 61
 
 @pytest.fixture
 def small_blocks(monkeypatch):
-    """5 queries per block, so a 27-token call runs 6 blocks, the last one short."""
+    """5 queries per block, so a 27-token call runs 6 blocks, the last one short; the far-field path (ALiBi, T5,
+    relative_learned) in chunks of 5 from one query on."""
     monkeypatch.setattr(bias_attention, "BLOCK_ELEMENTS", 1)
     monkeypatch.setattr(bias_attention, "MIN_ROWS", 5)
+    monkeypatch.setattr(far_field, "CHUNK_ROWS", 5)
+    monkeypatch.setattr(far_field, "MIN_ROWS", 1)
 
 
 def with_kernel(model, name):

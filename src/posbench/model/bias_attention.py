@@ -130,3 +130,18 @@ def blocked_bias_attention(q_BHTK: torch.Tensor, k_BHSK: torch.Tensor, v_BHSK: t
         out = F.scaled_dot_product_attention(q_blk, k[:, :, k0:k1], v[:, :, k0:k1], attn_mask=mask)
         out_BHTK[:, :, q0:q1] = out.flip(2) if rows_reversed else out
     return out_BHTK.to(q_BHTK.dtype)
+
+
+def table_bias_attention(q_BHTK: torch.Tensor, k_BHSK: torch.Tensor, v_BHSK: torch.Tensor,
+                         table_HS: torch.Tensor) -> torch.Tensor:
+    """`blocked_bias_attention` of a bias by distance (`distance_blocks`' table) when the whole causal call is one
+    block (H x T x S <= BLOCK_ELEMENTS: decoding steps, short prompts): the mask gathered from the table in one
+    step and SDPA called once, without the block machinery's spans and views, whose ~20 small torch calls per
+    layer were a third of a decoding step's attention. Query t sits at key position S - T + t."""
+    T, S = q_BHTK.shape[-2], k_BHSK.shape[-2]
+    d_TS = (S - T) + torch.arange(T, device=q_BHTK.device)[:, None] - torch.arange(S, device=q_BHTK.device)[None, :]
+    mask = table_HS[:, d_TS.clamp_min(0)]
+    if T > 1:  # one query (a decoding step) sees every key
+        mask.masked_fill_(d_TS < 0, float("-inf"))
+    out = F.scaled_dot_product_attention(q_BHTK.float(), k_BHSK.float(), v_BHSK.float(), attn_mask=mask[None])
+    return out.to(q_BHTK.dtype)

@@ -36,7 +36,15 @@ import torch
 import torch.nn.functional as F
 
 from posbench.config_loader import ConfigError
-from posbench.model.bias_attention import block_rows, block_spans, blocked_bias_attention, distance_blocks, split_blocks
+from posbench.model import bias_attention, far_field
+from posbench.model.bias_attention import (
+    block_rows,
+    block_spans,
+    blocked_bias_attention,
+    distance_blocks,
+    split_blocks,
+    table_bias_attention,
+)
 from posbench.model.masks import causal_mask, window_mask_mod  # noqa: F401  (causal_mask: importable from here)
 from posbench.model.packing import Documents, PackingConfig
 from posbench.pe.encoding import LogitsMod, PositionalEncoding
@@ -131,19 +139,27 @@ class BlockedBiasKernel(EagerKernel):
         if docs is not None:
             return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, bias_block, self.allowed(T, S, device, docs))
         rows = block_rows(T, S, H * (B if per_row else 1))
-        allowed, spans = _causal_blocks(T, S, device, self.window, rows)
         if per_row:
-            return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, bias_block, allowed, spans)
+            return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, bias_block, *_causal_blocks(T, S, device,
+                                                                                               self.window, rows))
         # a bias by distance alone (a relative PE at consecutive positions): gathered, not evaluated, per block;
         # queries it does not serve (FIRE's past its threshold) by the PE's own no-grad form (`rows_bias`)
         by_distance = getattr(score_mod, "by_distance", None)
         table_HS = by_distance(H) if by_distance is not None else None
         first = score_mod.invariant_rows() if table_HS is not None else 0
-        gather = functools.partial(distance_blocks, T=T, S=S, rows=rows)
-        rows_block = score_mod.rows_bias(H, gather) if first < T and hasattr(score_mod, "rows_bias") else None
+        if table_HS is not None and first >= T and self.window is None:
+            if H * T * S <= bias_attention.BLOCK_ELEMENTS:  # one block (decoding, short prompts): one gather
+                return table_bias_attention(q_BHTK, k_BHSK, v_BHSK, table_HS)
+            far = score_mod.far_field(H)
+            if far is not None and T >= far_field.MIN_ROWS:
+                # affine in the distance past a near band (ALiBi, T5, relative_learned): no mask over the far keys
+                return far_field.far_field_attention(q_BHTK, k_BHSK, v_BHSK, table_HS, far)
+        allowed, spans = _causal_blocks(T, S, device, self.window, rows)
         if table_HS is not None and first >= T:
             return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, distance_blocks(table_HS, T, S, rows), allowed,
                                           spans, rows_reversed=True)
+        rows_block = score_mod.rows_bias(H, functools.partial(distance_blocks, T=T, S=S, rows=rows)) \
+            if first < T and hasattr(score_mod, "rows_bias") else None
         if rows_block is not None:
             if table_HS is not None:
                 rows_block = split_blocks(first, distance_blocks(table_HS, T, S, rows), rows_block)

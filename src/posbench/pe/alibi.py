@@ -6,7 +6,7 @@ import math
 
 import torch
 
-from posbench.pe.bias import BiasPE
+from posbench.pe.bias import BiasPE, FarField
 from posbench.pe.encoding import PES
 
 
@@ -39,3 +39,7 @@ class ALiBi(BiasPE):
 
     def bias(self, t, h, dist, q_pos):
         return -self.slopes_H[h] * dist
+
+    def far_field(self, t, H):
+        # -m d is affine at every distance: no near band beyond the chunk's own keys
+        return FarField(0, -self.slopes_H, torch.zeros_like(self.slopes_H))

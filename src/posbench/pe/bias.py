@@ -16,6 +16,16 @@ import torch
 from posbench.pe.encoding import PEConfig, PositionalEncoding
 
 
+@dataclass(frozen=True)
+class FarField:
+    """bias(h, d) = intercept_H[h] + slope_H[h] * d for every distance d >= start, whatever the query position
+    (float32, on the PE's device): what lets model/far_field.py attend to those keys without a mask."""
+
+    start: int
+    slope_H: torch.Tensor
+    intercept_H: torch.Tensor
+
+
 @dataclass
 class BiasConfig(PEConfig):
     # One set of bias parameters shared by all layers (T5's choice) or one per layer (KERPLE's).
@@ -52,7 +62,14 @@ class BiasPE(PositionalEncoding):
         mod.by_distance = functools.partial(self.by_distance, t, pos_q_T, pos_k_S)
         mod.invariant_rows = functools.partial(self.invariant_rows, t, pos_q_T)
         mod.rows_bias = functools.partial(self.rows_bias, t, pos_q_T, pos_k_S)
+        mod.far_field = functools.partial(self.far_field, t)
         return mod
+
+    def far_field(self, t: int, H: int) -> FarField | None:
+        """Where the bias is affine in the distance (model/far_field.py): a FarField whose start, slopes and
+        intercepts give bias(h, d) = intercept[h] + slope[h] * d for every d >= start, at any query position (held
+        to it by the contract test). None (the default): no such distance."""
+        return None
 
     def invariant_rows(self, t: int, pos_q_T) -> int:
         """How many leading queries (of T, at ascending positions) have a bias that is a function of head and

@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from posbench.config_loader import ConfigError
-from posbench.pe.bias import BiasConfig, BiasPE
+from posbench.pe.bias import BiasConfig, BiasPE, FarField
 from posbench.pe.encoding import PES
 
 
@@ -31,3 +31,7 @@ class RelativeLearnedBias(BiasPE):
 
     def bias(self, t, h, dist, q_pos):
         return self.table_LHN[t][h, dist.long().clamp_max(self.cfg.max_distance)]
+
+    def far_field(self, t, H):
+        intercept_H = self.table_LHN[t][:, self.cfg.max_distance].detach().float()  # the clipped distance's value
+        return FarField(self.cfg.max_distance, torch.zeros_like(intercept_H), intercept_H)

@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from posbench.config_loader import ConfigError
-from posbench.pe.bias import BiasConfig, BiasPE
+from posbench.pe.bias import BiasConfig, BiasPE, FarField
 from posbench.pe.encoding import PES
 
 
@@ -46,3 +46,11 @@ class T5Bias(BiasPE):
 
     def bias(self, t, h, dist, q_pos):
         return self.table_LNH[t][t5_bucket(dist, self.cfg.num_buckets, self.cfg.max_distance), h]
+
+    def far_field(self, t, H):
+        # every distance from the last bucket's first on reads that bucket (buckets grow with the distance)
+        last = self.cfg.num_buckets - 1
+        buckets = t5_bucket(torch.arange(self.cfg.max_distance + 1), self.cfg.num_buckets, self.cfg.max_distance)
+        start = int((buckets == last).nonzero()[0])
+        intercept_H = self.table_LNH[t][last].detach().float()
+        return FarField(start, torch.zeros_like(intercept_H), intercept_H)
