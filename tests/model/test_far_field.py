@@ -1,4 +1,4 @@
-"""The far-field path of sdpa_bias (model/far_field.py) and its one-block path (bias_attention.table_bias_attention):
+"""The far-field path of sdpa_bias (model/far_field.py) and its one-block path (bias_attention.one_block_attention):
 the PEs' FarField claims against their own `bias`, the kernel against a float64 softmax written out here, and the
 whole model against the eager kernel, prompt and KV-cache decoding, with the far branch shown to run."""
 
@@ -160,13 +160,14 @@ def test_a_sliding_window_keeps_the_blocked_path(count_far):
 
 @pytest.mark.parametrize("name", ["alibi", "t5", "kerple_log", "relative_learned", "fire"])
 def test_one_block_calls_gather_the_mask_once(name, monkeypatch):
-    """A call whose whole (H, T, S) mask fits one block (a short prompt, decoding steps) takes
-    table_bias_attention when the bias is a distance table for all its queries (not FIRE's: its queries here are
-    past its threshold), and equals eager either way."""
-    calls = []
-    real = bias_attention.table_bias_attention
+    """A call whose whole (H, T, S) mask fits one block (a short prompt, decoding steps) gathers it whole and calls
+    SDPA once (one_block_attention): from the distance table, or FIRE's rows past its threshold from `rows_bias`;
+    equal to eager."""
     from posbench.model import kernels
-    monkeypatch.setattr(kernels, "table_bias_attention", lambda *a: calls.append(1) or real(*a))
+
+    calls = []
+    real = bias_attention.one_block_attention
+    monkeypatch.setattr(kernels, "one_block_attention", lambda *a: calls.append(1) or real(*a))
     model = randomized(build_test_model(name)).eval()
     idx = torch.randint(0, 61, (2, 24), generator=torch.Generator().manual_seed(7))
 
@@ -179,4 +180,4 @@ def test_one_block_calls_gather_the_mask_once(name, monkeypatch):
         return torch.cat(steps, dim=1)
 
     torch.testing.assert_close(run("sdpa_bias"), run("eager"), rtol=1e-5, atol=1e-5)
-    assert len(calls) == (0 if name == "fire" else 4 * 12)
+    assert len(calls) == 4 * 12

@@ -22,6 +22,8 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
+from posbench.model.masks import causal_mask
+
 # floats of one block's mask, all heads (and rows, with per-row documents) together: 2**20 (4 MiB). Measured on
 # the nano model (4 heads) at 2,048 and 8,192 tokens, 2**20 was fastest of 2**18 .. 2**24: larger blocks are
 # fresh allocations the allocator maps and faults in page by page each time; smaller ones pay the loop's
@@ -132,16 +134,21 @@ def blocked_bias_attention(q_BHTK: torch.Tensor, k_BHSK: torch.Tensor, v_BHSK: t
     return out_BHTK.to(q_BHTK.dtype)
 
 
-def table_bias_attention(q_BHTK: torch.Tensor, k_BHSK: torch.Tensor, v_BHSK: torch.Tensor,
-                         table_HS: torch.Tensor) -> torch.Tensor:
-    """`blocked_bias_attention` of a bias by distance (`distance_blocks`' table) when the whole causal call is one
-    block (H x T x S <= BLOCK_ELEMENTS: decoding steps, short prompts): the mask gathered from the table in one
-    step and SDPA called once, without the block machinery's spans and views, whose ~20 small torch calls per
-    layer were a third of a decoding step's attention. Query t sits at key position S - T + t."""
+def distance_grid(table_HS: torch.Tensor, T: int, S: int) -> torch.Tensor:
+    """(H, T, S) float32, a copy: the bias of a whole call from its table by distance (query t at key position
+    S - T + t), future keys reading distance 0 (the caller masks them)."""
+    d_TS = (S - T) + torch.arange(T, device=table_HS.device)[:, None] - torch.arange(S, device=table_HS.device)[None]
+    return table_HS[:, d_TS.clamp_min(0)]
+
+
+def one_block_attention(q_BHTK: torch.Tensor, k_BHSK: torch.Tensor, v_BHSK: torch.Tensor,
+                        bias_HTS: torch.Tensor) -> torch.Tensor:
+    """`blocked_bias_attention` of a causal call whose whole (H, T, S) bias is one block (H x T x S <=
+    BLOCK_ELEMENTS: decoding steps, short prompts), given whole (`bias_HTS`, natural row order, ours to write):
+    -inf over each query's future and SDPA called once, without the block machinery's spans and views, whose
+    ~20 small torch calls per layer were a third of a decoding step's attention. Query t at key position S - T + t."""
     T, S = q_BHTK.shape[-2], k_BHSK.shape[-2]
-    d_TS = (S - T) + torch.arange(T, device=q_BHTK.device)[:, None] - torch.arange(S, device=q_BHTK.device)[None, :]
-    mask = table_HS[:, d_TS.clamp_min(0)]
     if T > 1:  # one query (a decoding step) sees every key
-        mask.masked_fill_(d_TS < 0, float("-inf"))
-    out = F.scaled_dot_product_attention(q_BHTK.float(), k_BHSK.float(), v_BHSK.float(), attn_mask=mask[None])
+        bias_HTS.masked_fill_(~causal_mask(T, S, bias_HTS.device), float("-inf"))
+    out = F.scaled_dot_product_attention(q_BHTK.float(), k_BHSK.float(), v_BHSK.float(), attn_mask=bias_HTS[None])
     return out.to(q_BHTK.dtype)

@@ -42,8 +42,9 @@ from posbench.model.bias_attention import (
     block_spans,
     blocked_bias_attention,
     distance_blocks,
+    distance_grid,
+    one_block_attention,
     split_blocks,
-    table_bias_attention,
 )
 from posbench.model.masks import causal_mask, window_mask_mod  # noqa: F401  (causal_mask: importable from here)
 from posbench.model.packing import Documents, PackingConfig
@@ -147,22 +148,25 @@ class BlockedBiasKernel(EagerKernel):
         by_distance = getattr(score_mod, "by_distance", None)
         table_HS = by_distance(H) if by_distance is not None else None
         first = score_mod.invariant_rows() if table_HS is not None else 0
-        if table_HS is not None and first >= T and self.window is None:
-            if H * T * S <= bias_attention.BLOCK_ELEMENTS:  # one block (decoding, short prompts): one gather
-                return table_bias_attention(q_BHTK, k_BHSK, v_BHSK, table_HS)
-            far = score_mod.far_field(H)
+        one_block = self.window is None and H * T * S <= bias_attention.BLOCK_ELEMENTS  # decoding, short prompts
+        if table_HS is not None and first >= T:
+            if one_block:
+                return one_block_attention(q_BHTK, k_BHSK, v_BHSK, distance_grid(table_HS, T, S))
+            far = score_mod.far_field(H) if self.window is None else None
             if far is not None and T >= far_field.MIN_ROWS:
                 # affine in the distance past a near band (ALiBi, T5, relative_learned): no mask over the far keys
                 return far_field.far_field_attention(q_BHTK, k_BHSK, v_BHSK, table_HS, far)
+        rows_block = score_mod.rows_bias(H, functools.partial(distance_blocks, T=T, S=S, rows=rows)) \
+            if first < T and hasattr(score_mod, "rows_bias") else None
+        if rows_block is not None and table_HS is not None:
+            rows_block = split_blocks(first, distance_blocks(table_HS, T, S, rows), rows_block)
+        if rows_block is not None and one_block:  # its rows come last to first
+            return one_block_attention(q_BHTK, k_BHSK, v_BHSK, rows_block(0, T, 0, S).flip(1))
         allowed, spans = _causal_blocks(T, S, device, self.window, rows)
         if table_HS is not None and first >= T:
             return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, distance_blocks(table_HS, T, S, rows), allowed,
                                           spans, rows_reversed=True)
-        rows_block = score_mod.rows_bias(H, functools.partial(distance_blocks, T=T, S=S, rows=rows)) \
-            if first < T and hasattr(score_mod, "rows_bias") else None
         if rows_block is not None:
-            if table_HS is not None:
-                rows_block = split_blocks(first, distance_blocks(table_HS, T, S, rows), rows_block)
             return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, rows_block, allowed, spans, rows_reversed=True)
         return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, bias_block, allowed, spans)
 
