@@ -11,7 +11,9 @@ this process on CPU through the suites' own classes (no checkpoint, no data down
 text (bytes tokenizer) at each length, one algorithmic task (greedy decoding with the KV cache, ID and OOD) and a
 passkey grid (a prompt of each --passkey-lengths through the cache). A bias PE runs each cell twice, with
 model.attention=eager (before: explicit softmax over (B, H, T, S) tensors) and with CPU's automatic choice
-sdpa_bias (after: SDPA with the bias as a float mask, a block of queries at a time); RoPE and NoPE run SDPA.
+sdpa_bias (after: SDPA with the bias as a float mask, a block of queries at a time, or for a bias affine in the
+distance past a near band, ALiBi, T5 and relative_learned, the far keys with no mask at all: model/far_field.py);
+RoPE and NoPE run SDPA.
 The two kernels of a cell alternate (their order flips every repeat), so on a shared machine the before/after
 ratio of a row is measured side by side; the "x rope" columns divide by RoPE's time for the same cell, taken in
 the same pass. The best of --repeats is reported.
