@@ -47,39 +47,15 @@ PHASES = ("startup", "rows", "train", "eval", "report", "other")
 PEAK_SHAPES = ((1024, 128, 384), (2048, 2048, 2048))  # (m, k, n): the study MLP's matmul, a big square one
 
 
-def matmul_peak(m: int, k: int, n: int, repeats: int = 7, library: str = "torch") -> float:
-    """FLOP/s of one thread's fp32 (m x k) @ (k x n), best of `repeats` in thread CPU time. `library`: torch's
-    own matmul (its BLAS) or oneDNN's, as model.matmul=onednn runs the linear layers (model/matmul.py)."""
-    import torch
-
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        a, b = torch.randn(m, k), torch.randn(k, n)
-        if library == "onednn":
-            bt = b.t()  # oneDNN's linear takes (n x k) weights: the transposed view, as the model passes them
-            product = lambda: torch.ops.mkldnn._linear_pointwise(a, bt, None, "none", [], "")  # noqa: E731
-        else:
-            product = lambda: a @ b  # noqa: E731
-        inner = max(1, int(2e9 // (2 * m * k * n)))  # about 2 GFLOP per timing: well above the clock's grain
-        best = float("inf")
-        for _ in range(repeats + 1):  # the first is a warm-up
-            t0 = time.thread_time()
-            for _ in range(inner):
-                product()
-            best = min(best, (time.thread_time() - t0) / inner)
-        return 2 * m * k * n / best
-    finally:
-        torch.set_num_threads(threads)
-
-
 def matmul_peaks() -> dict[str, float]:
     """The peaks at PEAK_SHAPES through torch's BLAS and, where torch has it, oneDNN (the faster one sets the
     FLOP floor: on AMD CPUs MKL runs AVX2 kernels, oneDNN AVX-512 ones)."""
     import torch
 
+    from posbench.cpu_speed import matmul_rate
+
     libraries = ["torch"] + (["onednn"] if torch.backends.mkldnn.is_available() else [])
-    return {f"{m}x{k}@{k}x{n} {lib}": matmul_peak(m, k, n, library=lib) for lib in libraries
+    return {f"{m}x{k}@{k}x{n} {lib}": matmul_rate(m, k, n, library=lib) for lib in libraries
             for m, k, n in PEAK_SHAPES}
 
 

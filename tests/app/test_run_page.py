@@ -98,9 +98,11 @@ def test_cost_estimate_by_hand():
         cfg = cell_config(cell, build_task(cell.task), Path("work"))
         flop += 6 * model_stats(cfg.model, cfg.pe, "cpu").params_total * cfg.train.global_batch_tokens * 100
     assert (est.cells, est.todo, est.processes) == (2, 2, 1) and est.train_flop == pytest.approx(flop)
-    from posbench.app.studyform import OTHER_CPU_S_PER_CELL, TRAIN_FLOP_PER_CPU_S
+    from posbench.app.studyform import OTHER_CPU_S_PER_CELL, TRAIN_FLOP_PER_CPU_S, machine_speed
 
-    assert est.minutes == pytest.approx((flop / TRAIN_FLOP_PER_CPU_S + 2 * OTHER_CPU_S_PER_CELL) / 60)
+    speed = machine_speed()
+    assert est.minutes == pytest.approx((flop / TRAIN_FLOP_PER_CPU_S + 2 * OTHER_CPU_S_PER_CELL) / speed / 60)
+    assert f"{TRAIN_FLOP_PER_CPU_S * speed / 1e9:.0f} GFLOP of training per CPU-second" in est.text()
 
 
 def test_the_page_stops_a_running_study(app, tmp_path):

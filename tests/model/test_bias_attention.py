@@ -32,6 +32,17 @@ def with_kernel(model, name):
     return model
 
 
+def decoded(model, kernel, idx, prompt):
+    """Logits of idx[:, :prompt] through a fresh KV cache, then of each later token one step at a time, with
+    `kernel` in every layer."""
+    with_kernel(model, kernel)
+    cache = model.new_cache()
+    with torch.no_grad():
+        steps = [model(idx[:, :prompt], cache=cache).logits]
+        steps += [model(idx[:, t:t + 1], cache=cache).logits for t in range(prompt, idx.shape[1])]
+    return torch.cat(steps, dim=1)
+
+
 def test_the_bias_pes_are_all_here():
     assert {"alibi", "t5", "kerple_log", "kerple_power", "fire", "relative_learned"} <= set(BIAS_PES)
 
@@ -82,15 +93,8 @@ def test_kv_cache_decoding_equals_the_eager_kernels(name, window, small_blocks):
     model = build_test_model(name, overrides=[] if window is None else [f"model.attention_window={window}"]).eval()
     idx = torch.randint(0, 61, (2, 24), generator=torch.Generator().manual_seed(2))
 
-    def cached(kernel):
-        with_kernel(model, kernel)
-        cache = model.new_cache()
-        with torch.no_grad():
-            steps = [model(idx[:, :13], cache=cache).logits]
-            steps += [model(idx[:, t:t + 1], cache=cache).logits for t in range(13, 24)]
-        return torch.cat(steps, dim=1)
-
-    torch.testing.assert_close(cached("sdpa_bias"), cached("eager"), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(decoded(model, "sdpa_bias", idx, 13), decoded(model, "eager", idx, 13),
+                               rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("name", ["alibi", "t5", "fire"])

@@ -12,7 +12,7 @@ from posbench.model.far_field import far_field_attention
 from posbench.pe import PES
 from posbench.pe.bias import FarField
 from tests.conftest import build_test_model
-from tests.model.test_bias_attention import with_kernel
+from tests.model.test_bias_attention import decoded, with_kernel
 
 # small buckets and clips, so a 40-token call has keys past them
 SHORT = {"alibi": [], "t5": ["pe.num_buckets=8", "pe.max_distance=12"], "relative_learned": ["pe.max_distance=5"]}
@@ -130,13 +130,9 @@ def test_the_model_equals_the_eager_kernel_prompt_and_decoding(name, count_far):
     idx = torch.randint(0, 61, (2, 40), generator=torch.Generator().manual_seed(5))
 
     def run(kernel):
-        with_kernel(model, kernel)
-        cache = model.new_cache()
         with torch.no_grad():
-            whole = model(idx).logits
-            steps = [model(idx[:, :25], cache=cache).logits]
-            steps += [model(idx[:, t:t + 1], cache=cache).logits for t in range(25, 40)]
-        return whole, torch.cat(steps, dim=1)
+            whole = with_kernel(model, kernel)(idx).logits
+        return whole, decoded(model, kernel, idx, 25)
 
     ref_whole, ref_steps = run("eager")
     assert count_far["calls"] == 0
@@ -171,13 +167,6 @@ def test_one_block_calls_gather_the_mask_once(name, monkeypatch):
     model = randomized(build_test_model(name)).eval()
     idx = torch.randint(0, 61, (2, 24), generator=torch.Generator().manual_seed(7))
 
-    def run(kernel):
-        with_kernel(model, kernel)
-        cache = model.new_cache()
-        with torch.no_grad():
-            steps = [model(idx[:, :13], cache=cache).logits]
-            steps += [model(idx[:, t:t + 1], cache=cache).logits for t in range(13, 24)]
-        return torch.cat(steps, dim=1)
-
-    torch.testing.assert_close(run("sdpa_bias"), run("eager"), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(decoded(model, "sdpa_bias", idx, 13), decoded(model, "eager", idx, 13),
+                               rtol=1e-5, atol=1e-5)
     assert len(calls) == 4 * 12

@@ -4,12 +4,14 @@ study would cost on this machine (`estimate`), shown before it starts."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
 
 from posbench.config_loader import ConfigError, from_dict, parse_override, to_dict
+from posbench.cpu_speed import matmul_rate
 from posbench.data.tasks.task import build_task
 from posbench.procpool import usable_cores
 from posbench.studies.cell_config import cell_config
@@ -72,12 +74,21 @@ def build_study(form: dict) -> StudyConfig:
     return study
 
 
-# The rate this project measured for the quickstart study on its 2-core CPU machine (docs/performance.md,
-# "The quickstart study"): the train phase did 36.6 TFLOP (6 x params x tokens) in 1113.0 CPU-seconds (one
-# thread per cell process), and everything else of a cell (rows, scoring, start-up, report) took
-# 166.1 CPU-seconds over its 60 cells.
-TRAIN_FLOP_PER_CPU_S = 36.6e12 / 1113.0
-OTHER_CPU_S_PER_CELL = 166.1 / 60
+# The quickstart as this project measured it (docs/performance.md, "The quickstart study": `bench_study.py`, 2-core
+# AMD EPYC, one thread per cell process): the train phase did 36.56 TFLOP (6 x params x tokens) in 645.2 CPU-seconds
+# and everything else of a cell (rows, scoring, start-up, report) 84.9 CPU-seconds over its 60 cells, while one
+# thread's fp32 matmul at the study model's shape ran at REFERENCE_MATMUL. Another machine scales both by its own
+# rate at that shape (`machine_speed`): the work is the same mix of matmuls and elementwise passes.
+REFERENCE_MATMUL = 116.9e9  # FLOP/s, 1024x128 @ 128x384, one thread
+TRAIN_FLOP_PER_CPU_S = 36.56e12 / 645.2
+OTHER_CPU_S_PER_CELL = 84.9 / 60
+
+
+@functools.lru_cache(maxsize=1)
+def machine_speed() -> float:
+    """This machine's one-thread matmul rate at the study model's shape over the reference's (best of 10 timings of
+    0.3 GFLOP: ~40 ms, measured once per process; fewer read up to 20% low in a cold process)."""
+    return matmul_rate(1024, 128, 384, repeats=10, flop_per_timing=3e8) / REFERENCE_MATMUL
 
 
 @dataclass
@@ -87,6 +98,7 @@ class CostEstimate:
     train_flop: float  # 6 x params x training tokens, summed over the cells to run
     processes: int  # cell processes running at once: the study's workers, at most one per core
     minutes: float  # wall minutes at the measured rate, approximate
+    flop_per_cpu_s: float  # the training rate assumed on this machine
 
     def text(self) -> str:
         done = f" ({self.cells - self.todo} already finished here are skipped)" if self.todo < self.cells else ""
@@ -95,8 +107,9 @@ class CostEstimate:
         wall = f"about {self.minutes:.0f} min" if self.minutes >= 1 else f"about {60 * self.minutes:.0f} s"
         return (f"{self.cells} cells{done}: {flop} of training (6 x params x tokens), "
                 f"{wall} on {self.processes} of this machine's {usable_cores()} cores "
-                f"(approximate: the quickstart's measured rate, {TRAIN_FLOP_PER_CPU_S / 1e9:.0f} GFLOP per "
-                "CPU-second, docs/performance.md; longer while other jobs share the cores)")
+                f"(approximate: the quickstart's measured rate scaled by this machine's matmul speed, "
+                f"{self.flop_per_cpu_s / 1e9:.0f} GFLOP of training per CPU-second, docs/performance.md; longer "
+                "while other jobs share the cores)")
 
 
 def estimate(study: StudyConfig, run_dir: Path | None = None) -> CostEstimate:
@@ -117,5 +130,6 @@ def estimate(study: StudyConfig, run_dir: Path | None = None) -> CostEstimate:
         per_token, tokens_per_step = flop_per_token[key]
         total += per_token * tokens_per_step * cell.study.train.steps
     processes = max(1, min(study.workers, usable_cores(), len(todo) or 1))
-    cpu_s = total / TRAIN_FLOP_PER_CPU_S + OTHER_CPU_S_PER_CELL * len(todo)
-    return CostEstimate(len(cells), len(todo), total, processes, cpu_s / processes / 60)
+    speed = machine_speed()
+    cpu_s = (total / TRAIN_FLOP_PER_CPU_S + OTHER_CPU_S_PER_CELL * len(todo)) / speed
+    return CostEstimate(len(cells), len(todo), total, processes, cpu_s / processes / 60, TRAIN_FLOP_PER_CPU_S * speed)
