@@ -152,7 +152,8 @@ class BlockedBiasKernel(EagerKernel):
         if table_HS is not None and first >= T:
             if one_block:
                 return one_block_attention(q_BHTK, k_BHSK, v_BHSK, distance_grid(table_HS, T, S))
-            far = score_mod.far_field(H) if self.window is None else None
+            # far_field runs SDPA's CPU kernel itself (it needs the log-sum-exps); sdpa_bias asked for on CUDA skips it
+            far = score_mod.far_field(H) if self.window is None and device.type == "cpu" else None
             if far is not None and T >= far_field.MIN_ROWS:
                 # affine in the distance past a near band (ALiBi, T5, relative_learned): no mask over the far keys
                 return far_field.far_field_attention(q_BHTK, k_BHSK, v_BHSK, table_HS, far)
