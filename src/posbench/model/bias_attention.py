@@ -136,9 +136,10 @@ def blocked_bias_attention(q_BHTK: torch.Tensor, k_BHSK: torch.Tensor, v_BHSK: t
 
 def distance_grid(table_HS: torch.Tensor, T: int, S: int) -> torch.Tensor:
     """(H, T, S) float32, a copy: the bias of a whole call from its table by distance (query t at key position
-    S - T + t), future keys reading distance 0 (the caller masks them)."""
+    S - T + t), future keys reading distance 0 (the caller masks them) and distances past the table's end its
+    last entry (a caller's columns before key 0, which it never passes on)."""
     d_TS = (S - T) + torch.arange(T, device=table_HS.device)[:, None] - torch.arange(S, device=table_HS.device)[None]
-    return table_HS[:, d_TS.clamp_min(0)]
+    return table_HS[:, d_TS.clamp(0, table_HS.shape[-1] - 1)]
 
 
 def one_block_attention(q_BHTK: torch.Tensor, k_BHSK: torch.Tensor, v_BHSK: torch.Tensor,

@@ -33,6 +33,8 @@ import math
 
 import torch
 
+from posbench.model.bias_attention import distance_grid
+from posbench.model.masks import causal_mask
 from posbench.pe.bias import FarField
 
 # queries per chunk: 256 to 1,024 measured alike at 8,192 tokens (nano, one thread); fewer chunks mean fewer calls,
@@ -95,10 +97,8 @@ def far_field_attention(q_BHTK: torch.Tensor, k_BHSK: torch.Tensor, v_BHSK: torc
 
 
 def _near_mask(table_HS: torch.Tensor, band: int, rows: int) -> torch.Tensor:
-    """(1, H, rows, band + rows) float32: the bias of query p0 + r against key p0 - band + c (distance band + r - c)
-    from the table, -inf where the key is in the query's future. 4-D: SDPA's CPU flash path takes only a 4-D mask."""
-    d_RN = band + torch.arange(rows, device=table_HS.device)[:, None] - \
-        torch.arange(band + rows, device=table_HS.device)[None, :]
-    # distances past the table's last (S - 1) only arise in columns before key 0, which no chunk passes to SDPA
-    mask = table_HS[:, d_RN.clamp(0, table_HS.shape[-1] - 1)]
-    return mask.masked_fill_(d_RN < 0, float("-inf"))[None]
+    """(1, H, rows, band + rows) float32: the bias of query p0 + r against key p0 - band + c from the table, -inf
+    where the key is in the query's future: a call of `rows` queries after `band` keys. 4-D: SDPA's CPU flash path
+    takes only a 4-D mask."""
+    mask = distance_grid(table_HS, rows, band + rows)
+    return mask.masked_fill_(~causal_mask(rows, band + rows, table_HS.device), float("-inf"))[None]

@@ -84,11 +84,16 @@ class BiasPE(PositionalEncoding):
         rows = self.invariant_rows(t, pos_q_T)
         if rows == 0 or not self.consecutive(pos_q_T, pos_k_S):
             return None
-        S = pos_k_S.shape[0]
-        dist_S = torch.arange(S, device=pos_k_S.device, dtype=torch.float32)
-        h = torch.arange(H, device=pos_k_S.device)[:, None]
+        dist_S = torch.arange(pos_k_S.shape[0], device=pos_k_S.device, dtype=torch.float32)
         # q_pos: any of those queries' positions gives the same bias; the last one's is real
-        return self.bias(t, h, dist_S[None, :], pos_q_T[rows - 1].expand(1, S)).expand(H, S).float()
+        return self.distance_table(t, H, dist_S, pos_q_T[rows - 1])
+
+    def distance_table(self, t: int, H: int, dist_S, q_pos) -> torch.Tensor:
+        """(H, S) float32: the bias at distances dist_S of a query at q_pos (what `by_distance` returns once it has
+        checked that the call has such a table): `bias` on that grid, or a PE's faster no-grad form of it."""
+        S = dist_S.shape[0]
+        h = torch.arange(H, device=dist_S.device)[:, None]
+        return self.bias(t, h, dist_S[None, :], q_pos.expand(1, S)).expand(H, S).float()
 
     @staticmethod
     def consecutive(pos_q_T, pos_k_S) -> bool:

@@ -69,17 +69,13 @@ class FIRE(BiasPE):
         # queries at i <= max(L, 1) share the normaliser psi(max(L, 1)): their bias is one of distance alone
         return int((pos_q_T <= self.threshold_L[t].clamp_min(1.0)).sum())
 
-    def by_distance(self, t, pos_q_T, pos_k_S, H):
-        """BiasPE.by_distance through the piecewise-linear MLP (one lookup per distance, not `hidden` passes per
-        head: decoding asks per layer and step); under autograd, `bias` as every PE."""
+    def distance_table(self, t, H, dist_S, q_pos):
+        """BiasPE.distance_table through the piecewise-linear MLP without autograd (one lookup per distance, not
+        `hidden` passes per head: decoding asks per layer and step); under autograd, `bias` as every PE."""
         if torch.is_grad_enabled():
-            return super().by_distance(t, pos_q_T, pos_k_S, H)
-        rows = self.invariant_rows(t, pos_q_T)
-        if rows == 0 or not self.consecutive(pos_q_T.float(), pos_k_S.float()):
-            return None
-        c, norm = self._normaliser(t, pos_q_T[rows - 1].float())
-        x_1S = torch.log1p(c * torch.arange(pos_k_S.shape[0], device=pos_k_S.device, dtype=torch.float32)) / norm
-        return evaluate(x_1S[None], *self.piecewise(t))[:, 0].expand(H, -1)
+            return super().distance_table(t, H, dist_S, q_pos)
+        c, norm = self._normaliser(t, q_pos.float())
+        return evaluate((torch.log1p(c * dist_S) / norm)[None], *self.piecewise(t))[:, 0].expand(H, -1)
 
     def piecewise(self, t):
         """(breaks_P, slope_HP1, intercept_HP1) of table t's MLP (pe/piecewise_linear.py), remade only when its
