@@ -23,33 +23,15 @@ from pathlib import Path
 import numpy as np
 
 from posbench.cli.errors_cli import cli_entry
+from posbench.data.doc_corpus import merge_paragraphs, paragraphs
 
 DEFAULT_SOURCE = "/usr/share/doc/python3.11/html/_sources"
 
 
-def paragraphs(path: Path):
-    block: list[str] = []
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
-        if line.strip():
-            block.append(line.rstrip())
-        elif block:
-            yield "\n".join(block)
-            block = []
-    if block:
-        yield "\n".join(block)
-
-
 def documents(source: Path, doc_chars: int):
     files = sorted(glob.glob(str(source / "**" / "*.txt"), recursive=True))
-    doc = ""
-    for f in files:
-        for para in paragraphs(Path(f)):
-            doc = f"{doc}\n\n{para}" if doc else para
-            if len(doc) >= doc_chars:
-                yield doc
-                doc = ""
-    if doc:
-        yield doc
+    paras = (p for f in files for p in paragraphs(Path(f).read_text(encoding="utf-8", errors="replace")))
+    yield from merge_paragraphs(paras, doc_chars)
 
 
 def generated_documents(n_docs: int, doc_chars: int):
