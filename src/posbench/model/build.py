@@ -18,7 +18,6 @@ from torch import nn
 
 from posbench.model.arch import ARCHS, ArchConfig, DecoderArch, EncoderDecoderArch, MambaArch
 from posbench.model.encdec import EncoderDecoder
-from posbench.model.mamba import MambaLM
 from posbench.model.matmul import apply_matmul
 from posbench.model.model_config import ModelConfig
 from posbench.model.transformer import Transformer
@@ -36,6 +35,9 @@ def _encoder_decoder(cfg: ModelConfig, pe_cfg: PEConfig, arch: EncoderDecoderArc
 
 
 def _mamba(cfg: ModelConfig, pe_cfg: PEConfig, arch: MambaArch, device_type: str, chunk: int | None):
+    # imported here: the `mambapy` package is only needed by a Mamba run (a GPU image without it trains decoders)
+    from posbench.model.mamba import MambaLM
+
     return MambaLM(cfg, pe_cfg, arch, device_type)
 
 

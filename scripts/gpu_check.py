@@ -1,0 +1,71 @@
+#!/usr/bin/env python
+"""The GPU path checked in one prepared call: kernels correct on CUDA with their throughput and memory per PE
+(`kernels`), and PEs pretrained on a carried corpus of English text and evaluated past the training length
+(`pretrain`); `all` runs both under one budget. A GPU is lent rarely and for minutes, so each mode fits a
+wall-clock budget (--budget-s; rows that no longer fit are skipped, largest sizes first, and say so), every row
+fails alone, JSON goes under --out (default: $OUT) after each row, and the tables are printed last.
+
+    python scripts/gpu_check.py kernels                   # on one H100: ~8 min
+    python scripts/gpu_check.py pretrain --corpus data/gpu_corpus
+    python scripts/gpu_check.py all --budget-s 560
+    python scripts/gpu_check.py kernels --dry-run         # the same code on the CPU at toy sizes (a CI test)
+
+It imports only what the GPU machine's image has (torch, triton, transformers, pyarrow, pyyaml, tiktoken, numpy,
+safetensors, pytest): wandb is disabled, posbench comes from the source tree (src/ is put on sys.path).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # posbench from the source tree
+
+os.environ.setdefault("WANDB_MODE", "disabled")
+
+from posbench.cli.errors_cli import cli_entry  # noqa: E402
+from posbench.gpucheck import common, kernels, pretrain  # noqa: E402
+
+MODES = {"kernels": kernels, "pretrain": pretrain}
+# `all`: the share of the budget each mode gets, in order (the kernels' throughput sizes pretrain's run)
+ALL_SHARES = {"kernels": 0.42, "pretrain": 1.0}
+
+
+@cli_entry
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("mode", choices=[*MODES, "all"])
+    p.add_argument("--dry-run", action="store_true", help="CPU, toy sizes: the same code path in under 2 minutes")
+    p.add_argument("--budget-s", type=float, default=0.0,
+                   help="wall-clock seconds for the whole call (0: the mode's default; all: the sum)")
+    p.add_argument("--out", default="", help="folder for the JSON (default: $OUT when set, else none)")
+    for module in MODES.values():
+        module.add_arguments(p)
+    args = p.parse_args(argv)
+    if not args.dry_run and not common.cuda_available():
+        p.error("no CUDA device is visible: run on a GPU machine, or add --dry-run for the CPU toy run")
+    modes = list(MODES) if args.mode == "all" else [args.mode]
+    if args.mode == "all" and not args.dry_run:
+        # pretrain measures its PEs' tokens/s, MFU and memory at tiny in the same loop: the kernels mode times the
+        # other rows, and each compile is paid once
+        args.throughput_skip = [(args.pretrain_size, pe) for pe in args.pretrain_pes]
+    total = args.budget_s or sum(MODES[m].default_budget_s(args.dry_run) for m in modes)
+    budget = common.Budget(total)
+    out = common.out_dir(args.out)
+    texts, failed = [], 0
+    for name in modes:
+        share = ALL_SHARES[name] if args.mode == "all" else 1.0
+        result = MODES[name].run(args, budget.part(share), out)
+        texts += result.tables
+        failed += result.failed
+    print(f"\n# gpu_check {args.mode}{' (dry run)' if args.dry_run else ''}: {budget.elapsed():.0f} s of "
+          f"{total:.0f} s budget; {failed} row(s) failed")
+    for text in texts:
+        print("\n" + text)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
