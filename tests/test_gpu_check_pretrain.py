@@ -41,7 +41,7 @@ def test_missing_corpus_is_one_line_naming_the_builder(tmp_path, capsys):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     code = module.main(["pretrain", "--dry-run", "--corpus", str(tmp_path / "absent"),
-                        "--data-config", str(ROOT / "configs" / "data" / "local_example.yaml")])
+                        "--data-config", str(ROOT / "configs" / "data" / "gpu_corpus.yaml")])
     err = capsys.readouterr().err
     assert code == 2 and "no corpus folder" in err and "python scripts/make_gpu_corpus.py" in err
 

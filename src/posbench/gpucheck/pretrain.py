@@ -4,7 +4,8 @@ training length. In order:
   corpus  the carried folder (--corpus, data.root of --data-config) must hold the config's tokenizer and train and
           val shards, checked before any GPU work (else one `error:` line naming make_gpu_corpus.py, exit 2)
   probe   every PE trains 8 steps through the real loop (training.loop.train, compiled, bf16, logging every step):
-          tokens/s and MFU (the median after 2 steps), the cold compile and the set-up seconds (`timing`). Every PE,
+          tokens/s and MFU (the median after 2 steps), the cold compile and the set-up seconds (`timing`), the peak
+          memory against training/memory_model.py's (`all` leaves these PEs' rows at tiny to this mode). Every PE,
           not only the first: FlexAttention PEs (alibi, fox) train slower than SDPA ones, and the one token budget
           must fit the slowest. A real run reuses its probe's graph from dynamo's cache (checked through `train` on
           the CPU: no graph recompiled, 0 s instead of 12 s), so a probe costs the compile that PE needed anyway
@@ -16,7 +17,8 @@ training length. In order:
   eval    every final checkpoint through eval.py's planner and runner (no plots): perplexity on the corpus's val
           split at 1x, 2x, 4x and 8x the training length under both protocols (non-overlapping windows; a window
           sliding by half its length), 65,536 tokens per length and protocol, and every long-context family at 1x
-          and 2x (4 prompts per family and length, the needle at half depth)
+          and 2x (4 prompts per family and length, the needle at half depth). Batch 1, so a bias PE's FlexAttention
+          compiles once per perplexity length; decoding's new shape per token then runs it eagerly (`evaluate`)
 
 Every PE trains before any is evaluated: evaluation is the part whose time is only estimated (FlexAttention
 compiles per shape), so a budget running out costs evaluations, never a trained PE. Rows fail alone (probe, train,
@@ -50,10 +52,13 @@ from posbench.data.loader import split_shards
 from posbench.data.tasks.filler import GeneratedFiller
 from posbench.evaluation import eval_runner
 from posbench.evaluation.eval_config import load_eval_config
-from posbench.gpucheck.common import Budget, ModeResult, Report, environment, failed_rows, fmt, print_table
+from posbench.gpucheck import common
+from posbench.gpucheck.common import Budget, ModeResult, Report
 from posbench.model.flops import model_stats
+from posbench.model.loss import auto_chunk_tokens
 from posbench.training.batch_sources import build_stream
 from posbench.training.loop import train
+from posbench.training.memory_model import peak_bytes
 
 PES = ["rope", "alibi", "none", "fox", "rnope_swa"]
 MAKE = "python scripts/make_gpu_corpus.py"
@@ -192,13 +197,19 @@ def kernel_of(cfg: RunConfig) -> str:
 
 
 def probe(setup: Setup, pe: str, source, steps: int) -> dict:
-    """`steps` steps of `pe` through the loop: its `timing`; the checkpoint is deleted."""
+    """`steps` steps of `pe` through the loop: its `timing` and peak memory (CUDA) against
+    training/memory_model.py's prediction; the checkpoint is deleted."""
     cfg = setup.config(pe, f"probe_{pe}", 100 * steps, max_steps=steps)
+    if setup.cuda:
+        torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     out = train(cfg, source)
     measured = timing(logged(out["run_dir"]), time.perf_counter() - t0)
     shutil.rmtree(out["run_dir"], ignore_errors=True)
-    return {"kernel": kernel_of(cfg), **measured}
+    chunk = auto_chunk_tokens(cfg.model.vocab_size, cfg.train.loss, cfg.train.loss_chunk_tokens)
+    model_gb = peak_bytes(cfg, cfg.train.micro_batch, chunk).total / 1e9
+    mem_gb = torch.cuda.max_memory_allocated() / 1e9 if setup.cuda else None
+    return {"kernel": kernel_of(cfg), **measured, "mem_gb": mem_gb, "model_gb": model_gb}
 
 
 def train_pe(setup: Setup, pe: str, source, steps: int, train_tokens: int) -> dict:
@@ -222,7 +233,7 @@ def eval_config(scale: Scale, train_len: int, device: torch.device, val_tokens: 
 
 def evaluate(run_dir: str, pe: str, cfg, device: torch.device, results: Report) -> dict:
     """The table's figures of one checkpoint; eval.py's whole results go to `results`."""
-    torch._dynamo.reset()  # the last checkpoint's flex shapes go
+    common.fresh_compile()  # the last checkpoint's flex shapes go
     # FlexAttention compiles per shape (dynamic=False): the perplexity lengths compile (one shape each at batch 1),
     # then decoding's new shape per token runs flex eagerly, which bounds the compile time of a bias PE
     with torch._dynamo.config.patch(recompile_limit=len(MULTIPLES)):
@@ -285,8 +296,8 @@ def size(report: Report, first: RunConfig, source, scale: Scale, budget: Budget)
                              "epochs": steps * step_tokens / train_tokens, "startup_s": startup,
                              "eval_s_per_pe": scale.eval_s, "reserve_s": scale.reserve_s}
     report.save()
-    rates = "; ".join(f"{pe} {r['tok_s']:,.0f} tok/s, MFU {fmt(r['mfu'], '.1%')}, compile {r['compile_s']:.0f} s"
-                      for pe, r in probes.items())
+    rates = "; ".join(f"{pe} {r['tok_s']:,.0f} tok/s, MFU {common.fmt(r['mfu'], '.1%')}, "
+                      f"compile {r['compile_s']:.0f} s" for pe, r in probes.items())
     print(f"[pretrain] sizing: {left:.0f} s left, {scale.eval_s:.0f} s of evaluation per PE; {rates} -> {steps} "
           f"steps x {step_tokens:,} = {steps * step_tokens:,} tokens per PE, {steps * step_tokens / train_tokens:.2f} "
           f"epochs of the train split ({train_tokens:,} tokens)", flush=True)
@@ -314,22 +325,20 @@ def train_all(report: Report, setup: Setup, first: RunConfig, source, scale: Sca
 def run(args, budget: Budget, out: Path | None) -> ModeResult:
     device = torch.device("cpu" if args.dry_run else "cuda")
     scale, pes = DRY if args.dry_run else GPU, list(args.pretrain_pes)
-    report = Report("pretrain", out, meta={"env": environment(device), "dry_run": args.dry_run, "pes": pes})
+    env = common.environment(device)
+    report = Report("pretrain", out, meta={"env": env, "dry_run": args.dry_run, "pes": pes})
     results = Report("pretrain_eval", out)  # eval.py's results per checkpoint, beside the table's figures
     with tempfile.TemporaryDirectory(prefix="posbench_pretrain_") as tmp:
         setup = prepare(args, Path(tmp))
         first, *_ = [setup.config(pe, pe, 1) for pe in pes]  # every PE's config checked before any work
         source = build_stream(first)  # one source for every PE: the same windows in the same order
-        torch._dynamo.reset()  # `all`: the kernels mode's graphs leave dynamo's cache
-        # one process trains every PE (train.py trains one): a graph per PE, two if a run's guards reject its
-        # probe's, in the model's forward's cache entries, whose default limit (8) would make later PEs eager
-        with torch._dynamo.config.patch(recompile_limit=max(8, 2 * len(pes) + 2)):
-            train_all(report, setup, first, source, scale, budget)
+        common.fresh_compile()  # once: a real run reuses its probe's graph (one graph per PE in dynamo's cache)
+        train_all(report, setup, first, source, scale, budget)
         cfg = eval_config(scale, first.model.seq_len, device, sum(len(t) for t in source.val.tokens))
         for r in [r for r in report.tables["train"] if r["status"] == "ok"]:
             report.attempt("eval", {"pe": r["pe"]}, lambda r=r: evaluate(r["run_dir"], r["pe"], cfg, device, results),
                            budget, scale.eval_s)
-    return ModeResult([table(report, pes, device)], failed_rows(report))
+    return ModeResult([table(report, pes, device)], common.failed_rows(report))
 
 
 def merged(report: Report, pe: str) -> dict:
@@ -353,8 +362,9 @@ def table(report: Report, pes: list[str], device: torch.device) -> str:
     title = (f"Pretraining on {'a toy corpus (dry run, fp32)' if report.meta['dry_run'] else 'the carried corpus'}: "
              f"{sizing.get('tokens_per_pe', 0):,} tokens per PE, {sizing.get('epochs', 0):.2f} epochs, "
              f"{report.meta['env'].get('gpu', device.type)} (ppl: no = non-overlapping, sw = sliding window)")
-    return print_table(title, [merged(report, pe) for pe in pes], [
+    return common.markdown_table(title, [merged(report, pe) for pe in pes], [
         ("pe", "PE", ""), ("kernel", "kernel", ""), ("tokens", "tokens", ",d"), ("steps", "steps", ""),
-        ("tok_s", "tok/s", ",.0f"), ("mfu", "MFU", ".1%"), ("loss", "train loss", ".3f"),
+        ("tok_s", "tok/s", ",.0f"), ("mfu", "MFU", ".1%"), ("mem_gb", "peak GB", ".1f"),
+        ("model_gb", "model GB", ".1f"), ("loss", "train loss", ".3f"),
         ("val_loss", "val loss", ".3f"), *ppl, ("lc_1x", "LC 1x", ".1%"), ("lc_2x", "LC 2x", ".1%"),
         ("wall_s", "wall s", ".0f")])
