@@ -81,5 +81,5 @@ def test_dry_run_end_to_end(tmp_path):
 
     text = done.stdout[done.stdout.index("# gpu_check pretrain (dry run)"):]
     lines = [line for line in text.splitlines() if line.startswith("| ")]
-    assert "## Pretraining on a toy corpus" in text and "ppl no 8x" in lines[0] and "LC 2x" in lines[0]
+    assert "## Pretraining, dry run" in text and "ppl no 8x" in lines[0] and "LC 2x" in lines[0]
     assert [line.split("|")[1].strip() for line in lines[1:]] == PES

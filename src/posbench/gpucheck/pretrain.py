@@ -359,7 +359,7 @@ def table(report: Report, pes: list[str], device: torch.device) -> str:
     sizing = report.meta.get("sizing", {})
     ppl = [(f"{name}_{m}x", f"ppl {short} {m}x", ".2f") for name, short in (("nonoverlap", "no"), ("sliding", "sw"))
            for m in MULTIPLES]
-    title = (f"Pretraining on {'a toy corpus (dry run, fp32)' if report.meta['dry_run'] else 'the carried corpus'}: "
+    title = (f"Pretraining, {'dry run (nano at 256 tokens, fp32)' if report.meta['dry_run'] else 'compiled bf16'}: "
              f"{sizing.get('tokens_per_pe', 0):,} tokens per PE, {sizing.get('epochs', 0):.2f} epochs, "
              f"{report.meta['env'].get('gpu', device.type)} (ppl: no = non-overlapping, sw = sliding window)")
     return common.markdown_table(title, [merged(report, pe) for pe in pes], [
