@@ -47,11 +47,8 @@ def main(argv=None) -> int:
     if not args.dry_run and not common.cuda_available():
         p.error("no CUDA device is visible: run on a GPU machine, or add --dry-run for the CPU toy run")
     modes = list(MODES) if args.mode == "all" else [args.mode]
-    if args.mode == "all" and not args.dry_run:
-        # pretrain measures its PEs' tokens/s, MFU and memory at tiny in the same loop: the kernels mode times the
-        # other rows, and each compile is paid once
-        args.throughput_skip = [(args.pretrain_size, pe) for pe in args.pretrain_pes]
     total = args.budget_s or sum(MODES[m].default_budget_s(args.dry_run) for m in modes)
+    common.allow_recompiles()
     budget = common.Budget(total)
     out = common.out_dir(args.out)
     texts, failed = [], 0

@@ -171,11 +171,17 @@ def failed_rows(report: Report) -> int:
     return sum(r.get("status") in ("error", "FAIL") for rows in report.tables.values() for r in rows)
 
 
+def allow_recompiles(limit: int = 64) -> None:
+    """Let one compiled function (flex attention, compiled once per process with static shapes) recompile for every
+    evaluation length and batch shape a check runs (8 by default; past it dynamo would fall back to eager flex
+    attention, which builds the whole score matrix)."""
+    for name in ("recompile_limit", "cache_size_limit"):
+        if hasattr(torch._dynamo.config, name):
+            setattr(torch._dynamo.config, name, max(limit, getattr(torch._dynamo.config, name)))
+
+
 def fresh_compile() -> None:
     """Forget dynamo's compiled frames before a new model is compiled: each model's forward adds guards to the same
     code object, and past dynamo's recompile limit (8) it would run the rest uncompiled, silently. Inductor's
     caches on disk stay, so a graph compiled before (the same PE and shape) is read back, not rebuilt."""
     torch._dynamo.reset()
-
-
-print_table = markdown_table  # TEMP alias while pretrain.py moves to the new name

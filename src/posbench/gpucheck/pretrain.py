@@ -5,7 +5,7 @@ training length. In order:
           val shards, checked before any GPU work (else one `error:` line naming make_gpu_corpus.py, exit 2)
   probe   every PE trains 8 steps through the real loop (training.loop.train, compiled, bf16, logging every step):
           tokens/s and MFU (the median after 2 steps), the cold compile and the set-up seconds (`timing`), the peak
-          memory against training/memory_model.py's (`all` leaves these PEs' rows at tiny to this mode). Every PE,
+          memory against training/memory_model.py's (the kernels mode's throughput table, at its shape). Every PE,
           not only the first: FlexAttention PEs (alibi, fox) train slower than SDPA ones, and the one token budget
           must fit the slowest. A real run reuses its probe's graph from dynamo's cache (checked through `train` on
           the CPU: no graph recompiled, 0 s instead of 12 s), so a probe costs the compile that PE needed anyway
