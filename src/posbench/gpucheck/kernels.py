@@ -38,6 +38,7 @@ import torch.nn.functional as F
 
 from posbench.config import load_config
 from posbench.gpucheck.common import (
+    COMPILED_LOSS_CHUNK,
     Budget,
     ModeResult,
     Report,
@@ -58,8 +59,9 @@ from posbench.training.metrics import peak_flops
 
 ROOT = Path(__file__).resolve().parents[3]
 DATASHEET_BF16 = 989e12  # H100 SXM dense bf16, the figure MFU is usually quoted against
-# the budget's shares, in order (each of what is left when the part starts)
-SHARES = {"tests": 0.15, "correctness": 0.45, "resume": 0.2, "throughput": 1.0}
+# the budget's weights, in order: a part gets its weight's share of what is left when it starts, among the parts
+# still to run (a skipped part leaves its time to the others)
+SHARES = {"tests": 0.1, "correctness": 0.4, "resume": 0.1, "throughput": 0.4}
 TESTS_CAP_S = 60.0  # the GPU-only tests compile flex per PE: enough for them, not the whole budget
 # pretrain's PEs first: their tiny rows leave inductor's cache warm for its probes (all, or a second process)
 DEFAULT_PES = ["rope", "alibi", "none", "fox", "rnope_swa", "t5", "fire"]
@@ -344,7 +346,7 @@ def loop_config(size: str, pe: str, device: torch.device, out_dir: str, steps: i
              "train.eval_interval=0", "train.ckpt_interval=0", "logging.wandb=disabled", "schedule.warmup_tokens=0",
              "schedule.warmup_frac=0", "schedule.decay_frac=0.01", f"train.max_steps={steps}"]
     if device.type == "cuda":
-        over += ["train.compile=true", "train.precision=bf16"]
+        over += ["train.compile=true", "train.precision=bf16", f"train.loss_chunk_tokens={COMPILED_LOSS_CHUNK}"]
     cfg = load_config(model_size=size, pe_type=pe, overrides=[*over, *extra])  # `extra` last: it wins
     if micro_batch:
         cfg.train.micro_batch = micro_batch
@@ -401,7 +403,9 @@ def throughput(report: Report, dims: Dims, device: torch.device, budget: Budget,
 def resume_row(device: torch.device, tmp: str) -> dict:
     """The loop stopped at step 4 and resumed to 8 against 8 straight steps (train.max_steps counts the steps of
     one invocation; resume=auto)."""
-    extra = ["model.seq_len=128", "train.ckpt_interval=4", "train.log_interval=1", "model.dropout=0.1"]
+    # uncompiled (bf16 on CUDA): what resume restores is the state, and a compile would cost most of this row's time
+    extra = ["model.seq_len=128", "train.ckpt_interval=4", "train.log_interval=1", "model.dropout=0.1",
+             "train.compile=false"]
     base = lambda name, *more: loop_config("nano", "alibi", device, tmp, 8, 0,
                                            [*extra, f"train.run_name={name}", *more], micro_batch=4)
     fresh_compile()
@@ -417,7 +421,7 @@ def resume_row(device: torch.device, tmp: str) -> dict:
     same = sorted(a) == sorted(b) and all(a[s] == b[s] for s in a)
     diff = max((abs(a[s] - b[s]) for s in a if s in b), default=float("nan"))
     return {"steps": len(a), "max_loss_diff": diff, "pass": same,
-            "note": "alibi, nano, seq 128, dropout 0.1" + (", compiled bf16" if device.type == "cuda" else "")}
+            "note": "alibi, nano, seq 128, dropout 0.1" + (", bf16, not compiled" if device.type == "cuda" else "")}
 
 
 # ---------------------------------------------------------------------------------------------- the mode
@@ -450,18 +454,23 @@ def run(args, budget: Budget, out: Path | None) -> ModeResult:
         report.meta["matmul_fp32_tflops"] * 1e12
     print(f"[kernels] {report.meta['env']}; matmul bf16 {report.meta['matmul_bf16_tflops']:.1f} TFLOP/s",
           flush=True)
-    skip = set(args.skip)
-    if "tests" not in skip:
-        limit = min(TESTS_CAP_S, budget.left() * SHARES["tests"])
+    parts = [p for p in SHARES if p not in set(args.skip)]
+
+    def part(name: str) -> Budget:
+        weights = [SHARES[p] for p in parts[parts.index(name):]]
+        return budget.part(weights[0] / sum(weights))
+
+    if "tests" in parts:
+        limit = min(TESTS_CAP_S, part("tests").left())
         report.attempt("tests", {"what": "pytest -m gpu"}, lambda: gpu_tests(device, limit))
-    if "correctness" not in skip:
-        correctness(report, dims, device, budget.part(SHARES["correctness"]), args.cases)
-    if "resume" not in skip:
+    if "correctness" in parts:
+        correctness(report, dims, device, part("correctness"), args.cases)
+    if "resume" in parts:
         with tempfile.TemporaryDirectory() as tmp:
             report.attempt("resume", {"what": "stop at 4, resume to 8"}, lambda: resume_row(device, tmp),
-                           budget.part(SHARES["resume"]), 5.0)
-    if "throughput" not in skip:
-        throughput(report, dims, device, budget.part(SHARES["throughput"]), matmul_rate)
+                           part("resume"), 5.0)
+    if "throughput" in parts:
+        throughput(report, dims, device, part("throughput"), matmul_rate)
     return ModeResult(tables(report, device), failed_rows(report))
 
 

@@ -179,6 +179,7 @@ class Setup:
             # the dry run: fp32 without compile (5-12 s per PE on a CPU, as long as its training)
             "train.device": "cuda" if self.cuda else "cpu", "train.compile": self.cuda,
             "train.precision": "bf16" if self.cuda else "fp32", "train.out_dir": str(self.runs),
+            **({"train.loss_chunk_tokens": common.COMPILED_LOSS_CHUNK} if self.cuda else {}),
             "train.run_name": name, "train.budget_unit": "tokens", "train.target_budgets": [float(step_tokens * steps)],
             "train.global_batch_tokens": step_tokens, "train.max_steps": max_steps,
             # every step logs: one compiled graph (log steps ask for logit moments, a second graph) and a rate per step
