@@ -19,10 +19,13 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_one_token_budget_fits_every_pe_by_hand():
     # 540 s: 20 reserved, 30 s of evaluation per PE, set-ups of 10 and 20 s -> 430 s of training. One token through
     # both PEs costs 1/500k + 1/250k = 6e-6 s, so 430 / 6e-6 = 71,666,666 tokens = 1,093.6 steps of 65,536.
-    rates, startup = {"a": 500_000.0, "b": 250_000.0}, {"a": 10.0, "b": 20.0}
-    assert fit_steps(540, rates, startup, 30, 20, 65_536) == 1093
-    assert fit_steps(540, rates, startup, 30, 20, 65_536, max_steps=30) == 30
-    assert fit_steps(100, rates, startup, 30, 20, 65_536) == 0  # set-ups and evaluations alone overrun
+    rates, startup, evals = {"a": 500_000.0, "b": 250_000.0}, {"a": 10.0, "b": 20.0}, {"a": 30.0, "b": 30.0}
+    assert fit_steps(540, rates, startup, evals, 20, 65_536) == 1093
+    assert fit_steps(540, rates, startup, evals, 20, 65_536, max_steps=30) == 30
+    assert fit_steps(100, rates, startup, evals, 20, 65_536) == 0  # set-ups and evaluations alone overrun
+    # a FlexAttention PE's longer evaluation (b: 90 s) comes off the training time: 370 s / 6e-6 s per token =
+    # 61,666,666 tokens = 940.96 steps
+    assert fit_steps(540, rates, startup, {"a": 30.0, "b": 90.0}, 20, 65_536) == 940
 
 
 def test_probe_timing_by_hand():

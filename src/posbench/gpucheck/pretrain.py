@@ -11,9 +11,9 @@ training length. In order:
           the CPU: no graph recompiled, 0 s instead of 12 s), so a probe costs the compile that PE needed anyway
   size    ONE number of steps for every PE (`fit_steps`): what is left of the budget, less a reserve, each PE's
           set-up plus a fifth of its cold compile, and its evaluation, over the sum of 1 / tokens/s
-  train   every PE on those steps, seed 0 (the same windows in the same order): WSD, 5% warmup, 20% decay; a step
-          is 2 micro-batches of the preset's (tiny: 2 x 32 x 1,024 = 65,536 tokens), so a few minutes give hundreds
-          of steps; the final checkpoint goes to a scratch folder
+  train   every PE on those steps with one seed (--pretrain-seed, default 0: the same windows in the same order):
+          WSD, 5% warmup, 20% decay; a step is 2 micro-batches of the preset's (tiny: 2 x 32 x 1,024 = 65,536
+          tokens), so a few minutes give hundreds of steps; the final checkpoint goes to a scratch folder
   eval    every final checkpoint through eval.py's planner and runner (no plots): perplexity on the corpus's val
           split at 1x, 2x, 4x and 8x the training length under both protocols (non-overlapping windows; a window
           sliding by half its length), 65,536 tokens per length and protocol, and every long-context family at 1x
@@ -77,18 +77,18 @@ class Scale:
     """What the GPU run and the CPU dry run do differently; everything else is one code path."""
 
     probe_steps: int
-    eval_s: float  # evaluation time reserved per PE (estimated: flex compiles per shape, see the module doc)
+    eval_s: float  # evaluation time reserved per PE on SDPA
+    flex_eval_s: float  # ... and on FlexAttention, which compiles once per perplexity length
     reserve_s: float  # kept back for tables, JSON and the process's exit
     ppl_tokens: int  # scored per length and protocol
     lc_samples: int  # prompts per long-context cell
     max_steps: int = 0  # 0: as many as the budget fits
 
 
-# eval_s, not yet measured on a GPU: preparing the long-context prompts takes ~4 s of CPU (measured here at 1,024
-# and 2,048 tokens), decoding them at batch 1 ~1,000 forward calls, perplexity ~360; a bias PE adds up to 4 flex
-# compiles. pretrain.json's eval rows hold the real times (wall_s) to set it from.
-GPU = Scale(probe_steps=8, eval_s=25.0, reserve_s=15.0, ppl_tokens=65_536, lc_samples=4)
-DRY = Scale(probe_steps=4, eval_s=4.0, reserve_s=3.0, ppl_tokens=4_096, lc_samples=2, max_steps=30)
+# eval_s: measured on the H100 (tiny, these settings): RoPE's evaluation took 38 s, ALiBi's 103 s (flex compiles
+# for each of the 4 perplexity lengths; decoding runs it uncompiled). pretrain.json's eval rows hold the times.
+GPU = Scale(probe_steps=8, eval_s=40.0, flex_eval_s=105.0, reserve_s=15.0, ppl_tokens=65_536, lc_samples=4)
+DRY = Scale(probe_steps=4, eval_s=4.0, flex_eval_s=4.0, reserve_s=3.0, ppl_tokens=4_096, lc_samples=2, max_steps=30)
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -97,6 +97,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-config", default="", help=f"pretrain: the corpus's data config (default {DATA_CONFIG})")
     p.add_argument("--pretrain-pes", nargs="+", default=PES, help="pretrain: PEs trained on the same tokens")
     p.add_argument("--pretrain-size", default="tiny", help="pretrain: model preset (the dry run: nano at 256 tokens)")
+    p.add_argument("--pretrain-seed", type=int, default=0,
+                   help="pretrain: the seed of every PE's run (weights and data order; one call per seed)")
 
 
 def default_budget_s(dry_run: bool) -> float:
@@ -106,11 +108,11 @@ def default_budget_s(dry_run: bool) -> float:
 # ------------------------------------------------------------------------------------------------ sizing
 
 
-def fit_steps(left_s: float, rates: dict[str, float], startup_s: dict[str, float], eval_s: float,
+def fit_steps(left_s: float, rates: dict[str, float], startup_s: dict[str, float], eval_s: dict[str, float],
               reserve_s: float, step_tokens: int, max_steps: int = 0) -> int:
     """Optimizer steps per PE (the same for every PE) such that training each PE at its measured tokens/s, plus
     each PE's set-up and evaluation and the reserve, ends within `left_s`; at most `max_steps` when > 0."""
-    spare_s = left_s - reserve_s - sum(startup_s.values()) - eval_s * len(rates)
+    spare_s = left_s - reserve_s - sum(startup_s.values()) - sum(eval_s[pe] for pe in rates)
     seconds_per_token = sum(1.0 / r for r in rates.values())  # one token through every PE
     steps = max(0, math.floor(spare_s / seconds_per_token / step_tokens))
     return min(steps, max_steps) if max_steps else steps
@@ -165,6 +167,7 @@ class Setup:
     runs: Path  # checkpoints, in a scratch folder outside the repository
     cuda: bool
     size: str
+    seed: int = 0  # every PE's: its weights' init and, through the one data source, the window order
 
     def load(self, pe: str, settings: dict) -> RunConfig:
         toy = {} if self.cuda else {"model.seq_len": 256, "train.micro_batch": 4}  # vocab: the data config's
@@ -175,7 +178,7 @@ class Setup:
         base = self.load("none", {})  # the preset's sizes, before any PE checks them (rnope_swa's layers)
         step_tokens = MICRO_STEPS * base.train.micro_batch * base.model.seq_len
         return self.load(pe, {
-            "seed": 0, "data.root": str(self.corpus), "logging.wandb": "disabled",
+            "seed": self.seed, "data.root": str(self.corpus), "logging.wandb": "disabled",
             # the dry run: fp32 without compile (5-12 s per PE on a CPU, as long as its training)
             "train.device": "cuda" if self.cuda else "cpu", "train.compile": self.cuda,
             "train.precision": "bf16" if self.cuda else "fp32", "train.out_dir": str(self.runs),
@@ -281,7 +284,7 @@ def prepare(args, scratch: Path) -> Setup:
     else:
         corpus, data_config = Path(args.corpus or CORPUS), Path(args.data_config or DATA_CONFIG)
     check_corpus(corpus, data_config)
-    return Setup(corpus, data_config, scratch / "runs", not args.dry_run, args.pretrain_size)
+    return Setup(corpus, data_config, scratch / "runs", not args.dry_run, args.pretrain_size, args.pretrain_seed)
 
 
 def size(report: Report, first: RunConfig, source, scale: Scale, budget: Budget) -> int:
@@ -290,19 +293,24 @@ def size(report: Report, first: RunConfig, source, scale: Scale, budget: Budget)
     startup = {pe: r["setup_s"] + RECOMPILE_SHARE * r["compile_s"] for pe, r in probes.items()}
     step_tokens, left = first.train.global_batch_tokens, budget.left()
     train_tokens = source.train.n_windows * first.model.seq_len  # windows never cross shards
-    steps = fit_steps(left, {pe: r["tok_s"] for pe, r in probes.items()}, startup, scale.eval_s, scale.reserve_s,
+    evals = {pe: eval_seconds(scale, r["kernel"]) for pe, r in probes.items()}
+    steps = fit_steps(left, {pe: r["tok_s"] for pe, r in probes.items()}, startup, evals, scale.reserve_s,
                       step_tokens, scale.max_steps) if probes else 0
     report.meta["sizing"] = {"left_s": left, "steps": steps, "step_tokens": step_tokens,
                              "tokens_per_pe": steps * step_tokens, "train_tokens": train_tokens,
                              "epochs": steps * step_tokens / train_tokens, "startup_s": startup,
-                             "eval_s_per_pe": scale.eval_s, "reserve_s": scale.reserve_s}
+                             "eval_s": evals, "reserve_s": scale.reserve_s}
     report.save()
     rates = "; ".join(f"{pe} {r['tok_s']:,.0f} tok/s, MFU {common.fmt(r['mfu'], '.1%')}, "
                       f"compile {r['compile_s']:.0f} s" for pe, r in probes.items())
-    print(f"[pretrain] sizing: {left:.0f} s left, {scale.eval_s:.0f} s of evaluation per PE; {rates} -> {steps} "
+    print(f"[pretrain] sizing: {left:.0f} s left, {sum(evals.values()):.0f} s of evaluation; {rates} -> {steps} "
           f"steps x {step_tokens:,} = {steps * step_tokens:,} tokens per PE, {steps * step_tokens / train_tokens:.2f} "
           f"epochs of the train split ({train_tokens:,} tokens)", flush=True)
     return steps
+
+
+def eval_seconds(scale: Scale, kernel: str) -> float:
+    return scale.flex_eval_s if "flex" in kernel else scale.eval_s
 
 
 def train_all(report: Report, setup: Setup, first: RunConfig, source, scale: Scale, budget: Budget) -> None:
@@ -327,7 +335,8 @@ def run(args, budget: Budget, out: Path | None) -> ModeResult:
     device = torch.device("cpu" if args.dry_run else "cuda")
     scale, pes = DRY if args.dry_run else GPU, list(args.pretrain_pes)
     env = common.environment(device)
-    report = Report("pretrain", out, meta={"env": env, "dry_run": args.dry_run, "pes": pes})
+    report = Report("pretrain", out, meta={"env": env, "dry_run": args.dry_run, "pes": pes,
+                                                 "seed": args.pretrain_seed})
     results = Report("pretrain_eval", out)  # eval.py's results per checkpoint, beside the table's figures
     with tempfile.TemporaryDirectory(prefix="posbench_pretrain_") as tmp:
         setup = prepare(args, Path(tmp))
@@ -336,9 +345,10 @@ def run(args, budget: Budget, out: Path | None) -> ModeResult:
         common.fresh_compile()  # once: a real run reuses its probe's graph (one graph per PE in dynamo's cache)
         train_all(report, setup, first, source, scale, budget)
         cfg = eval_config(scale, first.model.seq_len, device, sum(len(t) for t in source.val.tokens))
+        kernels = {r["pe"]: r.get("kernel", "") for r in report.tables["probe"]}
         for r in [r for r in report.tables["train"] if r["status"] == "ok"]:
             report.attempt("eval", {"pe": r["pe"]}, lambda r=r: evaluate(r["run_dir"], r["pe"], cfg, device, results),
-                           budget, scale.eval_s)
+                           budget, eval_seconds(scale, kernels[r["pe"]]))
     return ModeResult([table(report, pes, device)], common.failed_rows(report))
 
 
