@@ -114,3 +114,22 @@ def test_random_source_validation_rows_differ_from_training_rows():
     x_train, _ = SOURCE.samples([0, 1])
     x_val, _ = SOURCE.val_samples([0, 1])
     assert not (x_train == x_val).all(dim=1).any()
+
+
+def test_compiled_runs_cut_the_fused_loss_into_at_most_four_chunks():
+    """Dynamo unrolls the fused loss's loop over chunks (144 s of compile for tiny's 64 chunks on an H100): under
+    train.compile a micro-batch's tokens go in at most COMPILED_MAX_CHUNKS chunks; uncompiled runs keep theirs."""
+    from posbench.config import load_config
+    from posbench.training.plan import COMPILED_MAX_CHUNKS, loss_chunk_tokens
+
+    tiny = load_config(model_size="tiny")  # micro_batch 32 x seq_len 1,024, V 65,536: the fused loss
+    assert (tiny.train.micro_batch, tiny.model.seq_len, COMPILED_MAX_CHUNKS) == (32, 1024, 4)
+    assert loss_chunk_tokens(tiny) == 512
+    compiled = load_config(model_size="tiny", overrides=["train.compile=true"])
+    assert loss_chunk_tokens(compiled) == 32 * 1024 // 4
+    wider = load_config(model_size="tiny", overrides=["train.compile=true", "train.loss_chunk_tokens=16384"])
+    assert loss_chunk_tokens(wider) == 16384  # a larger configured chunk is kept
+    odd = load_config(model_size="tiny", overrides=["train.compile=true", "train.micro_batch=3"])
+    assert loss_chunk_tokens(odd) == 768  # ceil(3,072 / 4)
+    plain = load_config(model_size="tiny", overrides=["train.compile=true", "train.loss=full"])
+    assert loss_chunk_tokens(plain) == 0

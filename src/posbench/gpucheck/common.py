@@ -15,12 +15,6 @@ from pathlib import Path
 import torch
 import torch._dynamo
 
-# train.loss_chunk_tokens for compiled CUDA runs. torch.compile unrolls the fused loss's loop over chunks
-# (model/loss.py): at tiny's 32 x 1,024 tokens per micro-batch the default 512-token chunks are 64 iterations, and the
-# first H100 call spent 144 s compiling one tiny model; 8,192 tokens are 4 iterations, for a (C, V) fp32 block of
-# 2 GiB at V 65,536 that an 80 GB card holds easily (the memory model counts it)
-COMPILED_LOSS_CHUNK = 8192
-
 
 class Budget:
     """A wall-clock budget: `left()` seconds remain of `seconds` since it was made; `part(share)` gives a

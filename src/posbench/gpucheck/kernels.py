@@ -38,7 +38,6 @@ import torch.nn.functional as F
 
 from posbench.config import load_config
 from posbench.gpucheck.common import (
-    COMPILED_LOSS_CHUNK,
     Budget,
     ModeResult,
     Report,
@@ -50,12 +49,12 @@ from posbench.gpucheck.common import (
 )
 from posbench.model.flops import model_stats
 from posbench.model.kernels import KERNELS, auto_kernel_name
-from posbench.model.loss import auto_chunk_tokens
 from posbench.model.transformer import Transformer
 from posbench.training.batch_sources import RandomTokens
 from posbench.training.loop import train
 from posbench.training.memory_model import peak_bytes
 from posbench.training.metrics import peak_flops
+from posbench.training.plan import loss_chunk_tokens
 
 ROOT = Path(__file__).resolve().parents[3]
 DATASHEET_BF16 = 989e12  # H100 SXM dense bf16, the figure MFU is usually quoted against
@@ -346,7 +345,7 @@ def loop_config(size: str, pe: str, device: torch.device, out_dir: str, steps: i
              "train.eval_interval=0", "train.ckpt_interval=0", "logging.wandb=disabled", "schedule.warmup_tokens=0",
              "schedule.warmup_frac=0", "schedule.decay_frac=0.01", f"train.max_steps={steps}"]
     if device.type == "cuda":
-        over += ["train.compile=true", "train.precision=bf16", f"train.loss_chunk_tokens={COMPILED_LOSS_CHUNK}"]
+        over += ["train.compile=true", "train.precision=bf16"]
     cfg = load_config(model_size=size, pe_type=pe, overrides=[*over, *extra])  # `extra` last: it wins
     if micro_batch:
         cfg.train.micro_batch = micro_batch
@@ -374,7 +373,7 @@ def throughput_row(size: str, pe: str, dims: Dims, device: torch.device, matmul_
     rates = [r for step, r in logged_rates(out["run_dir"]) if step > dims.tp_warmup]
     tok_s = statistics.median(rates)
     stats = model_stats(cfg.model, cfg.pe, device.type)
-    chunk = auto_chunk_tokens(cfg.model.vocab_size, cfg.train.loss, cfg.train.loss_chunk_tokens)
+    chunk = loss_chunk_tokens(cfg)
     predicted = peak_bytes(cfg, cfg.train.micro_batch, chunk).total
     measured = torch.cuda.max_memory_allocated(device) if device.type == "cuda" else None
     peak = peak_flops(device) or (DATASHEET_BF16 if device.type == "cuda" else 0.0)

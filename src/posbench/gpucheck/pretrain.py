@@ -55,10 +55,10 @@ from posbench.evaluation.eval_config import load_eval_config
 from posbench.gpucheck import common
 from posbench.gpucheck.common import Budget, ModeResult, Report
 from posbench.model.flops import model_stats
-from posbench.model.loss import auto_chunk_tokens
 from posbench.training.batch_sources import build_stream
 from posbench.training.loop import train
 from posbench.training.memory_model import peak_bytes
+from posbench.training.plan import loss_chunk_tokens
 
 PES = ["rope", "alibi", "none", "fox", "rnope_swa"]
 MAKE = "python scripts/make_gpu_corpus.py"
@@ -182,7 +182,6 @@ class Setup:
             # the dry run: fp32 without compile (5-12 s per PE on a CPU, as long as its training)
             "train.device": "cuda" if self.cuda else "cpu", "train.compile": self.cuda,
             "train.precision": "bf16" if self.cuda else "fp32", "train.out_dir": str(self.runs),
-            **({"train.loss_chunk_tokens": common.COMPILED_LOSS_CHUNK} if self.cuda else {}),
             "train.run_name": name, "train.budget_unit": "tokens", "train.target_budgets": [float(step_tokens * steps)],
             "train.global_batch_tokens": step_tokens, "train.max_steps": max_steps,
             # every step logs: one compiled graph (log steps ask for logit moments, a second graph) and a rate per step
@@ -210,7 +209,7 @@ def probe(setup: Setup, pe: str, source, steps: int) -> dict:
     out = train(cfg, source)
     measured = timing(logged(out["run_dir"]), time.perf_counter() - t0)
     shutil.rmtree(out["run_dir"], ignore_errors=True)
-    chunk = auto_chunk_tokens(cfg.model.vocab_size, cfg.train.loss, cfg.train.loss_chunk_tokens)
+    chunk = loss_chunk_tokens(cfg)
     model_gb = peak_bytes(cfg, cfg.train.micro_batch, chunk).total / 1e9
     mem_gb = torch.cuda.max_memory_allocated() / 1e9 if setup.cuda else None
     return {"kernel": kernel_of(cfg), **measured, "mem_gb": mem_gb, "model_gb": model_gb}

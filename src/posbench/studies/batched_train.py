@@ -35,13 +35,12 @@ from posbench.config import RunConfig
 from posbench.errors import NonFiniteError
 from posbench.model.build import build_model
 from posbench.model.flops import stats_of
-from posbench.model.loss import auto_chunk_tokens
 from posbench.studies.member_dropout import NoiseFeed, swap_dropout
 from posbench.targets import positions_of
 from posbench.training.batch_sources import BatchSource, bind_documents, micro_indices
 from posbench.training.device import FP32, choose_precision, device_type_for
 from posbench.training.optim import param_groups, set_lr
-from posbench.training.plan import make_plan
+from posbench.training.plan import loss_chunk_tokens, make_plan
 
 # member index, step, the member's model (eval mode, no grad)
 MemberSnapshots = Callable[[int, int, torch.nn.Module], None]
@@ -70,8 +69,7 @@ def why_not_batched(cfg: RunConfig) -> str | None:
 def _lone_model(cfg: RunConfig) -> tuple[torch.nn.Module, torch.Tensor]:
     """The model the lone run builds, and its global generator's state right after (its dropout stream)."""
     torch.manual_seed(cfg.seed)
-    model = build_model(cfg.model, cfg.pe, "cpu",
-                        auto_chunk_tokens(cfg.model.vocab_size, cfg.train.loss, cfg.train.loss_chunk_tokens))
+    model = build_model(cfg.model, cfg.pe, "cpu", loss_chunk_tokens(cfg))
     return model, torch.get_rng_state()
 
 

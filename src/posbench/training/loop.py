@@ -18,7 +18,6 @@ from posbench.config_loader import to_dict
 from posbench.errors import NonFiniteError  # exit code 3; importable from here as before
 from posbench.model.build import build_model
 from posbench.model.flops import stats_of
-from posbench.model.loss import auto_chunk_tokens
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
 from posbench.training.batch_sources import BatchSource, bind_documents, micro_indices, positions_on, val_indices
@@ -35,7 +34,7 @@ from posbench.training.metrics import (
     weight_norm,
 )
 from posbench.training.optim import build_optimizer, set_lr
-from posbench.training.plan import accum_steps, describe, make_plan
+from posbench.training.plan import accum_steps, describe, loss_chunk_tokens, make_plan
 from posbench.training.resume import StopFlag, check_drop_consistent, check_resume_compatible, resume_source
 from posbench.training.rundir import choose_run_dir, format_tokens, identity, lock_run_dir
 
@@ -72,9 +71,9 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
     accum_steps(cfg, world)  # the batch arithmetic, checked before a model is built
     cfg = bind_documents(cfg, source)  # model.packing's document boundary, from the data (saved with the config)
     torch.manual_seed(cfg.seed)
-    # the run's one model; the plan reads its size. train.loss picks the fused chunked head + loss (model/loss.py)
-    model = build_model(cfg.model, cfg.pe, device_type,
-                        auto_chunk_tokens(cfg.model.vocab_size, cfg.train.loss, cfg.train.loss_chunk_tokens))
+    # the run's one model; the plan reads its size. train.loss picks the fused chunked head + loss (model/loss.py),
+    # in larger chunks under train.compile (plan.loss_chunk_tokens)
+    model = build_model(cfg.model, cfg.pe, device_type, loss_chunk_tokens(cfg))
     plan = make_plan(cfg, world, device_type, stats_of(model, cfg.model))  # budgets, schedule: before any work
     ident = identity(cfg, source.fingerprint)
     run_dir, existed = choose_run_dir(cfg, plan.end_tokens, ident)

@@ -3,12 +3,14 @@ clear message (a global batch that does not split over the ranks, a budget below
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from posbench.config import RunConfig
 from posbench.config_loader import ConfigError
 from posbench.model.flops import ModelStats, model_stats
+from posbench.model.loss import auto_chunk_tokens
 from posbench.training.rundir import format_tokens
 from posbench.training.schedule import WSD, drop_pe_tokens, make_schedule
 
@@ -25,6 +27,22 @@ class Plan:
     branch_points: dict[int, int] = field(default_factory=dict)  # decay start tokens -> budget tokens
     end_tokens: int = 0
     drop_pe_tokens: int | None = None  # DroPE: tokens seen after which the PE is dropped (schedule.drop_pe_at)
+
+
+# under train.compile, the most chunks a micro-batch's fused loss is cut into (see loss_chunk_tokens)
+COMPILED_MAX_CHUNKS = 4
+
+
+def loss_chunk_tokens(cfg: RunConfig) -> int:
+    """Tokens per chunk of the run's fused head + loss, 0 for the plain loss: `train.loss` and
+    `train.loss_chunk_tokens` (`model.loss.auto_chunk_tokens`), and under `train.compile` at least a quarter of a
+    micro-batch's tokens. Dynamo unrolls the loss's loop over chunks: on an H100, tiny's 32 x 1,024 tokens in 64
+    chunks of 512 compiled in 144 s, in 4 chunks of 8,192 in 23-33 s (docs/performance.md); the (C, V) fp32 block
+    is then 2 GiB at V 65,536. Uncompiled runs keep the configured chunk."""
+    chunk = auto_chunk_tokens(cfg.model.vocab_size, cfg.train.loss, cfg.train.loss_chunk_tokens)
+    if chunk and cfg.train.compile:
+        chunk = max(chunk, math.ceil(cfg.train.micro_batch * cfg.model.seq_len / COMPILED_MAX_CHUNKS))
+    return chunk
 
 
 def budget_tokens(cfg: RunConfig, value: float, n_params: int) -> int:
