@@ -86,3 +86,9 @@ def test_dry_run_end_to_end(tmp_path):
     lines = [line for line in text.splitlines() if line.startswith("| ")]
     assert "## Pretraining, dry run" in text and "ppl no 8x" in lines[0] and "LC 2x" in lines[0]
     assert [line.split("|")[1].strip() for line in lines[1:]] == PES
+
+
+def test_too_few_fixed_steps_is_a_usage_error_before_any_work(tmp_path):
+    done = run_isolated(["pretrain", "--dry-run", "--pretrain-steps", "5"], tmp_path)
+    assert done.returncode == 2
+    assert "error: --pretrain-steps 5: give at least 10" in done.stderr and not (tmp_path / "pretrain.json").exists()

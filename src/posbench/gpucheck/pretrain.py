@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 from posbench.config import RunConfig, load_config
-from posbench.config_loader import nested
+from posbench.config_loader import ConfigError, nested
 from posbench.data.doc_corpus import build as build_corpus
 from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
@@ -97,6 +97,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-config", default="", help=f"pretrain: the corpus's data config (default {DATA_CONFIG})")
     p.add_argument("--pretrain-pes", nargs="+", default=PES, help="pretrain: PEs trained on the same tokens")
     p.add_argument("--pretrain-size", default="tiny", help="pretrain: model preset (the dry run: nano at 256 tokens)")
+    p.add_argument("--pretrain-steps", type=int, default=0,
+                   help="pretrain: optimizer steps per PE instead of what the budget fits (0): with the same seed, "
+                        "calls that train different PEs then train them on the same tokens in the same order")
     p.add_argument("--pretrain-seed", type=int, default=0,
                    help="pretrain: the seed of every PE's run (weights and data order; one call per seed)")
 
@@ -286,7 +289,7 @@ def prepare(args, scratch: Path) -> Setup:
     return Setup(corpus, data_config, scratch / "runs", not args.dry_run, args.pretrain_size, args.pretrain_seed)
 
 
-def size(report: Report, first: RunConfig, source, scale: Scale, budget: Budget) -> int:
+def size(report: Report, first: RunConfig, source, scale: Scale, budget: Budget, fixed_steps: int = 0) -> int:
     """Steps per PE from the probes (`fit_steps`), recorded in the JSON's meta and printed."""
     probes = {r["pe"]: r for r in report.tables.get("probe", []) if r["status"] == "ok"}
     startup = {pe: r["setup_s"] + RECOMPILE_SHARE * r["compile_s"] for pe, r in probes.items()}
@@ -295,7 +298,11 @@ def size(report: Report, first: RunConfig, source, scale: Scale, budget: Budget)
     evals = {pe: eval_seconds(scale, r["kernel"]) for pe, r in probes.items()}
     steps = fit_steps(left, {pe: r["tok_s"] for pe, r in probes.items()}, startup, evals, scale.reserve_s,
                       step_tokens, scale.max_steps) if probes else 0
-    report.meta["sizing"] = {"left_s": left, "steps": steps, "step_tokens": step_tokens,
+    steps = fixed_steps or steps  # --pretrain-steps: the user's, whatever the budget (its rows still skip)
+    # what MIN_STEPS would have needed from the start of the run: the figure a too-short budget's rows name
+    short_s = sum(startup.values()) + sum(evals.values()) + scale.reserve_s + budget.elapsed() + \
+        MIN_STEPS * step_tokens * sum(1.0 / r["tok_s"] for r in probes.values())
+    report.meta["sizing"] = {"left_s": left, "steps": steps, "step_tokens": step_tokens, "min_budget_s": short_s,
                              "tokens_per_pe": steps * step_tokens, "train_tokens": train_tokens,
                              "epochs": steps * step_tokens / train_tokens, "startup_s": startup,
                              "eval_s": evals, "reserve_s": scale.reserve_s}
@@ -312,17 +319,20 @@ def eval_seconds(scale: Scale, kernel: str) -> float:
     return scale.flex_eval_s if "flex" in kernel else scale.eval_s
 
 
-def train_all(report: Report, setup: Setup, first: RunConfig, source, scale: Scale, budget: Budget) -> None:
+def train_all(report: Report, setup: Setup, first: RunConfig, source, scale: Scale, budget: Budget,
+              fixed_steps: int = 0) -> None:
     """Probe every PE, size the one token budget, train every PE on it."""
     pes = report.meta["pes"]
     for pe in pes:
         need = max([r["wall_s"] for r in report.tables.get("probe", [])], default=0.0)
         report.attempt("probe", {"pe": pe}, lambda p=pe: probe(setup, p, source, scale.probe_steps), budget, need)
-    steps = size(report, first, source, scale, budget)
+    steps = size(report, first, source, scale, budget, fixed_steps)
     probes, sizing = {r["pe"]: r for r in report.tables["probe"]}, report.meta["sizing"]
     for pe in pes:
         if probes[pe]["status"] != "ok" or steps < MIN_STEPS:
-            why = "no probe" if probes[pe]["status"] != "ok" else f"the budget fits {steps} steps (< {MIN_STEPS})"
+            why = "no probe" if probes[pe]["status"] != "ok" else (
+                f"the budget fits {steps} steps (< {MIN_STEPS}): give --budget-s {sizing['min_budget_s']:.0f} or more, "
+                "or fewer --pretrain-pes")
             report.add("train", {"pe": pe, "status": "skipped", "error": why})
             continue
         need = sizing["tokens_per_pe"] / probes[pe]["tok_s"] + sizing["startup_s"][pe]
@@ -333,6 +343,9 @@ def train_all(report: Report, setup: Setup, first: RunConfig, source, scale: Sca
 def run(args, budget: Budget, out: Path | None) -> ModeResult:
     device = torch.device("cpu" if args.dry_run else "cuda")
     scale, pes = DRY if args.dry_run else GPU, list(args.pretrain_pes)
+    if args.pretrain_steps and args.pretrain_steps < MIN_STEPS:
+        raise ConfigError(f"--pretrain-steps {args.pretrain_steps}: give at least {MIN_STEPS} (a warmup and a decay "
+                          "need room), or 0 for what the budget fits")
     env = common.environment(device)
     report = Report("pretrain", out, meta={"env": env, "dry_run": args.dry_run, "pes": pes,
                                                  "seed": args.pretrain_seed})
@@ -342,7 +355,7 @@ def run(args, budget: Budget, out: Path | None) -> ModeResult:
         first, *_ = [setup.config(pe, pe, 1) for pe in pes]  # every PE's config checked before any work
         source = build_stream(first)  # one source for every PE: the same windows in the same order
         common.fresh_compile()  # once: a real run reuses its probe's graph (one graph per PE in dynamo's cache)
-        train_all(report, setup, first, source, scale, budget)
+        train_all(report, setup, first, source, scale, budget, args.pretrain_steps)
         cfg = eval_config(scale, first.model.seq_len, device, sum(len(t) for t in source.val.tokens))
         kernels = {r["pe"]: r.get("kernel", "") for r in report.tables["probe"]}
         for r in [r for r in report.tables["train"] if r["status"] == "ok"]:
