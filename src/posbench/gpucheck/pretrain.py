@@ -170,7 +170,7 @@ class Setup:
     runs: Path  # checkpoints, in a scratch folder outside the repository
     cuda: bool
     size: str
-    seed: int = 0  # every PE's: its weights' init and, through the one data source, the window order
+    seed: int = 0  # every PE's: its weights' init (seed) and the training windows' order (data.loader.seed)
 
     def load(self, pe: str, settings: dict) -> RunConfig:
         toy = {} if self.cuda else {"model.seq_len": 256, "train.micro_batch": 4}  # vocab: the data config's
@@ -181,7 +181,8 @@ class Setup:
         base = self.load("none", {})  # the preset's sizes, before any PE checks them (rnope_swa's layers)
         step_tokens = MICRO_STEPS * base.train.micro_batch * base.model.seq_len
         return self.load(pe, {
-            "seed": self.seed, "data.root": str(self.corpus), "logging.wandb": "disabled",
+            "seed": self.seed, "data.loader.seed": self.seed, "data.root": str(self.corpus),
+            "logging.wandb": "disabled",
             # the dry run: fp32 without compile (5-12 s per PE on a CPU, as long as its training)
             "train.device": "cuda" if self.cuda else "cpu", "train.compile": self.cuda,
             "train.precision": "bf16" if self.cuda else "fp32", "train.out_dir": str(self.runs),
