@@ -65,6 +65,23 @@ def test_relative_errors_by_hand():
     assert grad_error({"a": got["a"]}, ref_g) == 1.0  # a parameter without a gradient is a whole error
 
 
+def test_kernel_kinds_by_name():
+    from posbench.gpucheck.profile import OTHER, kind_of
+
+    names = {
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64": "matmul",
+        "nvjet_tst_128x256_64x4_2x1_v_bz_coopB_TNT": "matmul",
+        "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>>": "attention",
+        "triton_tem_fused_flex_attention_backward_0": "attention",
+        "triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_1": "fused elementwise/reduction",
+        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>": "optimizer",
+        "aten::mm": "matmul",
+        "Memcpy HtoD (Pageable -> Device)": "copy/cast",
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL": OTHER,
+    }
+    assert {n: kind_of(n) for n in names} == names
+
+
 def run_isolated(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
     """gpu_check.py in a fresh interpreter where the packages absent from the GPU image cannot be imported."""
     blocker = (
@@ -97,8 +114,12 @@ def test_kernels_dry_run_end_to_end(tmp_path):
     assert tables["resume"][0]["pass"] is True
     assert [r["pe"] for r in tables["throughput"]] == ["rope", "alibi"]
     assert all(r["tok_s"] > 0 and r["status"] == "ok" for r in tables["throughput"])
+    (prof,) = tables["profile"]
+    assert prof["status"] == "ok" and prof["step_ms"] > 0 and sum(prof["shares"].values()) == pytest.approx(1.0)
+    assert prof["shares"]["matmul"] > 0 and len(prof["top"]) == 8
     out = done.stdout
     assert out.index("## Kernel correctness") > out.index("# gpu_check kernels (dry run)")
+    assert "## Where a training step's time goes: nano rope" in out
 
 
 def test_no_gpu_without_dry_run_is_a_usage_error(tmp_path):

@@ -18,6 +18,8 @@ In order, each under its share of the budget (a row that no longer fits is skipp
                against the datasheet peak and against the bf16 matmul rate measured in this call, and the peak
                memory against posbench/training/memory_model.py's prediction. Sizes run smallest first, so a
                short budget drops the largest.
+  profile      one step of the first throughput row's model under torch.profiler: device time by kind of kernel
+               (gpucheck/profile.py)
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ from posbench.gpucheck.common import (
     markdown_table,
     matmul_peak,
 )
+from posbench.gpucheck.profile import profile_step
 from posbench.model.flops import model_stats
 from posbench.model.kernels import KERNELS, auto_kernel_name
 from posbench.model.transformer import Transformer
@@ -60,7 +63,7 @@ ROOT = Path(__file__).resolve().parents[3]
 DATASHEET_BF16 = 989e12  # H100 SXM dense bf16, the figure MFU is usually quoted against
 # the budget's weights, in order: a part gets its weight's share of what is left when it starts, among the parts
 # still to run (a skipped part leaves its time to the others)
-SHARES = {"tests": 0.1, "correctness": 0.4, "resume": 0.1, "throughput": 0.4}
+SHARES = {"tests": 0.1, "correctness": 0.4, "resume": 0.1, "throughput": 0.35, "profile": 0.05}
 TESTS_CAP_S = 60.0  # the GPU-only tests compile flex per PE: enough for them, not the whole budget
 # pretrain's PEs first: their tiny rows leave inductor's cache warm for its probes (all, or a second process)
 DEFAULT_PES = ["rope", "alibi", "none", "fox", "rnope_swa", "t5", "fire"]
@@ -470,6 +473,12 @@ def run(args, budget: Budget, out: Path | None) -> ModeResult:
                            part("resume"), 5.0)
     if "throughput" in parts:
         throughput(report, dims, device, part("throughput"), matmul_rate)
+    if "profile" in parts and dims.tp_rows:
+        size, pe = dims.tp_rows[0]  # the smallest size's first PE: where a step's time goes
+        with tempfile.TemporaryDirectory() as tmp:
+            cfg = loop_config(size, pe, device, tmp, dims.tp_steps, dims.tp_warmup,
+                              micro_batch=2 if device.type == "cpu" else None)
+        report.attempt("profile", {"size": size, "pe": pe}, lambda: profile_step(cfg, device), part("profile"))
     return ModeResult(tables(report, device), failed_rows(report))
 
 
@@ -497,5 +506,16 @@ def tables(report: Report, device: torch.device) -> list[str]:
                               ("mem_gb", "peak GB", ".2f"), ("model_gb", "model GB", ".2f"),
                               ("mem_vs_model", "vs model", "+.0%"), ("setup_compile_s", "setup s", ".0f"),
                               ("wall_s", "wall s", ".0f")]))
+    for r in t.get("profile", []):
+        if r["status"] != "ok":
+            texts.append(markdown_table("Where a training step's time goes", [r], [("size", "size", ""),
+                                                                                     ("pe", "PE", "")]))
+            continue
+        shares = [{"kind": k, "share": v, "ms": v * r["device_ms"]} for k, v in r["shares"].items()]
+        texts.append(markdown_table(
+            f"Where a training step's time goes: {r['size']} {r['pe']}, {r['step_ms']:.1f} ms per step, "
+            f"{r['device_ms']:.1f} ms of {'kernels' if device.type == 'cuda' else 'CPU ops'} (torch.profiler)",
+            shares + r["top"], [("kind", "kind", ""), ("kernel", "largest kernels", ""), ("ms", "ms/step", ".2f"),
+                                ("share", "share", ".1%")]))
     return texts
 
