@@ -57,6 +57,26 @@ def test_two_cell_study_end_to_end(tmp_path):
     assert before == {n: (out / n).read_bytes() for n in before}
 
 
+def test_a_rerun_with_other_settings_is_refused_not_reported_as_the_old_cells(tmp_path):
+    """A finished cell is reused only for the same cell settings: other steps into the same --out are refused before
+    any work (the old 12-step cells were reported as the new study's); more seeds reuse what exists; a report-only
+    setting (n_boot) changes no cell."""
+    out = tmp_path / "out"
+    run_study(load_study(str(mini(tmp_path))), out, progress=False)
+    before = {p.name: p.read_bytes() for p in (out / "cells").iterdir()}
+    longer = tmp_path / "longer.yaml"
+    longer.write_text(MINI.replace("SEEDS", "0").replace("steps: 12", "steps: 14"))
+    with pytest.raises(ConfigError) as e:
+        run_study(load_study(str(longer)), out, progress=False)
+    assert "k_back_rope_s0 (train)" in str(e.value) and "k_back_learned_s0 (train)" in str(e.value)
+    assert "Give another --out" in str(e.value)
+    assert before == {p.name: p.read_bytes() for p in (out / "cells").iterdir()}  # nothing ran, nothing changed
+    assert run_study(load_study(str(mini(tmp_path, seeds="0, 1"))), out, progress=False)["ran"] == 2
+    report_only = tmp_path / "report_only.yaml"
+    report_only.write_text(MINI.replace("SEEDS", "0, 1").replace("n_boot: 500", "n_boot: 800"))
+    assert run_study(load_study(str(report_only)), out, progress=False)["ran"] == 0
+
+
 def test_killed_study_completes_with_the_same_numbers(tmp_path):
     spec = mini(tmp_path, seeds="0, 1")
     ref_out, out = tmp_path / "ref", tmp_path / "killed"

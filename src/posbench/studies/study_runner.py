@@ -5,7 +5,11 @@ in seed, trained as one batched model, each member as it trains alone up to floa
 (studies/batched_train.py); cells that cannot batch are jobs of their own, with the reason printed. Each
 finished cell is written atomically to `<out>/cells/<cell_id>.json`; a re-run skips those and repeats only
 unfinished cells, from scratch (a cell is deterministic in its seed, so an interrupted study completes with
-the same numbers as an uninterrupted one). Worker output goes to `<out>/logs/<job>.log`: `k_back_rope_s0.log`,
+the same numbers as an uninterrupted one). A finished cell is reused only if it was made with this cell's settings
+(`cell_spec`, kept in `<out>/specs/<cell_id>.json` and written before the cell): a re-run into the same `--out`
+with other steps, examples or overrides (a full run after `--smoke` into its directory) is refused, naming the
+cells, instead of reporting the old cells as the new study's; adding PEs, tasks or seeds reuses the cells that
+exist. Worker output goes to `<out>/logs/<job>.log`: `k_back_rope_s0.log`,
 or `k_back_rope_s0-1-2.log` for a seed group (appended to by a re-run).
 """
 
@@ -18,6 +22,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from posbench.config_loader import ConfigError, to_dict
 from posbench.errors import user_paths
 from posbench.fileio import write_text
 from posbench.procpool import call_logged, run_jobs
@@ -29,6 +34,37 @@ from posbench.studies.study_spec import Cell, StudyConfig, expand
 
 def cell_path(out_dir: Path, cell: Cell) -> Path:
     return out_dir / "cells" / f"{cell.cell_id}.json"
+
+
+def spec_path(out_dir: Path, cell: Cell) -> Path:
+    return out_dir / "specs" / f"{cell.cell_id}.json"
+
+
+def cell_spec(cell: Cell) -> str:
+    """What decides a cell's result, as canonical JSON: its task, PE, seed, axes and arm, and the study settings it
+    trains and is scored with. Not the grid's lists (other PEs, tasks, seeds), the workers, the name, or what only
+    the report reads (confidence, n_boot, success_threshold, references, claims)."""
+    s = cell.study
+    spec = {"task": to_dict(cell.task), "pe": to_dict(cell.pe), "seed": cell.seed, "axes": cell.axes,
+            "arm": None if cell.arm is None else to_dict(cell.arm), "overrides": list(s.overrides),
+            "train": to_dict(s.train), "eval": {"n_examples": s.eval.n_examples, "seed": s.eval.seed}}
+    return json.dumps(spec, sort_keys=True, default=str)
+
+
+def check_finished_cells(out_dir: Path, cells: list[Cell]) -> None:
+    """ConfigError when a finished cell in `out_dir` was made with other settings than this study's cell of the
+    same name. A cell from before specs were kept (no spec file) is reused as it always was."""
+    stale = []
+    for cell in cells:
+        spec = spec_path(out_dir, cell)
+        if cell_path(out_dir, cell).is_file() and spec.is_file() and spec.read_text() != cell_spec(cell):
+            old, new = json.loads(spec.read_text()), json.loads(cell_spec(cell))
+            stale.append(f"{cell.cell_id} ({', '.join(k for k in sorted(new) if old.get(k) != new[k])})")
+    if stale:
+        more = f" and {len(stale) - 3} more" if len(stale) > 3 else ""
+        raise ConfigError(f"{out_dir} holds finished cells made with other settings than this study's: "
+                          f"{'; '.join(stale[:3])}{more} differ. Give another --out, or delete {out_dir / 'cells'} "
+                          "to run them again")
 
 
 def cpu_path(out_dir: Path, cell: Cell) -> Path:
@@ -49,6 +85,7 @@ def _run_and_save(cells: list[Cell], out_dir: str) -> str:
     phases = CpuPhases(since=_cpu_after_last_cell)  # a worker's first job also books its imports as startup
     results = run_group(cells, out / "work", phases)
     for cell, result in zip(cells, results):
+        write_text(spec_path(out, cell), cell_spec(cell))  # first: a cell file is never without its spec
         write_text(cell_path(out, cell), json.dumps(result, sort_keys=True))
     phases.lap("other")
     _cpu_after_last_cell = time.process_time()
@@ -68,9 +105,10 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
     (docs/performance.md), so today's numbers stay byte-identical unless a study asks for it."""
     out_dir = Path(out_dir)
     with user_paths():  # --out is the user's: a file in its way, no permission to write there
-        for sub in ("cells", "logs", "work"):
+        for sub in ("cells", "specs", "logs", "work"):
             (out_dir / sub).mkdir(parents=True, exist_ok=True)
     cells = expand(study)[:limit]
+    check_finished_cells(out_dir, cells)  # before any work: old cells are never reported as this study's
     todo = [c for c in cells if not cell_path(out_dir, c).is_file()]
     workers = min(workers or study.workers, max(1, len(todo)))
     groups = seed_groups(todo, workers, batch_seeds)
