@@ -104,6 +104,13 @@ def test_verify_finds_a_tampered_task_document(tmp_path):
     data[at] = ord("z") if data[at] != ord("z") else ord("y")
     path.write_bytes(bytes(data))
     assert "BAD" in describe(cfg, verify=True)
+    # the command says so in its exit code too, after the report (exit 2: bad input data)
+    from posbench.cli.data import cmd_info
+    from posbench.data.errors import DataError
+
+    with pytest.raises(DataError, match="found bad shards"):
+        cmd_info(cfg, verify=True)
+    cmd_info(cfg, verify=False)  # without --verify nothing is read: no verdict, no error
 
 
 def documents_with_bos(ids, bos):

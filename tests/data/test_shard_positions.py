@@ -96,3 +96,20 @@ def test_rows_unpack_as_the_pair_and_keep_their_ids_through_pickle_and_copy():
     for again in (pickle.loads(pickle.dumps(rows)), copy.deepcopy(rows)):
         assert isinstance(again, Rows) and torch.equal(positions_of(again), rows.positions)
     assert positions_of((x, y)) is None and positions_of(Rows(x, y)) is None
+
+
+def test_a_negative_position_id_deep_in_a_shard_is_refused_when_opened(tmp_path):
+    """The writer refuses negative ids; one planted in a written file (bit rot, another tool) is found when the shard
+    is opened, naming the token, not when a batch reaches it mid-training (an IndexError on every resume)."""
+    n = 1000
+    path = tmp_path / "ids.bin"
+    write_shard(path, np.arange(n) % 50, 50, FP, positions=np.arange(n) % 7)
+    raw = bytearray(path.read_bytes())
+    offset = HEADER_BYTES + n * 2 + 4 * 987  # uint16 tokens, then int32 ids: id of token 987
+    raw[offset:offset + 4] = np.array([-1], dtype="<i4").tobytes()
+    path.write_bytes(bytes(raw))
+    header, _ = open_shard(path, FP)
+    with pytest.raises(ShardError, match=r"ids\.bin: position id -1 at token 987 is negative"):
+        open_positions(path, header)
+    with pytest.raises(ShardError, match="position id -1 at token 987"):
+        ShardSet([path], T, FP)

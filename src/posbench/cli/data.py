@@ -145,9 +145,14 @@ def cmd_train_tokenizer(cfg, force: bool) -> None:
 
 
 def cmd_info(cfg, verify: bool) -> None:
+    from posbench.data.errors import DataError
     from posbench.data.info import describe
 
-    print(describe(cfg, verify=verify))
+    report = describe(cfg, verify=verify)
+    print(report)
+    if verify and " BAD: " in report:  # the report named each bad shard: the command must not say "fine" (exit 0)
+        raise DataError("data info --verify found bad shards (the lines with BAD above); delete them and re-run "
+                        "`posbench data tokenize`")
 
 
 COMMANDS = {"download": lambda cfg, args: cmd_download(cfg), "tokenize": lambda cfg, args: cmd_tokenize(cfg),

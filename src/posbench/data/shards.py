@@ -161,8 +161,15 @@ def open_positions(path: str | Path, header: ShardHeader) -> np.ndarray | None:
         return None
     if header.n_tokens == 0:
         return np.zeros(0, dtype=POSITION_DTYPE)
-    return np.memmap(path, dtype=POSITION_DTYPE, mode="r", offset=HEADER_BYTES + header.n_tokens * header.itemsize,
-                     shape=(header.n_tokens,))
+    positions = np.memmap(path, dtype=POSITION_DTYPE, mode="r",
+                          offset=HEADER_BYTES + header.n_tokens * header.itemsize, shape=(header.n_tokens,))
+    # checked when opened, as token ids are: a negative id deep in a shard would otherwise train until a batch
+    # reaches it, then fail on every resume (or, for a PE that clamps, train on it silently)
+    if int(positions.min()) < 0:
+        bad = int(np.argmax(positions < 0))
+        raise ShardError(f"{path}: position id {int(positions[bad])} at token {bad} is negative (the writer stores "
+                         f"ids >= 0); the file is corrupt, {_FIX}")
+    return positions
 
 
 def check_token_range(tokens: np.ndarray, vocab_size: int, path: str | Path) -> None:
