@@ -84,6 +84,30 @@ def _corrupt_shard(tmp):
     return ["train.py", *NANO, *data, "train.stream=shards", "train.out_dir=o"]
 
 
+def _val_vocab(tmp):
+    """Shards tokenized here, then the val shard's header claims a vocabulary larger than the model's: refused before
+    training (it failed with an IndexError at the first validation)."""
+    import numpy as np
+
+    from posbench.config import load_config
+    from posbench.data.layout import DataLayout
+    from posbench.data.tokenize_shards import tokenize
+
+    (tmp / "corpus").mkdir()
+    for f in range(3):
+        (tmp / "corpus" / f"p{f}.txt").write_text((f"plain words in line {f} of text. " * 40 + "\n\n") * 8)
+    data = [f"data.root={tmp / 'data'}", "data.tokenizer.name=bytes", "data.mix.tasks=[]",
+            "data.source={name: local, paths: ['" + str(tmp / "corpus") + "/*.txt']}",
+            "data.splits={val: {start: 0, stop: 1}, filler: {start: 1, stop: 2}, train: {start: 2, stop: null}}"]
+    cfg = load_config(overrides=data).data
+    tokenize(cfg, log=lambda *_: None)
+    (shard,) = DataLayout.from_config(cfg).tokens_dir.glob("val_*.bin")
+    raw = bytearray(shard.read_bytes())
+    raw[5 * 4:6 * 4] = np.array([600], dtype="<i4").tobytes()  # header int32[5]: the vocabulary size
+    shard.write_bytes(bytes(raw))
+    return ["train.py", *NANO, *data, "train.stream=shards", "train.out_dir=o"]
+
+
 # case -> (command builder, exit code, text the one line must contain)
 CASES = {
     "malformed_yaml": (_yaml, 2, "error: bad.yaml: not valid YAML: expected ',' or ']'"),
@@ -96,6 +120,13 @@ CASES = {
     "describe_override": (_describe_override, 2, "override `pe.name`: value `[rope` is not valid YAML"),
     "prepare_yaml": (_prepare_yaml, 2, "d.yaml: not valid YAML"),
     "corrupt_shard": (_corrupt_shard, 2, "train_00002.bin: token id 400 >= vocab size 257 at token 300;"),
+    "val_vocab": (_val_vocab, 2, "the val token shards use a vocabulary of 600 but model.vocab_size is 512"),
+    "bos_beyond_vocab": (lambda tmp: ["train.py", *NANO, "model.packing.bos_id=512", "--print-config"], 2,
+                         "model.packing.bos_id=512 is not a token of the model's vocabulary"),
+    "fope_gain_inf": (lambda tmp: ["train.py", *NANO, "--pe-type", "fope", "pe.fourier_gain=.inf", "--print-config"],
+                      2, "pe.fourier_gain must be a finite number >= 0, got inf"),
+    "cope_npos_huge": (lambda tmp: ["train.py", *NANO, "--pe-type", "cope", "pe.npos_max=1000000000",
+                                    "--print-config"], 2, "pe.npos_max=1,000,000,000 is beyond 1,048,576"),
 }
 
 

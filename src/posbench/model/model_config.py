@@ -63,6 +63,10 @@ class ModelConfig:
         if not (self.init_std > 0 and self.norm_eps > 0):
             raise ConfigError("model.init_std and model.norm_eps must be > 0")
         self.head_dim = self.d_model // self.n_heads
+        if self.packing.bos_id is not None and self.packing.bos_id >= self.vocab_size:
+            raise ConfigError(f"model.packing.bos_id={self.packing.bos_id} is not a token of the model's vocabulary "
+                              f"(model.vocab_size={self.vocab_size}); leave it unset (the data's <|bos|> is filled in) "
+                              "or give an id below the vocabulary size")
         if not self.packing.is_default and type(self.arch) is not DecoderArch:
             raise ConfigError(f"model.packing (mask={self.packing.mask}, positions={self.packing.positions}) is "
                               f"implemented for the decoder only; model.arch={self.arch.name} needs "

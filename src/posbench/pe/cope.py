@@ -27,6 +27,8 @@ from torch import nn
 from posbench.config_loader import ConfigError
 from posbench.pe.encoding import PES, PEConfig, PositionalEncoding
 
+MAX_NPOS = 1 << 20  # a 1M-entry table: 256 MiB per layer at head_dim 64; 1e9 asked for 128 GB
+
 
 @PES.register("cope")
 class CoPE(PositionalEncoding):
@@ -41,6 +43,10 @@ class CoPE(PositionalEncoding):
         def check(self) -> None:
             if self.npos_max is not None and self.npos_max < 2:
                 raise ConfigError(f"pe.npos_max must be >= 2 (positions 0 and 1 at least), got {self.npos_max}")
+            if self.npos_max is not None and self.npos_max > MAX_NPOS:
+                raise ConfigError(f"pe.npos_max={self.npos_max:,} is beyond {MAX_NPOS:,}: its tables (npos_max x "
+                                  "head_dim floats per layer) would not fit in memory; give at most the longest "
+                                  "context you evaluate + 1")
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)

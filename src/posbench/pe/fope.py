@@ -55,8 +55,8 @@ class FoPE(RotaryBase):
 
         def check(self) -> None:
             super().check()
-            if not self.fourier_gain >= 0:
-                raise ConfigError(f"pe.fourier_gain must be >= 0, got {self.fourier_gain}")
+            if not 0 <= self.fourier_gain < math.inf:  # inf would make every coefficient inf: divergence at step 1
+                raise ConfigError(f"pe.fourier_gain must be a finite number >= 0, got {self.fourier_gain}")
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)

@@ -109,9 +109,10 @@ def build_stream(cfg: RunConfig) -> BatchSource:
 
     check_data_positions(cfg)
     source = build_batch_source(cfg.data, cfg.model.seq_len)
-    if source.train.vocab_size > cfg.model.vocab_size:
-        raise ConfigError(f"the token shards use a vocabulary of {source.train.vocab_size} but model.vocab_size "
-                          f"is {cfg.model.vocab_size}; set model.vocab_size={source.train.vocab_size}")
+    for split, shards in (("train", source.train), ("val", source.val)):  # a val id past the table: IndexError
+        if shards.vocab_size > cfg.model.vocab_size:
+            raise ConfigError(f"the {split} token shards use a vocabulary of {shards.vocab_size} but model.vocab_size "
+                              f"is {cfg.model.vocab_size}; set model.vocab_size={shards.vocab_size}")
     return source
 
 
