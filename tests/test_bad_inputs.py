@@ -62,11 +62,9 @@ def _prepare_yaml(tmp):
     return ["-m", "posbench.data.prepare_fineweb", "info", "d.yaml"]
 
 
-def _corrupt_shard(tmp):
-    """Shards tokenized here, then one id in a train shard's body raised past the vocabulary (header intact)."""
+def _tokenized(tmp):
+    """A local corpus tokenized here with the bytes tokenizer: (data config, its overrides for train.py)."""
     from posbench.config import load_config
-    from posbench.data.layout import DataLayout
-    from posbench.data.shards import HEADER_BYTES
     from posbench.data.tokenize_shards import tokenize
 
     (tmp / "corpus").mkdir()
@@ -77,6 +75,15 @@ def _corrupt_shard(tmp):
             "data.splits={val: {start: 0, stop: 1}, filler: {start: 1, stop: 2}, train: {start: 2, stop: null}}"]
     cfg = load_config(overrides=data).data
     tokenize(cfg, log=lambda *_: None)
+    return cfg, data
+
+
+def _corrupt_shard(tmp):
+    """Shards tokenized here, then one id in a train shard's body raised past the vocabulary (header intact)."""
+    from posbench.data.layout import DataLayout
+    from posbench.data.shards import HEADER_BYTES
+
+    cfg, data = _tokenized(tmp)
     (shard,) = DataLayout.from_config(cfg).tokens_dir.glob("train_*.bin")
     raw = bytearray(shard.read_bytes())
     raw[HEADER_BYTES + 2 * 300:HEADER_BYTES + 2 * 301] = (400).to_bytes(2, "little")  # bytes vocab: 257 ids
@@ -89,18 +96,9 @@ def _val_vocab(tmp):
     training (it failed with an IndexError at the first validation)."""
     import numpy as np
 
-    from posbench.config import load_config
     from posbench.data.layout import DataLayout
-    from posbench.data.tokenize_shards import tokenize
 
-    (tmp / "corpus").mkdir()
-    for f in range(3):
-        (tmp / "corpus" / f"p{f}.txt").write_text((f"plain words in line {f} of text. " * 40 + "\n\n") * 8)
-    data = [f"data.root={tmp / 'data'}", "data.tokenizer.name=bytes", "data.mix.tasks=[]",
-            "data.source={name: local, paths: ['" + str(tmp / "corpus") + "/*.txt']}",
-            "data.splits={val: {start: 0, stop: 1}, filler: {start: 1, stop: 2}, train: {start: 2, stop: null}}"]
-    cfg = load_config(overrides=data).data
-    tokenize(cfg, log=lambda *_: None)
+    cfg, data = _tokenized(tmp)
     (shard,) = DataLayout.from_config(cfg).tokens_dir.glob("val_*.bin")
     raw = bytearray(shard.read_bytes())
     raw[5 * 4:6 * 4] = np.array([600], dtype="<i4").tobytes()  # header int32[5]: the vocabulary size
