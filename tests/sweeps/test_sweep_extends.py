@@ -32,6 +32,17 @@ def test_extends_merges_over_the_parent(tmp_path):
     assert s.eval == BASE["eval"]
 
 
+def test_a_relative_extends_is_read_beside_the_extending_file(tmp_path, monkeypatch):
+    """Not from the working directory: with another base.yaml there, the child used it silently."""
+    (tmp_path / "sweeps").mkdir()
+    write(tmp_path / "sweeps" / "base.yaml", BASE)
+    child = write(tmp_path / "sweeps" / "child.yaml", {"name": "child", "extends": "base.yaml"})
+    write(tmp_path / "base.yaml", {**BASE, "seeds": [7]})  # the decoy, where the command runs
+    monkeypatch.chdir(tmp_path)
+    assert load_sweep(str(child)).seeds == [0, 1]
+    assert load_sweep("sweeps/child.yaml").seeds == [0, 1]
+
+
 def test_extends_cycles_and_bad_values_are_refused(tmp_path):
     a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
     write(a, {**BASE, "name": "a", "extends": str(b)})

@@ -98,20 +98,26 @@ def _axes_text(axes: dict) -> str:
 MAX_EXTENDS = 8  # presets stacked by `extends`: more is a mistake (or a cycle), not a design
 
 
-def _sweep_file(path_or_preset: str) -> Path:
+def _sweep_file(path_or_preset: str, beside: Path | None = None) -> Path:
+    """A preset name (no suffix) or a YAML file; a relative file named by `extends` is read beside the file that
+    names it (`beside`), as an include is, not from wherever the command runs (a child silently merged over
+    another `base.yaml` in the working directory)."""
     path = Path(path_or_preset)
-    return path if path.suffix else preset_path("sweep", path_or_preset)
+    if not path.suffix:
+        return preset_path("sweep", path_or_preset)
+    return beside / path if beside is not None and not path.is_absolute() else path
 
 
 def load_sweep(path_or_preset: str) -> SweepConfig:
     """A sweep preset or file; `extends: <preset or file>` merges it over another sweep (nested mappings merge,
-    everything else replaces), so a variant states only what it changes (cpu_demo_packing: cpu_demo + a vary)."""
+    everything else replaces), so a variant states only what it changes (cpu_demo_packing: cpu_demo + a vary). A
+    relative file in `extends` is relative to the extending file."""
     files = [_sweep_file(path_or_preset)]
     layers = [load_yaml(files[0])]  # each file read once, the parent's first: merged left to right below
     while (parent := layers[0].get("extends")):
         if not isinstance(parent, str):
             raise ConfigError(f"{files[0]}: extends must be a sweep preset name or a YAML file, got {brief(parent)}")
-        parent_file = _sweep_file(parent)
+        parent_file = _sweep_file(parent, beside=files[0].parent)
         if parent_file.resolve() in {f.resolve() for f in files} or len(files) > MAX_EXTENDS:
             raise ConfigError(f"{files[0]}: `extends: {parent}` makes a cycle or a chain of more than {MAX_EXTENDS} "
                               "sweeps; extend a preset that does not extend this one")
