@@ -169,3 +169,12 @@ def test_exact_length_pads_after_bos_and_batches_a_cell():
     pad = bytes(ids[1:len(ids) - len(plain[0]) + 1]).decode()
     assert ids[len(ids) - len(plain[0]) + 1:] == plain[0][1:] and pad.endswith(" ")  # whole words, then the prompt
     assert model.calls[0] == (4, 256 - n_new)  # the cell's four prompts in one forward pass
+
+
+def test_more_shots_than_any_length_holds_are_refused_before_they_are_built():
+    """shots=1e9 built demonstrations until memory ran out; now the family stops once they exceed the longest
+    length (each demonstration is tens of tokens: a few fit in 256, a billion do not)."""
+    with pytest.raises(ConfigError, match=r"long_context.shots=1000000000: \d+ demonstrations of kv_retrieval already "
+                                          r"take [\d,]+ tokens, the longest length evaluated \(256\)"):
+        run(LongContextConfig(tasks=task_cfgs(["kv_retrieval"]), n_samples=2, depths=[0.5], shots=10 ** 9),
+            [160, 256])

@@ -109,9 +109,14 @@ class FamilyGrid(RetrievalGrid):
         tok = target.tokenizer
         if "pad" not in shared:  # neutral text ending at a word boundary: its last k tokens pad a prompt
             shared["pad"] = tok.encode(" ".join(GeneratedFiller().words(np.random.default_rng(0), PAD_WORDS)) + " ")
+        longest = max(cfg.lengths or target.lengths)
         for j in range(shots):  # the same demonstrations for every query; no units: the format, in few tokens
             demo = self.task.example_at(target.seed, DEMO_OFFSET + j, 0, 0.5, "train")
             self.demo_ids += tok.encode(demo.text + "\n")
+            if len(self.demo_ids) >= longest:  # before building more: shots=1e9 grew memory for ever
+                raise ConfigError(f"long_context.shots={shots}: {j + 1} demonstrations of {cfg.task.name} already "
+                                  f"take {len(self.demo_ids):,} tokens, the longest length evaluated ({longest:,}); "
+                                  f"give fewer shots (they sit inside every length)")
 
     def load_filler(self):
         if "filler" not in self.shared:  # the corpus's filler text is decoded once for all families
