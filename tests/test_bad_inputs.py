@@ -119,6 +119,10 @@ CASES = {
     "prepare_yaml": (_prepare_yaml, 2, "d.yaml: not valid YAML"),
     "corrupt_shard": (_corrupt_shard, 2, "train_00002.bin: token id 400 >= vocab size 257 at token 300;"),
     "val_vocab": (_val_vocab, 2, "the val token shards use a vocabulary of 600 but model.vocab_size is 512"),
+    "table_shorter_than_window": (lambda tmp: ["train.py", *NANO, "--pe-type", "learned", "pe.max_positions=32",
+                                               "train.out_dir=o"], 2,
+                                  "training asks PE `learned` for 64 positions (model.seq_len, or the data's own "
+                                  "position ids), but it is defined for 0..31: give pe.max_positions=64 or more"),
     "bos_beyond_vocab": (lambda tmp: ["train.py", *NANO, "model.packing.bos_id=512", "--print-config"], 2,
                          "model.packing.bos_id=512 is not a token of the model's vocabulary"),
     "fope_gain_inf": (lambda tmp: ["train.py", *NANO, "--pe-type", "fope", "pe.fourier_gain=.inf", "--print-config"],

@@ -61,7 +61,17 @@ class LogitsMod:
 
 
 class PositionRangeError(ValueError):
-    """An input is longer than the positions a PE is defined for (e.g. a learned table)."""
+    """An input is longer than the positions a PE is defined for (e.g. a learned table). Evaluation reports such a
+    length as n/a; training turns it into a config error with `training_advice` (the fix is the config's)."""
+
+    def __init__(self, message: str, pe: str = "", limit: int = 0, requested: int = 0):
+        super().__init__(message)
+        self.pe, self.limit, self.requested = pe, limit, requested
+
+    def training_advice(self) -> str:
+        return (f"training asks PE `{self.pe}` for {self.requested} positions (model.seq_len, or the data's own "
+                f"position ids), but it is defined for 0..{self.limit - 1}: give pe.max_positions={self.requested} "
+                "or more")
 
 
 @dataclass
@@ -146,7 +156,7 @@ class PositionalEncoding(nn.Module):
             raise PositionRangeError(
                 f"PE `{self.name}` is defined for positions 0..{limit - 1}, but {n_positions} positions "
                 f"were requested. Evaluate at most {limit} tokens, or train with a larger "
-                f"`pe.max_positions`.")
+                f"`pe.max_positions`.", self.name, limit, n_positions)
 
     def data_positions(self, data_BT: torch.Tensor, default: Callable[[], torch.Tensor]) -> torch.Tensor:
         """The positions this PE uses when the data carries its own per-token ids `data_BT` (B, T) (a task's digit

@@ -15,9 +15,10 @@ import torch
 
 from posbench.config import RunConfig
 from posbench.config_loader import to_dict
-from posbench.errors import NonFiniteError  # exit code 3; importable from here as before
+from posbench.errors import ConfigError, NonFiniteError  # NonFiniteError: exit code 3; importable from here as before
 from posbench.model.build import build_model
 from posbench.model.flops import stats_of
+from posbench.pe import PositionRangeError
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
 from posbench.training.batch_sources import BatchSource, bind_documents, micro_indices, positions_on, val_indices
@@ -53,6 +54,19 @@ def train(cfg: RunConfig, source: BatchSource, snapshots: Snapshots | None = Non
         return _train(cfg, source, held, snapshots)
 
 
+def check_window_positions(model: torch.nn.Module, seq_len: int) -> None:
+    """ConfigError when the model's PE cannot represent a training window's positions (a learned or randomized table
+    shorter than model.seq_len). A PE that reads the data's own ids (abacus, coupled) is checked on the ids as they
+    come (the step turns its PositionRangeError into the same error)."""
+    pe = getattr(model, "pe", None)
+    if pe is None or pe.reads_data_positions():
+        return
+    try:
+        pe.check_positions(seq_len)
+    except PositionRangeError as e:
+        raise ConfigError(e.training_advice()) from None
+
+
 def _snapshot(snapshots: Snapshots, step: int, model: torch.nn.Module) -> None:
     rng, was_training = ckpt.rng_state(), model.training
     model.eval()
@@ -74,6 +88,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
     # the run's one model; the plan reads its size. train.loss picks the fused chunked head + loss (model/loss.py),
     # in larger chunks under train.compile (plan.loss_chunk_tokens)
     model = build_model(cfg.model, cfg.pe, device_type, loss_chunk_tokens(cfg))
+    check_window_positions(model, cfg.model.seq_len)  # a learned table shorter than the window: before any file
     plan = make_plan(cfg, world, device_type, stats_of(model, cfg.model))  # budgets, schedule: before any work
     ident = identity(cfg, source.fingerprint)
     run_dir, existed = choose_run_dir(cfg, plan.end_tokens, ident)
@@ -153,7 +168,10 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
                 sync = last or not hasattr(wrapped, "no_sync")
                 with (torch.enable_grad() if sync else wrapped.no_sync()), precision.autocast():
                     # the fused loss's logit moments cost passes over the logits: asked on log steps only
-                    out = step_fn(x, y, logit_moments=log_now, data_pos_BT=data_pos)
+                    try:
+                        out = step_fn(x, y, logit_moments=log_now, data_pos_BT=data_pos)
+                    except PositionRangeError as e:  # evaluation's "n/a" is training's config error (exit 2)
+                        raise ConfigError(e.training_advice()) from None
                 loss = out.loss
                 if inject_nan == f"{step},{rank}":
                     loss = loss * float("nan")
