@@ -93,3 +93,14 @@ def test_help_says_the_whole_first_paragraph(name, capsys, monkeypatch):
         module.main(["--help"])
     assert e.value.code == 0
     assert first in " ".join(capsys.readouterr().out.split()), f"{name}.py --help cuts its description short"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--metric", "bogus"], "argument --metric: invalid choice: 'bogus'"),
+    (["--confidence", "1.5"], "--confidence must be in (0, 1) and --n-boot >= 100, got 1.5 and 10000"),
+])
+def test_compare_studies_bad_arguments_are_usage_errors(tmp_path, capsys, args, message):
+    """Exit 2 before any study is read (exit 1 means "the studies differ"; --metric bogus compared nothing, exit 0)."""
+    with pytest.raises(SystemExit) as e:
+        script("compare_studies").main([str(tmp_path / "a"), str(tmp_path / "b"), *args])
+    assert e.value.code == 2 and message in capsys.readouterr().err
