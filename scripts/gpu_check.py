@@ -25,6 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))  # posbench
 
 os.environ.setdefault("WANDB_MODE", "disabled")
 
+import torch  # noqa: E402
+
 from posbench.cli.errors_cli import cli_entry  # noqa: E402
 from posbench.gpucheck import common, kernels, pretrain  # noqa: E402
 
@@ -44,7 +46,7 @@ def main(argv=None) -> int:
     for module in MODES.values():
         module.add_arguments(p)
     args = p.parse_args(argv)
-    if not args.dry_run and not common.cuda_available():
+    if not args.dry_run and not torch.cuda.is_available():
         p.error("no CUDA device is visible: run on a GPU machine, or add --dry-run for the CPU toy run")
     modes = list(MODES) if args.mode == "all" else [args.mode]
     total = args.budget_s or sum(MODES[m].default_budget_s(args.dry_run) for m in modes)

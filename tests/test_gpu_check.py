@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from posbench.gpucheck.common import Budget, Report, markdown_table
-from posbench.gpucheck.kernels import grad_error, rel
+from posbench.gpucheck.correctness import grad_error, rel
 
 ROOT = Path(__file__).resolve().parents[1]
 # on the GPU machine's image these are absent (the device tool's package list): the check must not need them

@@ -155,10 +155,6 @@ def out_dir(arg: str) -> Path | None:
     return Path(chosen) if chosen else None
 
 
-def cuda_available() -> bool:
-    return torch.cuda.is_available()
-
-
 @dataclass
 class ModeResult:
     """A mode's printed tables (markdown) and how many of its rows failed or broke their tolerance."""
@@ -185,3 +181,9 @@ def fresh_compile() -> None:
     code object, and past dynamo's recompile limit (8) it would run the rest uncompiled, silently. Inductor's
     caches on disk stay, so a graph compiled before (the same PE and shape) is read back, not rebuilt."""
     torch._dynamo.reset()
+
+
+def logged_rows(run_dir: str | Path, key: str) -> list[dict]:
+    """The rows of a training run's metrics.jsonl that hold `key` (tokens_per_s: log rows; loss: step rows)."""
+    lines = (Path(run_dir) / "metrics.jsonl").read_text().splitlines()
+    return [row for row in (json.loads(line) for line in lines if line) if key in row]

@@ -31,7 +31,6 @@ torch.compile (5-12 s per PE there, as long as its training), 30 steps per PE.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import shutil
 import statistics
@@ -194,11 +193,6 @@ class Setup:
             **pe_settings(pe, base.model.seq_len, base.model.n_layers)})
 
 
-def logged(run_dir: str) -> list[dict]:
-    rows = [json.loads(line) for line in (Path(run_dir) / "metrics.jsonl").read_text().splitlines() if line]
-    return [r for r in rows if "tokens_per_s" in r]
-
-
 def kernel_of(cfg: RunConfig) -> str:
     return "+".join(sorted(set(model_stats(cfg.model, cfg.pe, cfg.train.device).kernels)))
 
@@ -211,7 +205,7 @@ def probe(setup: Setup, pe: str, source, steps: int) -> dict:
         torch.cuda.reset_peak_memory_stats()
     t0 = time.perf_counter()
     out = train(cfg, source)
-    measured = timing(logged(out["run_dir"]), time.perf_counter() - t0)
+    measured = timing(common.logged_rows(out["run_dir"], "tokens_per_s"), time.perf_counter() - t0)
     shutil.rmtree(out["run_dir"], ignore_errors=True)
     chunk = loss_chunk_tokens(cfg)
     model_gb = peak_bytes(cfg, cfg.train.micro_batch, chunk).total / 1e9
@@ -223,7 +217,7 @@ def train_pe(setup: Setup, pe: str, source, steps: int, train_tokens: int) -> di
     cfg = setup.config(pe, pe, steps)
     t0 = time.perf_counter()
     out = train(cfg, source)
-    rows = logged(out["run_dir"])
+    rows = common.logged_rows(out["run_dir"], "tokens_per_s")
     return {"run_dir": out["run_dir"], "tokens": out["tokens"], "steps": out["step"],
             "epochs": out["tokens"] / train_tokens, **timing(rows, time.perf_counter() - t0),
             "first_loss": rows[0]["loss"], "loss": rows[-1]["loss"], "vocab": cfg.model.vocab_size}

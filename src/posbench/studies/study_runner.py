@@ -56,9 +56,12 @@ def check_finished_cells(out_dir: Path, cells: list[Cell]) -> None:
     same name. A cell from before specs were kept (no spec file) is reused as it always was."""
     stale = []
     for cell in cells:
-        spec = spec_path(out_dir, cell)
-        if cell_path(out_dir, cell).is_file() and spec.is_file() and spec.read_text() != cell_spec(cell):
-            old, new = json.loads(spec.read_text()), json.loads(cell_spec(cell))
+        path = spec_path(out_dir, cell)
+        if not (cell_path(out_dir, cell).is_file() and path.is_file()):
+            continue
+        recorded, now = path.read_text(), cell_spec(cell)
+        if recorded != now:
+            old, new = json.loads(recorded), json.loads(now)
             stale.append(f"{cell.cell_id} ({', '.join(k for k in sorted(new) if old.get(k) != new[k])})")
     if stale:
         more = f" and {len(stale) - 3} more" if len(stale) > 3 else ""
