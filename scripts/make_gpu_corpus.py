@@ -12,7 +12,7 @@ paragraphs, cuts each file into documents of about --doc-chars characters and sp
 fixed shuffle, into validation (part_000.jsonl), filler (part_001) and training (part_002..) text. Then the
 data stage trains a BPE of --vocab-size on the training text and writes uint16 token shards of all three
 splits under --out, the data root of configs/data/gpu_corpus.yaml, which it writes too (--config). How text
-is extracted and why documents are pieces of files: src/posbench/data/doc_corpus.py.
+is extracted: src/posbench/data/prose.py; why documents are pieces of files: src/posbench/data/doc_corpus.py.
 
 Rerunning with the same packages gives byte-identical shards and skips the tokenizer and the shards already
 built; --force rebuilds everything. Without any of the packages it exits 2 naming the apt-get command; a

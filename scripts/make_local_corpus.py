@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from posbench.cli.errors_cli import cli_entry
-from posbench.data.doc_corpus import merge_paragraphs, paragraphs
+from posbench.data.prose import merge_paragraphs, paragraphs
 
 DEFAULT_SOURCE = "/usr/share/doc/python3.11/html/_sources"
 

@@ -15,8 +15,9 @@ One job per file:
     sampling.py, loader.py     the global sample order and what training reads
     layout.py, info.py         paths, `info`
     hints.py                   the commands a missing-data error names, spelled with the user's own data config
-    doc_corpus.py              prose out of documentation files (rst/txt/pod/html, gzipped or not) as numbered jsonl
-                               documents, tokenized into one data root (scripts/make_gpu_corpus.py)
+    prose.py                   the prose paragraphs of documentation files (rst/txt/pod/html, gzipped or not)
+    doc_corpus.py              those paragraphs as numbered jsonl documents, split, tokenized into one data root
+                               (scripts/make_gpu_corpus.py)
     errors.py                  DataError, ShardError, DownloadError (defined in posbench/errors.py, exit code 2)
     prepare_fineweb.py         a shim: the command is `posbench data` (posbench/cli/data.py)
 
