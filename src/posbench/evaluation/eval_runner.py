@@ -41,6 +41,7 @@ from posbench.training.device import choose_precision, pick_device
 class Planned:
     target: Target
     evaluators: list[Evaluator]
+    given: str = ""  # the path as the user gave it: a run directory re-resolves to its newest step when pruned
 
 
 def choose_device(requested: str) -> torch.device:
@@ -115,7 +116,8 @@ def plan(paths: list[str], cfg: EvalConfig, device: torch.device) -> list[Planne
             check_fits(f"{path} (--suite {name})", lengths, run_cfg.model, scores,
                        issubclass(get_suite(name), RetrievalGrid) or getattr(get_suite(name), "generates", False),
                        device, elem)
-        planned.append(Planned(target, [get_suite(n)(cfg.suite_config(n), target) for n in cfg.suite_list()]))
+        planned.append(Planned(target, [get_suite(n)(cfg.suite_config(n), target) for n in cfg.suite_list()],
+                               str(path)))
     return planned
 
 
@@ -123,7 +125,9 @@ def evaluate(p: Planned, cfg: EvalConfig, device: torch.device) -> dict:
     t = p.target
     started = datetime.now(timezone.utc).isoformat(timespec="seconds")
     t0 = time.perf_counter()
-    loaded = load_model(t.path, device, _overrides(cfg))
+    # a training run still writing prunes old steps (train.keep_last): the step planned may be gone by now, and
+    # the path as given then means the run's newest (a run dir, `latest`), or an error naming it (exit 4)
+    loaded = load_model(t.path if t.path.exists() else p.given, device, _overrides(cfg))
     trained_scaling = apply_rope_scaling(loaded.model, cfg.rope_scaling, str(t.path))
     precision = choose_precision(cfg.precision, device.type)
     results = {}
@@ -133,11 +137,11 @@ def evaluate(p: Planned, cfg: EvalConfig, device: torch.device) -> dict:
         for evaluator in p.evaluators:
             bar.set_postfix_str(evaluator.name)
             results[evaluator.name] = evaluator.run(session)
-    meta = loaded.meta
+    meta, loaded_path = loaded.meta, loaded.path
     del loaded, session
     if device.type == "cuda":
         torch.cuda.empty_cache()
-    return {"label": t.label, "checkpoint": str(t.path), "step": meta.get("step"), "tokens": meta.get("tokens"),
+    return {"label": t.label, "checkpoint": str(loaded_path), "step": meta.get("step"), "tokens": meta.get("tokens"),
             "config": to_dict(t.run_cfg), "eval_config": to_dict(cfg), "code_version": eval_report.code_version(),
             "device": str(device), "precision": precision.name, "lengths": t.lengths,
             "rope_scaling": to_dict(cfg.rope_scaling) if cfg.rope_scaling else None,

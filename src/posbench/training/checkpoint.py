@@ -42,6 +42,7 @@ import torch
 from posbench.errors import CheckpointError, DiskFullError
 from posbench.fileio import fsync_dir, open_new, remove_tree
 from posbench.training import distributed as dist
+from posbench.training.checkpoint_check import check_meta_fields, check_optimizer_step
 from posbench.training.checkpoint_read import (  # noqa: F401  (the one reader; importable from here as before)
     MAX_META_BYTES,
     PICK_ANOTHER,
@@ -65,6 +66,7 @@ class Loaded:
     optim: dict
     meta: dict
     rng: dict | None
+    config: dict | None = None  # its config.yaml as read (resume.check_checkpoint_config builds it)
 
 
 def step_dir(run_dir: Path, step: int) -> Path:
@@ -317,12 +319,14 @@ def load(path: Path, rank: int = 0) -> Loaded:
     if not all(isinstance(meta.get(k), int) for k in ("step", "tokens")):
         raise CheckpointError(f"{path / 'meta.json'}: no integer `step` and `tokens`; not a training checkpoint. "
                               f"{PICK_ANOTHER}")
-    read_config_file(path)
+    check_meta_fields(meta, path)  # the step is the data cursor: one its directory and optimizer agree with
+    config = read_config_file(path)
     model = read_state_dict(path / "model.pt")
     optim = read_tensors(path / "optim.pt", what="optimizer state")
+    check_optimizer_step(optim, meta, path)
     rng_file = path / f"rng_rank{rank}.pt"
     rng = read_tensors(rng_file, what="RNG state") if rng_file.is_file() else None
-    return Loaded(path, model, optim, meta, rng)
+    return Loaded(path, model, optim, meta, rng, config)
 
 
 def load_latest_valid(run_dir: Path, rank: int = 0, log=print) -> Loaded | None:

@@ -36,7 +36,13 @@ from posbench.training.metrics import (
 )
 from posbench.training.optim import build_optimizer, set_lr
 from posbench.training.plan import accum_steps, describe, loss_chunk_tokens, make_plan
-from posbench.training.resume import StopFlag, check_drop_consistent, check_resume_compatible, resume_source
+from posbench.training.resume import (
+    StopFlag,
+    check_checkpoint_config,
+    check_drop_consistent,
+    check_resume_compatible,
+    resume_source,
+)
 from posbench.training.rundir import choose_run_dir, format_tokens, identity, lock_run_dir
 
 Snapshots = Callable[[int, torch.nn.Module], None]
@@ -98,6 +104,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
     dist.barrier()
     loaded = resume_source(cfg, run_dir, existed, print if dist.is_main() else (lambda *_: None))
     if loaded is not None:
+        check_checkpoint_config(loaded)  # its config.yaml, meta.json and step agree: exit 4 naming the field
         check_resume_compatible(cfg, loaded, ident)
         check_drop_consistent(loaded, plan.drop_pe_tokens)  # DroPE: a dropped PE is not put back
         ckpt.check_state_matches(model.state_dict(), loaded.model, loaded.path / "model.pt")  # one line, exit 4

@@ -10,9 +10,10 @@ import signal
 from pathlib import Path
 
 from posbench.config import RunConfig
-from posbench.config_loader import ConfigError
+from posbench.config_loader import ConfigError, from_dict
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
+from posbench.training.checkpoint_check import check_config_agrees
 from posbench.training.rundir import identity_diffs
 
 
@@ -91,6 +92,18 @@ def check_resume_compatible(cfg: RunConfig, loaded: ckpt.Loaded, ident: dict) ->
     if diffs and not cfg.train.allow_resume_mismatch:
         raise ConfigError(f"cannot resume from {loaded.path}: its {diffs} differ from this run's. "
                           "Fix the config, or pass train.allow_resume_mismatch=true to override")
+
+
+def check_checkpoint_config(loaded: ckpt.Loaded) -> None:
+    """The checkpoint's own config.yaml describes the run its meta.json records (training/checkpoint_check.py):
+    a resume continues from weights whose PE, packing and architecture are what the checkpoint says they are."""
+    if loaded.config is None:
+        return
+    try:
+        cfg = from_dict(RunConfig, loaded.config).resolve()
+    except ConfigError as e:
+        raise ckpt.CheckpointError(f"{loaded.path / 'config.yaml'}: {e}. {ckpt.PICK_ANOTHER}") from None
+    check_config_agrees(cfg, loaded.meta, loaded.path)
 
 
 def check_drop_consistent(loaded: ckpt.Loaded, drop_pe_tokens: int | None) -> None:
