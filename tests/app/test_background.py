@@ -57,7 +57,7 @@ def test_killed_worker_shows_stopped_and_resumes(tmp_path):
     while not background.is_running(run):
         assert time.time() < deadline
         time.sleep(0.1)
-    os.killpg(int((run / "runner.pid").read_text()), signal.SIGKILL)
+    os.killpg(json.loads((run / "runner.pid").read_text())["pid"], signal.SIGKILL)
     s = wait_for(run, {"stopped"}, timeout=30)
     assert s.done < 2
     background.start(background.read_spec(run), run)
@@ -74,7 +74,7 @@ def test_stop_keeps_finished_cells_and_a_resume_skips_them(tmp_path):
     while (s := background.state(run)).done < 1:
         assert s.state == "running" and time.time() < deadline, (run / "runner.log").read_text()
         time.sleep(0.1)
-    worker = int((run / "runner.pid").read_text())
+    worker = json.loads((run / "runner.pid").read_text())["pid"]
     group = background._group_members(worker)
     assert len(group) >= 3  # the worker and its two cell processes
     assert background.stop(run) is True

@@ -2,6 +2,7 @@
 (Debian's chromium + chromium-driver, through Selenium). Start a 2-cell study, see its progress and table,
 open it from disk on the Explore page, switch a PE off in a chart. Screenshots go to the test's tmp dir."""
 
+import json
 import shutil
 import socket
 import subprocess
@@ -52,7 +53,7 @@ def app_url(tmp_path):
         proc.wait(10)
         log.close()
         for pid_file in (tmp_path / "runs").glob("*/runner.pid"):  # a worker still running after a failure
-            subprocess.run(["kill", pid_file.read_text()], check=False)
+            subprocess.run(["kill", str(json.loads(pid_file.read_text())["pid"])], check=False)
 
 
 @pytest.fixture

@@ -26,16 +26,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from posbench.app.app_paths import LOCK, LOG, PID, SPEC, STATUS
+from posbench.app.runner_files import process_start, read_status, recorded_pid, write_pid
 from posbench.config_loader import from_dict, to_dict
 from posbench.errors import BadInputError
-from posbench.fileio import LinkError, open_append, open_read, read_text_bounded, write_text
+from posbench.fileio import open_append, open_read, read_text_bounded, write_text
 from posbench.studies.study_runner import cell_path
 from posbench.studies.study_spec import StudyConfig, expand
 
 # the app's own files are read without following a link and bounded (fileio): a run directory may sit on shared
 # storage, where a planted link could make the page read, or the worker write, someone else's file
-MAX_SPEC_BYTES = 1 << 20  # spec.json: a StudyConfig is a few KB
-MAX_SMALL_BYTES = 64 << 10  # runner.pid, status.json (an error message and a few numbers)
+MAX_SPEC_BYTES = 1 << 20  # spec.json: a StudyConfig is a few KB (runner.pid and status.json: runner_files.py)
 
 
 class StudyNameTaken(BadInputError, FileExistsError):
@@ -88,7 +88,7 @@ def start(study: StudyConfig, run_dir: Path) -> bool:
         proc = subprocess.Popen([sys.executable, "-m", "posbench.app.worker", str(run_dir)],
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                 close_fds=True)
-    write_text(run_dir / PID, str(proc.pid))  # "running" from now on, before the worker takes its lock
+    write_pid(run_dir, proc.pid)  # "running" from now on, before the worker takes its lock
     return True
 
 
@@ -122,15 +122,14 @@ def stop(run_dir: Path, grace_s: float = STOP_GRACE_S) -> bool:
 
 
 def _worker_pid(run_dir: Path) -> int | None:
-    """The pid in runner.pid when it is this run's live worker (`python -m posbench.app.worker RUN_DIR`)."""
+    """The pid in runner.pid when it is this run's live worker: the process that number had when it was recorded
+    (runner_files.py: a reused pid is another process) running `python -m posbench.app.worker RUN_DIR`."""
+    pid = recorded_pid(run_dir)
     try:
-        pid = int(read_text_bounded(run_dir / PID, MAX_SMALL_BYTES, "a pid file") or 0)
-        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
-    except LinkError:
-        raise
-    except (OSError, ValueError):
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0") if pid else []
+    except OSError:  # ended meanwhile
         return None
-    if not _alive(pid) or "posbench.app.worker" not in args[:-2]:
+    if "posbench.app.worker" not in args[:-2]:
         return None
     return pid if Path(args[args.index("posbench.app.worker") + 1]).resolve() == run_dir.resolve() else None
 
@@ -165,32 +164,21 @@ def state(run_dir: Path) -> RunState:
     done = sum(cell_path(run_dir, c).is_file() for c in cells)
     if _active(run_dir):
         return RunState("running", done, len(cells))
-    status = json.loads(read_text_bounded(run_dir / STATUS, MAX_SMALL_BYTES, "a status file")) \
-        if os.path.lexists(run_dir / STATUS) else {}
+    status = read_status(run_dir)  # DataError naming the file when damaged
     if status.get("state") in ("finished", "failed"):
         return RunState(status["state"], done, len(cells), status.get("error", ""))
     return RunState("stopped", done, len(cells))
 
 
 def _active(run_dir: Path) -> bool:
-    """A worker holds the lock, or was started a moment ago and has not taken it yet (its pid says so)."""
-    if is_running(run_dir):
-        return True
-    try:
-        return _alive(int(read_text_bounded(run_dir / PID, MAX_SMALL_BYTES, "a pid file") or 0))
-    except LinkError:
-        raise
-    except (OSError, ValueError):
-        return False
+    """A worker holds the lock, or was started a moment ago and has not taken it yet (runner.pid names it: the
+    same process, not a later one given its number)."""
+    return is_running(run_dir) or _worker_pid(run_dir) is not None
 
 
 def _alive(pid: int) -> bool:
     """A live process (a zombie, dead but not yet reaped by the page server that started it, is not)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (OSError, ValueError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"  # the state field follows the parenthesised name
+    return process_start(pid) is not None
 
 
 def app_runs(root: Path) -> list[Path]:

@@ -11,6 +11,8 @@ from pathlib import Path
 
 from posbench.app.app_paths import SPEC
 from posbench.app.background import read_spec
+from posbench.errors import DataError
+from posbench.fileio import read_text_bounded
 from posbench.studies.study_spec import StudyConfig
 from posbench.training.loggers import read_metrics_text
 
@@ -34,9 +36,17 @@ class EvalOutput:
     losses: dict[str, list[dict]] = field(default_factory=dict)  # label -> metrics.jsonl rows of its run
 
 
-def read_json(path: Path) -> dict:
+MAX_CELL_BYTES = 64 << 20  # a finished cell: its scores and its training-loss curve (a few MB at 100k steps)
+
+
+def read_json(path: Path, limit: int | None = None) -> dict:
+    """A JSON object from `path`; NotAnOutput naming the file otherwise. `limit`: the file is one of a run's own
+    (a cell), read without following a link and refused past `limit` bytes before it is read."""
     try:
-        data = json.loads(Path(path).read_text())
+        text = read_text_bounded(path, limit, "a study cell") if limit else Path(path).read_text()
+        data = json.loads(text)
+    except DataError as e:  # too large: its message names the file
+        raise NotAnOutput(str(e)) from None
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
         raise NotAnOutput(f"{path}: unreadable JSON ({type(e).__name__}: {e})") from None
     if not isinstance(data, dict):
@@ -60,7 +70,7 @@ def read_metrics(path: Path) -> list[dict]:
 def read_cells(study_dir: Path) -> list[dict]:
     """The finished cells of a study, also while it runs (cells/*.json are written atomically)."""
     cells_dir = Path(study_dir) / "cells"
-    return [read_json(p) for p in sorted(cells_dir.glob("*.json"))] if cells_dir.is_dir() else []
+    return [read_json(p, MAX_CELL_BYTES) for p in sorted(cells_dir.glob("*.json"))] if cells_dir.is_dir() else []
 
 
 def live_losses(study_dir: Path) -> dict[str, list[dict]]:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 from posbench.app.app_paths import LOCK, PID, STATUS
 from posbench.app.background import read_spec
+from posbench.app.runner_files import write_pid
 from posbench.fileio import open_append, write_text
 from posbench.studies.study_runner import run_study
 
@@ -27,7 +28,7 @@ def main(run_dir: str) -> int:
         except BlockingIOError:
             print("another worker is running this study; nothing to do", flush=True)
             return 0
-        write_text(out / PID, str(os.getpid()))
+        write_pid(out, os.getpid())
         try:
             result = run_study(read_spec(out), out, progress=False)
             status = {"state": "finished", "ran": result["ran"], "seconds": result["seconds"]}

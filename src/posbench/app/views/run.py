@@ -16,6 +16,7 @@ from posbench.app.outputs import live_losses, read_cells
 from posbench.app.studyform import DIMS, build_study, defaults, estimate
 from posbench.app.views.study import show_study
 from posbench.config_loader import ConfigError, from_dict, to_dict
+from posbench.errors import PosbenchError
 from posbench.pe import PES
 from posbench.studies.study_spec import StudyConfig, expand
 
@@ -87,14 +88,21 @@ def _estimate(spec: str, run_dir: str) -> str:
 def _monitor(run_dir) -> None:
     try:
         state = background.state(run_dir)
-    except (ConfigError, ValueError, OSError) as e:
-        st.error(f"{run_dir}: cannot read this study's spec ({e})")
+    except (ConfigError, ValueError, OSError, PosbenchError) as e:  # each names the file (spec, pid, status)
+        st.error(f"{run_dir}: cannot read this study's files ({e})")
         return
     # while it runs, only this part of the page re-runs every POLL_S seconds: the rest stays usable
     st.fragment(run_every=POLL_S if state.state == "running" else None)(_progress)(run_dir, state.state)
 
 
 def _progress(run_dir, started_as: str) -> None:
+    try:
+        _show_progress(run_dir, started_as)
+    except (ValueError, OSError, PosbenchError) as e:  # a file damaged while the page polls: one line naming it
+        st.error(f"{run_dir}: cannot read this study's files ({e})")
+
+
+def _show_progress(run_dir, started_as: str) -> None:
     state = background.state(run_dir)
     if state.state != started_as:  # finished or stopped: redraw the whole page once (and stop polling)
         st.rerun(scope="app")
