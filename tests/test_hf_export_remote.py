@@ -88,6 +88,7 @@ CASES = {
                       "pe.scaling.long_factor=[1.0, 2.0, 4.0, 8.0]"],
     "modded_rope": ["pe.name=modded_rope"], "hope": ["pe.name=hope"], "fope": ["pe.name=fope"],
     "fope_partial_yarn": ["pe.name=fope", "pe.rotary_fraction=0.5", "pe.scaling.name=yarn", "pe.scaling.factor=2"],
+    "fope_shared_norm": ["pe.name=fope", "pe.fourier_shared=true", "pe.fourier_norm=true"],
     "pope": ["pe.name=pope"],
     # data-dependent: FoX's log forget gates ride in the cache with their keys; CoPE with positions clamped
     "fox": ["pe.name=fox"], "cope": ["pe.name=cope"], "cope_shared_clamped": ["pe.name=cope", "pe.npos_max=6",

@@ -366,38 +366,66 @@ class HighFrequencyRotary(Rotary):
 @register("fope")
 class FourierRotary(Rotary):
     """FoPE: the D frequencies with a full period within the training length are mixed per head into d = min(D,
-    K/4) slots by fixed (H, D, d) matrices whose columns sum to 1 (from the checkpoint), cos and sin each with
-    its own; the other slots are zero frequency (cos 1, sin 0)."""
+    K/4) slots by fixed (H, D, d) matrices (from the checkpoint), cos and sin each with its own; the other slots
+    are zero frequency (cos 1, sin 0). `fourier_shared`: one pair for every layer, else one per layer (L, H, D, d),
+    each layer's through `layer_pe`."""
 
-    options = Rotary.options | {"fourier_gain"}  # the gain only drew the matrices, which come with the weights
+    # the gain and the column normalisation only drew the matrices, which come with the weights
+    options = Rotary.options | {"fourier_gain", "fourier_norm", "fourier_shared"}
 
     def __init__(self, cfg, dims):
         super().__init__(cfg, dims)
         R, theta = self.rotary_dim, cfg["theta"]  # Python floats: transformers builds the model on the meta device
         self.n_in = sum(theta ** (-2 * i / R) * dims.seq_len >= 2 * math.pi for i in range(R // 2))
         self.n_out = min(self.n_in, dims.head_dim // 4) if self.n_in else 0
-        self.register_buffer("cos_coef", torch.zeros(dims.n_heads, self.n_in, self.n_out))
-        self.register_buffer("sin_coef", torch.zeros(dims.n_heads, self.n_in, self.n_out))
+        sets = () if cfg["fourier_shared"] else (dims.n_layers,)
+        self.register_buffer("cos_coef", torch.zeros(*sets, dims.n_heads, self.n_in, self.n_out))
+        self.register_buffer("sin_coef", torch.zeros(*sets, dims.n_heads, self.n_in, self.n_out))
+        # plain list, not submodules: the buffers load once, under `pe`
+        self.layer_views = [] if cfg["fourier_shared"] else [FourierLayer(self, i) for i in range(dims.n_layers)]
 
-    def cos_sin(self, pos_BT):
+    def layer_pe(self, layer):
+        return self.layer_views[layer] if self.layer_views else self
+
+    def cos_sin(self, pos_BT, layer=0):
+        cos_c, sin_c = (self.cos_coef, self.sin_coef) if self.cos_coef.dim() == 3 else \
+            (self.cos_coef[layer], self.sin_coef[layer])
         s = self.cfg.get("scaling") or {"name": "none"}
         original = s.get("original_max_positions") or self.dims.seq_len
         inv_F, mscale = SCALINGS[s["name"]][1](self.inv_freq().float().to(pos_BT.device), pos_BT, s, original)
         angle_BTD = pos_BT.float()[..., None] * inv_F[: self.n_in]
-        cos_BHTd = torch.einsum("btD,hDd->bhtd", angle_BTD.cos(), self.cos_coef.float())
-        sin_BHTd = torch.einsum("btD,hDd->bhtd", angle_BTD.sin(), self.sin_coef.float())
+        cos_BHTd = torch.einsum("btD,hDd->bhtd", angle_BTD.cos(), cos_c.float())
+        sin_BHTd = torch.einsum("btD,hDd->bhtd", angle_BTD.sin(), sin_c.float())
         pad = self.rotary_dim // 2 - self.n_out
         cos_BHTF = F.pad(cos_BHTd, (0, pad), value=1.0)
         sin_BHTF = F.pad(sin_BHTd, (0, pad), value=0.0)
         return torch.cat((cos_BHTF, cos_BHTF), dim=-1) * mscale, torch.cat((sin_BHTF, sin_BHTF), dim=-1) * mscale
 
-    def rotate_rotary(self, q_BHTR, k_BHTR, pos_BT):
-        cos_BHTR, sin_BHTR = self.cos_sin(pos_BT)  # per head already: no head axis to add
+    def rotate(self, q_BHTK, k_BHTK, pos_BT, layer=0):
+        R = self.rotary_dim
+        cos_BHTR, sin_BHTR = self.cos_sin(pos_BT, layer)  # per head already: no head axis to add
 
         def rot(x):
             xf = x.float()
             return (xf * cos_BHTR + rotate_half(xf) * sin_BHTR).to(x.dtype)
-        return rot(q_BHTR), rot(k_BHTR)
+        return (torch.cat((rot(q_BHTK[..., :R]), q_BHTK[..., R:]), dim=-1),
+                torch.cat((rot(k_BHTK[..., :R]), k_BHTK[..., R:]), dim=-1))
+
+
+class FourierLayer(PE):
+    """Layer `layer` of a per-layer FoPE: the owner's rotation with that layer's matrices (it holds no tensors)."""
+
+    def __init__(self, owner, layer):
+        super().__init__(owner.cfg, owner.dims)
+        object.__setattr__(self, "owner", owner)  # a plain reference, not a submodule
+        self.layer = layer
+
+    @property
+    def pads_ok(self):
+        return self.owner.pads_ok
+
+    def rotate(self, q_BHTK, k_BHTK, pos_BT):
+        return self.owner.rotate(q_BHTK, k_BHTK, pos_BT, self.layer)
 
 
 @register("xpos")
