@@ -94,8 +94,6 @@ class EncoderDecoder(nn.Module):
         self.n_dec = arch.n_decoder_layers or cfg.n_layers
         self.pe: PositionalEncoding = PES.build(pe_cfg, cfg.pe_context())
         self.dec_pe: PositionalEncoding = PES.build(arch.decoder_pe, cfg.pe_context())
-        for p in self.dec_pe.parameters():  # a PE encodes *where*: never decayed (training/optim.py)
-            p._no_weight_decay = True
         self.tok_emb = TokenEmbedding(cfg.vocab_size, cfg.d_model, cfg.embed_scale)
         self.emb_dropout = nn.Dropout(cfg.dropout)
         self.encoder = nn.ModuleList(EncoderBlock(cfg, layer) for layer in range(cfg.n_layers))

@@ -22,6 +22,9 @@ PE it has:
   layer_flops(layer, seq_len)         -> (forward, train) FLOPs per token the PE adds to a layer (model/flops.py)
   data_positions(data_BT, default)    -> pos     what a task's own per-token ids (B, T) mean to this PE: most PEs
                                                  ignore them and use `default()` (abacus, coupled read them)
+  decay_params()                      -> [Parameter]  the PE's parameters AdamW weight-decays (training/optim.py);
+                                                 none by default: every PE parameter is exempt unless its PE lists
+                                                 it (FoX's gate weight, as its authors decay it)
 
 Data-dependent PEs (their bias depends on the tokens, not only on positions) use three more hooks; attention
 calls them every time too, and the defaults make them no-ops:
@@ -169,6 +172,12 @@ class PositionalEncoding(nn.Module):
         """Whether the data's own position ids change what this PE computes: derived from the class overriding
         `data_positions`, never declared (the HF export refuses such PEs: it has no way to carry the ids)."""
         return cls.data_positions is not PositionalEncoding.data_positions
+
+    def decay_params(self) -> list[nn.Parameter]:
+        """The parameters of this PE (its own, not its members') that get the run's weight decay, as the model's
+        matrices do. None by default: a table, bias or frequency that encodes *where* would be pulled toward NoPE,
+        confounding the comparison. A PE lists one only where its authors decay it, and says where they do."""
+        return []
 
     def embed(self, x_BTD: torch.Tensor, pos_T: torch.Tensor) -> torch.Tensor:
         return x_BTD

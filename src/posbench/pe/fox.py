@@ -5,7 +5,9 @@ per layer and head, f_t = sigmoid(w^T x_t + b) from the layer's attention input 
 
 (a softmax over q_i k_j + D_ij is attention with a decay prod_{l=j+1}^{i} f_l on each key). Defaults from the
 authors' code (zhixuan-lin/forgetting-transformer, modeling_forgetting_transformer.py, fgate_type="full"): the
-gate projection is a Linear(d_model, n_heads) with a bias, weight ~ N(0, 0.02), bias 0; log f in float32.
+gate projection is a Linear(d_model, n_heads) with a bias, weight ~ N(0, 0.02), bias 0; log f in float32. Weight
+decay as theirs: `group_parameters` (src/forgetting_transformer/utils.py) decays every nn.Linear weight, the gate's
+included, and exempts biases (`bias_weight_decay` False, configs/config.py), so `decay_params` lists the weight.
 
 Shape legend: B batch, H heads, T query tokens, S cached + new keys, D model dim, L layers.
 """
@@ -26,7 +28,7 @@ class ForgetGate(PositionalEncoding):
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
-        # one Linear(d_model, n_heads) per layer, stacked; PE parameters are never weight-decayed (training/optim.py)
+        # one Linear(d_model, n_heads) per layer, stacked; the weight is decayed, the bias not (decay_params)
         self.weight_LHD = nn.Parameter(torch.empty(ctx.n_layers, ctx.n_heads, ctx.d_model))
         self.bias_LH = nn.Parameter(torch.empty(ctx.n_layers, ctx.n_heads))
         self.reset_parameters()
@@ -34,6 +36,10 @@ class ForgetGate(PositionalEncoding):
     def reset_parameters(self) -> None:
         nn.init.normal_(self.weight_LHD, std=self.ctx.init_std)
         nn.init.zeros_(self.bias_LH)
+
+    def decay_params(self):
+        # AdamW's decoupled decay is elementwise, so decaying the stacked (L, H, D) weight is decaying each layer's
+        return [self.weight_LHD]
 
     def token_features(self, layer, x_BTD):
         """log f_t (B, H, T), float32: the forget gates in log space, so the cumulative sum cannot underflow."""
