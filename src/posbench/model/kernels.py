@@ -23,6 +23,10 @@ window, Beltagy et al. 2020). model/masks.py is the one definition of that rule 
 eager use them as (T, S) / (B, 1, T, S) bool masks, flex a block mask with the same rule (built once per shape),
 flash_alibi flash-attn's `window_size=(W - 1, 0)`. A KV cache keeps every key; the mask hides those that fell out of
 the window (decoding equals the full forward).
+
+`forward_bytes(call)`: the bytes a kernel holds at once in one call without autograd, its output included, its
+inputs not (model/memory.py sums a layer around it for evaluation's memory check). Counted from each kernel's code
+path and held within 1.5x of measured peak RSS by scripts/bench_eval_memory.py (docs/performance.md).
 """
 
 from __future__ import annotations
@@ -37,6 +41,7 @@ import torch.nn.functional as F
 
 from posbench.config_loader import ConfigError
 from posbench.model import bias_attention, far_field
+from posbench.model.attention_call import AttentionCall
 from posbench.model.bias_attention import (
     block_rows,
     block_spans,
@@ -81,8 +86,13 @@ class AttentionKernel:
 
     def __init__(self, pe: PositionalEncoding, device_type: str, attn_dropout: float, window: int | None = None):
         self.pe = pe
+        self.device_type = device_type
         self.attn_dropout = attn_dropout
         self.window = window  # None: full causal attention; W: keys i-W+1 .. i (this kernel's layer)
+
+    def forward_bytes(self, call: AttentionCall) -> int:
+        """Bytes held at once by one call without autograd (module doc). Default: a fused kernel, its output only."""
+        return call.out
 
     @classmethod
     def supports(cls, pe: PositionalEncoding, device_type: str, attn_dropout: float) -> str | None:
@@ -113,6 +123,19 @@ class EagerKernel(AttentionKernel):
         """(T, S) or, with documents, (B, 1, T, S) bool: True where attention is allowed (causal, this layer's
         window, the query's document)."""
         return causal_mask(T, S, device, self.window) if docs is None else docs.allowed(self.window)
+
+    def forward_bytes(self, call: AttentionCall) -> int:
+        E = call.scores
+        # the allowed mask: ones, then tril (two at once), and ~allowed beside it while masking
+        mask = 3 * call.mask
+        if self.pe.has_logits_mod:  # the masked matrix handed to the PE, and what its logits_mod holds at its peak
+            peak = max(2 * E, E + self.pe.logits_mod_bytes(call.B, call.H, call.T, call.S))
+        elif self.pe.has_score_mod:  # materialize_bias: the bias and the (T, S) distance grids its score_mod makes
+            bias = (call.B if call.docs or self.pe.has_token_features else 1) * call.H * call.T * call.S * 4
+            peak = max(E + 2 * bias + 8 * call.T * call.S, 2 * E + bias)  # then scores + bias beside both
+        else:
+            peak = 2 * E  # q k^T and its scaled copy; masked_fill and softmax hold two as well
+        return peak + mask + call.out
 
     def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
         p_BHTS = torch.softmax(self.scores(q_BHTK, k_BHSK, score_mod, docs), dim=-1)
@@ -172,6 +195,25 @@ class BlockedBiasKernel(EagerKernel):
         return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, bias_block, allowed, spans)
 
 
+    def forward_bytes(self, call: AttentionCall) -> int:
+        if not self.pe.has_score_mod or self.pe.has_logits_mod:  # what __call__ hands to the eager kernel
+            return super().forward_bytes(call)
+        B, H, T, S, K = call.B, call.H, call.T, call.S, call.K
+        per_row = B if call.docs or self.pe.has_token_features else 1
+        if self.window is None and per_row == 1 and H * T * S <= bias_attention.BLOCK_ELEMENTS:
+            return 3 * 4 * H * T * S + call.out  # one block: its bias, the mask and SDPA's scores, all small
+        far = getattr(self.pe, "far_field", None)  # as __call__ asks its score_mod (bias PEs' far_field)
+        if self.window is None and per_row == 1 and self.device_type == "cpu" and T >= far_field.MIN_ROWS \
+                and far is not None and far(0, H) is not None:
+            # far_field_attention: q, k, v with one more channel, and per chunk of rows its near band's float mask
+            rows = far_field.CHUNK_ROWS
+            band = max(far(0, H).start - 1, 0) + rows
+            return 4 * B * H * (T + 2 * S) * (K + 1) + 3 * 4 * B * H * rows * band + 2 * call.out
+        # blocked SDPA: the (T, S) allowed mask, kept between calls (made as ones then tril/triu: two at once), and
+        # per block of about BLOCK_ELEMENTS entries its bias-mask and SDPA's own scores and probabilities
+        return 2 * call.mask + 3 * 4 * per_row * bias_attention.BLOCK_ELEMENTS + 2 * call.out
+
+
 @functools.lru_cache(maxsize=1)
 def _causal_blocks(T: int, S: int, device: torch.device, window: int | None, rows: int):
     """`EagerKernel.allowed` without documents (the causal mask, with a layer's window) and its block spans, made
@@ -186,6 +228,17 @@ class SDPAKernel(AttentionKernel):
     @classmethod
     def supports(cls, pe, device_type, attn_dropout):
         return "the PE adds a logit bias (score_mod)" if pe.has_score_mod else None
+
+    def forward_bytes(self, call: AttentionCall) -> int:
+        # a bool mask (a window, documents, a cache) made as ones then tril/triu (two at once); torch's CPU SDPA
+        # turns it into a float mask beside it (4 bytes an entry): 5 bytes an entry at once, measured 5.3
+        masked = call.docs or self.window is not None or call.T != call.S
+        mask = 5 * call.mask if masked else 0
+        if call.Q != call.K:
+            # q and k wider than v (PoPE): torch leaves its fused kernels for the math path, which holds the scores
+            # and the probabilities, and for is_causal a (T, S) mask made bool then float
+            return 2 * call.scores + (mask or 5 * call.T * call.S) + call.out
+        return mask + call.out
 
     def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
         if score_mod is not None:  # SDPA has no place for a bias: running anyway would drop the PE
@@ -225,6 +278,13 @@ class FlexKernel(AttentionKernel):
         if pe.has_logits_mod:
             return "the PE rewrites whole rows of the logit matrix (logits_mod); use model.attention=eager"
         return None
+
+    def forward_bytes(self, call: AttentionCall) -> int:
+        if self.device_type == "cuda":  # compiled: fused, its output and log-sum-exps
+            return call.out + 4 * call.B * call.H * call.T
+        # uncompiled (CPU, the parity reference): flex_attention's eager form builds the scores, the score_mod's and
+        # the masked matrix, and the probabilities; not measured (scripts/bench_eval_memory.py has no CPU flex row)
+        return 3 * call.scores + call.out
 
     def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
         from torch.nn.attention.flex_attention import flex_attention

@@ -69,6 +69,12 @@ class CoPE(PositionalEncoding):
         z_hi = z_BHTN.gather(-1, p_BHTS.ceil().long())
         return s_BHTS + (z_lo * (1 - w_BHTS) + z_hi * w_BHTS) / math.sqrt(q_BHTK.shape[-1])
 
+    def logits_mod_bytes(self, B, H, T, S):
+        # float32 (B, H, T, S) tensors alive at once at the peak, the interpolation's last line: gates (a local),
+        # p, lo, w, z_lo, z_hi, then (1 - w) * z_lo and z_hi * w and their sum beside them (9; the int64 index of
+        # the gathers, 2 floats' worth, is freed before); plus q . e[n], (B, H, T, npos_max)
+        return 4 * B * H * T * (9 * S + self.npos_max)
+
     def layer_flops(self, layer, seq_len):
         # q . e[n] for every integer position (a multiply-add per table weight and head), then per head and key:
         # the cumulative sum (1), p - floor(p) (1), the interpolation (4), the 1/sqrt(K) and the add to the

@@ -25,6 +25,9 @@ PE it has:
   decay_params()                      -> [Parameter]  the PE's parameters AdamW weight-decays (training/optim.py);
                                                  none by default: every PE parameter is exempt unless its PE lists
                                                  it (FoX's gate weight, as its authors decay it)
+  qk_dim(head_dim)                    -> int     channels of the q and k `rotate` returns (PoPE: twice the head dim)
+  logits_mod_bytes(B, H, T, S)        -> int     bytes `logits_mod` holds at its peak beyond the matrix it gets
+      (the last two: what a layer's attention allocates, for evaluation's memory check, model/memory.py)
 
 Data-dependent PEs (their bias depends on the tokens, not only on positions) use three more hooks; attention
 calls them every time too, and the defaults make them no-ops:
@@ -199,6 +202,17 @@ class PositionalEncoding(nn.Module):
 
     def logits_mod(self, layer: int, q_BHTK: torch.Tensor, s_BHTS: torch.Tensor) -> torch.Tensor:
         return s_BHTS
+
+    def qk_dim(self, head_dim: int) -> int:
+        """Channels of the q and k that `rotate` returns for heads of `head_dim` channels (the values keep
+        head_dim): a kernel's memory depends on it (torch's SDPA leaves its fused path when q is wider than v).
+        Held to `rotate` by the contract test."""
+        return head_dim
+
+    def logits_mod_bytes(self, B: int, H: int, T: int, S: int) -> int:
+        """Bytes `logits_mod` holds at once at its peak beyond the (B, H, T, S) matrix it is given, its result
+        included, without autograd (model/memory.py). 0 for the identity, which allocates nothing."""
+        return 0
 
     @property
     def has_score_mod(self) -> bool:

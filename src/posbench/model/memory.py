@@ -1,0 +1,59 @@
+"""The bytes a no-grad forward pass of the decoder holds at once: what evaluation's memory check
+(evaluation/lengths.py) compares with the device before any prompt is built.
+
+Shape legend: B rows, T tokens, D model dim, F the MLP's hidden width, H heads, K head dim, Q the q/k width of a
+head (the PE's `qk_dim`), V vocabulary.
+
+Layers run one after another and free their temporaries, so the body's peak is its worst layer, not their sum:
+per layer, the larger of
+  attention  the residual stream, its norm, qkv (3D), q and k normed and then rotated (4 HQ), RoPE's float
+             temporaries (2D), and the layer's kernel's `forward_bytes` (model/kernels.py: its (T, S) scores,
+             masks and a PE's `logits_mod_bytes` where its code path makes them)
+  MLP        the residual stream before and after attention, the norm (3D) and gate, up, silu(gate) and their
+             product (4F)
+at `elem` bytes an activation (kernels count their own float32). `kv_cache_bytes`: every layer's keys and values
+(greedy decoding's KV cache). The head (logits) is the caller's: evaluation knows how many rows of
+logits it makes at once. Calibrated against peak RSS by scripts/bench_eval_memory.py (docs/performance.md).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from posbench.model.attention_call import AttentionCall
+from posbench.model.kernels import AttentionKernel, select_kernel
+from posbench.model.transformer import layer_window
+from posbench.pe.encoding import PositionalEncoding
+
+if TYPE_CHECKING:
+    from posbench.model.model_config import ModelConfig
+
+
+def layer_kernels(cfg: ModelConfig, pe: PositionalEncoding, device_type: str) -> list[tuple[PositionalEncoding,
+                                                                                             AttentionKernel]]:
+    """Per layer, its PE and the kernel the model would select on `device_type` (model/transformer.causal_blocks's
+    choice, made again: a model inspected on the meta device chose for the CPU)."""
+    return [(pe.layer_pe(layer), select_kernel(cfg.attention, pe.layer_pe(layer), device_type, cfg.attn_dropout,
+                                               cfg.packing, layer_window(cfg, pe, layer)))
+            for layer in range(cfg.n_layers)]
+
+
+def forward_bytes(cfg: ModelConfig, pe: PositionalEncoding | None, device_type: str, B: int, T: int,
+                  elem: int = 4) -> int:
+    """Bytes the body of a no-grad forward over B rows of T tokens holds at its peak (module doc). `pe` None: a model
+    without attention (Mamba), whose layers are counted as the MLP's."""
+    D, F, H, K = cfg.d_model, cfg.d_ff, cfg.n_heads, cfg.d_model // cfg.n_heads
+    N = B * T
+    worst = N * (3 * D + 4 * F) * elem  # the MLP
+    for layer_pe, kernel in (layer_kernels(cfg, pe, device_type) if pe is not None else []):
+        call = AttentionCall(B, H, T, T, K, layer_pe.qk_dim(K), docs=cfg.packing.active)
+        worst = max(worst, N * (7 * D + 4 * H * call.Q) * elem + kernel.forward_bytes(call))
+    return worst
+
+
+def kv_cache_bytes(cfg: ModelConfig, pe: PositionalEncoding | None, B: int, T: int, elem: int = 4) -> int:
+    """Bytes of every layer's keys (the PE's qk_dim wide) and values for B rows of T tokens (greedy decoding)."""
+    if pe is None:
+        return 0
+    K = cfg.d_model // cfg.n_heads
+    return sum(B * T * cfg.n_heads * (pe.layer_pe(layer).qk_dim(K) + K) * elem for layer in range(cfg.n_layers))
