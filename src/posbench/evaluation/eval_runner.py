@@ -26,13 +26,12 @@ from posbench.errors import user_paths
 from posbench.evaluation import eval_report
 from posbench.evaluation.eval_config import EvalConfig
 from posbench.evaluation.evaluator import Evaluator, Session, Target
-from posbench.evaluation.lengths import check_fits
+from posbench.evaluation.lengths import Footprint, check_fits
 from posbench.evaluation.loading import inspect_checkpoint, load_model
 from posbench.evaluation.retrieval import RetrievalGrid
 from posbench.evaluation.scaling import apply_rope_scaling, check_rope_scaling
 from posbench.evaluation.suites import get_suite
 from posbench.fileio import no_link_below
-from posbench.model.kernels import auto_kernel_name
 from posbench.training.checkpoint import read_meta
 from posbench.training.device import choose_precision, pick_device
 
@@ -80,13 +79,15 @@ def check_tokenizer(path: str, step_dir: Path, built: str, allow: bool) -> None:
                         "at the data it was trained with, or pass --allow-tokenizer-mismatch to evaluate anyway")
 
 
-def materialises_scores(run_cfg, meta_model, device: torch.device) -> bool:
-    """Whether the model's attention on `device` builds the (heads, L, L) scores: the eager kernel."""
-    pe = getattr(meta_model, "pe", None)
-    if pe is None:  # no attention (Mamba)
-        return False
-    name = run_cfg.model.attention
-    return (auto_kernel_name(pe, device.type) if name == "auto" else name) == "eager"
+def footprint(name: str, cfg: EvalConfig, target: Target, meta_model, device: torch.device) -> Footprint:
+    """What suite `name` holds at a length on `device` (evaluation/lengths.py): the weights, and one forward of its
+    rows through the kernels the model would pick there (Mamba has no PE: no attention)."""
+    suite = get_suite(name)
+    elem = 2 if choose_precision(cfg.precision, device.type).name == "bf16" else 4
+    weights = sum(p.numel() * p.element_size() for p in meta_model.parameters())
+    generates = issubclass(suite, RetrievalGrid) or getattr(suite, "generates", False)
+    return Footprint(target.run_cfg.model, getattr(meta_model, "pe", None), device.type, weights,
+                     lambda L: suite.forward_rows(cfg.suite_config(name), target, L), generates, elem)
 
 
 def plan(paths: list[str], cfg: EvalConfig, device: torch.device) -> list[Planned]:
@@ -109,13 +110,9 @@ def plan(paths: list[str], cfg: EvalConfig, device: torch.device) -> list[Planne
                               f"only {run_cfg.model.vocab_size}; this checkpoint was not trained on this tokenizer")
         target = Target(label, step_dir, run_cfg, tokenizer, cfg.lengths_for(run_cfg.model.seq_len), cfg.seed,
                         cfg.batch_size, meta_model.pe.max_positions)
-        scores = materialises_scores(run_cfg, meta_model, device)
-        elem = 2 if choose_precision(cfg.precision, device.type).name == "bf16" else 4
         for name in cfg.suite_list():  # before any suite builds its prompts
             lengths = getattr(cfg.suite_config(name), "lengths", None) or target.lengths
-            check_fits(f"{path} (--suite {name})", lengths, run_cfg.model, scores,
-                       issubclass(get_suite(name), RetrievalGrid) or getattr(get_suite(name), "generates", False),
-                       device, elem)
+            check_fits(f"{path} (--suite {name})", lengths, footprint(name, cfg, target, meta_model, device), device)
         planned.append(Planned(target, [get_suite(n)(cfg.suite_config(n), target) for n in cfg.suite_list()],
                                str(path)))
     return planned

@@ -79,6 +79,12 @@ class Evaluator:
     def work(self) -> int:
         raise NotImplementedError
 
+    @classmethod
+    def forward_rows(cls, options, target: Target, L: int) -> int:
+        """Rows (prompts, windows) one forward takes at length L, for eval.py's memory check before the suite is
+        built (evaluation/lengths.py): by default a batch of `batch_size` (generation batches prompts of one length)."""
+        return target.batch_size
+
     def run(self, session: Session) -> dict:
         raise NotImplementedError
 

@@ -4,25 +4,37 @@
   which holds integers exactly only up to 2**24; past it neighbouring positions round to one, so no PE here
   is defined there (`check_lengths`, on --lengths and each suite's own `lengths`).
 - Below it, a length whose forward pass cannot fit the device is refused (`check_fits`, per checkpoint and
-  suite when eval.py plans): `forward_floor_bytes` is a lower bound, not an estimate of the peak: the
-  residual stream and one layer's q, k and v for L tokens of one prompt, plus the (heads, L, L) attention
-  scores when the attention kernel materialises them (model.attention=eager; CPU's own choice for a bias PE,
-  sdpa_bias, evaluates a block of queries at a time and does not), plus, for a
-  suite that generates (passkey, NIAH: greedy decoding with the KV cache), every layer's keys and values and
-  the prompt's (L, vocabulary) logits. A length refused here would have ended in a MemoryError after its
-  prompts were built; one allowed may still need more than the floor.
+  suite when eval.py plans), with the longest length that would fit. `Footprint.need` counts what the run really
+  holds: the weights, and one forward of the suite's rows (`Evaluator.forward_rows`) at that length, whose body is
+  model/memory.py's estimate (per layer the larger of attention and MLP; attention priced by the layer's kernel
+  and PE hooks: CoPE's gates over (T, S), PoPE's unfused scores, a window's or a bias's (T, S) mask, the eager
+  kernel's scores), then the head: for a suite that generates (passkey, NIAH: greedy decoding with the KV cache)
+  every layer's keys and values beside the prompt's (rows, L, vocabulary) logits, otherwise perplexity's logits of
+  at most LOGIT_ELEMENTS entries and their log-softmax. Held within 1.5x of measured peak RSS on CPU by
+  scripts/bench_eval_memory.py (docs/performance.md). The limit is the device's memory: the GPU's total, or the
+  host's physical memory.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 
 from posbench.config_loader import ConfigError
 from posbench.errors import brief
+from posbench.model.memory import forward_bytes, kv_cache_bytes
+
+if TYPE_CHECKING:
+    from posbench.model.model_config import ModelConfig
+    from posbench.pe.encoding import PositionalEncoding
 
 MAX_LENGTH = 1 << 24
+# float32 logits perplexity materialises at once (256 MiB): long windows x big vocabularies (suites/ppl.py's chunk)
+LOGIT_ELEMENTS = 1 << 26
 
 
 def check_lengths(lengths: list[int], where: str) -> None:
@@ -35,13 +47,33 @@ def check_lengths(lengths: list[int], where: str) -> None:
                           f"2**24 = {MAX_LENGTH:,} tokens (positions are float32, exact integers only up to 2**24)")
 
 
-def forward_floor_bytes(length: int, model_cfg, scores: bool, generates: bool, activation_bytes: int = 4) -> int:
-    """The least memory one forward pass over `length` tokens (one prompt) holds at once (see the module doc)."""
-    d, elem = model_cfg.d_model, activation_bytes
-    need = 4 * length * d * elem + (model_cfg.n_heads * length * length * 4 if scores else 0)
-    if generates:
-        need += 2 * model_cfg.n_layers * length * d * elem + length * model_cfg.vocab_size * elem
-    return need
+@dataclass(frozen=True)
+class Footprint:
+    """What evaluating one checkpoint with one suite holds at a length (module doc). `rows(L)`: prompts or windows
+    one forward takes at length L; `pe`: the model's (None without attention); `elem`: bytes of an activation."""
+
+    model_cfg: ModelConfig
+    pe: PositionalEncoding | None
+    device_type: str
+    weights: int
+    rows: Callable[[int], int]
+    generates: bool
+    elem: int = 4
+
+    def forward(self, L: int) -> int:
+        """Bytes one forward of `rows(L)` rows of L tokens holds at its peak, the weights not included."""
+        cfg, B = self.model_cfg, self.rows(L)
+        body = forward_bytes(cfg, self.pe, self.device_type, B, L, self.elem)
+        hidden = B * L * cfg.d_model * self.elem  # the final norm's output, which the head reads
+        if self.generates:  # greedy_cached: every layer's keys and values, then beside them the prompt's logits
+            cache = kv_cache_bytes(cfg, self.pe, B, L, self.elem)
+            return cache + max(body, hidden + B * L * cfg.vocab_size * self.elem)
+        # perplexity's token_losses: float32 logits of at most LOGIT_ELEMENTS entries and their log-softmax
+        chunk = B * min(L, max(1, LOGIT_ELEMENTS // (B * cfg.vocab_size))) * cfg.vocab_size
+        return max(body, hidden + 2 * 4 * chunk + 4 * B * L)
+
+    def need(self, L: int) -> int:
+        return self.weights + self.forward(L)
 
 
 def device_memory(device: torch.device) -> int:
@@ -51,18 +83,27 @@ def device_memory(device: torch.device) -> int:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
 
 
-def check_fits(where: str, lengths: list[int], model_cfg, scores: bool, generates: bool, device: torch.device,
-               activation_bytes: int = 4) -> None:
-    """ConfigError naming `where` when the longest length cannot fit `device` (see the module doc)."""
-    if not lengths:
-        return
-    L = max(lengths)
-    need = forward_floor_bytes(L, model_cfg, scores, generates, activation_bytes)
+def check_fits(where: str, lengths: list[int], footprint: Footprint, device: torch.device) -> None:
+    """ConfigError naming `where` for the longest of `lengths` that cannot fit `device`: the length, the estimate,
+    the device's memory and the longest length that fits (module doc)."""
     have = device_memory(device)
-    if need > have:
-        what = ["the residual stream, q, k and v"]
-        what += ["the (heads, L, L) scores of the eager kernel"] if scores else []
-        what += ["every layer's keys and values and the prompt's logits"] if generates else []
-        raise ConfigError(f"{where}: a {L:,}-token context needs at least {need / 2**30:,.1f} GiB for one forward "
-                          f"pass ({', '.join(what)}; d_model {model_cfg.d_model}) but {device.type} has "
-                          f"{have / 2**30:,.1f} GiB; choose shorter lengths")
+    over = [L for L in lengths if footprint.need(L) > have]
+    if not over:
+        return
+    L = max(over)
+    need = footprint.need(L)
+    fits = longest_fit(footprint, have, L)
+    advice = f"the longest that fits is {fits:,} tokens" if fits else "no length fits (the weights alone do not)"
+    raise ConfigError(f"{where}: a {L:,}-token context needs about {need / 2**30:,.1f} GiB ({footprint.rows(L)} "
+                      f"row(s) of one forward pass, weights included; d_model {footprint.model_cfg.d_model}) but "
+                      f"{device.type} has {have / 2**30:,.1f} GiB; {advice}: choose shorter lengths")
+
+
+def longest_fit(footprint: Footprint, have: int, below: int) -> int:
+    """The longest length under `below` whose need fits `have` bytes (bisection: the need grows with the length,
+    up to the steps where perplexity's rows per forward drop), or 0 when not even 2 tokens fit."""
+    lo, hi = 1, below  # need(lo) fits (lo = 1: nothing yet), need(hi) does not
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if footprint.need(mid) <= have else (lo, mid)
+    return lo if lo >= 2 else 0

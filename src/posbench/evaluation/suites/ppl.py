@@ -33,12 +33,11 @@ from posbench.data.errors import DataError
 from posbench.data.token_positions import TEXT_ID
 from posbench.evaluation import data_ids, eval_plots
 from posbench.evaluation.evaluator import Evaluator, Session, Target
+from posbench.evaluation.lengths import LOGIT_ELEMENTS  # float32 logits at once: the chunk the memory check counts
 from posbench.evaluation.markdown import fmt, md_table, short_reason
 from posbench.evaluation.ppl_data import PplDataConfig, ValidationShards, build_ppl_data
 from posbench.evaluation.suite_registry import SUITES
 from posbench.pe import PositionRangeError
-
-LOGIT_ELEMENTS = 1 << 26  # float32 logits materialised at once (256 MiB): long windows x big vocabularies
 
 
 @dataclass
@@ -157,9 +156,13 @@ class Perplexity(Evaluator):
     def work(self) -> int:
         return sum(len(self.plan(L, p)[0]) for L in self.target.lengths for p in self.protocols)
 
-    def rows_per_batch(self, L: int) -> int:
+    @classmethod
+    def forward_rows(cls, options: PplConfig, target: Target, L: int) -> int:
         # about batch_size x training length tokens per forward, whatever the window length
-        return max(1, self.target.batch_size * self.target.train_len // L)
+        return max(1, target.batch_size * target.train_len // L)
+
+    def rows_per_batch(self, L: int) -> int:
+        return self.forward_rows(self.cfg, self.target, L)
 
     def score(self, session: Session, L: int, protocol: WindowProtocol) -> tuple[dict, np.ndarray | None]:
         starts, score_from = self.plan(L, protocol)
