@@ -1,0 +1,114 @@
+#!/usr/bin/env python
+"""Evaluation memory, predicted against measured: the bytes eval.py's memory check predicts for one perplexity
+forward (evaluation/lengths.py `Footprint.forward`, the weights left out) against the peak RSS that forward adds,
+per PE, kernel and length, on CPU.
+
+    python scripts/bench_eval_memory.py                      # every row, lengths 1024 2048 4096
+    python scripts/bench_eval_memory.py --lengths 1024 --rows cope alibi
+
+The model is small (d_model 128, 4 heads, 2 layers, d_ff 512, vocabulary 2048, trained length 1024) so that
+the (T, S) terms show at a few thousand tokens. Each row runs in a fresh subprocess with glibc's mmap threshold
+fixed at 64 KiB (every large tensor its own mapping, returned to the OS when freed): it builds the model, runs one
+64-token forward (thread pools, first-call buffers), resets the kernel's peak-RSS counter (`/proc/self/clear_refs`
+= 5), then runs perplexity's `token_losses` over one window of T tokens with no grad; "measured" is VmHWM after it
+minus VmRSS before it. Linux only. The ratio is predicted / measured; the check's promise is 1/1.5 .. 1.5.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+MODEL = ["model.d_model=128", "model.n_heads=4", "model.n_layers=2", "model.d_ff=512", "model.vocab_size=2048",
+         "model.seq_len=1024"]
+# name -> (PE, model.attention, further overrides): one row per code path of the memory estimate
+ROWS = {
+    "rope": ("rope", "auto", []),  # SDPA, fused: linear in T
+    "pope": ("pope", "auto", []),  # SDPA, q and k wider than v: the unfused math path's (T, S) scores
+    "rnope_swa": ("rnope_swa", "auto", ["pe.swa_layers=1", "pe.window=256"]),  # SDPA with a (T, S) window mask
+    "cope": ("cope", "auto", []),  # eager: CoPE's gates, positions and interpolation over (T, S)
+    "alibi": ("alibi", "auto", []),  # sdpa_bias: the far field, linear in T
+    "alibi_eager": ("alibi", "eager", []),  # eager: the (H, T, S) bias and scores
+    "kerple": ("kerple_log", "auto", []),  # sdpa_bias blocked: the (T, S) allowed mask and a block at a time
+}
+MEASURE_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
+
+
+def _status(field: str) -> int:
+    for line in open("/proc/self/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(field)
+
+
+def build(row: str):
+    from posbench.config import load_config
+    from posbench.model.build import build_model
+
+    pe, attention, extra = ROWS[row]
+    cfg = load_config(model_size="nano", pe_type=pe, overrides=[*MODEL, f"model.attention={attention}", *extra])
+    return cfg, build_model(cfg.model, cfg.pe, "cpu").eval()
+
+
+def predicted(row: str, T: int) -> int:
+    """What evaluation's check predicts for one window of T tokens, the weights left out."""
+    from posbench.evaluation.lengths import Footprint
+
+    cfg, model = build(row)
+    return Footprint(cfg.model, model.pe, "cpu", 0, lambda L: 1, generates=False).forward(T)
+
+
+def child(row: str, T: int) -> dict:
+    import torch
+
+    from posbench.evaluation.suites.ppl import token_losses
+
+    torch.manual_seed(0)
+    cfg, model = build(row)
+    V = cfg.model.vocab_size
+    x, y = torch.randint(0, V, (1, T)), torch.randint(0, V, (1, T))
+    with torch.no_grad():
+        token_losses(model, x[:, :64], y[:, :64])
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")  # VmHWM back to the resident set
+        before = _status("VmRSS")
+        token_losses(model, x, y)
+        peak = _status("VmHWM")
+    return {"measured": peak - before}
+
+
+def measure(row: str, T: int) -> int:
+    out = subprocess.run([sys.executable, __file__, "--child", row, str(T)], env={**os.environ, **MEASURE_ENV},
+                         check=True, capture_output=True, text=True).stdout
+    return json.loads(out.strip().splitlines()[-1])["measured"]
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--rows", nargs="+", choices=list(ROWS), default=list(ROWS))
+    p.add_argument("--lengths", nargs="+", type=int, default=[1024, 2048, 4096])
+    p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        print(json.dumps(child(args.child[0], int(args.child[1]))))
+        return 0
+    print("| row | PE | kernel | length | predicted MiB | measured MiB | ratio |")
+    print("|---|---|---|---:|---:|---:|---:|")
+    results = []
+    for row in args.rows:
+        _, model = build(row)
+        kernel = "/".join(sorted(set(model.kernel_names)))
+        for T in args.lengths:
+            pred, meas = predicted(row, T), measure(row, T)
+            results.append({"row": row, "length": T, "predicted": pred, "measured": meas, "ratio": pred / meas})
+            print(f"| {row} | {ROWS[row][0]} | {kernel} | {T} | {pred / 2**20:,.1f} | {meas / 2**20:,.1f} | "
+                  f"{pred / meas:.2f} |", flush=True)
+    return results
+
+
+if __name__ == "__main__":
+    out = main()
+    raise SystemExit(out if isinstance(out, int) else 0)
