@@ -16,6 +16,7 @@ from posbench.model.embedding import EMBED_SCALES
 from posbench.model.matmul import MATMULS
 from posbench.model.packing import PackingConfig
 from posbench.pe import PEContext
+from posbench.pe.window import check_window
 
 AttentionChoice = Literal["auto", "sdpa", "flex", "flash_alibi", "eager", "sdpa_bias"]
 EmbedScale = Literal[tuple(EMBED_SCALES)]  # the names are written once, in model/embedding.py
@@ -83,9 +84,7 @@ class ModelConfig:
             raise ConfigError(f"model.attention_window lists {len(entries)} layers but the model has "
                               f"{self.n_layers} (model.n_layers); give at most one entry per layer")
         for x in entries:
-            if x is not None and x < 1:
-                raise ConfigError(f"model.attention_window entries must be >= 1 (keys a query sees, its own "
-                                  f"included) or null for full attention, got {x}")
+            check_window(x, "model.attention_window")  # 1 .. 2**24 keys, or null
         if w is not None and type(self.arch) is not DecoderArch:
             raise ConfigError(f"model.attention_window is implemented for the decoder only; model.arch="
                               f"{self.arch.name} needs model.attention_window=null")

@@ -16,6 +16,7 @@ from posbench.pe.encoding import PES, PEConfig
 from posbench.pe.hybrid import HybridPerLayer
 from posbench.pe.none import NoPE
 from posbench.pe.rope import RoPE, RopeConfig
+from posbench.pe.window import check_window
 
 
 @PES.register("rnope_swa")
@@ -30,8 +31,7 @@ class RNoPESWA(HybridPerLayer):
         rope: RopeConfig = field(default_factory=RoPE.Config)  # the windowed layers' RoPE (theta, scaling)
 
         def check(self) -> None:
-            if self.window is not None and self.window < 1:
-                raise ConfigError(f"pe.window must be >= 1 (or null for full attention), got {self.window}")
+            check_window(self.window, "pe.window")  # 1 .. 2**24 keys, or null
             if self.swa_layers < 0:
                 raise ConfigError(f"pe.swa_layers must be >= 0, got {self.swa_layers}")
             if self.rope.name != "rope":

@@ -137,12 +137,15 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
     def save(kind: str) -> None:
         model_state, optim_state = dist.full_state(wrapped, optimizer)
         meta = meta_json(step, tokens, plan, kind, ident, run_id, parent, source.tokenizer_fingerprint,
-                         best_val if math.isfinite(best_val) else None, to_dict(cfg.model.packing), pe_dropped)
+                         best_val if math.isfinite(best_val) else None, to_dict(cfg.model.packing),
+                         dropped_at if pe_dropped else None)
         path = ckpt.save(run_dir, step, model_state, optim_state, meta, cfg.to_yaml())
         ckpt.prune(run_dir, cfg.train.keep_last)
         logger.message(f"saved {kind} checkpoint {path}")
 
     pe_dropped = False  # DroPE: set at plan.drop_pe_tokens; from then on `cfg` (saved with every checkpoint) says so
+    # when it was dropped: the checkpoint's record on a resume past the drop, kept in every later meta.json
+    dropped_at = loaded.meta.get("pe_dropped_at_tokens") if loaded is not None else None
     stop = StopFlag()
     gbt, mb, accum = cfg.train.global_batch_tokens, cfg.train.micro_batch, plan.accum
     peak = peak_flops(device)
@@ -161,7 +164,12 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
             # After the branch checkpoint above, whose weights were all trained with the PE.
             if plan.drop_pe_tokens is not None and tokens >= plan.drop_pe_tokens and not pe_dropped:
                 cfg, pe_dropped = dataclasses.replace(cfg, pe=model.pe.drop()), True
-                logger.message(f"dropped the PE at {tokens:,} tokens (step {step}); training goes on as NoPE")
+                if dropped_at is None:
+                    dropped_at = plan.drop_pe_tokens
+                    logger.message(f"dropped the PE at {tokens:,} tokens (step {step}); training goes on as NoPE")
+                else:  # resumed past the drop: say when it happened, as the checkpoint records, not "now"
+                    logger.message(f"the PE was dropped at {dropped_at:,} tokens (as the checkpoint records); "
+                                   f"resumed at {tokens:,} tokens (step {step}), training goes on as NoPE")
             lr = plan.schedule.lr(tokens)
             set_lr(optimizer, lr)
 

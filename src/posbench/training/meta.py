@@ -45,12 +45,12 @@ def provenance() -> dict:
 
 def meta_json(step: int, tokens: int, plan: Plan, kind: str, ident: dict, run_id: str, parent: dict | None,
               tokenizer_fingerprint: str, best_val_loss: float | None = None, packing: dict | None = None,
-              pe_dropped: bool = False) -> dict:
+              pe_dropped_at: int | None = None) -> dict:
     """`packing`: model.packing (mask, positions, bos_id), what a position meant in training's windows.
-    `pe_dropped`: DroPE's PE was dropped before these weights (`pe_dropped_at_tokens` says when; the config.yaml
-    beside them has `pe.dropped: true`)."""
+    `pe_dropped_at`: DroPE's PE was dropped before these weights, at that many tokens (`pe_dropped_at_tokens`; the
+    config.yaml beside them has `pe.dropped: true`); None: not dropped."""
     s = plan.schedule
-    dropped = {"pe_dropped_at_tokens": plan.drop_pe_tokens} if pe_dropped else {}
+    dropped = {} if pe_dropped_at is None else {"pe_dropped_at_tokens": pe_dropped_at}
     return {**dropped,
             "step": step, "tokens": tokens, "kind": kind,  # the step is the data cursor (training/batch_sources.py)
             "packing": packing,

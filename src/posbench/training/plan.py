@@ -84,8 +84,27 @@ def make_plan(cfg: RunConfig, world: int, device_type: str, stats: ModelStats | 
     else:
         schedule = schedules[budgets[-1]]
         branch_points = {schedules[b].decay_start: b for b in budgets[:-1]}
+    drop = drop_pe_tokens(cfg.schedule, schedule.budget_tokens, cfg.pe.drop_share())
+    check_drop_happens(cfg, drop, schedule.budget_tokens)
     return Plan(device_type, world, accum, n, stats.flops_per_token_train, budgets, schedule, branch_points,
-                schedule.budget_tokens, drop_pe_tokens(cfg.schedule, schedule.budget_tokens, cfg.pe.drop_share()))
+                schedule.budget_tokens, drop)
+
+
+def check_drop_happens(cfg: RunConfig, drop: int | None, end_tokens: int) -> None:
+    """ConfigError when DroPE's drop point falls after the last step's start: the loop drops the PE before a step
+    (training/loop.py), so such a run would train RoPE to the end, record `dropped: false` and still be reported
+    as DroPE. Named with the last step at which a drop can happen."""
+    gbt = cfg.train.global_batch_tokens
+    last_start = (end_tokens - 1) // gbt * gbt  # tokens seen when the last step begins
+    if drop is None or drop <= last_start:
+        return
+    setting = "schedule.drop_pe_at" if cfg.schedule.drop_pe_at is not None else "pe.drop_at"
+    share = cfg.schedule.drop_pe_at if cfg.schedule.drop_pe_at is not None else cfg.pe.drop_share()
+    raise ConfigError(f"{setting}={share} drops the PE at {drop:,} tokens, but the run's last step starts at "
+                      f"{last_start:,} tokens (step {last_start // gbt + 1} of {end_tokens:,} tokens at {gbt:,} a "
+                      f"step): the PE would never be dropped; the last step at which a drop can happen is step "
+                      f"{last_start // gbt + 1}, so give {setting} <= {last_start / end_tokens:.4g}, or a longer "
+                      "budget")
 
 
 def describe(cfg: RunConfig, plan: Plan, run_dir: Path) -> str:
