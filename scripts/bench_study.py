@@ -38,6 +38,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from posbench.cli.arg_types import positive_int
 from posbench.cli.errors_cli import cli_entry
 from posbench.studies.study_compare import compare, read_cells
 from posbench.studies.study_runner import cpu_path, run_study
@@ -148,9 +149,10 @@ _RUNS: list[Path] = []  # runs measured by this process so far (the first one's 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--study", default="quickstart", help="preset name or a study YAML file (default quickstart)")
-    p.add_argument("--cells", type=int, help="run only the grid's first N cells")
-    p.add_argument("--steps", type=int, help="override study.train.steps (a quicker measurement; other numbers)")
-    p.add_argument("--workers", type=int, help="parallel cell processes (default: the study's `workers`)")
+    p.add_argument("--cells", type=positive_int, help="run only the grid's first N cells")
+    p.add_argument("--steps", type=positive_int,
+                   help="override study.train.steps (a quicker measurement; other numbers)")
+    p.add_argument("--workers", type=positive_int, help="parallel cell processes (default: the study's `workers`)")
     p.add_argument("--out", help="an empty or new directory for the study's outputs (default: a new temp dir)")
     p.add_argument("--json", help="also write the numbers to this JSON file")
     how = p.add_mutually_exclusive_group()

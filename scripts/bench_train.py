@@ -35,6 +35,7 @@ from pathlib import Path
 
 import torch
 
+from posbench.cli.arg_types import count, positive_int
 from posbench.cli.errors_cli import cli_entry
 from posbench.config import load_config
 from posbench.model.flops import model_stats
@@ -242,9 +243,9 @@ def main(argv=None):
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     p.add_argument("--sizes", nargs="+", default=None)
     p.add_argument("--pes", nargs="+", default=["rope", "alibi"])
-    p.add_argument("--steps", type=int, default=60)
-    p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--micro-batch", type=int, default=8)
+    p.add_argument("--steps", type=positive_int, default=60)
+    p.add_argument("--warmup", type=count, default=10)
+    p.add_argument("--micro-batch", type=positive_int, default=8)
     p.add_argument("--json", default="")
     p.add_argument("--peer", action="store_true", help="against transformers' Qwen3ForCausalLM (see above)")
     p.add_argument("--compile", action="store_true", help="with --peer: also the compiled posbench step")

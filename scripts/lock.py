@@ -32,7 +32,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
-from readme_blocks import block  # noqa: E402
+from readme_blocks import README, block  # noqa: E402
 
 LOCK = ROOT / "requirements.lock"
 REQUIREMENTS = ROOT / "requirements.txt"
@@ -49,12 +49,23 @@ CHECK_TESTS = [
 ]
 
 
-def torch_requirement() -> str:
+class UsageError(Exception):
+    """The README does not say what the lock needs (exit code 2, one line): nothing was installed or written."""
+
+
+def torch_requirement(readme: Path = README) -> str:
     """The torch pin of the README's install block (`pip install torch==X ...`), the one the suite runs on."""
-    found = re.search(r"pip install (torch==[^\s&]+)", block("install"))
+    found = re.search(r"pip install (torch==[^\s&]+)", _block("install", readme))
     if not found:
-        raise SystemExit("README's install block installs no `torch==VERSION`; the lock needs that pin")
+        raise UsageError(f"{readme}'s install block installs no `torch==VERSION`; the lock needs that pin")
     return found.group(1)
+
+
+def _block(tag: str, readme: Path) -> str:
+    try:
+        return block(tag, readme)
+    except (OSError, ValueError) as e:  # no such block, or no README: its message names the file
+        raise UsageError(str(e)) from None
 
 
 def entries(text: str) -> list[tuple[str, str]]:
@@ -145,18 +156,23 @@ def tests(py: Path, args: list[str]) -> int:
     return subprocess.run([str(py), "-m", "pytest", *args], cwd=ROOT, env=env).returncode
 
 
-def readme_test_commands() -> list[list[str]]:
-    """The README's test blocks (fast, then slow), one pytest argument list per `python -m pytest ...` line."""
+def readme_test_commands(readme: Path = README) -> list[list[str]]:
+    """The README's test blocks (fast, then slow), one pytest argument list per `python -m pytest ...` line.
+    UsageError when there is none: a lock written after running no test would claim a suite that never ran (the
+    test lines changed form, e.g. `pytest ...` or `make test`)."""
     out = []
-    for line in (block("test") + "\n" + block("test-slow")).splitlines():
+    for line in (_block("test", readme) + "\n" + _block("test-slow", readme)).splitlines():
         line = line.split("#", 1)[0].strip()
         if line.startswith("python -m pytest"):
             out.append(line.split()[3:])
+    if not out:
+        raise UsageError(f"{readme}: its `test` and `test-slow` blocks hold no `python -m pytest ...` line, so refresh "
+                         "would run no test before writing the lock; write the README's test commands in that form")
     return out
 
 
-def check(python: str) -> int:
-    torch = torch_requirement()
+def check(python: str, readme: Path = README) -> int:
+    torch = torch_requirement(readme)
     with tempfile.TemporaryDirectory(prefix="posbench-newest-") as tmp:
         py = venv(Path(tmp) / "venv", python)
         install(py, torch, lock=None)
@@ -170,8 +186,9 @@ def check(python: str) -> int:
     return code
 
 
-def refresh(python: str) -> int:
-    torch = torch_requirement()
+def refresh(python: str, readme: Path = README) -> int:
+    torch = torch_requirement(readme)
+    commands = readme_test_commands(readme)  # before any venv: the README must say which tests gate the lock
     with tempfile.TemporaryDirectory(prefix="posbench-lock-") as tmp:
         work = Path(tmp)
         py = venv(work / "venv", python)
@@ -179,7 +196,7 @@ def refresh(python: str) -> int:
         candidate = work / "requirements.lock"
         candidate.write_text(body)
         install(py, torch, lock=candidate)
-        for args in readme_test_commands():
+        for args in commands:
             code = tests(py, args)
             if code != 0:
                 print(f"\nthe suite failed (exit {code}) on the newest versions: {LOCK.name} left unchanged")
@@ -202,8 +219,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("action", choices=["check", "refresh"])
     parser.add_argument("--python", default=sys.executable, help="interpreter for the scratch venv")
+    parser.add_argument("--readme", type=Path, default=README,
+                        help="the README whose install and test blocks the lock follows (default: the repository's)")
     args = parser.parse_args(argv)
-    return (check if args.action == "check" else refresh)(args.python)
+    try:
+        return (check if args.action == "check" else refresh)(args.python, args.readme)
+    except UsageError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":
