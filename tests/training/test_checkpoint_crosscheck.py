@@ -111,7 +111,7 @@ META_EDITS = {
                                                                        "step_00000002"),
     "float": (lambda m: m.update(step=1e30), "`step` is 1e+30, not a count"),
     "negative": (lambda m: m.update(step=-5), "`step` is -5, not a count"),
-    "tokens": (lambda m: m.update(tokens=1), "`step` 2 is more than its `tokens` 1"),
+    "tokens": (lambda m: m.update(tokens=-1), "`tokens` is -1, not a count"),
 }
 
 

@@ -31,16 +31,14 @@ def _refuse(file: Path, what: str) -> CheckpointError:
 
 
 def check_meta_fields(meta: dict, step_dir: Path) -> None:
-    """meta.json's `step` and `tokens`, where present, are counts (integers >= 0, at least one token a step) and
+    """meta.json's `step` and `tokens`, where present, are counts (integers >= 0) and
     the step is the one the directory is named after (`step_00000040` holds step 40): a step of 100000 there
     would resume the data cursor and the schedule far past the weights' training."""
     file = step_dir / "meta.json"
     for key in ("step", "tokens"):
         if key in meta and (type(meta[key]) is not int or meta[key] < 0):
             raise _refuse(file, f"`{key}` is {brief(meta[key], 40)}, not a count (an integer >= 0)")
-    step, tokens = meta.get("step"), meta.get("tokens")
-    if step is not None and tokens is not None and step > tokens:
-        raise _refuse(file, f"`step` {step} is more than its `tokens` {tokens} (every step trains at least one token)")
+    step = meta.get("step")
     named = _STEP_DIR.match(step_dir.name)
     if step is not None and named and int(named.group(1)) != step:
         raise _refuse(file, f"`step` is {step} but the checkpoint is {step_dir.name} (step {int(named.group(1))})")
