@@ -1,22 +1,25 @@
 #!/usr/bin/env python
-"""How often do posbench's interval methods call a difference that is not there, miss one that is, or call
-two PEs "the same" when they differ by the margin? Simulated per-seed paired differences, every method of
-posbench.stats.INTERVALS, seed counts 2-20, five distributions; one table per measure.
+"""How often do posbench's judges call a difference that is not there, miss one that is, or call two PEs "the
+same" when they differ by the margin? Simulated per-seed values of two (or five) PEs, every interval method of
+posbench.stats.INTERVALS and the judges built on the default one, seed counts 2-20; one table per measure.
 
     python scripts/calibrate_stats.py                  # 2,000 draws per cell (~1 SE = 0.5% at a 5% rate)
     python scripts/calibrate_stats.py --draws 4000 --json calib.json
 
-Distributions of the per-seed difference a - b (null: no true difference, mean exactly 0):
-  normal      N(0, 1)
-  skewed      lognormal(0, 0.5) minus its mean (skewness 1.8)
-  heavy_skew  lognormal(0, 1) minus its mean (skewness 6.2; one SD up makes every value positive)
-  bounded     a, b = per-seed accuracies near 97%: 1.03 x Beta(mean 0.97, 30) clipped at 1, on 256 examples
-              (about half the seeds sit at exactly 100%, many differences tie at 0)
-  chance_mix  a, b ~ N(90%, 2%), but each run falls to chance (10%) with probability 0.15
-A true difference (power, margin) is a shift of the null differences by `sd`, the null's standard deviation
-(measured on 400,000 reference draws), so it is one SD in every distribution. The intervals are the very
-functions reports call, on the whole batch at once (the rows share resample indices, as a single report
-with the same seed would use); a row with no interval (NaN) counts as no call.
+Per-seed values of one PE, drawn independently for each PE (with no true difference the PEs are exchangeable,
+so the paired differences a - b are symmetric about 0, whatever the values' shape):
+  normal       N(0, 1)
+  skewed       lognormal(0, 0.5) (skewness 1.8: a loss or a perplexity)
+  heavy_skew   lognormal(0, 1) (skewness 6.2)
+  bounded_100  accuracies near 97% with a ceiling: 1.03 x Beta(mean 0.97, 30) clipped at 1, on 256 examples
+               (about half the seeds at exactly 100%, many differences tie at 0)
+  bounded_0    accuracies near 3% with a floor at 0% (the mirror image)
+  chance_mix   N(90%, 2%), but each run falls to chance (10%) with probability 0.15
+  shape_stress a stress test outside exchangeability: a from skewed, b normal with the same mean and SD (equal
+               means, different shapes, so a - b is skewed under the null)
+A true difference (power, margins) is a shift of a by `sd`, the standard deviation of the null difference a - b
+(measured on 400,000 reference draws), so it is one SD in every distribution. Intervals are the very functions
+reports call, on the whole batch at once; a row with no interval (NaN) counts as no call.
 """
 
 from __future__ import annotations
@@ -27,23 +30,13 @@ import sys
 import time
 
 import numpy as np
+from scipy import stats as sps
 
-from posbench.stats import INTERVALS
+from posbench.stats import DEFAULT_METHOD, INTERVALS
 
 SEEDS = (2, 3, 5, 10, 20)
 EXAMPLES = 256  # a study's n_examples: accuracies are multiples of 1/256
-
-
-def _normal(rng, shape):
-    return rng.standard_normal(shape)
-
-
-def _skewed(rng, shape):
-    return rng.lognormal(0.0, 0.5, shape) - np.exp(0.125)
-
-
-def _heavy_skew(rng, shape):
-    return rng.lognormal(0.0, 1.0, shape) - np.exp(0.5)
+PES = 5  # the pair table's family: 5 PEs, 10 pairs, as the quickstart
 
 
 def _bounded_acc(rng, shape):
@@ -52,64 +45,103 @@ def _bounded_acc(rng, shape):
     return np.round(acc * EXAMPLES) / EXAMPLES
 
 
-def _bounded(rng, shape):
-    return _bounded_acc(rng, shape) - _bounded_acc(rng, shape)
-
-
 def _chance_acc(rng, shape):
     acc = 0.9 + 0.02 * rng.standard_normal(shape)
     return np.where(rng.random(shape) < 0.15, 0.1, acc)
 
 
-def _chance_mix(rng, shape):
-    return _chance_acc(rng, shape) - _chance_acc(rng, shape)
+def _skewed(rng, shape):
+    return rng.lognormal(0.0, 0.5, shape)
 
 
-DISTRIBUTIONS = {"normal": _normal, "skewed": _skewed, "heavy_skew": _heavy_skew, "bounded": _bounded,
-                 "chance_mix": _chance_mix}
-
-MEASURES = {  # name -> (what it counts, the rate a calibrated method should show)
-    "fpr": "no true difference: the 95% interval excludes 0 (false positive; nominal 5%)",
-    "power": "true difference 1 SD: the 95% interval excludes 0 (power)",
-    "same_rule_at_margin": "true difference 1 SD: the 95% interval contains 0, today's `~` (false 'same')",
-    "tost_at_margin": "true difference = margin = 1 SD: TOST's 90% interval inside +-margin (false 'same'; "
-                      "nominal <= 5%)",
-    "tost_at_zero": "no true difference: TOST with margin 1 SD says 'same' (equivalence power)",
+# name -> (values of PE a, values of PE b); b is a's generator unless the PEs differ in shape
+VALUES = {
+    "normal": (lambda rng, s: rng.standard_normal(s),) * 2,
+    "skewed": (_skewed,) * 2,
+    "heavy_skew": (lambda rng, s: rng.lognormal(0.0, 1.0, s),) * 2,
+    "bounded_100": (_bounded_acc,) * 2,
+    "bounded_0": (lambda rng, s: 1.0 - _bounded_acc(rng, s),) * 2,
+    "chance_mix": (_chance_acc,) * 2,
+    # same mean exp(0.125) and SD as the skewed values, normal shape
+    "shape_stress": (_skewed, lambda rng, s: np.exp(0.125) + np.sqrt((np.exp(0.25) - 1) * np.exp(0.25))
+                     * rng.standard_normal(s)),
 }
+
+MEASURES = {  # name -> what it counts
+    "fpr": "no true difference: the 95% interval of a - b excludes 0 (false positive; nominal 5%)",
+    "power": "true difference 1 SD: the 95% interval lies above 0 (power)",
+    "old_same_rule": "true difference 1 SD: the 95% interval contains 0, the old `~` (false 'same')",
+    "tost_at_margin": "true difference = margin = 1 SD: `~` shown, TOST's 90% interval inside +-margin (false "
+                      "'same'; nominal <= 5%)",
+    "noninf_at_margin": "true difference = -margin = -1 SD: `>=` shown, the 95% interval's lower end above "
+                        "-margin (false 'no worse'; nominal <= 2.5%)",
+    "tost_at_zero": "no true difference: `~` shown with margin 1 SD (equivalence power)",
+}
+FAMILY = {  # the pair table (default method only): 5 exchangeable PEs, 10 pairs
+    "pairs_unadjusted": f"no true difference among {PES} PEs: some pair of the {PES * (PES - 1) // 2} called "
+                        "different, each pair at 5% (family-wise error without adjustment)",
+    "pairs_holm": f"no true difference among {PES} PEs: some pair called different after Holm over the "
+                  f"{PES * (PES - 1) // 2} pairs (family-wise error; nominal <= 5%)",
+}
+
+
+def _pvalues(d: np.ndarray) -> np.ndarray:
+    """Two-sided one-sample t test p-values of rows of d, as posbench.stats.t_test_pvalue computes them."""
+    n = d.shape[-1]
+    m, sd = d.mean(axis=-1), d.std(axis=-1, ddof=1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = m / (sd / np.sqrt(n))
+    p = 2 * sps.t.sf(np.abs(t), n - 1)
+    return np.where(sd <= 1e-12, np.where(m == 0, 1.0, 0.0), p)
+
+
+def _holm_any(p: np.ndarray, alpha: float) -> np.ndarray:
+    """Per row of p (draws, m): does Holm reject anything? (its smallest p times m below alpha)."""
+    return np.sort(p, axis=1)[:, 0] * p.shape[1] < alpha
 
 
 def simulate(draws: int, n_boot: int, methods: list[str], seed: int = 0) -> dict:
     """{measure: {method: {distribution: {n: rate}}}}; deterministic for a given seed."""
-    out = {m: {meth: {d: {} for d in DISTRIBUTIONS} for meth in methods} for m in MEASURES}
-    for di, (dist, gen) in enumerate(DISTRIBUTIONS.items()):
-        sd = float(gen(np.random.default_rng([seed, di, 0]), 400_000).std())
+    out = {m: {meth: {d: {} for d in VALUES} for meth in methods} for m in MEASURES}
+    out.update({m: {DEFAULT_METHOD: {d: {} for d in VALUES}} for m in FAMILY})
+    for di, (dist, (gen_a, gen_b)) in enumerate(VALUES.items()):
+        ref = np.random.default_rng([seed, di, 0])
+        sd = float((gen_a(ref, 400_000) - gen_b(ref, 400_000)).std())
         for n in SEEDS:
-            null = gen(np.random.default_rng([seed, di, n]), (draws, n))
+            rng = np.random.default_rng([seed, di, n])
+            null = gen_a(rng, (draws, n)) - gen_b(rng, (draws, n))
             for meth in methods:
                 fn = INTERVALS[meth].fn
                 lo, hi = fn(null, 0.95, n_boot, 0)
                 out["fpr"][meth][dist][n] = float(np.mean((lo > 0) | (hi < 0)))
                 lo, hi = fn(null + sd, 0.95, n_boot, 0)
                 out["power"][meth][dist][n] = float(np.mean(lo > 0))
-                out["same_rule_at_margin"][meth][dist][n] = float(np.mean((lo <= 0) & (0 <= hi)))
+                out["old_same_rule"][meth][dist][n] = float(np.mean((lo <= 0) & (0 <= hi)))
+                lo, hi = fn(null - sd, 0.95, n_boot, 0)
+                out["noninf_at_margin"][meth][dist][n] = float(np.mean(lo > -sd))
                 lo, hi = fn(null + sd, 0.90, n_boot, 0)
                 out["tost_at_margin"][meth][dist][n] = float(np.mean((lo > -sd) & (hi < sd)))
                 lo, hi = fn(null, 0.90, n_boot, 0)
                 out["tost_at_zero"][meth][dist][n] = float(np.mean((lo > -sd) & (hi < sd)))
+            values = np.stack([gen_a(rng, (draws, n)) for _ in range(PES)], axis=1)  # (draws, PEs, n)
+            i, j = np.triu_indices(PES, 1)
+            p = _pvalues(values[:, i] - values[:, j])  # (draws, pairs)
+            out["pairs_unadjusted"][DEFAULT_METHOD][dist][n] = float(np.mean((p < 0.05).any(axis=1)))
+            out["pairs_holm"][DEFAULT_METHOD][dist][n] = float(np.mean(_holm_any(p, 0.05)))
     return out
 
 
 def tables(result: dict, draws: int) -> str:
     se5, se50 = (100 * np.sqrt(p * (1 - p) / draws) for p in (0.05, 0.5))
     parts = [f"{draws} draws per cell: one standard error is {se5:.1f}% at a 5% rate, {se50:.1f}% at 50%."]
-    for measure, what in MEASURES.items():
+    for measure, what in {**MEASURES, **FAMILY}.items():
         rows = result[measure]
         parts += ["", f"### {measure}: {what}", "",
-                  "| method | seeds | " + " | ".join(DISTRIBUTIONS) + " |",
-                  "|---|---|" + "---|" * len(DISTRIBUTIONS)]
+                  "| method | seeds | " + " | ".join(VALUES) + " |",
+                  "|---|---|" + "---|" * len(VALUES)]
         for meth, by_dist in rows.items():
             for n in SEEDS:
-                cells = " | ".join(f"{100 * by_dist[d][n]:.1f}%" for d in DISTRIBUTIONS)
+                cells = " | ".join(f"{100 * by_dist[d][n]:.1f}%" for d in VALUES)
                 below = " (no interval)" if n < INTERVALS[meth].min_seeds else ""
                 parts.append(f"| {meth} | {n}{below} | {cells} |")
     return "\n".join(parts)
@@ -130,7 +162,7 @@ def main(argv=None) -> int:
     result = simulate(args.draws, args.n_boot, args.methods, args.seed)
     took = time.perf_counter() - start
     payload = {"draws": args.draws, "n_boot": args.n_boot, "seed": args.seed, "seconds": round(took, 1),
-               "min_seeds": {m: INTERVALS[m].min_seeds for m in args.methods},
+               "default_method": DEFAULT_METHOD, "min_seeds": {m: INTERVALS[m].min_seeds for m in args.methods},
                "rates": {k: {m: {d: {str(n): r for n, r in v.items()} for d, v in by.items()}
                              for m, by in rows.items()} for k, rows in result.items()}}
     if args.json == "-":

@@ -1,16 +1,19 @@
 #!/usr/bin/env python
-"""Do two runs of a study reach the same conclusions? Exit 0 when they do, 1 with one line per difference.
+"""Do two runs of a study reach the same conclusions? Exit 0 when they do, 1 when they do not, 2 on bad input.
 
     python scripts/compare_studies.py runs/qs_separate runs/qs_batched     # two --out dirs (or results.json files)
 
-Same "cannot be told apart" pairs and the same orderings of the pairs that can be told apart at the
-confidence (default 0.95, paired bootstrap over seeds on --metric, as report.md), and every row's mean of
-each metric inside the other run's CI (posbench/studies/study_compare.py).
+Every PE pair's verdict on --metric as report.md gives it (paired t tests over seeds, Holm over each task's
+pairs: `>`/`<` shown to differ, `~` shown the same within the metric's margin, `?` inconclusive). The runs
+disagree (exit 1) when a pair is ordered one way in one run and the other way in the other, or when they hold
+different cells; verdicts decided in one run and not the other, and row means outside the other run's
+t-interval, are listed but are no contradiction (posbench/studies/study_compare.py).
 """
 
 from __future__ import annotations
 
 import argparse
+from collections import Counter
 
 from posbench.cli.errors_cli import cli_entry
 from posbench.studies.study_compare import NUMBERS, compare, read_cells, verdicts
@@ -29,16 +32,19 @@ def main(argv=None) -> int:
     if not 0 < args.confidence < 1 or args.n_boot < 100:  # a usage error (2), not "the studies differ" (1)
         p.error(f"--confidence must be in (0, 1) and --n-boot >= 100, got {args.confidence} and {args.n_boot}")
     before, after = read_cells(args.before), read_cells(args.after)
-    problems = compare(before, after, args.metric, args.confidence, args.n_boot)
-    pairs = verdicts(before, args.metric, args.confidence, args.n_boot)
-    apart = sum(v == "~" for v in pairs.values())
-    if problems:
-        print(f"{len(problems)} differences:\n" + "\n".join(problems))
-        return 1
-    print(f"same conclusions: {len(before)} cells; {len(pairs)} PE pairs ({apart} cannot be told apart at "
-          f"{args.confidence:.0%}, the rest ordered alike); every row's {', '.join(NUMBERS)} inside the other "
-          f"run's CI")
-    return 0
+    ag = compare(before, after, args.metric, args.confidence, args.n_boot)
+    counts = Counter(verdicts(before, args.metric, args.confidence, args.n_boot).values())
+    print(f"{len(before)} cells; {ag.pairs} PE pairs judged in both runs on {args.metric} at {args.confidence:.0%}: "
+          f"{ag.same} with the same verdict, {len(ag.contradictions)} contradictory, {len(ag.differ)} decided "
+          f"differently without contradiction (before: {counts['>'] + counts['<']} ordered, {counts['~']} the same, "
+          f"{counts['?']} inconclusive)")
+    for title, lines in (("different cells", ag.cells), ("contradictions", ag.contradictions),
+                         ("decided differently, not contradictory", ag.differ),
+                         (f"row means outside the other run's {args.confidence:.0%} t-interval", ag.numbers)):
+        if lines:
+            print(f"{title} ({len(lines)}):\n  " + "\n  ".join(lines))
+    print("same conclusions" if ag.same_conclusions else "the runs disagree")
+    return 0 if ag.same_conclusions else 1
 
 
 if __name__ == "__main__":

@@ -1,14 +1,23 @@
-"""Statistics over seeds: mean, confidence intervals, success rate, and paired comparisons (seeds share
-data order and evaluation examples across PEs, so differences are paired).
+"""Statistics over seeds: mean, confidence intervals, success rate, paired comparisons (seeds share data
+order and evaluation examples across PEs, so differences are paired) and the decisions posbench's judges
+make from them.
 
-Intervals for the mean come from `INTERVALS`, a registry of methods; every one is deterministic (fixed
-generator), so identical inputs give identical reports. `bootstrap_ci` and `paired` default to the
-percentile bootstrap, which under-covers with few seeds (docs/statistics.md measures by how much and
-recommends the switch); equivalence, non-inferiority and multiple-comparison adjustments live here too.
+Every interval and decision reports use is Student's t over seeds (`DEFAULT_METHOD`): it is the one
+method in `INTERVALS` that holds its nominal coverage at every seed count posbench uses, measured by
+scripts/calibrate_stats.py (docs/statistics.md). Under "the PE makes no difference" two PEs' per-seed values
+are exchangeable, so their paired differences are symmetric about 0, where the t test is exact for normal
+values and conservative at the usual levels for any other symmetric shape (Efron 1969). The bootstraps stay in
+the registry for comparison; each method is deterministic (fixed generator), so identical inputs give identical
+reports.
+
+Decisions are three-valued: shown, refuted, or neither ("inconclusive"). `decide()` turns a relation
+(`>`, `>=` with a margin, `~` within a margin) into p-values for "shown" and for "refuted"; tables of many
+decisions adjust them with Holm (family-wise error) or Benjamini-Hochberg (false discovery rate).
 """
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -16,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
+DEFAULT_METHOD = "t_interval"
 
 @dataclass
 class Summary:
@@ -23,6 +33,12 @@ class Summary:
     mean: float | None
     lo: float | None  # None with n >= 2: the method gives no interval at this many seeds
     hi: float | None
+    method: str = ""  # the INTERVALS key that made lo/hi ("" when built by hand)
+    confidence: float | None = None
+
+    def label(self) -> str:
+        """What the interval is, as a report prints it: "95% t-interval over 3 seeds"."""
+        return interval_label(self.method, self.confidence, self.n)
 
     def fmt(self, pct: bool = True) -> str:
         if self.mean is None:
@@ -109,41 +125,60 @@ def _constant_rows(x, lo, hi):
 class IntervalMethod:
     fn: Callable  # (x (draws, n), confidence, n_boot, seed) -> (lo, hi)
     min_seeds: int  # below this the calibration shows no useful coverage: "no interval"
+    name: str  # as reports print it
 
 
 # min_seeds from the calibration in docs/statistics.md (scripts/calibrate_stats.py): at two seeds the
 # BCa interval is the percentile one (49% false positives on normal differences); the bootstrap-t's only
 # usable resamples at two seeds have t* = 0 (the interval is the point), and it has 20% at three. The
-# percentile bootstrap keeps today's 2 so that default reports do not change in this step, although it
-# holds 5% at no n <= 20.
+# percentile bootstrap holds 5% at no n <= 20; its 2 is what it always printed (it is no longer a default).
 INTERVALS: dict[str, IntervalMethod] = {
-    "percentile_bootstrap": IntervalMethod(_percentile_bootstrap, 2),
-    "t_interval": IntervalMethod(_t_interval, 2),  # exact for normal differences from n = 2 on
-    "bca_bootstrap": IntervalMethod(_bca_bootstrap, 3),
-    "studentized_bootstrap": IntervalMethod(_studentized_bootstrap, 5),
+    "percentile_bootstrap": IntervalMethod(_percentile_bootstrap, 2, "percentile bootstrap"),
+    "t_interval": IntervalMethod(_t_interval, 2, "t-interval"),  # exact for normal differences from n = 2 on
+    "bca_bootstrap": IntervalMethod(_bca_bootstrap, 3, "BCa bootstrap"),
+    "studentized_bootstrap": IntervalMethod(_studentized_bootstrap, 5, "bootstrap-t"),
 }
 
 
-def interval(values, confidence: float = 0.95, method: str = "percentile_bootstrap", n_boot: int = 10000,
-             seed: int = 0) -> Summary:
-    """Mean of `values` (None = n/a) with `method`'s interval; lo = hi = None below its minimum seeds."""
+def interval_label(method: str, confidence: float | None, n: int) -> str:
+    """ "95% t-interval over 3 seeds"; a method or confidence that is not known is left out."""
+    seeds = f"{n} seed{'s' if n != 1 else ''}"
+    if method not in INTERVALS or confidence is None:
+        return f"over {seeds}"
+    return f"{100 * confidence:g}% {INTERVALS[method].name} over {seeds}"
+
+
+def interval(values, confidence: float = 0.95, method: str = DEFAULT_METHOD, n_boot: int = 10000,
+             seed: int = 0, bounds: tuple[float, float] | None = None) -> Summary:
+    """Mean of `values` (None = n/a) with `method`'s interval; lo = hi = None below its minimum seeds.
+    `bounds`: the range the metric cannot leave (an accuracy's [0, 1]); the interval is clipped to it, which
+    keeps its coverage (the true mean lies inside the bounds) and drops impossible ends like 112%."""
+    s = _interval(values, confidence, method, n_boot, seed)
+    if bounds is None or s.lo is None:
+        return s
+    s.lo, s.hi = min(max(s.lo, bounds[0]), bounds[1]), min(max(s.hi, bounds[0]), bounds[1])
+    return s
+
+
+def _interval(values, confidence: float, method: str, n_boot: int, seed: int) -> Summary:
     spec = INTERVALS[method]
     vals = np.asarray([v for v in values if v is not None], dtype=np.float64)
     if vals.size == 0:
-        return Summary(0, None, None, None)
+        return Summary(0, None, None, None, method, confidence)
     mean = float(vals.mean())
     if vals.size == 1:
-        return Summary(1, mean, mean, mean)
+        return Summary(1, mean, mean, mean, method, confidence)
     if vals.size < spec.min_seeds:
-        return Summary(int(vals.size), mean, None, None)
+        return Summary(int(vals.size), mean, None, None, method, confidence)
     lo, hi = spec.fn(vals[None, :], confidence, n_boot, seed)
     if np.isnan(lo[0]) or np.isnan(hi[0]):
-        return Summary(int(vals.size), mean, None, None)
-    return Summary(int(vals.size), mean, float(lo[0]), float(hi[0]))
+        return Summary(int(vals.size), mean, None, None, method, confidence)
+    return Summary(int(vals.size), mean, float(lo[0]), float(hi[0]), method, confidence)
 
 
 def bootstrap_ci(values, confidence: float = 0.95, n_boot: int = 10000, seed: int = 0) -> Summary:
-    """Percentile bootstrap of the mean (Efron & Tibshirani 1993, ch. 13); None values are n/a."""
+    """Percentile bootstrap of the mean (Efron & Tibshirani 1993, ch. 13); None values are n/a. Kept for
+    comparison: it under-covers with few seeds (docs/statistics.md); reports use `interval`."""
     return interval(values, confidence, "percentile_bootstrap", n_boot, seed)
 
 
@@ -165,41 +200,119 @@ class Comparison:
         return d.mean is not None and d.n >= 2 and d.lo is not None and (d.lo > 0 or d.hi < 0)
 
 
-def paired(a_by_seed: dict, b_by_seed: dict, a: str, b: str, confidence: float, n_boot: int,
-           method: str = "percentile_bootstrap") -> Comparison:
+def paired_diffs(a_by_seed: dict, b_by_seed: dict) -> list[float]:
+    """a - b on the seeds both have a value for, in seed order."""
     seeds = sorted(s for s in a_by_seed if s in b_by_seed and a_by_seed[s] is not None and b_by_seed[s] is not None)
-    diffs = [a_by_seed[s] - b_by_seed[s] for s in seeds]
-    return Comparison(a, b, interval(diffs, confidence, method, n_boot))
+    return [a_by_seed[s] - b_by_seed[s] for s in seeds]
+
+
+def paired(a_by_seed: dict, b_by_seed: dict, a: str, b: str, confidence: float, n_boot: int,
+           method: str = DEFAULT_METHOD) -> Comparison:
+    return Comparison(a, b, interval(paired_diffs(a_by_seed, b_by_seed), confidence, method, n_boot))
 
 
 # ---- decisions with a margin ---------------------------------------------------------------------------
 # A CI that contains 0 says "not shown to differ", not "the same": with few seeds it contains 0 for
 # differences far larger than anyone would call equal. Equivalence needs a margin and an interval inside it.
+# Every decision is a Student t test on the paired differences, so it agrees with the t-interval a report
+# prints beside it: `>` holds exactly when the two-sided `confidence` interval lies above 0.
 
-def equivalent(diffs, margin: float, alpha: float = 0.05, method: str = "t_interval", n_boot: int = 10000,
-               seed: int = 0) -> bool | None:
-    """TOST (Schuirmann 1987): both one-sided tests at `alpha` reject, i.e. the 1 - 2 alpha interval lies
-    inside (-margin, margin). None when there is no interval."""
-    s = interval(diffs, 1 - 2 * alpha, method, n_boot, seed)
-    return None if s.lo is None or s.n < 2 else bool(-margin < s.lo and s.hi < margin)
+def _t_stats(diffs) -> tuple[int, float, float] | None:
+    """(n, mean, standard error) of the non-None values; None with fewer than two."""
+    vals = np.asarray([d for d in diffs if d is not None], dtype=np.float64)
+    if vals.size < 2:
+        return None
+    sd = float(vals.std(ddof=1))
+    if sd <= 1e-12 * max(1.0, float(np.abs(vals).max())):  # rounding-level spread is none
+        sd = 0.0
+    return int(vals.size), float(vals.mean()), sd / math.sqrt(vals.size)
 
 
-def non_inferior(diffs, margin: float, alpha: float = 0.025, method: str = "t_interval", n_boot: int = 10000,
-                 seed: int = 0) -> bool | None:
-    """a - b is not worse than -margin: the one-sided lower bound at `alpha` (the lower end of the two-sided
+def p_above(diffs, bound: float) -> float | None:
+    """One-sided t test p-value of "the mean difference is above `bound`" (H0: mean <= bound)."""
+    st = _t_stats(diffs)
+    if st is None:
+        return None
+    n, m, se = st
+    if se == 0:
+        return 0.0 if m > bound else 1.0
+    return float(sps.t.sf((m - bound) / se, n - 1))
+
+
+def p_below(diffs, bound: float) -> float | None:
+    """One-sided t test p-value of "the mean difference is below `bound`" (H0: mean >= bound)."""
+    flipped = [None if d is None else -d for d in diffs]
+    return p_above(flipped, -bound)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """One relation on paired differences a - b. p_shown / p_refuted are on the scale of 1 - confidence:
+    the relation is shown (refuted) at level alpha when that p is below alpha; None: fewer than two seeds."""
+    rel: str  # ">", ">=" or "~"
+    margin: float | None
+    p_shown: float | None
+    p_refuted: float | None
+
+    def state(self, alpha: float, p_shown: float | None = None, p_refuted: float | None = None) -> bool | None:
+        """True (shown), False (refuted) or None (inconclusive) at `alpha`; p-values may be given adjusted."""
+        ps = self.p_shown if p_shown is None else p_shown
+        pr = self.p_refuted if p_refuted is None else p_refuted
+        if ps is None:
+            return None
+        if ps < alpha:
+            return True
+        return False if pr is not None and pr < alpha else None
+
+
+RELATIONS = (">=", ">", "~")
+
+
+def decide(diffs, rel: str, margin: float | None = None) -> Decision:
+    """p-values for `rel` on the paired differences a - b:
+
+    a > b    shown: the mean is above 0; refuted: below 0. Both two-sided (2 x the one-sided p), so at
+             alpha = 1 - confidence `>` holds exactly when the printed interval lies above 0.
+    a >= b   (no worse) shown: above -margin; refuted: below -margin (two-sided as above).
+    a ~ b    (the same) shown: TOST, the mean both above -margin and below +margin (the larger of the two
+             one-sided p's, Schuirmann 1987: the 1 - 2 alpha interval inside +-margin); refuted: the mean
+             outside +-margin (twice the smaller one-sided p).
+    `>=` and `~` need a margin; without one they can be neither shown nor refuted."""
+    if rel not in RELATIONS:
+        raise ValueError(f"relation {rel!r} is not one of {RELATIONS}")
+    if rel != ">" and margin is None:
+        return Decision(rel, None, None, None)
+    if rel == ">":
+        ps, pr = p_above(diffs, 0.0), p_below(diffs, 0.0)
+    elif rel == ">=":
+        ps, pr = p_above(diffs, -margin), p_below(diffs, -margin)
+    else:
+        lo, hi = p_above(diffs, -margin), p_below(diffs, margin)
+        ps = None if lo is None else max(lo, hi)
+        pr = None if lo is None else 2 * min(p_below(diffs, -margin), p_above(diffs, margin))
+        return Decision(rel, margin, ps, None if pr is None else min(1.0, pr))
+    two = lambda p: None if p is None else min(1.0, 2 * p)  # noqa: E731
+    return Decision(rel, margin, two(ps), two(pr))
+
+
+def equivalent(diffs, margin: float, alpha: float = 0.05) -> bool | None:
+    """TOST (Schuirmann 1987): both one-sided tests at `alpha` reject, i.e. the 1 - 2 alpha t interval lies
+    inside (-margin, margin). None with fewer than two values."""
+    d = decide(diffs, "~", margin)
+    return None if d.p_shown is None else d.p_shown < alpha
+
+
+def non_inferior(diffs, margin: float, alpha: float = 0.025) -> bool | None:
+    """a - b is not worse than -margin: the one-sided t test at `alpha` (the lower end of the two-sided
     1 - 2 alpha interval, 95% by default as the ICH E9 convention) is above -margin. None without interval."""
-    s = interval(diffs, 1 - 2 * alpha, method, n_boot, seed)
-    return None if s.lo is None or s.n < 2 else bool(s.lo > -margin)
+    p = p_above(diffs, -margin)
+    return None if p is None else p < alpha
 
 
 def t_test_pvalue(diffs) -> float | None:
     """Two-sided one-sample t test of mean(diffs) = 0: the p-value the adjustments below take."""
-    vals = np.asarray([d for d in diffs if d is not None], dtype=np.float64)
-    if vals.size < 2:
-        return None
-    if np.ptp(vals) == 0:
-        return 1.0 if vals[0] == 0 else 0.0
-    return float(sps.ttest_1samp(vals, 0.0).pvalue)
+    d = decide(diffs, ">")
+    return None if d.p_shown is None else min(d.p_shown, d.p_refuted)
 
 
 # ---- multiple comparisons --------------------------------------------------------------------------------
@@ -222,16 +335,77 @@ def benjamini_hochberg(pvalues) -> list[float]:
     return sps.false_discovery_control(p, method="bh").tolist() if p.size else []
 
 
-def seeds_needed(diffs, confidence: float = 0.95) -> int | None:
-    """Seeds a paired comparison needs before its interval excludes 0, if the effect stays what these seeds
-    show: the smallest n with z * sd / sqrt(n) < |mean| (normal approximation of the paired-difference
-    mean; at least 2, since one seed has no interval). None when the observed mean difference is 0: no
-    number of seeds separates two PEs that these seeds cannot tell apart on average."""
+def seeds_needed(diffs, confidence: float = 0.95, rel: str = ">", margin: float | None = None,
+                 limit: int = 10_000) -> int | None:
+    """Seeds the decision of `rel` needs, if the mean and spread stay what these seeds show: the smallest
+    n >= 2 whose t test at `confidence` would decide it (shown or refuted) with this mean and standard
+    deviation. None with fewer than two seeds, when no number of seeds decides it (a mean difference of
+    exactly 0 for `>`, exactly on the margin for `>=`/`~`, or no margin), or beyond `limit`. Before any
+    adjustment for many comparisons: a Holm-adjusted table may need more."""
     vals = np.asarray([d for d in diffs if d is not None], dtype=np.float64)
-    if vals.size < 2 or vals.mean() == 0:
+    if vals.size < 2 or (rel != ">" and margin is None):
         return None
-    from statistics import NormalDist
+    m, sd = float(vals.mean()), float(vals.std(ddof=1))
+    alpha = 1 - confidence
+    if rel == "~":  # shown if |m| < margin (TOST at alpha), refuted if |m| > margin (two-sided)
+        gap, q = abs(margin - abs(m)), (alpha if abs(m) < margin else alpha / 2)
+    else:
+        gap, q = abs(m + (margin if rel == ">=" else 0.0)), alpha / 2
+    if gap == 0:
+        return None
+    if sd == 0:
+        return 2
+    # t_{1-q, n-1} * sd / sqrt(n) < gap: the left side falls with n; double, then bisect
+    fits = lambda n: sps.t.ppf(1 - q, n - 1) * sd / math.sqrt(n) < gap  # noqa: E731
+    hi = 2
+    while not fits(hi):
+        if hi >= limit:
+            return None
+        hi = min(limit, 2 * hi)
+    lo = max(2, hi // 2)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if fits(mid) else (mid + 1, hi)
+    return lo
 
-    z = NormalDist().inv_cdf(0.5 + confidence / 2)
-    sd = float(vals.std(ddof=1))
-    return max(2, int(np.ceil((z * sd / abs(float(vals.mean()))) ** 2)))
+
+# ---- a table of pairwise orderings ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PairVerdict:
+    a: str
+    b: str
+    diff: Summary  # interval of a - b over paired seeds
+    verdict: str  # ">" or "<" (shown to differ, that way), "~" (shown the same within the margin), "?" (neither)
+    p_differ: float | None  # two-sided t test, adjusted over the table's pairs
+    p_same: float | None  # TOST within +-margin, adjusted likewise (None without a margin)
+
+
+def pairwise(per_pe: dict[str, dict], confidence: float = 0.95, n_boot: int = 10000, margin: float | None = None,
+             adjust: str = "holm") -> list[PairVerdict]:
+    """Every pair of `per_pe` = {pe: {seed: value}} (in its order) as one family: two-sided paired t tests of
+    "they differ" and TOST tests of "the same within +-margin", each set adjusted with `adjust` ("holm":
+    family-wise error; "bh": false discovery rate) over the pairs that have two or more seeds."""
+    adjuster = {"holm": holm, "bh": benjamini_hochberg}[adjust]
+    names = list(per_pe)
+    pairs = [(a, b, paired_diffs(per_pe[a], per_pe[b])) for i, a in enumerate(names) for b in names[i + 1:]]
+    p_diff = [t_test_pvalue(d) for _, _, d in pairs]
+    p_same = [decide(d, "~", margin).p_shown if margin is not None else None for _, _, d in pairs]
+    judged = [i for i, p in enumerate(p_diff) if p is not None]
+    adj_diff, adj_same = [None] * len(pairs), [None] * len(pairs)
+    for i, p in zip(judged, adjuster([p_diff[i] for i in judged])):
+        adj_diff[i] = p
+    same_idx = [i for i in judged if p_same[i] is not None]
+    for i, p in zip(same_idx, adjuster([p_same[i] for i in same_idx])):
+        adj_same[i] = p
+    alpha = 1 - confidence
+    out = []
+    for (a, b, d), pd, ps in zip(pairs, adj_diff, adj_same):
+        s = interval(d, confidence, DEFAULT_METHOD, n_boot)
+        v = "?"
+        if pd is not None and pd < alpha:
+            v = ">" if s.mean > 0 else "<"
+        elif ps is not None and ps < alpha:
+            v = "~"
+        out.append(PairVerdict(a, b, s, v, pd, ps))
+    return out

@@ -59,9 +59,11 @@ def test_answer_tokens_split_at_the_training_length_by_hand():
 def test_seeds_needed_by_hand():
     from posbench.stats import seeds_needed
 
-    # mean 0.2, sd 0.1: (1.96 * 0.1 / 0.2)^2 = 0.96 -> the minimum, 2 seeds
-    assert seeds_needed([0.1, 0.2, 0.3]) == 2
-    # mean 0.1, sd 0.2: (1.95996 * 2)^2 = 15.37 -> 16 seeds
-    assert seeds_needed([0.1, -0.1, 0.3]) == 16
+    # mean 0.2, sd 0.1: t_{.975, n-1} * 0.1 / sqrt(n) < 0.2 first at n = 4 (3: 4.303 * 0.1 / 1.732 = 0.248;
+    # 4: 3.182 * 0.1 / 2 = 0.159); the normal approximation's 2 promised it too early
+    assert seeds_needed([0.1, 0.2, 0.3]) == 4
+    # mean 0.1, sd 0.2: t_{.975, n-1} * 0.2 / sqrt(n) < 0.1 first at n = 18 (17: 2.120 * 0.2 / 4.123 = 0.1028;
+    # 18: 2.110 * 0.2 / 4.243 = 0.0995)
+    assert seeds_needed([0.1, -0.1, 0.3]) == 18
     assert seeds_needed([0.1, -0.1]) is None  # no average difference: no seed count separates them
     assert seeds_needed([0.5]) is None  # one seed: no spread to judge by

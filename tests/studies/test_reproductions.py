@@ -28,7 +28,7 @@ def test_kazemnejad_preset_reduced(tmp_path):
     verdicts = [line for line in report.splitlines() if line.startswith("**Verdict (")]
     assert [v.split(")")[0] for v in verdicts] == ["**Verdict (simple_copy", "**Verdict (reverse",
                                                    "**Verdict (no_carry_add"]
-    assert all(": reproduced**" in v or ": not reproduced: " in v for v in verdicts)
+    assert all(": reproduced**" in v or ": not reproduced: " in v or ": inconclusive: " in v for v in verdicts)
     assert "| none >= t5 |" in report and "| rope ~ learned |" in report
 
 
@@ -65,4 +65,5 @@ def test_alibi_ppl_preset_reduced(tmp_path):
     for order in ("sinusoidal > alibi", "rope > alibi", "0 >= alibi"):
         assert f"### `{order}` on ppl_slope (Press et al. 2022" in report
     verdicts = [line for line in report.splitlines() if line.startswith("**Verdict (nano 8.19K)")]
-    assert len(verdicts) == 3 and all(": reproduced**" in v or ": not reproduced: " in v for v in verdicts)
+    assert len(verdicts) == 3 and all(any(k in v for k in (": reproduced**", ": not reproduced: ", ": inconclusive: "))
+                                  for v in verdicts)

@@ -28,11 +28,11 @@ def summary_rows(cells: list[dict], study: StudyConfig | SummarySettings) -> lis
             shown["axes"] = " ".join(f"{k.split('.')[-1]}={v}" for k, v in row["axes"].items())
         for key, label, as_pct in COLUMNS:
             summary = row.get(key)
-            shown[f"{label} [{pct}% CI]"] = "n/a" if summary is None else summary.fmt(as_pct)
+            shown[f"{label} [{pct}% t-interval]"] = "n/a" if summary is None else summary.fmt(as_pct)
         beyond = row.get("ood_beyond_acc")
         if (beyond is None or beyond.mean is None) and row["gap"].mean is not None:
             # cells without the beyond metric computed their gap against all positions: said so
-            shown[f"{COLUMNS[-1][1]} [{pct}% CI]"] += " (vs OOD all positions)"
+            shown[f"{COLUMNS[-1][1]} [{pct}% t-interval]"] += " (vs OOD all positions)"
         shown["chance %"] = f"{100 * row['chance']:.0f}" if row.get("chance") is not None else "n/a"
         out.append(shown)
     return out
@@ -61,6 +61,6 @@ def rows_csv(rows: list[dict]) -> str:
 @dataclass
 class SummarySettings:
     """What `summarize` reads of a study (its eval settings), for a study opened from disk without its spec:
-    results.json does not store the spec, so the defaults apply (95% CI, the default bootstrap size)."""
+    results.json does not store the spec, so the defaults apply (95% Student t-intervals)."""
 
     eval: StudyEval = field(default_factory=StudyEval)

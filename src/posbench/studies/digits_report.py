@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from posbench.stats import bootstrap_ci
+from posbench.stats import interval
 
 
 def digit_groups(results) -> dict[tuple[str, str], dict[int, list[float]]]:
@@ -41,7 +41,7 @@ def exact_by_digits_table(results: list[dict], confidence: float, n_boot: int) -
                   "| PE | " + " | ".join(heads) + " |", "|---|" + "---|" * len(counts)]
         for (t, pe), by in groups.items():
             if t == task:
-                cells = [bootstrap_ci(by.get(d, []), confidence, n_boot).fmt() for d in counts]
+                cells = [interval(by.get(d, []), confidence, n_boot=n_boot, bounds=(0.0, 1.0)).fmt() for d in counts]
                 lines.append(f"| {pe} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)

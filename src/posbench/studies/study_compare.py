@@ -1,23 +1,31 @@
 """Do two runs of a study reach the same conclusions? (scripts/compare_studies.py: a study before and after a
-change to how it trains, e.g. seeds batched against seeds alone.)
+change to how it trains, e.g. seeds batched against seeds alone, or another float rounding.)
 
-Three checks on two lists of cell results (results.json's `cells`), at the report's confidence:
-- pairs: per task (and axes), the PE pairs that cannot be told apart on `metric` (paired bootstrap over
-  seeds, as report.md's section) are the same pairs;
-- orderings: every pair that *can* be told apart is ordered the same way (the sign of the difference);
-- numbers: each row's mean of every metric in `NUMBERS` lies inside the other run's CI for that row.
+Per task (and axes) every PE pair gets the report's verdict on `metric` (stats.pairwise: paired t tests over
+seeds, Holm over the task's pairs): `>` or `<` (shown to differ, that way), `~` (shown the same within the
+metric's margin) or `?` (inconclusive). Between two runs a pair's verdicts
+
+- *contradict* when one run shows a > b and the other b > a: the runs disagree (exit 1);
+- *differ* otherwise (one decided, the other not; or `~` beside an ordering, which can both hold for a
+  difference inside the margin): reported, not a contradiction, since calibrated tests decide a true
+  difference only some of the time;
+- and each row's mean of every metric in `NUMBERS` is checked against the other run's t-interval for that row
+  (reported: a 95% interval misses a rerun's mean now and then by design).
 """
 
 from __future__ import annotations
 
 import json
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from posbench.stats import bootstrap_ci, paired
+from posbench.stats import DEFAULT_METHOD, interval, pairwise
+from posbench.studies.claims import DEFAULT_MARGINS
 from posbench.studies.study_report import group_key
 
 NUMBERS = ("id_acc", "ood_beyond_acc", "ood_acc", "id_loss", "ood_loss")
+OPPOSITE = {">": "<", "<": ">"}
 
 
 def _by_group(cells: list[dict], metric: str) -> dict[tuple, dict[str, dict[int, float]]]:
@@ -29,16 +37,14 @@ def _by_group(cells: list[dict], metric: str) -> dict[tuple, dict[str, dict[int,
 
 
 def verdicts(cells: list[dict], metric: str, confidence: float, n_boot: int) -> dict[tuple, str]:
-    """(task, axes, pe_a, pe_b) -> "~" (cannot be told apart), ">" or "<" (a's mean above or below b's)."""
+    """(task, axes, pe_a, pe_b) -> ">" / "<" (a shown above / below b), "~" (shown the same within the margin) or
+    "?" (inconclusive), PEs in name order; pairs with fewer than two paired seeds are left out."""
     out = {}
     for (task, axes), per_pe in _by_group(cells, metric).items():
-        names = sorted(per_pe)
-        for i, a in enumerate(names):
-            for b in names[i + 1:]:
-                c = paired(per_pe[a], per_pe[b], a, b, confidence, n_boot)
-                if c.diff.mean is None:
-                    continue
-                out[(task, axes, a, b)] = "~" if not c.distinguishable else (">" if c.diff.mean > 0 else "<")
+        ordered = {pe: per_pe[pe] for pe in sorted(per_pe)}
+        for p in pairwise(ordered, confidence, n_boot, DEFAULT_MARGINS.get(metric)):
+            if p.p_differ is not None:
+                out[(task, axes, p.a, p.b)] = p.verdict
     return out
 
 
@@ -46,39 +52,59 @@ def _rows(cells: list[dict], confidence: float, n_boot: int) -> dict[tuple, dict
     groups: dict[tuple, list[dict]] = defaultdict(list)
     for r in cells:
         groups[group_key(r)].append(r)
-    return {key: {m: bootstrap_ci([c.get(m) for c in rows], confidence, n_boot) for m in NUMBERS}
+    return {key: {m: interval([c.get(m) for c in rows], confidence, DEFAULT_METHOD, n_boot) for m in NUMBERS}
             for key, rows in groups.items()}
 
 
+@dataclass
+class Agreement:
+    pairs: int = 0  # pairs judged in both runs
+    same: int = 0  # of those, with the same verdict
+    cells: list[str] = field(default_factory=list)  # the two runs hold different cells
+    contradictions: list[str] = field(default_factory=list)
+    differ: list[str] = field(default_factory=list)
+    numbers: list[str] = field(default_factory=list)
+
+    @property
+    def same_conclusions(self) -> bool:
+        return not self.cells and not self.contradictions
+
+
 def compare(before: list[dict], after: list[dict], metric: str = "ood_beyond_acc", confidence: float = 0.95,
-            n_boot: int = 10000, slack: float = 1e-6) -> list[str]:
-    """Every difference in conclusions between two runs of a study, one line each; empty when they agree.
-    `slack`: how far outside a CI a mean may lie (a CI of identical seeds has width 0, and float rounding
-    moves a loss in its 7th digit)."""
-    problems = []
+            n_boot: int = 10000, slack: float = 1e-6) -> Agreement:
+    """Every difference in conclusions between two runs of a study, sorted by kind. `slack`: how far outside an
+    interval a mean may lie (an interval of identical seeds has width 0, and float rounding moves a loss in
+    its 7th digit)."""
+    out = Agreement()
     ids_a, ids_b = {r["cell_id"] for r in before}, {r["cell_id"] for r in after}
     if ids_a != ids_b:
-        problems.append(f"cells differ: only before {sorted(ids_a - ids_b)[:5]}, "
-                        f"only after {sorted(ids_b - ids_a)[:5]}")
+        out.cells.append(f"cells differ: only before {sorted(ids_a - ids_b)[:5]}, "
+                         f"only after {sorted(ids_b - ids_a)[:5]}")
     va, vb = verdicts(before, metric, confidence, n_boot), verdicts(after, metric, confidence, n_boot)
-    for key in sorted(set(va) | set(vb), key=str):
-        if va.get(key) != vb.get(key):
-            task, axes, a, b = key
-            problems.append(f"{task}{dict(axes) or ''} {a} vs {b} on {metric}: before `{va.get(key)}`, after "
-                            f"`{vb.get(key)}` (~: cannot be told apart at {confidence:.0%})")
+    for key in sorted(set(va) & set(vb), key=str):
+        out.pairs += 1
+        a_v, b_v = va[key], vb[key]
+        if a_v == b_v:
+            out.same += 1
+            continue
+        task, axes, a, b = key
+        line = f"{task}{dict(axes) or ''} {a} vs {b} on {metric}: before `{a_v}`, after `{b_v}`"
+        (out.contradictions if OPPOSITE.get(a_v) == b_v else out.differ).append(line)
     ra, rb = _rows(before, confidence, n_boot), _rows(after, confidence, n_boot)
     for key in sorted(set(ra) & set(rb), key=str):
         for m in NUMBERS:
             sa, sb = ra[key][m], rb[key][m]
             if sa.mean is None or sb.mean is None:
                 if (sa.mean is None) != (sb.mean is None):
-                    problems.append(f"{key[:2]} {m}: n/a in one run only")
+                    out.numbers.append(f"{key[:2]} {m}: n/a in one run only")
+                continue
+            if sa.lo is None or sb.lo is None:  # one seed: no interval to hold the other mean against
                 continue
             if not (sa.lo - slack <= sb.mean <= sa.hi + slack and sb.lo - slack <= sa.mean <= sb.hi + slack):
-                problems.append(f"{key[0]} {key[1]}{dict(key[2]) or ''} {m}: before {sa.mean:.4g} "
-                                f"[{sa.lo:.4g}, {sa.hi:.4g}], after {sb.mean:.4g} [{sb.lo:.4g}, {sb.hi:.4g}]: "
-                                f"a mean outside the other run's CI")
-    return problems
+                out.numbers.append(f"{key[0]} {key[1]}{dict(key[2]) or ''} {m}: before {sa.mean:.4g} "
+                                   f"[{sa.lo:.4g}, {sa.hi:.4g}], after {sb.mean:.4g} [{sb.lo:.4g}, {sb.hi:.4g}]: "
+                                   f"a mean outside the other run's interval")
+    return out
 
 
 def read_cells(path: str | Path) -> list[dict]:

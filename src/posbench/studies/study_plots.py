@@ -23,7 +23,9 @@ from matplotlib.patches import Patch  # noqa: E402
 
 from posbench.fileio import atomic_open  # noqa: E402
 from posbench.palette import pe_colour  # noqa: E402
-from posbench.stats import bootstrap_ci  # noqa: E402
+from posbench.stats import interval  # noqa: E402
+
+ACC = (0.0, 1.0)  # every plotted figure is an accuracy: intervals clipped to it
 from posbench.studies.digits_report import digit_groups, trained_digits  # noqa: E402
 
 # (result key, label): the order every figure draws them in; the labels are the report table's
@@ -63,8 +65,8 @@ def learning_curves(results, out_dir: Path, confidence: float) -> str:
                 if not cells:
                     continue
                 steps = [row["step"] for row in cells[0]["curve"]]
-                stats = [bootstrap_ci([c["curve"][k].get(key) for c in cells if k < len(c["curve"])],
-                                      confidence, 2000) for k in range(len(steps))]
+                stats = [interval([c["curve"][k].get(key) for c in cells if k < len(c["curve"])],
+                                  confidence, n_boot=2000, bounds=ACC) for k in range(len(steps))]
                 if any(s.mean is None for s in stats):
                     continue
                 ax.plot(steps, [100 * s.mean for s in stats], marker="o", ms=3, color=pe_colour(pe), label=pe)
@@ -109,7 +111,8 @@ def id_ood_bars(results, out_dir: Path, confidence: float) -> str:
         ax = axes[0][i]
         for k, (key, _label) in enumerate(bars):
             for x, pe in enumerate(pes):
-                s = bootstrap_ci([c.get(key) for c in groups.get((task, pe), [])], confidence, 2000)
+                s = interval([c.get(key) for c in groups.get((task, pe), [])], confidence, n_boot=2000,
+                             bounds=ACC)
                 pos = x + (k - 1) * width
                 if s.mean is None:
                     ax.text(pos, 2, "n/a", ha="center", va="bottom", rotation=90, fontsize=7, color="grey")
@@ -174,7 +177,8 @@ def accuracy_by_position(results, out_dir: Path, confidence: float) -> str | Non
             if not cells:
                 continue
             n = min(len(c["ood_by_position"]) for c in cells)
-            stats = [bootstrap_ci([c["ood_by_position"][t] for c in cells], confidence, 2000) for t in range(n)]
+            stats = [interval([c["ood_by_position"][t] for c in cells], confidence, n_boot=2000, bounds=ACC)
+                     for t in range(n)]
             xs = [t for t in range(n) if stats[t].mean is not None]
             if not xs:
                 continue
@@ -228,7 +232,7 @@ def exact_vs_digits(results, out_dir: Path, confidence: float) -> str | None:
             if t != task:
                 continue
             xs = sorted(by)
-            stats = [bootstrap_ci(by[x], confidence, 2000) for x in xs]
+            stats = [interval(by[x], confidence, n_boot=2000, bounds=ACC) for x in xs]
             ys = [100 * s.mean for s in stats]
             ax.plot(xs, ys, marker=".", color=pe_colour(pe), label=pe)
             ax.fill_between(xs, [100 * s.lo for s in stats], [100 * s.hi for s in stats], color=pe_colour(pe),

@@ -7,13 +7,19 @@ import csv
 import io
 import json
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 
 from posbench.fileio import write_text
-from posbench.stats import bootstrap_ci, paired, seeds_needed, success_rate
-from posbench.studies.claims import claims_section
+from posbench.stats import DEFAULT_METHOD, interval, interval_label, paired_diffs, pairwise, seeds_needed, success_rate
+from posbench.studies.claims import DEFAULT_MARGINS, check_claims, claims_markdown, family_note, rules_note
 from posbench.studies.digits_report import exact_by_digits_table
 from posbench.studies.study_spec import METRICS, StudyConfig
+
+# what a metric cannot leave: intervals are clipped to it (an accuracy's t-interval can reach past 100%)
+BOUNDS = {"id_acc": (0.0, 1.0), "ood_beyond_acc": (0.0, 1.0), "ood_acc": (0.0, 1.0), "ood_within_acc": (0.0, 1.0),
+          "id_exact": (0.0, 1.0), "ood_exact": (0.0, 1.0), "gap": (-1.0, 1.0), "id_loss": (0.0, float("inf")),
+          "ood_loss": (0.0, float("inf"))}
 
 # ood_beyond_acc is the headline OOD figure: accuracy at target positions past the training length only.
 # ood_acc (all positions of the longer examples) mixes in-range positions in and stays, labelled as such.
@@ -34,7 +40,8 @@ def summarize(results: list[dict], study: StudyConfig) -> list[dict]:
         row = {"task": task, "pe": pe, "axes": dict(axes), "seeds": sorted(c["seed"] for c in cells),
                "chance": cells[0]["chance"]}
         for m in METRICS:
-            row[m] = bootstrap_ci([c.get(m) for c in cells], ev.confidence, ev.n_boot)
+            row[m] = interval([c.get(m) for c in cells], ev.confidence, DEFAULT_METHOD, ev.n_boot,
+                              bounds=BOUNDS.get(m))
         for m in ("id_acc", "ood_acc", "ood_beyond_acc"):
             row[f"{m}_success"] = success_rate([c.get(m) for c in cells], ev.success_threshold)
             row[f"{m}_by_seed"] = {c["seed"]: c.get(m) for c in cells}
@@ -47,10 +54,10 @@ def _axes_label(axes: dict) -> str:
 
 
 def summary_table(rows: list[dict], study: StudyConfig) -> str:
-    pct = int(100 * study.eval.confidence)
+    label = interval_label(DEFAULT_METHOD, study.eval.confidence, len(study.seeds))
     thr = int(100 * study.eval.success_threshold)
-    head = (f"| task | PE{' | axes' if any(r['axes'] for r in rows) else ''} | ID acc % [{pct}% CI] | "
-            f"OOD beyond train length % [{pct}% CI] | OOD all positions % | OOD success (beyond, >= {thr}%) | "
+    head = (f"| task | PE{' | axes' if any(r['axes'] for r in rows) else ''} | ID acc % [{label}] | "
+            f"OOD beyond train length % [{label}] | OOD all positions % | OOD success (beyond, >= {thr}%) | "
             f"ID loss | OOD loss | gap (ID - beyond, pts) | chance % |")
     lines = [head, "|" + "|".join(["---"] * (head.count("|") - 1)) + "|"]
     for r in rows:
@@ -77,7 +84,8 @@ def reference_table(rows: list[dict], study: StudyConfig) -> str:
         for split in ("id", "ood"):
             if split not in ref:
                 continue
-            verdicts.append(f"{split.upper()}: {_verdict(ref[split], r[f'{split}_acc'], r[f'{split}_acc_by_seed'])}")
+            verdicts.append(f"{split.upper()}: "
+                            f"{_verdict(ref[split], r[f'{split}_acc'], r[f'{split}_acc_by_seed'], r['chance'])}")
         fmt = lambda v: "-" if v is None else f"{100 * v:.1f}"
         lines.append(f"| {r['task']} | {r['pe']} | {fmt(ref.get('id'))} | {r['id_acc'].fmt()} | "
                      f"{fmt(ref.get('ood'))} | {r['ood_acc'].fmt()} | {r['ood_beyond_acc'].fmt()} | "
@@ -98,8 +106,8 @@ def exact_reference_table(results: list[dict], study: StudyConfig) -> str:
         ref = study.reference.get(task, {}).get(pe, {})
         if not {"id_exact", "ood_exact"} & set(ref):
             continue
-        stats = {m: bootstrap_ci([c.get(m) for c in cells], ev.confidence, ev.n_boot)
-                 for m in ("id_exact", "ood_exact", "id_loss")}
+        stats = {m: interval([c.get(m) for c in cells], ev.confidence, DEFAULT_METHOD, ev.n_boot,
+                             bounds=BOUNDS[m]) for m in ("id_exact", "ood_exact", "id_loss")}
         verdict = "; ".join(
             f"{m.split('_')[0].upper()}: " + _verdict(ref[m], stats[m], {c["seed"]: c.get(m) for c in cells})
             for m in ("id_exact", "ood_exact") if m in ref)
@@ -109,71 +117,97 @@ def exact_reference_table(results: list[dict], study: StudyConfig) -> str:
                      f"{stats['id_loss'].fmt(False)} | {verdict} |")
     if not lines:
         return ""
-    pct = int(100 * ev.confidence)
-    return "\n".join([f"| task | row | params | reference exact % | ours ID exact % [{pct}% CI] | ours OOD exact % | "
+    label = interval_label(DEFAULT_METHOD, ev.confidence, len(study.seeds))
+    return "\n".join([f"| task | row | params | reference exact % | ours ID exact % [{label}] | ours OOD exact % | "
                       "reference loss/char | ours ID loss/target | verdict |", "|---|---|---|---|---|---|---|---|---|",
                       *lines])
 
 
-def _verdict(reference: float, ours, by_seed: dict) -> str:
-    """Agrees when the reference lies in our CI (or within 5 points of our mean when the CI is degenerate);
-    `seed-dependent` when our seeds span more than 30 points: a single seed could have shown either."""
+def _verdict(reference: float, ours, by_seed: dict, chance: float | None = None) -> str:
+    """Agrees when the reference lies in our interval (within half a point of our mean when every seed gave the
+    same value, so the interval is a point); `seed-dependent` when our seeds span more than 30 points: a single
+    seed could have shown either. A reference below chance is said to be."""
     if ours.mean is None:
         return "ours n/a"
     vals = [v for v in by_seed.values() if v is not None]
     spread = max(vals) - min(vals)
-    inside = ours.lo - 0.05 <= reference <= ours.hi + 0.05
+    below = (f"; the reference is {100 * (chance - reference):.0f} pts below chance ({100 * chance:.0f}%)"
+             if chance is not None and reference < chance - 0.02 else "")
     if spread > 0.3:
-        return f"seed-dependent (our seeds span {100 * min(vals):.0f}-{100 * max(vals):.0f})"
-    return "agrees" if inside else f"differs ({100 * (ours.mean - reference):+.0f} pts)"
+        return f"seed-dependent (our seeds span {100 * min(vals):.0f}-{100 * max(vals):.0f}){below}"
+    if ours.lo is None:
+        return f"no interval over {ours.n} seeds{below}"
+    inside = ours.lo - 0.005 <= reference <= ours.hi + 0.005 if ours.hi - ours.lo < 0.01 else \
+        ours.lo <= reference <= ours.hi
+    return ("agrees" if inside else f"differs ({100 * (ours.mean - reference):+.0f} pts)") + below
 
 
-def comparisons(results: list[dict], study: StudyConfig, metric: str = "ood_beyond_acc") -> str:
-    """Per task (and axes): which PE pairs cannot be told apart at the chosen confidence."""
+def _by_group(results: list[dict], metric: str) -> dict[tuple, dict[str, dict]]:
     by_group: dict[tuple, dict[str, dict]] = defaultdict(dict)
     for r in results:
         task, pe, axes = group_key(r)
         by_group[(task, axes)].setdefault(pe, {})[r["seed"]] = r.get(metric)
+    return by_group
+
+
+def _negated(s):
+    return replace(s, mean=-s.mean, lo=-s.hi, hi=-s.lo)
+
+
+def comparisons(results: list[dict], study: StudyConfig, metric: str = "ood_beyond_acc") -> str:
+    """Per task (and axes): every PE pair as one family (Holm), ordered where the seeds show a difference, "the
+    same" where they show equivalence within the metric's margin, undecided otherwise."""
+    ev, margin = study.eval, DEFAULT_MARGINS.get(metric)
     out = []
-    ev = study.eval
-    for (task, axes), per_pe in by_group.items():
-        names = list(per_pe)
-        same = []
-        for i, a in enumerate(names):
-            for b in names[i + 1:]:
-                c = paired(per_pe[a], per_pe[b], a, b, ev.confidence, ev.n_boot)
-                if c.diff.mean is not None and not c.distinguishable:
-                    same.append(f"{a} ~ {b} ({c.diff.fmt()} pts)")
+    for (task, axes), per_pe in _by_group(results, metric).items():
+        pairs = pairwise(per_pe, ev.confidence, ev.n_boot, margin)
+        judged = [p for p in pairs if p.p_differ is not None]
+        ordered = [f"{p.a} > {p.b} ({p.diff.fmt()} pts)" if p.verdict == ">" else
+                   f"{p.b} > {p.a} ({_negated(p.diff).fmt()} pts)" for p in pairs if p.verdict in "<>"]
+        same = [f"{p.a} ~ {p.b} ({p.diff.fmt()})" for p in pairs if p.verdict == "~"]
+        open_ = [f"{p.a} vs {p.b} ({p.diff.fmt()})" for p in pairs if p.verdict == "?"]
         label = f"{task} {_axes_label(dict(axes))}".strip()
-        text = "; ".join(same) if same else "every pair differs"
-        out.append(f"- **{label}**: {text}")
+        parts = [f"ordered: {'; '.join(ordered)}" if ordered else "no pair shown to differ"]
+        if same:
+            parts.append(f"the same within +-{100 * margin:g} pts: {'; '.join(same)}")
+        if open_:
+            parts.append(f"inconclusive: {'; '.join(open_)}")
+        out.append(f"- **{label}** (Holm over {len(judged)} pairs): " + ". ".join(parts))
     return "\n".join(out)
+
+
+def _at_chance(values: dict, chance: float | None, margin: float) -> bool:
+    s = interval(list(values.values()))
+    return chance is not None and s.lo is not None and s.lo - margin <= chance <= s.hi + margin \
+        and abs(s.mean - chance) <= margin
 
 
 def seed_calibration(results: list[dict], study: StudyConfig, metric: str = "ood_beyond_acc") -> str:
     """Per task (and axes): the two best PEs on the headline metric, their paired difference over seeds, and
-    how many seeds would separate them at the study's confidence if the effect stays as observed."""
-    by_group: dict[tuple, dict[str, dict]] = defaultdict(dict)
-    for r in results:
-        task, pe, axes = group_key(r)
-        if r.get(metric) is not None:
-            by_group[(task, axes)].setdefault(pe, {})[r["seed"]] = r[metric]
-    ev = study.eval
-    lines = ["| task | best two PEs (beyond train length) | paired difference, pts | separated now | "
-             "seeds needed (estimate) |", "|---|---|---|---|---|"]
+    how many seeds the same t test would need to separate them if the effect stays as observed."""
+    by_group = _by_group([r for r in results if r.get(metric) is not None], metric)
+    chance = {group_key(r)[0]: r.get("chance") for r in results}
+    ev, margin = study.eval, DEFAULT_MARGINS.get(metric, 0.02)
+    label = interval_label(DEFAULT_METHOD, ev.confidence, len(study.seeds))
+    lines = [f"| task | best two PEs (beyond train length) | paired difference, pts [{label}] | separated now "
+             "| seeds needed (estimate) |", "|---|---|---|---|---|"]
     for (task, axes), per_pe in by_group.items():
         ranked = sorted(per_pe, key=lambda pe: -sum(per_pe[pe].values()) / len(per_pe[pe]))
         if len(ranked) < 2:
             continue
         a, b = ranked[:2]
-        c = paired(per_pe[a], per_pe[b], a, b, ev.confidence, ev.n_boot)
-        seeds = sorted(set(per_pe[a]) & set(per_pe[b]))
-        need = seeds_needed([per_pe[a][s] - per_pe[b][s] for s in seeds], ev.confidence)
+        diffs = paired_diffs(per_pe[a], per_pe[b])
+        c = interval(diffs, ev.confidence, DEFAULT_METHOD, ev.n_boot)
+        need = seeds_needed(diffs, ev.confidence)
         label = f"{task} {_axes_label(dict(axes))}".strip()
-        verdict = ("n/a: one seed has no spread to judge by" if len(seeds) < 2 else
-                   "not separable at this effect (mean difference 0)" if need is None else need)
-        lines.append(f"| {label} | {a} vs {b} | {c.diff.fmt()} | {'yes' if c.distinguishable else 'no'} | "
-                     f"{verdict} |")
+        separated = c.lo is not None and (c.lo > 0 or c.hi < 0)
+        if len(diffs) < 2:
+            verdict = "n/a: one seed has no spread to judge by"
+        elif all(_at_chance(per_pe[pe], chance.get(task), margin) for pe in (a, b)):
+            verdict = f"both at chance ({100 * chance[task]:.0f}%): nothing to separate"
+        else:
+            verdict = "not separable at this effect (mean difference 0)" if need is None else need
+        lines.append(f"| {label} | {a} vs {b} | {c.fmt()} | {'yes' if separated else 'no'} | {verdict} |")
     return "\n".join(lines)
 
 
@@ -188,13 +222,10 @@ def claim_groups(results: list[dict], metric: str) -> dict[str, dict[str, dict]]
 
 
 def claims_report(results: list[dict], study: StudyConfig) -> str:
-    pct = int(100 * study.eval.confidence)
-    parts = [f"Each published ordering is judged relation by relation on the {pct}% paired bootstrap CI over "
-             "seeds of the difference (`>`: CI above 0; `>=`: CI not below 0; `~`: CI contains 0).", ""]
-    for claim in study.claims:
-        parts.append(claims_section([claim], claim_groups(results, claim.metric), study.eval.confidence,
-                                    study.eval.n_boot))
-    return "\n".join(parts)
+    jobs = [(claim, claim_groups(results, claim.metric), True, "pts") for claim in study.claims]
+    checks, size = check_claims(jobs, study.eval.confidence, study.eval.n_boot)
+    return "\n".join([rules_note(study.eval.confidence), "", family_note(size, study.eval.confidence), "",
+                      claims_markdown(checks)])
 
 
 def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots: list[str]) -> str:
@@ -206,7 +237,9 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
              + (f" x {', '.join(f'{k} {v}' for k, v in study.vary.items())}" if study.vary else "")
              + f"; {study.train.steps} steps, batch {study.train.batch_size}, lr {study.train.lr}; "
              f"{study.eval.n_examples} evaluation examples per split. Accuracy is per target position "
-             f"(teacher forcing); CIs are {pct}% percentile bootstraps over seeds. OOD examples are longer than "
+             f"(teacher forcing); intervals are {pct}% Student t-intervals of the mean over seeds "
+             f"({interval_label(DEFAULT_METHOD, study.eval.confidence, len(study.seeds))}; docs/statistics.md says "
+             "why this method). OOD examples are longer than "
              "any training example: *beyond train length* scores only their target positions past the "
              "training length (extrapolation); *all positions* also counts the positions inside it.", "",
              "## Summary", "", summary_table(rows, study), ""]
@@ -218,15 +251,20 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
         parts += ["## Exact match against the reference", "", study.reference_note, "", exact, ""]
     by_digits = exact_by_digits_table(results, study.eval.confidence, study.eval.n_boot)
     if by_digits:
-        parts += [f"## Exact match per digit count ({pct}% CI over seeds)", "", by_digits]
+        label = interval_label(DEFAULT_METHOD, study.eval.confidence, len(study.seeds))
+        parts += [f"## Exact match per digit count ({label})", "", by_digits]
     if study.claims:
         parts += ["## Published claims, reproduced or not", "", claims_report(results, study), ""]
-    parts += [f"## PEs that cannot be told apart on OOD accuracy beyond the training length ({pct}% paired "
-              "bootstrap over seeds)", "",
+    parts += ["## Which PEs differ on OOD accuracy beyond the training length", "",
+              f"Per task, every pair of PEs: a paired t test over seeds ({pct}%) of \"they differ\" and two "
+              f"one-sided tests of \"the same within +-{100 * DEFAULT_MARGINS['ood_beyond_acc']:g} pts\", each "
+              "adjusted with Holm over the task's pairs (family-wise error "
+              f"{100 - pct}%). Differences in points, {pct}% t-intervals, before adjustment.", "",
               comparisons(results, study), "",
               "## How many seeds separate the top two PEs", "",
-              f"Smallest n with z * sd / sqrt(n) < |mean| for the paired per-seed differences ({pct}%, normal "
-              "approximation), if the effect stays as these seeds show it.", "",
+              f"Smallest n whose {pct}% t-interval of the paired per-seed differences excludes 0 with this mean and "
+              "spread (t_{n-1} * sd / sqrt(n) < |mean|), if the effect stays as these seeds show it; one pair, "
+              "before any adjustment for many pairs.", "",
               seed_calibration(results, study), "", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     report = "\n".join(parts) + "\n"
     write_text(out_dir / "report.md", report)

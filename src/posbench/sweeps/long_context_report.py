@@ -2,7 +2,7 @@
 headline, multi-key NIAH at 2x the training length against its baselines, and exact match by length per family.
 
 Effective lengths are per run (evaluation/effective_length.py), then mean over seeds with the sweep's
-percentile-bootstrap CI (stats.py); a seed whose effective length is n/a is left out of the mean and counted,
+Student t-interval (stats.py); a seed whose effective length is n/a is left out of the mean and counted,
 with its reason, beside it. ">=" marks a figure where some seed passed at every tested length.
 """
 
@@ -12,7 +12,7 @@ from collections import defaultdict
 
 from posbench.evaluation.markdown import md_table as table
 from posbench.evaluation.markdown import pct
-from posbench.stats import bootstrap_ci
+from posbench.stats import interval
 from posbench.sweeps.sweep_spec import Run, SweepConfig
 
 MEAN = "mean of families"
@@ -29,7 +29,7 @@ def family_names(runs: list[Run], results: dict[str, dict]) -> list[str]:
 def effective_cell(effs: list[dict], confidence: float, n_boot: int) -> str:
     """`mean [lo, hi]` tokens over the seeds with an effective length, and how many seeds were n/a and why."""
     lengths = [e["length"] for e in effs if e["length"] is not None]
-    s = bootstrap_ci(lengths, confidence, n_boot)
+    s = interval(lengths, confidence, n_boot=n_boot)
     open_ended = any((e.get("limit") or "").startswith("passes at every") for e in effs)
     text = "n/a" if s.mean is None else (">= " if open_ended else "") + (
         f"{s.mean:.0f}" if s.n < 2 else f"{s.mean:.0f} [{s.lo:.0f}, {s.hi:.0f}]")
@@ -59,7 +59,8 @@ def headline(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], grou
 def multikey_at_2x(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], groups: list[str],
                    pes: list[str]) -> str | None:
     """Multi-key NIAH exact match at twice the training length, against chance/commonest and the question-blind
-    pick among the needles (1 / keys); `above` compares the CI's lower bound with that pick."""
+    pick among the needles (1 / keys); `above` is "yes" when the t-interval lies above that pick, "no" when it
+    lies at or below it, "inconclusive" otherwise (at 2 seeds the t-interval is wide: most rows are)."""
     vals, base, guess = defaultdict(list), defaultdict(list), defaultdict(list)
     for run in runs:
         fam = (suite_of(results.get(run.name)) or {}).get("families", {}).get("niah_multikey")
@@ -79,14 +80,14 @@ def multikey_at_2x(sweep: SweepConfig, runs: list[Run], results: dict[str, dict]
         for pe in pes:
             if (g, pe) not in vals:
                 continue
-            s = bootstrap_ci(vals[(g, pe)], sweep.confidence, sweep.n_boot)
+            s = interval(vals[(g, pe)], sweep.confidence, n_boot=sweep.n_boot, bounds=(0.0, 1.0))
             pick = max((x for x in guess[(g, pe)] if x is not None), default=None)
             b = max((x for x in base[(g, pe)] if x is not None), default=None)
             above = "n/a" if s.mean is None or pick is None else \
-                "yes" if s.lo > pick else "no" if s.hi <= pick else "not distinguishable"
+                "n/a" if s.lo is None else "yes" if s.lo > pick else "no" if s.hi <= pick else "inconclusive"
             rows.append([g, pe, s.fmt(True), pct(b), pct(pick), above])
     return table(["runs", "PE", "exact match % at 2x", "baseline (chance / commonest)", "random needle's value",
-                  "above the random needle (CI)"], rows)
+                  f"above the random needle ({sweep.confidence:.0%} t-interval)"], rows)
 
 
 def by_length(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], family: str, groups: list[str],
@@ -99,7 +100,8 @@ def by_length(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], fam
             vals[(run.group, run.pe, int(L))].append(acc)
             lengths.add(int(L))
     cols = sorted(lengths)
-    rows = [[g, pe, *(bootstrap_ci(vals[(g, pe, L)], sweep.confidence, sweep.n_boot).fmt(True)
+    rows = [[g, pe, *(interval(vals[(g, pe, L)], sweep.confidence, n_boot=sweep.n_boot,
+                               bounds=(0.0, 1.0)).fmt(True)
                       if vals[(g, pe, L)] and None not in vals[(g, pe, L)] else "n/a" for L in cols)]
             for g in groups for pe in pes if any((g, pe, L) in vals for L in cols)]
     return table(["runs", "PE", *map(str, cols)], rows)
@@ -116,7 +118,7 @@ def section(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], group
              f"Effective length in tokens: the longest tested length whose exact match keeps {first['keep']:.0%} of "
              "the in-distribution score (at the training length) and stays above the baseline (chance or the "
              f"commonest answer); {'zero-shot' if not first['shots'] else str(first['shots']) + '-shot'}. Mean over "
-             f"seeds [{sweep.confidence:.0%} bootstrap CI]; `>=`: some seed passed at every tested length.", "",
+             f"seeds [{sweep.confidence:.0%} t-interval]; `>=`: some seed passed at every tested length.", "",
              headline(sweep, runs, results, groups, pes), ""]
     mk = multikey_at_2x(sweep, runs, results, groups, pes)
     if mk:

@@ -1,7 +1,7 @@
 """One comparison for a whole sweep: report.md, results.csv (every number), throughput.md.
 
 Rows are run groups (size, budget, `vary` axes), columns or sub-rows the PEs; every figure is the mean over
-seeds with a percentile-bootstrap CI (posbench/stats.py, deterministic), n/a where a PE cannot represent the
+seeds with a Student t-interval (posbench/stats.py, deterministic), n/a where a PE cannot represent the
 length. report.md and results.csv hold no wall-clock figures, so an interrupted and resumed sweep writes
 them byte-identical to an uninterrupted one; tokens/s and MFU go to throughput.md.
 """
@@ -17,8 +17,8 @@ from pathlib import Path
 import numpy as np
 
 from posbench.fileio import atomic_open
-from posbench.stats import Summary, bootstrap_ci
-from posbench.studies.claims import claims_section
+from posbench.stats import Summary, interval
+from posbench.studies.claims import check_claims, claims_markdown, family_note, rules_note
 from posbench.sweeps import long_context_report
 from posbench.sweeps.sweep_spec import Run, SweepConfig
 from posbench.training.loggers import read_metrics_text
@@ -47,8 +47,9 @@ def median(rows: list[dict], key: str) -> float | None:
 class Table:
     """values[(group, pe, column)] = list over seeds; formatted as mean [CI]."""
 
-    def __init__(self, sweep: SweepConfig):
+    def __init__(self, sweep: SweepConfig, bounds: tuple[float, float] | None = None):
         self.sweep = sweep
+        self.bounds = bounds  # what the values cannot leave (accuracies: [0, 1]); intervals are clipped to it
         self.values: dict[tuple, list] = defaultdict(list)
         self.by_seed: dict[tuple, dict] = defaultdict(dict)  # the same values keyed by seed, for paired claims
         self.columns: list[str] = []
@@ -61,7 +62,8 @@ class Table:
             self.by_seed[(group, pe, column)][seed] = value
 
     def summary(self, group: str, pe: str, column: str) -> Summary:
-        return bootstrap_ci(self.values.get((group, pe, column), []), self.sweep.confidence, self.sweep.n_boot)
+        return interval(self.values.get((group, pe, column), []), self.sweep.confidence,
+                        n_boot=self.sweep.n_boot, bounds=self.bounds)
 
     def markdown(self, groups: list[str], pes: list[str], pct: bool) -> str:
         rows = []
@@ -107,7 +109,9 @@ def _retrieval(results: dict, suite: str) -> dict[int, float | None]:
 
 
 def build_tables(sweep: SweepConfig, runs: list[Run], results: dict[str, dict]) -> dict[str, Table]:
-    t = {k: Table(sweep) for k in ("loss", "ppl", "slope", "algorithmic", "passkey", "niah", "long_context")}
+    positive, unit = (0.0, float("inf")), (0.0, 1.0)
+    t = {k: Table(sweep, b) for k, b in (("loss", positive), ("ppl", positive), ("slope", None), ("algorithmic", unit),
+                                        ("passkey", unit), ("niah", unit), ("long_context", positive))}
     for run in runs:
         res = results.get(run.name)
         rows = metrics_rows(run)
@@ -179,7 +183,7 @@ def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], 
              f"Data: `{first.data.source.name}` source, tokenizer `{first.data.tokenizer.tag()}`, task mix "
              + (f"{mix.ratio:.0%} of train {mix.unit} ({', '.join(t.name for t in mix.tasks)})"
                 if mix.active else "none") + f"; training length {first.model.seq_len} tokens.",
-             f"Every figure: mean over seeds [{ci} percentile-bootstrap CI] (one seed: the value alone); "
+             f"Every figure: mean over seeds [{ci} Student t-interval over the seeds] (one seed: the value alone); "
              "n/a = the PE cannot represent that length. Throughput: throughput.md.", ""]
     sections = [
         ("Loss", tables["loss"], False, ""),
@@ -217,14 +221,14 @@ def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], 
 def claims_report(sweep: SweepConfig, tables: dict[str, Table], groups: list[str]) -> str:
     """Each claim judged per group of runs on the per-seed values of its metric (runs share seeds across
     PEs, so differences are paired by seed)."""
-    parts = [f"Each relation is judged on the {sweep.confidence:.0%} bootstrap CI over seeds of the paired "
-             "difference (`>`: CI above 0; `>=`: CI not below 0; `~`: CI contains 0).", ""]
+    jobs = []
     for claim in sweep.claims:
         table, column = CLAIM_TABLES[claim.metric]
         by_group = {g: {pe: tables[table].by_seed.get((g, pe, column), {}) for pe in claim.names} for g in groups}
-        parts.append(claims_section([claim], by_group, sweep.confidence, sweep.n_boot, pct=False,
-                                    unit=column))
-    return "\n".join(parts)
+        jobs.append((claim, by_group, False, column))
+    checks, size = check_claims(jobs, sweep.confidence, sweep.n_boot)
+    return "\n".join([rules_note(sweep.confidence), "", family_note(size, sweep.confidence), "",
+                      claims_markdown(checks)])
 
 
 def write_csv(tables: dict[str, Table], path: Path) -> None:
