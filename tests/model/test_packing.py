@@ -204,6 +204,7 @@ class DocumentTokens:
 
         self.rows, self.bos_id = RandomTokens(vocab_size - 1, seq_len), bos_id
         self.fingerprint, self.tokenizer_fingerprint = "docs-" + self.rows.fingerprint, ""
+        self.content = {}
 
     def _docs(self, xy):
         x, y = xy

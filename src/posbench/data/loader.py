@@ -20,6 +20,7 @@ validation set is fixed: the first `val_tokens // T` windows of the val shards, 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from pathlib import Path
 
@@ -31,7 +32,7 @@ from posbench.data.hints import data_command, prepare_hint
 from posbench.data.layout import DataLayout
 from posbench.data.manifest import Manifest
 from posbench.data.sampling import window_ids
-from posbench.data.shards import open_positions, open_shard
+from posbench.data.shards import content_fingerprint, open_positions, open_shard
 from posbench.targets import Rows
 
 ID_CHECK_CHUNK = 1 << 26  # tokens per step of the start-up id check: bounded memory at any shard size
@@ -76,6 +77,11 @@ class ShardSet:
         self.digest = hashlib.sha256(f"{seq_len}\n{desc}".encode()).hexdigest()[:16]
         if check_tokens:
             self.check_ids()
+
+    @functools.cached_property
+    def content(self) -> dict[str, str]:
+        """Each shard's content fingerprint by file name (shards.content_fingerprint: its size and both ends)."""
+        return {p.name: content_fingerprint(p) for p in self.paths}
 
     def check_ids(self) -> None:
         """Every id below the vocabulary, before training starts: a header can be intact over a corrupt
@@ -146,6 +152,12 @@ class ShardBatchSource:
         # names the tokenizer and the task mix, so a resume onto other shards says which differs
         self.fingerprint = (f"shards-{tokenizer_fingerprint[:16]}-{mix_tag or 'nomix'}-{train.digest}-{val.digest}"
                             f"-n{self._n_val}-s{seed}")
+
+    @property
+    def content(self) -> dict[str, str]:
+        """Shard file name -> content fingerprint, train and val: recorded in every checkpoint's meta.json and
+        compared on resume (training/resume.py), since the fingerprint above sees only names and token counts."""
+        return {**self.train.content, **self.val.content}
 
     def samples(self, indices) -> Rows:
         ids = window_ids(np.asarray(indices, dtype=np.int64), self.train.n_windows, self.seed)

@@ -24,6 +24,7 @@ error, because a bad shard found mid-training is far more expensive than one fou
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -45,6 +46,7 @@ HEADER_BYTES = HEADER_INTS * 4
 FINGERPRINT_BYTES = 16
 UINT16_MAX_VOCAB = 1 << 16
 _FIX = "re-run `python -m posbench.data.prepare_fineweb tokenize` to rebuild it"
+CONTENT_SAMPLE_BYTES = 64 << 10  # bytes read from each end of a shard for its content fingerprint
 
 
 def dtype_for_vocab(vocab_size: int) -> np.dtype:
@@ -170,6 +172,22 @@ def open_positions(path: str | Path, header: ShardHeader) -> np.ndarray | None:
         raise ShardError(f"{path}: position id {int(positions[bad])} at token {bad} is negative (the writer stores "
                          f"ids >= 0); the file is corrupt, {_FIX}")
     return positions
+
+
+def content_fingerprint(path: str | Path) -> str:
+    """A cheap fingerprint of a shard's bytes: sha256 of its size, its first and its last 64 KiB (the header and the
+    first tokens; the last tokens or position ids), 32 hex digits. Names and token counts alone let a shard rebuilt
+    from other text (or edited) with the same count pass for the old one; hashing whole shards would read every
+    byte of the data at each start, so a change confined to the middle of a large shard is not seen."""
+    path = Path(path)
+    digest = hashlib.sha256()
+    with path.open("rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        digest.update(f"{size}\n".encode())
+        digest.update(f.read(CONTENT_SAMPLE_BYTES))
+        f.seek(max(CONTENT_SAMPLE_BYTES, size - CONTENT_SAMPLE_BYTES))
+        digest.update(f.read(CONTENT_SAMPLE_BYTES))
+    return digest.hexdigest()[:32]
 
 
 def check_token_range(tokens: np.ndarray, vocab_size: int, path: str | Path) -> None:

@@ -20,6 +20,7 @@ class CachedRows:
     def __init__(self, source: TaskSource, n_rows: int, cache_dir: Path):
         self.source, self.fingerprint = source, source.fingerprint
         self.tokenizer_fingerprint = source.tokenizer_fingerprint
+        self.content = source.content
         self.bos_id = source.bos_id
         path = cache_dir / f"{source.fingerprint.replace(':', '_')}_T{source.seq_len}_n{n_rows}.npz"
         if not path.is_file():

@@ -28,6 +28,7 @@ class BatchSource(Protocol):
     fingerprint: str
     tokenizer_fingerprint: str  # the full fingerprint of the text tokenizer; "" when rows are not text
     bos_id: int | None  # the token that starts each document in a row; None: a row is one document
+    content: dict[str, str]  # shard file name -> content fingerprint (data/shards.py); {} when rows are generated
 
     def samples(self, indices: list[int]) -> tuple[torch.Tensor, torch.Tensor]:
         """Training rows (B, T) int64 inputs and targets (-100 where there is no target); a `targets.Rows` when
@@ -66,6 +67,7 @@ class RandomTokens:
         self.vocab_size, self.seq_len, self.seed, self._n_val = vocab_size, seq_len, seed, n_val
         self.fingerprint = f"random-v{vocab_size}-t{seq_len}-s{seed}"
         self.tokenizer_fingerprint = ""
+        self.content = {}
         self.bos_id = None  # no documents: each row is one
 
     def _rows(self, indices: list[int], split: int) -> tuple[torch.Tensor, torch.Tensor]:

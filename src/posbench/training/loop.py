@@ -39,6 +39,7 @@ from posbench.training.plan import accum_steps, describe, loss_chunk_tokens, mak
 from posbench.training.resume import (
     StopFlag,
     check_checkpoint_config,
+    check_data_content,
     check_drop_consistent,
     check_resume_compatible,
     resume_source,
@@ -97,6 +98,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
     check_window_positions(model, cfg.model.seq_len)  # a learned table shorter than the window: before any file
     plan = make_plan(cfg, world, device_type, stats_of(model, cfg.model))  # budgets, schedule: before any work
     ident = identity(cfg, source.fingerprint)
+    content = source.content  # each shard's size and ends: names and counts (ident) miss a rebuilt shard
     run_dir, existed = choose_run_dir(cfg, plan.end_tokens, ident)
     lock_run_dir(run_dir, held)  # before touching anything in it: one run per directory
     ckpt.cleanup_partial(run_dir)
@@ -106,6 +108,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
     if loaded is not None:
         check_checkpoint_config(loaded)  # its config.yaml, meta.json and step agree: exit 4 naming the field
         check_resume_compatible(cfg, loaded, ident)
+        check_data_content(cfg, loaded, content)  # the same shard bytes the checkpoint was trained on
         check_drop_consistent(loaded, plan.drop_pe_tokens)  # DroPE: a dropped PE is not put back
         ckpt.check_state_matches(model.state_dict(), loaded.model, loaded.path / "model.pt")  # one line, exit 4
 
@@ -138,7 +141,7 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
         model_state, optim_state = dist.full_state(wrapped, optimizer)
         meta = meta_json(step, tokens, plan, kind, ident, run_id, parent, source.tokenizer_fingerprint,
                          best_val if math.isfinite(best_val) else None, to_dict(cfg.model.packing),
-                         dropped_at if pe_dropped else None)
+                         dropped_at if pe_dropped else None, content)
         path = ckpt.save(run_dir, step, model_state, optim_state, meta, cfg.to_yaml())
         ckpt.prune(run_dir, cfg.train.keep_last)
         logger.message(f"saved {kind} checkpoint {path}")

@@ -45,13 +45,15 @@ def provenance() -> dict:
 
 def meta_json(step: int, tokens: int, plan: Plan, kind: str, ident: dict, run_id: str, parent: dict | None,
               tokenizer_fingerprint: str, best_val_loss: float | None = None, packing: dict | None = None,
-              pe_dropped_at: int | None = None) -> dict:
+              pe_dropped_at: int | None = None, data_content: dict[str, str] | None = None) -> dict:
     """`packing`: model.packing (mask, positions, bos_id), what a position meant in training's windows.
     `pe_dropped_at`: DroPE's PE was dropped before these weights, at that many tokens (`pe_dropped_at_tokens`; the
-    config.yaml beside them has `pe.dropped: true`); None: not dropped."""
+    config.yaml beside them has `pe.dropped: true`); None: not dropped. `data_content`: each token shard's content
+    fingerprint by file name (BatchSource.content), compared on resume (training/resume.py); left out when empty."""
     s = plan.schedule
     dropped = {} if pe_dropped_at is None else {"pe_dropped_at_tokens": pe_dropped_at}
-    return {**dropped,
+    content = {"data_content": data_content} if data_content else {}
+    return {**dropped, **content,
             "step": step, "tokens": tokens, "kind": kind,  # the step is the data cursor (training/batch_sources.py)
             "packing": packing,
             "best_val_loss": best_val_loss, "provenance": provenance(),

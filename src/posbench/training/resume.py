@@ -94,6 +94,29 @@ def check_resume_compatible(cfg: RunConfig, loaded: ckpt.Loaded, ident: dict) ->
                           "Fix the config, or pass train.allow_resume_mismatch=true to override")
 
 
+def check_data_content(cfg: RunConfig, loaded: ckpt.Loaded, content: dict[str, str]) -> None:
+    """Each token shard the checkpoint recorded (meta.json `data_content`: file name -> content fingerprint,
+    data/shards.py) still holds those bytes. The identity's data fingerprint sees shard names and token counts
+    only, so a shard rebuilt from other text with the same count would otherwise resume silently on other data.
+    A checkpoint from before the record, or a shard it does not list, is not checked (the identity covers names)."""
+    recorded = loaded.meta.get("data_content")
+    if recorded is None or cfg.train.allow_resume_mismatch:
+        return
+    if not isinstance(recorded, dict):
+        raise ckpt.CheckpointError(f"{loaded.path / 'meta.json'}: data_content is not a JSON object. "
+                                   f"{ckpt.PICK_ANOTHER}")
+    changed = sorted(name for name, fp in recorded.items() if name in content and content[name] != fp)
+    if changed:
+        from posbench.data.layout import DataLayout
+
+        where = DataLayout.from_config(cfg.data).tokens_dir / changed[0]
+        more = f" (and {len(changed) - 1} more)" if len(changed) > 1 else ""
+        raise ConfigError(f"cannot resume from {loaded.path}: token shard {where}{more} changed since the checkpoint "
+                          "was written (same name and token count, other bytes); restore the shard the run was "
+                          "trained on (re-tokenize the same inputs with the same tokenizer), or start a new run "
+                          "(train.run_name=NAME), or pass train.allow_resume_mismatch=true to override")
+
+
 def check_checkpoint_config(loaded: ckpt.Loaded) -> None:
     """The checkpoint's own config.yaml describes the run its meta.json records (training/checkpoint_check.py):
     a resume continues from weights whose PE, packing and architecture are what the checkpoint says they are."""

@@ -64,6 +64,7 @@ class TaskSource:
         self.task, self.seq_len, self.seed, self._n_val = task, seq_len, seed, n_val
         self.fingerprint = f"task:{task.name}:{task.fingerprint}:seed{seed}"
         self.tokenizer_fingerprint = ""  # rows are ids of the task's own vocabulary, not text
+        self.content = {}  # generated rows: no shard files
         self.bos_id = None  # one example per row: a row is one document
 
     @property
