@@ -30,3 +30,20 @@ def test_algorithmic_bars_name_each_accuracy(tmp_path, figures):
     bars = {c.get_label(): [round(b.get_height(), 6) for b in c] for c in ax.containers}
     assert bars["OOD beyond train length (answer tokens right)"][0] == 0.25
     assert [t.get_text() for t in ax.texts].count("n/a") == 2  # sort: OOD exact match and beyond are n/a
+
+
+def test_each_bar_stands_beside_the_chance_of_its_own_unit(tmp_path, figures):
+    """Answer tokens right (per-token chance 50% on a yes/no task) beside a whole answer's chance (near 0) would
+    draw a below-chance share above its marker: the beyond bars get the chance of one answer token."""
+    cells = [{**cell("k_back", "id", 0.75), "chance_whole_answer": 3e-6},
+             {**cell("k_back", "ood", 0.5, beyond=0.25), "chance_whole_answer": 3e-6}]
+    result = {"splits": ["id", "ood"], "shots": [0], "train_len": 16, "cells": cells}
+    Algorithmic.plots({"nano_rope": result}, tmp_path)
+    ax = figures["algorithmic_id_ood.png"].axes[0]
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "chance (whole answer)" in labels and "chance (answer token)" in labels
+    marks = {c.get_label(): [tuple(xy) for xy in c.get_offsets()] for c in ax.collections}
+    assert [y for _, y in marks["chance (answer token)"]] == [0.5]  # beside the 0.25 beyond bar: below chance
+    md = Algorithmic.markdown({**result, "n_examples": 4, "demo_split": "id"})
+    header, _, row = md.split("\n\n")[1].splitlines()[:3]
+    assert "chance per answer token" in header and "| 50.0% |" in row

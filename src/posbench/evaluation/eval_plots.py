@@ -72,18 +72,25 @@ def heatmaps(path: Path, grids: dict[str, np.ndarray], xticks: list[str], yticks
     return _save(fig, path)
 
 
+# a chance marker's shape by the unit it is counted in, so two units in one panel are told apart
+CHANCE_MARKERS = {"whole answer": "_", "answer token": "x"}
+
+
 def grouped_bars(path: Path, panels: dict[str, dict[str, list[float | None]]], groups: list[str], ylabel: str,
-                 title: str, chance: dict[str, dict[str, list[float | None]]] | None = None) -> Path:
+                 title: str, chance: dict[str, dict[str, list[float | None]]] | None = None,
+                 chance_units: dict[str, str] | None = None) -> Path:
     """One panel per label; in each, for every group (e.g. a task) one bar per series (e.g. ID, OOD).
     A None value is written as "n/a" where its bar would be, a 0 as "0" (a bar of height 0 draws nothing), and
     a panel whose every measured value is 0 says "no correct answers". `chance` (same shape as `panels`) marks
-    each bar's chance level, measured the way the bar is (whole answers beside exact match)."""
+    each bar's chance level, measured the way the bar is: `chance_units` names a series' unit ("answer token"
+    beside a share of answer tokens right; default "whole answer", beside exact match), and each unit gets its own
+    marker and legend entry, so a bar is never drawn against another unit's chance."""
     n = max(1, len(panels))
     fig, axes = plt.subplots(n, 1, figsize=(max(6.0, 0.55 * len(groups) * 2 + 2), 3.2 * n), squeeze=False)
     for ax, (label, series) in zip(axes[:, 0], panels.items(), strict=False):
         width = 0.8 / max(1, len(series))
         x = np.arange(len(groups))
-        marked = False
+        marked: set[str] = set()
         for k, (name, values) in enumerate(series.items()):
             pos = x - 0.4 + width * (k + 0.5)
             heights = [0.0 if v is None else v for v in values]
@@ -95,10 +102,11 @@ def grouped_bars(path: Path, panels: dict[str, dict[str, list[float | None]]], g
             levels = (chance or {}).get(label, {}).get(name)
             if levels:
                 at = [(p, c) for p, c in zip(pos, levels, strict=True) if c is not None]
+                unit = (chance_units or {}).get(name, "whole answer")
                 if at:
-                    ax.scatter(*zip(*at, strict=True), marker="_", color="black", s=60, zorder=3,
-                               label=None if marked else "chance (whole answer)")
-                    marked = True
+                    ax.scatter(*zip(*at, strict=True), marker=CHANCE_MARKERS.get(unit, "_"), color="black", s=60,
+                               zorder=3, label=None if unit in marked else f"chance ({unit})")
+                    marked.add(unit)
         measured = [v for values in series.values() for v in values if v is not None]
         if measured and not any(measured):
             ax.text(0.5, 0.6, "no correct answers", transform=ax.transAxes, ha="center", va="center", fontsize=10,

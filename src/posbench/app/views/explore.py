@@ -53,18 +53,26 @@ def eval_rows(payloads: list[dict]) -> list[dict]:
 
 
 def algorithmic_rows(payloads: list[dict]) -> list[dict]:
-    """One row per (task, split, shots), one column per checkpoint: exact match %, n/a with its reason."""
+    """One row per (task, split, shots), one column per checkpoint: exact match %, n/a with its reason; each
+    accuracy beside the chance of its own unit (whole answers beside exact match, one answer token beside the
+    answer tokens right beyond the training length)."""
     rows: dict[tuple, dict] = {}
     for p in payloads:
         for c in ((p.get("suites", {}).get("algorithmic") or {}).get("cells") or []):
             row = rows.setdefault((c["task"], c["split"], c["shots"]),
                                   {"task": c["task"], "split": SPLITS.get(c["split"], c["split"]), "shots": c["shots"],
-                                   "chance/token %": _pct(c.get("chance_per_token"))})
+                                   "chance (whole answer) %": _chance_pct(c.get("chance_whole_answer"))})
             label = str(p.get("label"))
             row[label] = f"n/a ({c['na']})" if c.get("na") else _pct(c.get("accuracy"))
             if c.get("n_beyond"):
                 row[f"{label} beyond train length"] = _pct(c.get("beyond_accuracy"))
+                row["chance per answer token %"] = _pct(c.get("chance_per_token"))
     return list(rows.values())
+
+
+def _chance_pct(x) -> str:
+    """Whole-answer chances run to 1e-10: the first significant digit, not a rounded 0.0."""
+    return "n/a" if x is None else f"{100 * x:.1f}" if x >= 1e-3 else f"{100 * x:.1g}"
 
 
 def _pct(x) -> str:

@@ -293,14 +293,17 @@ class Algorithmic(Evaluator):
         header = ["task", *(f"{SPLIT_LABEL[s]} {k}-shot" for s, k in cols),
                   *(f"{SPLIT_LABEL[s]} {k}-shot beyond train length (tokens)" for s, k in beyond),
                   *(f"{SPLIT_LABEL[s]} chance (whole answer)" for s in result["splits"]),
+                  *(["chance per answer token (beside beyond)"] if beyond else []),
                   f"{SPLIT_LABEL[cols[0][0]]} always the commonest answer"]
         rows = [[t, *(pct(cells[(t, s, k)]["accuracy"]) for s, k in cols),
                  *(pct(cells[(t, s, k)].get("beyond_accuracy")) for s, k in beyond),
                  *(cls._chance(cells.get((t, s, result["shots"][0]))) for s in result["splits"]),
+                 *([pct(cells[(t, *beyond[0])].get("chance_per_token"))] if beyond else []),
                  pct(cells[(t, *cols[0])].get("most_common_answer_accuracy"))] for t in tasks]
         L = result.get("train_len")
         note = (f" Beyond columns: answer tokens predicted past the training length ({L} tokens), position by "
-                "position; n/a where a cell has no answer token there." if beyond else
+                "position, beside the chance of one answer token; n/a where a cell has no answer token there."
+                if beyond else
                 " No answer token lies past the training length.")
         fitted = [c for c in result["cells"] if c.get("fits_in")]
         if fitted:
@@ -353,6 +356,10 @@ class Algorithmic(Evaluator):
                 if any(c.get("n_beyond") for c in res["cells"]):
                     series[BEYOND_LABEL] = [cells[(t, "ood", shots)].get("beyond_accuracy")
                                             if (t, "ood", shots) in cells else None for t in groups]
+                    # a share of answer tokens right stands beside the chance of one answer token
+                    chance[key][BEYOND_LABEL] = [cells[(t, "ood", shots)].get("chance_per_token")
+                                                 if (t, "ood", shots) in cells else None for t in groups]
                 panels[key] = series
         return [eval_plots.grouped_bars(out_dir / "algorithmic_id_ood.png", panels, groups, "share right",
-                                        "Algorithmic tasks: in vs out of distribution", chance)]
+                                        "Algorithmic tasks: in vs out of distribution", chance,
+                                        {BEYOND_LABEL: "answer token"})]
