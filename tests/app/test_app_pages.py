@@ -135,11 +135,14 @@ def test_a_mix_pretrained_checkpoint_is_asked_its_tasks_as_text(app, tmp_path):
     # the prompt in the mix's text format (bytes tokenizer: one token per byte, plus <|bos|>)
     assert f"({len(ex.prompt.encode()) + 1} tokens)" in shown and ex.prompt in shown
     assert f"**Expected**: `{ex.answer}`" in shown
+    symbols = sum(not c.isspace() for c in ex.answer)  # the spaces between the sorted digits are separators
+    assert f"/ {symbols} answer tokens right ({len(ex.answer) - symbols} separators not counted)" in shown
 
 
 def test_algorithmic_results_of_same_named_checkpoints_side_by_side(app, tmp_path):
     def cell(task, split, acc, beyond=None, na=None):
         return {"task": task, "split": split, "shots": 0, "accuracy": acc, "na": na, "chance_per_token": 0.5,
+                "chance_whole_answer": 3e-6,
                 "beyond_accuracy": beyond, "n_beyond": 4 if beyond is not None else 0}
     paths = []
     for sweep, cells in (("sweep_a", [cell("k_back", "id", 0.75), cell("k_back", "ood", 0.5, beyond=0.25)]),
@@ -155,7 +158,8 @@ def test_algorithmic_results_of_same_named_checkpoints_side_by_side(app, tmp_pat
     other = "nano_rope_s0 (sweep_b/eval/nano_rope_s0)"  # the same label, told apart by its directory
     assert [(r["split"], r["nano_rope_s0"], r[other]) for r in rows] == [
         ("ID", "75.0", "50.0"), ("OOD, all positions", "50.0", "n/a (too long)")]
-    assert rows[1]["nano_rope_s0 beyond train length"] == "25.0" and rows[0]["chance/token %"] == "50.0"
+    assert rows[1]["nano_rope_s0 beyond train length"] == "25.0" and rows[1]["chance per answer token %"] == "50.0"
+    assert rows[0]["chance (whole answer) %"] == "0.0003"  # whole answers beside exact match, not 50% per token
 
 
 def test_a_checkpoint_without_attention_continues_and_says_so(app, tmp_path):
@@ -168,4 +172,5 @@ def test_a_checkpoint_without_attention_continues_and_says_so(app, tmp_path):
     at.text_area(key="try_text").set_value("The cat").run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any("Greedy continuation" in m.value for m in at.markdown)
+    assert any("**Prompt** (8 tokens)" in m.value for m in at.markdown)  # <|bos|> + 7 bytes, as task prompts start
     assert "`mamba` has no attention layers" in at.info[0].value

@@ -36,3 +36,16 @@ def test_task_prompt_stops_at_the_first_target():
     first = next(t for t, y in enumerate(ex.targets_T) if y != -100)
     assert prompt == ex.tokens_T[: first + 1].tolist()
     assert expected == [int(y) for y in ex.targets_T if y != -100] and len(expected) >= 1
+
+
+def test_separators_are_not_answer_tokens():
+    """A text answer " the the the" (bytes: spaces between the symbols): a continuation of spaces scored 6/22
+    before; only the tokens that are not separators count, as the task scores them."""
+    from posbench.app.probe import scored_tokens, tokens_right
+    from tests.evaluation.helpers import BYTES as tok
+
+    expected = tok.encode(" the the the")
+    scored = scored_tokens(expected, tok.decode)
+    assert sum(scored) == 9 and not any(s for s, t in zip(scored, expected) if t == ord(" "))
+    assert tokens_right(tok.encode("            "), expected, scored) == (0, 9)
+    assert tokens_right(tok.encode(" the th"), expected, scored) == (5, 9)  # a short continuation: the rest wrong

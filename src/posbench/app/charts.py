@@ -115,8 +115,8 @@ def id_ood_bars(rows: list[dict], task: str) -> go.Figure:
             xs.append(r["pe"])
             na = s is None or s.mean is None
             ys.append(0 if na else 100 * s.mean)  # an n/a bar has no height and says n/a, on hover too
-            lo.append(0 if na else 100 * (s.mean - s.lo))
-            hi.append(0 if na else 100 * (s.hi - s.mean))
+            lo.append(0 if na else 100 * (s.mean - s.band()[0]))
+            hi.append(0 if na else 100 * (s.band()[1] - s.mean))
             text.append("n/a" if na else "")
             shown.append("n/a" if na else s.fmt())
         fig.add_trace(go.Bar(x=xs, y=ys, name=label, text=text, textposition="outside", customdata=shown,
@@ -154,9 +154,11 @@ def per_position(cells: list[dict], task: str) -> go.Figure:
                    "accuracy %")
 
 
-def attention_map(probs_QK: list[list[float]], q_labels: list[str], k_labels: list[str], title: str) -> go.Figure:
-    """One head's attention probabilities; axis labels are `index:token` so repeated tokens stay apart."""
-    ql = [f"{i}:{t}" for i, t in enumerate(q_labels)] if q_labels else None
+def attention_map(probs_QK: list[list[float]], q_labels: list[str], k_labels: list[str], title: str,
+                  q_start: int = 0) -> go.Figure:
+    """One head's attention probabilities; axis labels are `position:token` so repeated tokens stay apart.
+    `q_start`: the position of the first query row, so rows and columns count positions from the same origin."""
+    ql = [f"{q_start + i}:{t}" for i, t in enumerate(q_labels)] if q_labels else None
     kl = [f"{i}:{t}" for i, t in enumerate(k_labels)] if k_labels else None
     fig = go.Figure(go.Heatmap(z=probs_QK, x=kl, y=ql, colorscale="Viridis", zmin=0, zmax=1,
                                hovertemplate="query %{y}<br>key %{x}<br>p=%{z:.3f}<extra></extra>"))

@@ -38,3 +38,15 @@ def task_prompt(task: Task, seed: int, index: int, split: str) -> tuple[list[int
         raise ConfigError(f"example {index} of task `{task.name}` ({split}) asks nothing")  # the user's pick
     first = int(asked[0])
     return ex.tokens_T[: first + 1].tolist(), [int(t) for t in ex.targets_T[asked]]
+
+
+def scored_tokens(expected: list[int], decode_one) -> list[bool]:
+    """Which expected tokens a task scores: in the text form (a mix's tasks) the spaces between answer symbols
+    are separators, not answer tokens, so a continuation of spaces does not count as partly right."""
+    return [bool(decode_one([t]).strip()) for t in expected]
+
+
+def tokens_right(new: list[int], expected: list[int], scored: list[bool]) -> tuple[int, int]:
+    """(right, counted): greedy tokens equal to the expected ones, position by position, over the scored ones."""
+    hits = [a == b for a, b in zip(new, expected)] + [False] * max(0, len(expected) - len(new))
+    return sum(h for h, s in zip(hits, scored) if s), sum(scored)

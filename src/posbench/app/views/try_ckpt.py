@@ -11,7 +11,7 @@ import streamlit as st
 import yaml
 
 from posbench.app import charts
-from posbench.app.probe import continue_ids, generated_attention, task_prompt
+from posbench.app.probe import continue_ids, generated_attention, scored_tokens, task_prompt, tokens_right
 from posbench.config_loader import ConfigError, from_dict
 from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
@@ -47,7 +47,7 @@ def page() -> None:
         got = _mix_example(cfg) if pretrained_with_mix(cfg) else _task_example(cfg)
     if got is None:
         return
-    prompt, expected, n_new, decode = got
+    prompt, expected, n_new, decode, scored = got
     new = continue_ids(loaded.model, prompt, n_new)
     if new is None:
         st.warning(f"n/a: the PE `{cfg.pe.name}` cannot represent {len(prompt) + n_new - 1} positions")
@@ -55,8 +55,10 @@ def page() -> None:
     st.markdown(f"**Prompt** ({len(prompt)} tokens): `{decode(prompt)}`")
     st.markdown(f"**Greedy continuation**: `{decode(new)}`")
     if expected is not None:
-        right = sum(a == b for a, b in zip(new, expected))
-        st.markdown(f"**Expected**: `{decode(expected)}` — {right} / {len(expected)} tokens right")
+        right, counted = tokens_right(new, expected, scored)
+        skipped = len(expected) - counted
+        st.markdown(f"**Expected**: `{decode(expected)}` — {right} / {counted} answer tokens right"
+                    + (f" ({skipped} separator{'s' * (skipped > 1)} not counted)" if skipped else ""))
     probs = generated_attention(loaded.model, prompt, new)
     if not probs:
         st.info(f"`{cfg.model.arch.name}` has no attention layers: no attention map.")
@@ -65,8 +67,10 @@ def page() -> None:
     layer = cols[0].selectbox("Layer", list(range(len(probs))), key="try_layer")
     head = cols[1].selectbox("Head", list(range(len(probs[layer]))), key="try_head")
     keys = [decode([t]) for t in prompt + new[:-1]]
-    st.plotly_chart(charts.attention_map(probs[layer][head], [decode([t]) for t in new], keys,
-                                         f"attention of the generated tokens: layer {layer}, head {head}"),
+    first = len(prompt) - 1  # row n is the query at this position + n, which produced generated token n
+    st.plotly_chart(charts.attention_map(probs[layer][head], keys[first:], keys,
+                                         f"attention of the generated tokens: layer {layer}, head {head} (row: the "
+                                         "query position that produced the next token)", q_start=first),
                     key="try_attn")
 
 
@@ -84,11 +88,13 @@ def _typed(cfg):
     n_new = st.number_input("New tokens", 1, 512, 16, key="try_n")
     if not text or (tok := _tokenizer(cfg)) is None:
         return None
-    ids = tok.encode(text)
-    if not ids or max(ids) >= cfg.model.vocab_size:
+    # <|bos|> first, as training documents and task prompts start: without it the model sees a context it never
+    # trained on
+    ids = [tok.bos_id, *tok.encode(text)]
+    if max(ids) >= cfg.model.vocab_size:
         st.error(f"The prompt encodes to ids outside the model's vocabulary ({cfg.model.vocab_size})")
         return None
-    return ids, None, int(n_new), functools.partial(decode_ids, tok)
+    return ids, None, int(n_new), functools.partial(decode_ids, tok), None
 
 
 def _mix_example(cfg):
@@ -101,8 +107,8 @@ def _mix_example(cfg):
     if (tok := _tokenizer(cfg)) is None:
         return None
     ex = build_task(tasks[name]).example(0, int(index), split)
-    expected = tok.encode(ex.answer)
-    return [tok.bos_id, *tok.encode(ex.prompt)], expected, len(expected), functools.partial(decode_ids, tok)
+    expected, decode = tok.encode(ex.answer), functools.partial(decode_ids, tok)
+    return [tok.bos_id, *tok.encode(ex.prompt)], expected, len(expected), decode, scored_tokens(expected, decode)
 
 
 def _task_example(cfg):
@@ -125,4 +131,4 @@ def _task_example(cfg):
                  "checkpoint was not trained on this task's tokens")
         return None
     symbols = lambda ids: " ".join(task.vocab.decode(ids))
-    return prompt, expected, len(expected), symbols
+    return prompt, expected, len(expected), symbols, [True] * len(expected)  # every target is an answer symbol
