@@ -220,3 +220,31 @@ def test_verify_checks_the_ids_and_finds_a_tampered_one(tmp_path):
     path.write_bytes(bytes(data))
     report = describe(cfg, verify=True)
     assert "1 BAD" in report and "position ids of document" in report and "addition" in report
+
+
+def test_a_size_consistent_header_flip_to_version_1_is_refused_against_the_manifest(tmp_path):
+    """The val shard's header rewritten from version 2 (n tokens, then n int32 ids) to version 1 with 3n uint16
+    tokens: the same file size, every id below the vocabulary, so the header alone passes; the manifest recorded
+    version 2 with n tokens, and the loader refuses the shard naming it (the ids would have been read as tokens)."""
+    from posbench.data.errors import ShardError
+    from posbench.data.loader import build_batch_source
+
+    jsonl_corpus(tmp_path / "corpus")
+    cfg = load_config(overrides=overrides(tmp_path)).data
+    tokenize(cfg, log=lambda *_: None)
+    path = DataLayout.from_config(cfg).tokens_dir / "val_00000.bin"
+    header, _ = open_shard(path)
+    n = header.n_tokens
+    raw = bytearray(path.read_bytes())
+    h = np.frombuffer(bytes(raw[:HEADER_BYTES]), dtype="<i4").copy()
+    h[1], h[3], h[4], h[12] = 1, 3 * n, 0, 0  # version 1, 3n tokens (2 + 4 bytes each -> 3 x 2 bytes), no ids
+    raw[:HEADER_BYTES] = h.tobytes()
+    path.write_bytes(bytes(raw))
+    flipped, tokens = open_shard(path)  # consistent on its own: the header check alone cannot see it
+    assert flipped.version == 1 and flipped.n_tokens == 3 * n and int(tokens.max()) < flipped.vocab_size
+    with pytest.raises(ShardError) as err:
+        build_batch_source(cfg, 32)
+    text = str(err.value)
+    assert text.startswith(f"{path}: its header says format version 1 with {3 * n:,} tokens")
+    assert err.value.exit_code == 2
+    assert f"recorded version 2 with {n:,} tokens" in text and "delete the shard and run" in text

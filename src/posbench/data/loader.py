@@ -32,7 +32,14 @@ from posbench.data.hints import data_command, prepare_hint
 from posbench.data.layout import DataLayout
 from posbench.data.manifest import Manifest
 from posbench.data.sampling import window_ids
-from posbench.data.shards import content_fingerprint, open_positions, open_shard
+from posbench.data.shards import (
+    VERSION,
+    VERSION_POSITIONS,
+    content_fingerprint,
+    open_positions,
+    open_shard,
+    read_header,
+)
 from posbench.targets import Rows
 
 ID_CHECK_CHUNK = 1 << 26  # tokens per step of the start-up id check: bounded memory at any shard size
@@ -136,7 +143,25 @@ def split_shards(layout: DataLayout, splits, split: str) -> list[Path]:
     if not entries:
         raise DataError(f"no tokenized `{split}` shards in {layout.tokens_dir}; "
                         f"{prepare_hint(layout.source.downloadable)}")
-    return [layout.tokens_dir / name for _, name in entries]
+    paths = [layout.tokens_dir / name for _, name in entries]
+    for path in paths:
+        check_recorded(path, manifest.files[path.name], manifest.path)
+    return paths
+
+
+def check_recorded(path: Path, entry: dict, manifest: Path) -> None:
+    """The shard's header says what the manifest recorded when tokenize wrote it: its format version (an entry has
+    `positions: true` exactly when the shard is version 2: every writer of a version 2 shard records it) and its
+    token count. A header edited from version 2 to 1 with a token count that keeps the file size consistent passes
+    every check of the header alone, and would hand out the position ids as tokens."""
+    header = read_header(path)
+    version = VERSION_POSITIONS if entry.get("positions") else VERSION
+    tokens = entry.get("tokens", header.n_tokens)
+    if header.version != version or header.n_tokens != tokens:
+        raise ShardError(f"{path}: its header says format version {header.version} with {header.n_tokens:,} tokens, "
+                         f"but {manifest} recorded version {version} with {tokens:,} tokens when it was written; the "
+                         f"header was changed since: delete the shard and run `{data_command('tokenize')}` to "
+                         "rebuild it")
 
 
 class ShardBatchSource:
