@@ -48,5 +48,5 @@ def test_task_accuracy_names_each_accuracy(tmp_path, figures):
 def test_retrieval_heatmap_shows_na_cells(tmp_path, figures):
     sweep_plots.retrieval_heatmaps(RUNS, RESULTS, "passkey", tmp_path / "passkey_heatmaps.png")
     ax = figures["passkey_heatmaps.png"].axes[0]
-    assert [t.get_text() for t in ax.texts] == ["1.00", "n/a"]
+    assert [t.get_text() for t in ax.texts] == ["100", "n/a"]  # percent, on the app's scale (palette.HEATMAP_RANGE)
     assert [t.get_text() for t in ax.get_xticklabels()] == ["256", "1024"]

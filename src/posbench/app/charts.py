@@ -15,7 +15,7 @@ from collections import defaultdict
 import numpy as np
 import plotly.graph_objects as go
 
-from posbench.palette import pe_colour, seed_dash
+from posbench.palette import HEATMAP_RANGE, HEATMAP_SCALE, pe_colour, seed_dash
 
 # learning-curve metrics (key in a cell's curve rows -> what the chart calls it), the headline first
 CURVE_LABELS = {"ood_beyond_acc": "OOD beyond train length", "id_acc": "ID", "ood_acc": "OOD, all positions"}
@@ -217,7 +217,8 @@ def retrieval_heatmap(result: dict, title: str) -> go.Figure:
 
     z = [[value(L, d) for L in lengths] for d in depths]
     reason = [[acc.get((L, d), {}).get("na") or "not evaluated" for L in lengths] for d in depths]
-    fig = go.Figure(go.Heatmap(z=z, x=xs, y=ys, zmin=0, zmax=100, colorscale="RdYlGn", name="accuracy",
+    fig = go.Figure(go.Heatmap(z=z, x=xs, y=ys, zmin=HEATMAP_RANGE[0], zmax=HEATMAP_RANGE[1],
+                               colorscale=HEATMAP_SCALE.capitalize(), name="accuracy",  # the PNGs' scale
                                text=[["" if v is None else f"{v:.0f}" for v in row] for row in z],
                                texttemplate="%{text}",  # the colour bar lies below: the toolbar has the edge
                                colorbar=dict(title="acc %", orientation="h", y=-0.3, yanchor="top", thickness=12),

@@ -14,8 +14,10 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from posbench.fileio import atomic_open  # noqa: E402
+from posbench.palette import HEATMAP_RANGE, HEATMAP_SCALE, pe_colour  # noqa: E402
 
 DPI = 120
+MARKERS = ("o", "s", "^", "D", "v", "P")  # a second checkpoint of one PE: same colour, another marker
 
 
 def _save(fig, path: Path) -> Path:
@@ -25,19 +27,31 @@ def _save(fig, path: Path) -> Path:
     return path
 
 
-def lines(path: Path, series: dict[str, tuple[list[tuple[float, float]], str, int]], xlabel: str, ylabel: str,
-          title: str, logx: bool = False, logy: bool = False, marks: dict[str, float] | None = None) -> Path:
-    """One line per series: label -> (points (x, y), line style, colour index: one per checkpoint);
+def checkpoint_colours(pes: dict[str, str]) -> dict[str, tuple[str, str]]:
+    """label -> (colour, marker): each checkpoint in its PE's colour (posbench.palette, as in the app and the study
+    plots); a second checkpoint of the same PE keeps the colour and takes another marker."""
+    seen: dict[str, int] = {}
+    out = {}
+    for label, pe in pes.items():
+        out[label] = (pe_colour(pe), MARKERS[seen.get(pe, 0) % len(MARKERS)])
+        seen[pe] = seen.get(pe, 0) + 1
+    return out
+
+
+def lines(path: Path, series: dict[str, tuple[list[tuple[float, float]], str, tuple[str, str]]], xlabel: str,
+          ylabel: str, title: str, logx: bool = False, logy: bool = False,
+          marks: dict[str, float] | None = None) -> Path:
+    """One line per series: label -> (points (x, y), line style, (colour, marker)) (`checkpoint_colours`);
     `marks`: labelled vertical lines (e.g. the training length)."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
     for label, x in (marks or {}).items():
         ax.axvline(x, color="grey", linestyle=":", linewidth=1)
         ax.annotate(label, (x, 1), xycoords=("data", "axes fraction"), fontsize=7, color="grey", rotation=90,
                     ha="right", va="top")
-    for label, (points, style, colour) in series.items():
+    for label, (points, style, (colour, marker)) in series.items():
         if points:
             xs, ys = zip(*points, strict=True)
-            ax.plot(xs, ys, style, color=f"C{colour % 10}", marker="o", markersize=3, label=label)
+            ax.plot(xs, ys, style, color=colour, marker=marker, markersize=3, label=label)
     if logx:
         ax.set_xscale("log", base=2)
     if logy:
@@ -51,23 +65,26 @@ def lines(path: Path, series: dict[str, tuple[list[tuple[float, float]], str, in
 
 def heatmaps(path: Path, grids: dict[str, np.ndarray], xticks: list[str], yticks: list[str], xlabel: str,
              ylabel: str, title: str) -> Path:
-    """One panel per label; grid[y, x] in [0, 1], NaN = n/a."""
+    """One panel per label; grid[y, x] in [0, 1], NaN = n/a; drawn in percent on the app's scale
+    (palette.HEATMAP_SCALE, 0-100)."""
     n = max(1, len(grids))
     fig, axes = plt.subplots(1, n, figsize=(1.2 + 0.7 * len(xticks) * n + 1.0, 0.5 * len(yticks) + 1.8),
                              squeeze=False)
-    cmap = matplotlib.colormaps["viridis"].with_extremes(bad="lightgrey")
+    cmap = matplotlib.colormaps[HEATMAP_SCALE].with_extremes(bad="lightgrey")
     image = None
     for i, (ax, (label, grid)) in enumerate(zip(axes[0], grids.items(), strict=False)):
-        image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto", origin="upper")
+        grid = 100 * np.asarray(grid, dtype=float)
+        image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=HEATMAP_RANGE[0], vmax=HEATMAP_RANGE[1],
+                          aspect="auto", origin="upper")
         for (y, x), v in np.ndenumerate(grid):
-            text = "n/a" if np.isnan(v) else f"{v:.2f}"
-            ax.text(x, y, text, ha="center", va="center", fontsize=7, color="black" if np.isnan(v) or v > 0.5
+            text = "n/a" if np.isnan(v) else f"{v:.0f}"
+            ax.text(x, y, text, ha="center", va="center", fontsize=7, color="black" if np.isnan(v) or v > 50
                     else "white")
         ax.set_xticks(range(len(xticks)), xticks, rotation=45, fontsize=7)
         ax.set_yticks(range(len(yticks)), yticks, fontsize=7)
         ax.set(xlabel=xlabel, ylabel=ylabel if i == 0 else "", title=label)
     if image is not None:
-        fig.colorbar(image, ax=axes[0].tolist(), label="accuracy", shrink=0.8)
+        fig.colorbar(image, ax=axes[0].tolist(), label="accuracy %", shrink=0.8)
     fig.suptitle(title)
     return _save(fig, path)
 

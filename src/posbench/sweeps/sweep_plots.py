@@ -17,7 +17,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from posbench.palette import pe_colour  # noqa: E402
+from posbench.palette import HEATMAP_RANGE, HEATMAP_SCALE, pe_colour  # noqa: E402
 from posbench.sweeps import long_context_report  # noqa: E402
 from posbench.sweeps.sweep_report import _algorithmic, _ppl, metrics_rows  # noqa: E402
 from posbench.sweeps.sweep_spec import Run  # noqa: E402
@@ -136,16 +136,17 @@ def retrieval_heatmaps(runs: list[Run], results: dict, suite: str, path: Path) -
     for ax, (pe, cells) in zip(axes[0], grids.items()):
         lengths = sorted({k[0] for k in cells})
         depths = sorted({k[1] for k in cells})
-        z = np.array([[np.nan if any(v is None for v in cells[(L, d)]) else np.mean(cells[(L, d)])
+        z = np.array([[np.nan if any(v is None for v in cells[(L, d)]) else 100 * np.mean(cells[(L, d)])
                        for L in lengths] for d in depths])
-        cmap = matplotlib.colormaps["viridis"].with_extremes(bad="lightgrey")
-        ax.imshow(np.ma.masked_invalid(z), vmin=0, vmax=1, cmap=cmap, aspect="auto", origin="lower")
+        cmap = matplotlib.colormaps[HEATMAP_SCALE].with_extremes(bad="lightgrey")  # the app's scale, in percent
+        ax.imshow(np.ma.masked_invalid(z), vmin=HEATMAP_RANGE[0], vmax=HEATMAP_RANGE[1], cmap=cmap, aspect="auto",
+                  origin="lower")
         for (y, x), v in np.ndenumerate(z):  # every cell says its value; n/a cells are grey and say so
-            ax.text(x, y, "n/a" if np.isnan(v) else f"{v:.2f}", ha="center", va="center", fontsize=6,
-                    color="black" if np.isnan(v) or v > 0.5 else "white")
+            ax.text(x, y, "n/a" if np.isnan(v) else f"{v:.0f}", ha="center", va="center", fontsize=6,
+                    color="black" if np.isnan(v) or v > 50 else "white")
         ax.set_xticks(range(len(lengths)), lengths, fontsize=7, rotation=45)
         ax.set_yticks(range(len(depths)), depths, fontsize=7)
-        ax.set(title=f"{suite}: {pe} (accuracy)", xlabel="length (tokens)", ylabel="depth")
+        ax.set(title=f"{suite}: {pe} (accuracy %)", xlabel="length (tokens)", ylabel="depth")
     return _save(fig, path)
 
 

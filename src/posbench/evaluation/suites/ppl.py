@@ -208,6 +208,7 @@ class Perplexity(Evaluator):
                 session.progress.update(sum(len(self.plan(L, p)[0]) for p in self.protocols))
             rows.append(row)
         return {"data": self.data.describe(), "stream_tokens": len(self.stream), "train_len": self.target.train_len,
+                "pe": self.target.run_cfg.pe.name,  # the line's colour in the plots (posbench.palette)
                 "protocols": [p.name for p in self.protocols], "rows": rows, "positions": self.positions_used}
 
     # -- report ----------------------------------------------------------------------------------------------
@@ -252,22 +253,23 @@ class Perplexity(Evaluator):
     @classmethod
     def plots(cls, results: dict[str, dict], out_dir: Path) -> list[Path]:
         series = {}
-        for colour, (label, res) in enumerate(results.items()):
+        colours = eval_plots.checkpoint_colours({label: res.get("pe", label) for label, res in results.items()})
+        for label, res in results.items():
             for name in res["protocols"]:
                 pts = [(r["length"], r[name]["ppl"]) for r in res["rows"] if r[name] and r[name]["ppl"] is not None]
-                series[f"{label} ({PROTOCOLS[name].label})"] = (pts, PROTOCOLS[name].style, colour)
+                series[f"{label} ({PROTOCOLS[name].label})"] = (pts, PROTOCOLS[name].style, colours[label])
         train_lens = sorted({res["train_len"] for res in results.values()})
         marks = {f"trained at {n}": n for n in train_lens}
         paths = [eval_plots.lines(out_dir / "ppl_vs_length.png", series, "context length (tokens)", "perplexity",
                              "Perplexity vs context length", logx=True, logy=True, marks=marks)]
         curves = {}
-        for colour, (label, res) in enumerate(results.items()):
+        for label, res in results.items():
             with_curve = [r for r in res["rows"] if r["curve"]]
             if with_curve:
                 r = with_curve[-1]  # the longest length the PE represents
                 c = r["curve"]
                 mid = [(a + b - 1) / 2 for a, b in zip(c["start"], c["end"], strict=True)]
-                curves[f"{label} (L={r['length']})"] = (list(zip(mid, c["loss"], strict=True)), "-", colour)
+                curves[f"{label} (L={r['length']})"] = (list(zip(mid, c["loss"], strict=True)), "-", colours[label])
         if curves:
             paths.append(eval_plots.lines(out_dir / "loss_vs_position.png", curves, "position in window",
                                      "loss (nats)", "Loss by position (non-overlapping windows)", marks=marks))
