@@ -92,7 +92,8 @@ def _pvalues(d: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         t = m / (sd / np.sqrt(n))
     p = 2 * sps.t.sf(np.abs(t), n - 1)
-    return np.where(sd <= 1e-12, np.where(m == 0, 1.0, 0.0), p)
+    zero = sd <= 1e-12 * np.maximum(1.0, np.abs(d).max(axis=-1))  # as stats._t_stats: no spread -> sign-flip test
+    return np.where(zero, np.where(m == 0, 1.0, 0.5 ** (n - 1)), p)
 
 
 def _holm_any(p: np.ndarray, alpha: float) -> np.ndarray:
@@ -126,6 +127,8 @@ def simulate(draws: int, n_boot: int, methods: list[str], seed: int = 0) -> dict
             values = np.stack([gen_a(rng, (draws, n)) for _ in range(PES)], axis=1)  # (draws, PEs, n)
             i, j = np.triu_indices(PES, 1)
             p = _pvalues(values[:, i] - values[:, j])  # (draws, pairs)
+            if n < INTERVALS[DEFAULT_METHOD].min_seeds:  # no interval, no call (as stats.decide)
+                p = np.ones_like(p)
             out["pairs_unadjusted"][DEFAULT_METHOD][dist][n] = float(np.mean((p < 0.05).any(axis=1)))
             out["pairs_holm"][DEFAULT_METHOD][dist][n] = float(np.mean(_holm_any(p, 0.05)))
     return out

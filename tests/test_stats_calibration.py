@@ -176,3 +176,20 @@ def test_the_judges_hold_five_percent(n):
     se = math.sqrt(0.05 * 0.95 / 600)
     fpr, false_same = _judge_rates(n)
     assert fpr <= 0.05 + 3 * se and false_same <= 0.05 + 3 * se
+
+
+def test_no_spread_is_decided_by_the_sign_flip_test():
+    # every seed gives the same difference: t is undefined; the exact sign-flip test's one-sided p is 2^-n, so a
+    # two-sided 5% decision needs n = 6 (2 * 2^-6 = 0.031), and 5 identical seeds (0.0625) decide nothing
+    assert decide([0.1] * 5, ">").p_shown == pytest.approx(2 * 0.5 ** 5) and decide([0.1] * 5, ">").state(0.05) is None
+    assert decide([0.1] * 6, ">").state(0.05) is True
+    assert decide([0.0] * 5, "~", margin=0.02).p_shown == pytest.approx(0.5 ** 5)  # TOST: the larger one-sided p
+    assert decide([0.0] * 3, "~", margin=0.02).state(0.05) is None  # three seeds at the same ceiling: not shown
+
+
+def test_two_seeds_give_no_interval_and_decide_nothing():
+    # at two seeds the t test calls 6% of null pairs different when runs collapse to chance (docs/statistics.md)
+    assert INTERVALS["t_interval"].min_seeds == 3
+    s = interval([0.2, 0.9])
+    assert (s.n, s.lo, s.hi) == (2, None, None) and s.fmt() == "55.0 [no interval]"
+    assert decide([0.5, 0.6], ">").p_shown is None and t_test_pvalue([0.5, 0.6]) is None

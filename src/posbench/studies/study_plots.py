@@ -70,7 +70,7 @@ def learning_curves(results, out_dir: Path, confidence: float) -> str:
                 if any(s.mean is None for s in stats):
                     continue
                 ax.plot(steps, [100 * s.mean for s in stats], marker="o", ms=3, color=pe_colour(pe), label=pe)
-                ax.fill_between(steps, [100 * s.lo for s in stats], [100 * s.hi for s in stats],
+                ax.fill_between(steps, [100 * s.band()[0] for s in stats], [100 * s.band()[1] for s in stats],
                                 color=pe_colour(pe), alpha=0.2)
                 drawn = True
             if not drawn:
@@ -117,7 +117,7 @@ def id_ood_bars(results, out_dir: Path, confidence: float) -> str:
                 if s.mean is None:
                     ax.text(pos, 2, "n/a", ha="center", va="bottom", rotation=90, fontsize=7, color="grey")
                     continue
-                err = [[100 * (s.mean - s.lo)], [100 * (s.hi - s.mean)]]
+                err = [[100 * (s.mean - s.band()[0])], [100 * (s.band()[1] - s.mean)]]
                 ax.bar(pos, 100 * s.mean, width, yerr=err, capsize=2, color=pe_colour(pe), edgecolor=pe_colour(pe),
                        **BAR_STYLE[key])
         ax.axhline(100 * next(c for c in results if c["task"] == task)["chance"], color="grey", ls=":", lw=1)
@@ -183,7 +183,7 @@ def accuracy_by_position(results, out_dir: Path, confidence: float) -> str | Non
             if not xs:
                 continue
             ax.plot(xs, [100 * stats[t].mean for t in xs], lw=1.2, color=pe_colour(pe), label=pe)
-            ax.fill_between(xs, [100 * stats[t].lo for t in xs], [100 * stats[t].hi for t in xs],
+            ax.fill_between(xs, [100 * stats[t].band()[0] for t in xs], [100 * stats[t].band()[1] for t in xs],
                             color=pe_colour(pe), alpha=0.2)
         first = next(c for c in results if c["task"] == task)
         ax.axvline(first["seq_len"], color="black", ls="--", lw=1, label="training length (right: beyond it)")
@@ -235,8 +235,8 @@ def exact_vs_digits(results, out_dir: Path, confidence: float) -> str | None:
             stats = [interval(by[x], confidence, n_boot=2000, bounds=ACC) for x in xs]
             ys = [100 * s.mean for s in stats]
             ax.plot(xs, ys, marker=".", color=pe_colour(pe), label=pe)
-            ax.fill_between(xs, [100 * s.lo for s in stats], [100 * s.hi for s in stats], color=pe_colour(pe),
-                            alpha=0.15, lw=0)
+            ax.fill_between(xs, [100 * s.band()[0] for s in stats], [100 * s.band()[1] for s in stats],
+                            color=pe_colour(pe), alpha=0.15, lw=0)
         trained = trained_digits(results, task)
         if trained is not None:
             ax.axvline(trained + 0.5, color="grey", ls="--", lw=1, label="longest training operand")

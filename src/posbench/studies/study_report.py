@@ -151,7 +151,7 @@ def _by_group(results: list[dict], metric: str) -> dict[tuple, dict[str, dict]]:
 
 
 def _negated(s):
-    return replace(s, mean=-s.mean, lo=-s.hi, hi=-s.lo)
+    return replace(s, mean=-s.mean, lo=None if s.hi is None else -s.hi, hi=None if s.lo is None else -s.lo)
 
 
 def comparisons(results: list[dict], study: StudyConfig, metric: str = "ood_beyond_acc") -> str:

@@ -32,7 +32,8 @@ def effective_cell(effs: list[dict], confidence: float, n_boot: int) -> str:
     s = interval(lengths, confidence, n_boot=n_boot)
     open_ended = any((e.get("limit") or "").startswith("passes at every") for e in effs)
     text = "n/a" if s.mean is None else (">= " if open_ended else "") + (
-        f"{s.mean:.0f}" if s.n < 2 else f"{s.mean:.0f} [{s.lo:.0f}, {s.hi:.0f}]")
+        f"{s.mean:.0f}" if s.n < 2 else f"{s.mean:.0f} [no interval]" if s.lo is None else
+        f"{s.mean:.0f} [{s.lo:.0f}, {s.hi:.0f}]")
     reasons = "; ".join(sorted({e["na"] for e in effs if e["length"] is None}))
     if not lengths:
         return f"n/a ({reasons})"
@@ -84,7 +85,7 @@ def multikey_at_2x(sweep: SweepConfig, runs: list[Run], results: dict[str, dict]
             pick = max((x for x in guess[(g, pe)] if x is not None), default=None)
             b = max((x for x in base[(g, pe)] if x is not None), default=None)
             above = "n/a" if s.mean is None or pick is None else \
-                "n/a" if s.lo is None else "yes" if s.lo > pick else "no" if s.hi <= pick else "inconclusive"
+                "inconclusive (no interval)" if s.lo is None else "yes" if s.lo > pick else "no" if s.hi <= pick else "inconclusive"
             rows.append([g, pe, s.fmt(True), pct(b), pct(pick), above])
     return table(["runs", "PE", "exact match % at 2x", "baseline (chance / commonest)", "random needle's value",
                   f"above the random needle ({sweep.confidence:.0%} t-interval)"], rows)
