@@ -90,7 +90,8 @@ def test_margins_are_required_where_no_default_exists():
     with pytest.raises(ConfigError, match="margin"):
         ClaimConfig("a > b", margin=-1.0)
     assert ClaimConfig("a > b", metric="something_new").effective_margin is None  # `>` needs none
-    assert ClaimConfig("a ~ b").effective_margin == 0.02 and ClaimConfig("a ~ b", metric="ppl_slope").effective_margin == 0.05
+    assert ClaimConfig("a ~ b").effective_margin == 0.02
+    assert ClaimConfig("a ~ b", metric="ppl_slope").effective_margin == 0.05
 
 
 def test_a_claim_naming_what_the_study_lacks_stops_before_any_work():
