@@ -36,6 +36,8 @@ def threads_per_worker(workers: int) -> int:
     return max(1, usable_cores() // max(1, workers))
 
 
+# the thread count call_logged gives a job, in its environment: `train.threads=auto` keeps it (posbench/threads.py)
+POOL_THREADS_ENV = "POSBENCH_POOL_THREADS"
 PARENT_POLL_S = 0.5  # how often a worker checks that the process that started it is still alive
 
 
@@ -57,8 +59,16 @@ def call_logged(fn: Callable, args: tuple, log_path: str, threads: int):
     import torch  # in the worker: torch loads once per process
 
     torch.set_num_threads(threads)
-    with open_append(log_path) as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
-        return fn(*args)
+    previous = os.environ.get(POOL_THREADS_ENV)
+    os.environ[POOL_THREADS_ENV] = str(threads)
+    try:
+        with open_append(log_path) as f, contextlib.redirect_stdout(f), contextlib.redirect_stderr(f):
+            return fn(*args)
+    finally:  # a job run in the calling process (one worker) leaves its environment as it found it
+        if previous is None:
+            os.environ.pop(POOL_THREADS_ENV, None)
+        else:
+            os.environ[POOL_THREADS_ENV] = previous
 
 
 def run_jobs(fn: Callable, jobs: dict[str, tuple], workers: int, log_dir: Path,

@@ -25,7 +25,8 @@ def cell_config(cell: Cell, task, work_dir: Path):
         "train": {"out_dir": str(work_dir), "run_name": cell.cell_id, "budget_unit": "tokens",
                   "target_budgets": [budget], "global_batch_tokens": tokens_per_step, "micro_batch": st.batch_size,
                   "log_interval": interval, "eval_interval": 0, "ckpt_interval": interval,
-                  "keep_last": st.curve_points + 2, "device": "cpu"},
+                  "keep_last": st.curve_points + 2, "device": "cpu",
+                  "threads": 1},  # cells run side by side in processes: one thread each (procpool.py)
         "logging": {"wandb": "disabled"},
         "optim": {"lr": st.lr},
         "schedule": {"warmup_tokens": max(1, int(st.warmup_frac * budget)), "decay_frac": st.decay_frac},

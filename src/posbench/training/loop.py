@@ -19,6 +19,7 @@ from posbench.errors import ConfigError, NonFiniteError  # NonFiniteError: exit 
 from posbench.model.build import build_model
 from posbench.model.flops import stats_of
 from posbench.pe import PositionRangeError
+from posbench.threads import choose_threads
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
 from posbench.training.batch_sources import BatchSource, bind_documents, micro_indices, positions_on, val_indices
@@ -111,6 +112,9 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
         check_data_content(cfg, loaded, content)  # the same shard bytes the checkpoint was trained on
         check_drop_consistent(loaded, plan.drop_pe_tokens)  # DroPE: a dropped PE is not put back
         ckpt.check_state_matches(model.state_dict(), loaded.model, loaded.path / "model.pt")  # one line, exit 4
+    # the run's thread count, before the first step: a resume keeps the checkpoint's (posbench/threads.py)
+    threads, note = choose_threads(cfg.train.threads, loaded.meta.get("threads") if loaded is not None else None)
+    torch.set_num_threads(threads)
 
     model = model.to(device)  # after the checks above: no device memory is spent on a run that fails them
     wrapped = dist.wrap_model(model, cfg.train.parallel, device)
@@ -135,13 +139,17 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
     logger = make_logger(cfg, run_dir, run_id, parent, resumed_step=step if resumed_here else None)
     run_id = logger.run_id or run_id
     if dist.is_main():
-        logger.message(describe(cfg, plan, run_dir) + (f" | resumed from {loaded.path}" if loaded else ""))
+        logger.message(describe(cfg, plan, run_dir) + f" | {threads} thread{'s' * (threads > 1)}"
+                       + (f" | resumed from {loaded.path}" if loaded else ""))
+        if note:
+            logger.message(note)
 
     def save(kind: str) -> None:
         model_state, optim_state = dist.full_state(wrapped, optimizer)
         meta = meta_json(step, tokens, plan, kind, ident, run_id, parent, source.tokenizer_fingerprint,
                          best_val if math.isfinite(best_val) else None, to_dict(cfg.model.packing),
                          dropped_at if pe_dropped else None, content)
+        meta["threads"] = threads  # the count a resume with train.threads=auto reuses (posbench/threads.py)
         path = ckpt.save(run_dir, step, model_state, optim_state, meta, cfg.to_yaml())
         ckpt.prune(run_dir, cfg.train.keep_last)
         logger.message(f"saved {kind} checkpoint {path}")

@@ -85,6 +85,10 @@ class TrainConfig:
     # what the loop reads: "shards" (tokenized data under data.root) or "random" tokens (smoke runs,
     # benchmarks; nothing to learn)
     stream: Literal["shards", "random"] = "shards"
+    # intra-op threads of this process (posbench/threads.py): a count, or "auto" = what the launcher set
+    # (OMP_NUM_THREADS, a pool's share) else 1; never the load of the moment, since another count rounds
+    # differently. Recorded in meta.json; a resume with "auto" reuses the checkpoint's count
+    threads: int | Literal["auto"] = "auto"
 
     def __post_init__(self):
         if not self.target_budgets or any(b <= 0 for b in self.target_budgets):
@@ -98,6 +102,8 @@ class TrainConfig:
                               f"previous one), got {self.keep_last}")
         if self.grad_clip < 0 or self.eval_interval < 0 or self.ckpt_interval < 0 or self.max_steps < 0:
             raise ConfigError("train.grad_clip, eval_interval, ckpt_interval and max_steps must be >= 0")
+        if self.threads != "auto" and self.threads < 1:
+            raise ConfigError(f"train.threads must be a count >= 1 or auto, got {self.threads}")
         if bool(self.branch_from) != bool(self.budget):
             raise ConfigError("train.branch_from and train.budget go together (--branch-from CKPT --budget N)")
 
