@@ -228,3 +228,29 @@ def test_an_encoder_decoder_checkpoint_is_refused_with_the_reason(tmp_path, caps
     err = capsys.readouterr().err
     assert "eval.py scores language models; this checkpoint's model.arch is `encoder_decoder`" in err
     assert "the study runner scores it" in err and not (tmp_path / "encdec" / "eval").exists()
+
+
+def test_limit_asks_the_first_n_items_of_every_suite_cell(runs, tmp_path, capsys):
+    """`--suite all` on a nano model at 3 lengths asks ~6,700 items; `--limit N` (lm-eval's flag) caps every
+    suite's cells at their first N items, and --help names every suite the registry holds."""
+    from posbench.cli.eval import parser
+    from posbench.evaluation.suites import SUITES
+
+    text = " ".join(parser().format_help().split())
+    assert "--limit N" in text and all(name in text for name in SUITES)  # long_context was missing
+    assert all(getattr(SUITES[n].options(), SUITES[n].per_cell) is not None for n in SUITES)
+    out = tmp_path / "limited"
+    assert main_eval([str(runs["rope"]), "--suite", "all", "--lengths", "32,64", "--ppl-text", str(runs["text"]),
+                      "--limit", "1", "--out", str(out), "--tasks", "reverse", "--device", "cpu",
+                      "--no-progress"]) == 0
+    res = strict_json(out / "results.json")
+    suites = res["suites"]
+    assert res["eval_config"]["limit"] == 1 and set(suites) == {"ppl", "algorithmic", "passkey", "niah",
+                                                               "long_context"}
+    assert all(row[p]["windows"] == 1 for row in suites["ppl"]["rows"] for p in suites["ppl"]["protocols"]
+               if row.get(p))
+    assert suites["algorithmic"]["n_examples"] == 1 and all(c["n"] == 1 for c in suites["algorithmic"]["cells"])
+    assert suites["passkey"]["n_samples"] == suites["niah"]["n_samples"] == suites["long_context"]["n_samples"] == 1
+    with pytest.raises(SystemExit):
+        main_eval(["x", "--limit", "0"])
+    assert "argument --limit: 0 must be >= 1" in capsys.readouterr().err

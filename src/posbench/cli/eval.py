@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 
+from posbench.cli.arg_types import positive_int
 from posbench.cli.errors_cli import cli_entry
 from posbench.config_loader import ConfigError, dump_yaml, nested
 
@@ -18,8 +19,14 @@ def parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="eval.py", description="Evaluate checkpoints: perplexity vs length, "
                                 "algorithmic tasks in/out of distribution, passkey, needle in a haystack.")
     p.add_argument("checkpoints", nargs="*", metavar="CKPT", help="run directory, its `latest`, or a step_N dir")
-    p.add_argument("--suite", help="comma-separated: ppl, algorithmic, passkey, niah, all (default all); "
-                                   "lambada by name only (data: python -m posbench.evaluation.prepare_data)")
+    from posbench.evaluation.suites import ALL, BY_NAME
+
+    p.add_argument("--suite", help=f"comma-separated: {', '.join(ALL)}, or all (default all: these); "
+                                   f"by name only: {', '.join(BY_NAME)} (lambada's data: python -m "
+                                   "posbench.evaluation.prepare_data)")
+    p.add_argument("--limit", type=positive_int, metavar="N",
+                   help="at most N items per suite cell (length, depth, task/split/shots): the first N of the full "
+                        "run, for a quick look (default: every item)")
     p.add_argument("--lengths", help="context lengths in tokens, e.g. 512,1024,2048 (default 0.5x..8x seq_len)")
     p.add_argument("--rope-scaling",
                    help="RoPE length extension at evaluation time: pi, ntk, dynamic, yarn, yarn_paper, llama3, "
@@ -29,6 +36,8 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"])
     p.add_argument("--precision", choices=["auto", "fp32", "bf16"])
     p.add_argument("--batch-size", type=int)
+    p.add_argument("--threads", help="intra-op threads: a count, or auto (default: OMP_NUM_THREADS if set, else 1, "
+                                     "the fastest for small models on a shared CPU; docs/performance.md)")
     p.add_argument("--seed", type=int, help="which task examples are asked (default 0)")
     p.add_argument("--tasks", help="algorithmic tasks, comma-separated (default: every registered task)")
     p.add_argument("--ppl-text", nargs="+", metavar="PATH", help="perplexity on local files (.txt/.jsonl/.parquet)")
@@ -65,7 +74,7 @@ def flag_overrides(args: argparse.Namespace) -> list[dict]:
     if args.rope_scaling:
         factor = args.rope_factor if args.rope_factor is not None else 1.0
         out.append({"rope_scaling": {"name": args.rope_scaling, "factor": factor}})
-    for flag in ("device", "precision", "batch_size", "seed", "data_root"):
+    for flag in ("device", "precision", "batch_size", "seed", "data_root", "threads", "limit"):
         if getattr(args, flag) is not None:
             out.append({flag: getattr(args, flag)})
     if args.tasks:

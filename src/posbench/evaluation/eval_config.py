@@ -32,6 +32,12 @@ class EvalOptions:
     # evaluate even when the tokenizer built now is not the one the checkpoint was trained with
     allow_tokenizer_mismatch: bool = False
     rope_scaling: ScalingConfig | None = None  # RoPE length extension applied at evaluation time
+    # intra-op threads (posbench/threads.py): a count, or "auto" = what the launcher set (OMP_NUM_THREADS)
+    # else 1, the fastest for small models on a shared CPU (docs/performance.md); recorded in results.json
+    threads: int | Literal["auto"] = "auto"
+    # > 0: at most this many items per suite cell (length, depth, task/split/shots), the first ones of the full
+    # run, as lm-eval's --limit (a quick look: `--suite all` on a nano model at 3 lengths asks ~6,700 items)
+    limit: int = 0
 
     def __post_init__(self):
         for name in self.suites:
@@ -40,6 +46,10 @@ class EvalOptions:
         if not self.suites:
             raise ConfigError("suites is empty; pick from " + ", ".join([*suite_names(), "all"]))
         check_lengths(self.lengths, "lengths")  # 2 .. 2**24 tokens (evaluation/lengths.py)
+        if self.threads != "auto" and self.threads < 1:
+            raise ConfigError(f"threads must be a count >= 1 or auto, got {self.threads}")
+        if self.limit < 0:
+            raise ConfigError(f"limit must be >= 0 (0 = every item), got {self.limit}")
         if self.batch_size < 1 or self.seed < 0:
             raise ConfigError("batch_size must be >= 1 and seed >= 0")
 
@@ -48,8 +58,9 @@ class EvalOptions:
         return list(dict.fromkeys(names))
 
     def suite_config(self, name: str):
-        get_suite(name)
-        return getattr(self, name)
+        """The suite's options, capped at `limit` items per cell when set."""
+        options = getattr(self, name)
+        return get_suite(name).limited(options, self.limit) if self.limit else options
 
     def lengths_for(self, train_len: int) -> list[int]:
         if self.lengths:

@@ -32,6 +32,7 @@ from posbench.evaluation.retrieval import RetrievalGrid
 from posbench.evaluation.scaling import apply_rope_scaling, check_rope_scaling
 from posbench.evaluation.suites import get_suite
 from posbench.fileio import no_link_below
+from posbench.threads import choose_threads
 from posbench.training.checkpoint import read_meta
 from posbench.training.device import choose_precision, pick_device
 
@@ -140,7 +141,8 @@ def evaluate(p: Planned, cfg: EvalConfig, device: torch.device) -> dict:
         torch.cuda.empty_cache()
     return {"label": t.label, "checkpoint": str(loaded_path), "step": meta.get("step"), "tokens": meta.get("tokens"),
             "config": to_dict(t.run_cfg), "eval_config": to_dict(cfg), "code_version": eval_report.code_version(),
-            "device": str(device), "precision": precision.name, "lengths": t.lengths,
+            "device": str(device), "precision": precision.name, "threads": torch.get_num_threads(),
+            "lengths": t.lengths,
             "rope_scaling": to_dict(cfg.rope_scaling) if cfg.rope_scaling else None,
             "rope_scaling_as_trained": trained_scaling, "started": started,
             "elapsed_s": time.perf_counter() - t0, "suites": results}
@@ -160,6 +162,7 @@ def run_eval(paths: list[str], cfg: EvalConfig, out: str | Path | None = None, l
     if not paths:
         raise ConfigError("no checkpoint given: python eval.py CKPT [CKPT ...]")
     device = choose_device(cfg.device)
+    torch.set_num_threads(choose_threads(cfg.threads)[0])  # a setting, never the load (posbench/threads.py)
     planned = plan(paths, cfg, device)
     out_dir = Path(out) if out else default_out(planned)
     # --out is the user's and may be a link; what we create below it, or below the checkpoint's run directory

@@ -15,6 +15,7 @@ suite; report helpers are `markdown.py`.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -71,6 +72,9 @@ class Evaluator:
     options: ClassVar[type]  # the suite's config dataclass: EvalConfig's field of the suite's name
     order: ClassVar[int] = 100  # place in `--suite all`, reports and EvalConfig
     in_all: ClassVar[bool] = True  # part of `--suite all`
+    # the options field that counts one cell's items (examples, prompts, windows; 0 = all), which `--limit N`
+    # caps: items are indexed 0, 1, ... so the capped run asks the first N of the full one
+    per_cell: ClassVar[str] = ""
 
     def __init__(self, cfg, target: Target):
         self.cfg = cfg
@@ -78,6 +82,12 @@ class Evaluator:
 
     def work(self) -> int:
         raise NotImplementedError
+
+    @classmethod
+    def limited(cls, options, n: int):
+        """`options` with at most `n` items per cell (`--limit`)."""
+        current = getattr(options, cls.per_cell)
+        return dataclasses.replace(options, **{cls.per_cell: n if current == 0 else min(current, n)})
 
     @classmethod
     def forward_rows(cls, options, target: Target, L: int) -> int:

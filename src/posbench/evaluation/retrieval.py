@@ -81,6 +81,8 @@ def corpus_filler(run_cfg, tokenizer) -> TextFiller:
 
 
 class RetrievalGrid(Evaluator):
+    per_cell = "n_samples"
+
     def __init__(self, cfg: GridConfig, target: Target):
         super().__init__(cfg, target)
         self.lengths = sorted(set(cfg.lengths or target.lengths))

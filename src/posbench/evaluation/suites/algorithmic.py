@@ -127,6 +127,7 @@ class Algorithmic(Evaluator):
     title = "Algorithmic tasks (exact match, greedy decoding)"
     options = AlgorithmicConfig
     order = 2
+    per_cell = "n_examples"
 
     def __init__(self, cfg: AlgorithmicConfig, target: Target):
         super().__init__(cfg, target)

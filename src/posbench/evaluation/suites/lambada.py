@@ -57,6 +57,7 @@ class Lambada(Evaluator):
     options = LambadaConfig
     order = 5
     in_all = False  # needs data fetched beforehand (posbench data download-eval)
+    per_cell = "max_examples"  # one cell: the first passages of the file
 
     def __init__(self, cfg: LambadaConfig, target: Target):
         super().__init__(cfg, target)

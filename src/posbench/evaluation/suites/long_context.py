@@ -168,6 +168,7 @@ class LongContext(Evaluator):
     title = "Long-context probes (RULER families, lost in the middle): effective length, length x depth"
     options = LongContextConfig
     order = 5
+    per_cell = "n_samples"
     generates = True  # greedy decoding with the KV cache: eval.py's memory check counts keys and values
 
     def __init__(self, cfg: LongContextConfig, target: Target):

@@ -47,10 +47,12 @@ class PplConfig:
     stride: int = 0  # sliding-window stride in tokens; 0 = half of each window
     max_tokens: int = 131072  # tokens scored per length and protocol (at least one window)
     curve_bins: int = 32  # points of the per-position loss curve
+    max_windows: int = 0  # windows per length and protocol, the first ones (0: as many as max_tokens gives)
 
     def __post_init__(self):
-        if self.stride < 0 or self.max_tokens < 1 or self.curve_bins < 1:
-            raise ConfigError("ppl: need stride >= 0 (0 = half the window), max_tokens >= 1, curve_bins >= 1")
+        if self.stride < 0 or self.max_tokens < 1 or self.curve_bins < 1 or self.max_windows < 0:
+            raise ConfigError("ppl: need stride >= 0 (0 = half the window), max_tokens >= 1, curve_bins >= 1, "
+                              "max_windows >= 0 (0 = no cap)")
 
 
 class WindowProtocol:
@@ -131,6 +133,7 @@ class Perplexity(Evaluator):
     title = "Perplexity vs context length"
     options = PplConfig
     order = 1
+    per_cell = "max_windows"
 
     def __init__(self, cfg: PplConfig, target: Target):
         super().__init__(cfg, target)
@@ -151,7 +154,9 @@ class Perplexity(Evaluator):
                 self.ids, self.positions_used = np.full(len(self.stream), TEXT_ID, np.int64), data_ids.TEXT_IDS
 
     def plan(self, L: int, protocol: WindowProtocol) -> tuple[list[int], list[int]]:
-        return protocol.windows(L, self.cfg.max_tokens, len(self.stream))
+        starts, skips = protocol.windows(L, self.cfg.max_tokens, len(self.stream))
+        cap = self.cfg.max_windows or None
+        return starts[:cap], skips[:cap]
 
     def work(self) -> int:
         return sum(len(self.plan(L, p)[0]) for L in self.target.lengths for p in self.protocols)
