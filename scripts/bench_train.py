@@ -62,6 +62,7 @@ class FixedBatch:
         self.y = torch.randint(0, vocab, (micro_batch, seq_len), generator=g)
         self.fingerprint = "bench-fixed"
         self.tokenizer_fingerprint = ""
+        self.content = {}  # no shard files
 
     def samples(self, indices):
         return self.x, self.y
