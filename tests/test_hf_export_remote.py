@@ -284,3 +284,31 @@ def test_cli_exports_a_pe_qwen3_cannot_express_as_remote_code_not_as_qwen3(tmp_p
     assert config["architectures"] == ["PosbenchForCausalLM"] and config["model_type"] == "posbench"
     assert config["pe"] == {"name": "alibi", "per_layer": False}
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".hf.")]  # the staging directory is gone
+
+
+def test_the_tokenizer_of_a_remote_code_export_loads_without_remote_code(tmp_path):
+    """AutoTokenizer reads config.json first (model type `posbench`, remote code): without trust_remote_code it
+    stops at transformers' prompt. The tokenizer is a standard fast tokenizer that its own class loads with no
+    remote code, no prompt and no model-type warning; the model card gives both loads."""
+    out = export(random_checkpoint(tmp_path, "pe.name=alibi"), tmp_path / "hf", log=lambda *_: None)
+    probe = ("import transformers, sys; t = transformers.PreTrainedTokenizerFast.from_pretrained(sys.argv[1]); "
+             "print(t.encode('hi <|bos|>', add_special_tokens=False))")
+    proc = subprocess.run([sys.executable, "-c", probe, str(out)], capture_output=True, text=True, timeout=120,
+                          stdin=subprocess.DEVNULL)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.strip() == "[104, 105, 32, 256]"  # bytes, then <|bos|>: the ids posbench trained with
+    assert "custom code" not in proc.stdout + proc.stderr and "model of type" not in proc.stderr
+    card = (out / "README.md").read_text()
+    assert "PreTrainedTokenizerFast.from_pretrained(path)  # no remote code" in card
+    assert "AutoTokenizer.from_pretrained(path, trust_remote_code=True)" in card
+
+
+def test_a_dropped_drope_checkpoint_exports_as_standard_qwen3(tmp_path):
+    """DroPE after its drop is a NoPE on the same weights: a Qwen3 directory (no remote code), as NoPE is."""
+    run = random_checkpoint(tmp_path, "pe.name=drope", "pe.dropped=true")
+    meta = run / "step_00000000" / "meta.json"  # as training writes it at the drop (training/meta.py)
+    meta.write_text(json.dumps({**json.loads(meta.read_text()), "pe_dropped_at_tokens": 0}))
+    out = export(run, tmp_path / "hf", log=lambda *_: None)
+    config = json.loads((out / "config.json").read_text())
+    assert config["architectures"] == ["Qwen3ForCausalLM"] and not (out / "modeling_posbench.py").exists()
+    assert "DroPE after its drop" in (out / "README.md").read_text()

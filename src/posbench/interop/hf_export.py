@@ -55,10 +55,16 @@ REMOTE_FILES = ("modeling_posbench.py", "configuration_posbench.py")
 QWEN3, REMOTE = "Qwen3ForCausalLM", "PosbenchForCausalLM"
 
 
+def position_free(run_cfg: RunConfig) -> bool:
+    """The model computes without positions: NoPE, or DroPE after its drop (`pe.dropped`: the same weights
+    recalibrated as NoPE, pe/drope.py), which is then a standard Qwen3 directory like NoPE, not remote code."""
+    return run_cfg.pe.name == "none" or getattr(run_cfg.pe, "dropped", False)
+
+
 def rope_parameters(run_cfg: RunConfig) -> dict:
     """transformers' rope_parameters for the checkpoint's PE; ConfigError when Qwen3 cannot express it."""
     pe = run_cfg.pe
-    if pe.name == "none":
+    if position_free(run_cfg):
         return {"rope_type": "linear", "rope_theta": 10000.0, "factor": NOPE_FACTOR}
     if pe.name != "rope":
         raise ConfigError(f"PE `{pe.name}` has no architecture in transformers (only RoPE and NoPE map onto "
@@ -223,7 +229,7 @@ def model_card(run_cfg: RunConfig, meta: dict, step_dir: Path, kind: str, why_re
     parts = [f"# {step_dir.parent.name} (posbench export)", "",
              f"A decoder-only language model trained with pos-enc-bench, positional encoding `{run_cfg.pe.name}`, "
              f"exported as `{kind}`: `AutoModelForCausalLM.{load}` "
-             "loads it without posbench.", "",
+             "loads it without posbench (the tokenizer: see Loading).", "",
              f"- step {meta.get('step')}, {meta.get('tokens', 0):,} training tokens, training length "
              f"{run_cfg.model.seq_len} tokens", f"- tokenizer `{run_cfg.data.tokenizer.tag()}`", ""]
     if why_remote:
@@ -231,9 +237,22 @@ def model_card(run_cfg: RunConfig, meta: dict, step_dir: Path, kind: str, why_re
                   "posbench's decoder and this PE; greedy generation uses the KV cache"
                   + (" except for randomized positions, which are drawn per sequence" if "randomized" in
                      json.dumps(dataclasses.asdict(run_cfg.pe)) else "") + ".", ""]
-    elif run_cfg.pe.name == "none":
-        parts += ["NoPE is written as Qwen3 with linear RoPE scaling by 1e30: every rotation angle is below 1e-25 "
-                  "rad, so the model attends without positional information, as trained.", ""]
+    elif position_free(run_cfg):
+        dropped = " (DroPE after its drop: trained with RoPE, then recalibrated without it)" if run_cfg.pe.name != \
+            "none" else ""
+        parts += [f"NoPE{dropped} is written as Qwen3 with linear RoPE scaling by 1e30: every rotation angle is "
+                  "below 1e-25 rad, so the model attends without positional information, as trained.", ""]
+    parts += ["## Loading", "", "```python", "import transformers", "",
+              f"model = transformers.AutoModelForCausalLM.{load}"]
+    if why_remote:
+        # AutoTokenizer reads config.json first, whose model type only the remote code defines: without
+        # trust_remote_code it stops at transformers' "run the custom code?" prompt. The tokenizer itself is a
+        # standard fast tokenizer (tokenizer.json), which its own class loads without any remote code.
+        parts += ["tokenizer = transformers.PreTrainedTokenizerFast.from_pretrained(path)  # no remote code",
+                  "# or: transformers.AutoTokenizer.from_pretrained(path, trust_remote_code=True)"]
+    else:
+        parts += ["tokenizer = transformers.AutoTokenizer.from_pretrained(path)"]
+    parts += ["```", ""]
     parts += ["## Training configuration", "", "```yaml", dump_yaml(run_cfg).rstrip(), "```", ""]
     for summary in evals:
         parts += [f"## Evaluation ({summary.parent.name})", "", summary.read_text().strip(), ""]
