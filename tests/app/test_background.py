@@ -50,6 +50,20 @@ def test_one_worker_and_no_rerun(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_worker_that_finishes_is_reaped_not_left_defunct(tmp_path):
+    """The page server is the worker's parent: a study that ends on its own must not stay <defunct> under it."""
+    run = tmp_path / "tiny"
+    background.start(build_study(TINY), run)
+    worker = json.loads((run / "runner.pid").read_text())["pid"]
+    assert wait_for(run, {"finished", "failed"}).state == "finished", (run / "runner.log").read_text()
+    deadline = time.time() + 10
+    while os.path.exists(f"/proc/{worker}"):  # a zombie keeps its /proc entry until its parent waits for it
+        state = open(f"/proc/{worker}/stat").read().rsplit(")", 1)[1].split()[0]
+        assert time.time() < deadline, f"worker {worker} still in state {state} after it finished"
+        time.sleep(0.1)
+
+
+@pytest.mark.slow
 def test_killed_worker_shows_stopped_and_resumes(tmp_path):
     run = tmp_path / "tiny"
     background.start(build_study({**TINY, "steps": 60}), run)
@@ -81,6 +95,10 @@ def test_stop_keeps_finished_cells_and_a_resume_skips_them(tmp_path):
     assert background._group_members(worker) == [] and not any(background._alive(p) for p in group)
     s = background.state(run)
     assert s.state == "stopped" and 1 <= s.done < s.total == 6
+    log = (run / "runner.log").read_text()
+    assert "leaked semaphore" not in log, log  # the worker shut its pool down instead of dying by the signal
+    # a cell in training when Stop came is not written part-trained: every cell on disk reached the last step
+    assert all(json.loads(p.read_text())["curve"][-1]["step"] == 400 for p in (run / "cells").glob("*.json"))
     stamps = {p.name: p.stat().st_mtime_ns for p in (run / "cells").glob("*.json")}
     assert background.start(study, run) is True  # resume: the finished cells are not run again
     assert wait_for(run, {"finished", "failed"}).state == "finished", (run / "runner.log").read_text()

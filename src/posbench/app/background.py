@@ -21,6 +21,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -89,6 +90,9 @@ def start(study: StudyConfig, run_dir: Path) -> bool:
                                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
                                 close_fds=True)
     write_pid(run_dir, proc.pid)  # "running" from now on, before the worker takes its lock
+    # the page server is the worker's parent: a thread waits for its exit status, so a study that finishes on its
+    # own does not stay <defunct> under the server for as long as the server runs
+    threading.Thread(target=proc.wait, name=f"reap-worker-{proc.pid}", daemon=True).start()
     return True
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -20,7 +21,15 @@ from posbench.fileio import open_append, write_text
 from posbench.studies.study_runner import run_study
 
 
+def _stop(signum, frame):
+    """SIGTERM (the page's Stop) unwinds the worker like an exception: the process pool's `with` block shuts the
+    pool down and the interpreter's finalizers release its semaphores, where dying by the signal left the
+    resource tracker to report "leaked semaphore objects" in runner.log. status.json keeps the page's "stopped"."""
+    raise SystemExit(128 + signum)
+
+
 def main(run_dir: str) -> int:
+    signal.signal(signal.SIGTERM, _stop)
     out = Path(run_dir)
     with open_append(out / LOCK) as lock:  # never through a link planted at runner.lock (LinkError)
         try:

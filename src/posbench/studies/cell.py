@@ -129,6 +129,8 @@ def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dic
         final_model[:] = [model]
 
     out = train(scoring.cfg, scoring.source, snapshots=score_snapshot)
+    if out.get("stopped"):  # SIGTERM (a stopped study): a cell trained part way is not a result; the next run redoes it
+        raise KeyboardInterrupt(f"{cell.cell_id}: stopped by a signal at step {out.get('step')}; not written")
     run_dir = Path(out["run_dir"])
     phases.lap("train")
     losses = [json.loads(line) for line in read_metrics_text(run_dir / "metrics.jsonl").splitlines()]
