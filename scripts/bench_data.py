@@ -28,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from posbench.cli.arg_types import positive_float, positive_int
 from posbench.cli.errors_cli import cli_entry
 
 
@@ -127,13 +128,13 @@ def bench_loader(args, work: Path) -> float:
 @cli_entry
 def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--cores", type=int, default=os.cpu_count() or 1)
-    p.add_argument("--mb", type=float, default=64.0, help="megabytes (millions of chars) of synthetic text")
+    p.add_argument("--cores", type=positive_int, default=os.cpu_count() or 1)
+    p.add_argument("--mb", type=positive_float, default=64.0, help="megabytes (millions of chars) of synthetic text")
     p.add_argument("--tokenizer", default="bpe", choices=["bpe", "bytes"])
-    p.add_argument("--vocab", type=int, default=8192, help="BPE vocab (trained on the synthetic text)")
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--batches", type=int, default=2000, help="loader batches timed per repeat")
-    p.add_argument("--loader-tokens", type=int, default=100_000_000, help="tokens in the loader's shards")
+    p.add_argument("--vocab", type=positive_int, default=8192, help="BPE vocab (trained on the synthetic text)")
+    p.add_argument("--repeats", type=positive_int, default=3)
+    p.add_argument("--batches", type=positive_int, default=2000, help="loader batches timed per repeat")
+    p.add_argument("--loader-tokens", type=positive_int, default=100_000_000, help="tokens in the loader's shards")
     args = p.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench_data_") as tmp:
         tk = bench_tokenize(args, Path(tmp))

@@ -39,6 +39,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from posbench.cli.arg_types import positive_int
+from posbench.cli.errors_cli import cli_entry
+
 ROOT = Path(__file__).resolve().parents[1]
 PES = ["rope", "none", "alibi", "t5", "kerple_log", "fire"]
 WORDS = ("the of and to in is was for on that with as by at from his an were are which this be river city "
@@ -187,18 +190,21 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+@cli_entry
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--pes", nargs="+", default=PES)
-    p.add_argument("--lengths", type=int, nargs="+", default=[1024, 2048, 4096, 8192], help="perplexity lengths")
-    p.add_argument("--ppl-tokens", type=int, default=16384, help="tokens scored per length (ppl.max_tokens)")
+    p.add_argument("--lengths", type=positive_int, nargs="+", default=[1024, 2048, 4096, 8192],
+                   help="perplexity lengths")
+    p.add_argument("--ppl-tokens", type=positive_int, default=16384, help="tokens scored per length (ppl.max_tokens)")
     p.add_argument("--protocols", nargs="+", default=["nonoverlap"], choices=["nonoverlap", "sliding"])
     p.add_argument("--algorithmic", default="copy_distance", help="one algorithmic task ('' = none)")
-    p.add_argument("--passkey-lengths", type=int, nargs="*", default=[1024, 4096], help="(none = no passkey)")
-    p.add_argument("--examples", type=int, default=16, help="algorithmic examples per split; passkey: a quarter")
-    p.add_argument("--batch-size", type=int, default=8, help="eval.py's --batch-size")
-    p.add_argument("--repeats", type=int, default=1)
-    p.add_argument("--threads", type=int, default=1, help="torch threads (1: steadier on a shared machine)")
+    p.add_argument("--passkey-lengths", type=positive_int, nargs="*", default=[1024, 4096], help="(none = no passkey)")
+    p.add_argument("--examples", type=positive_int, default=16,
+                   help="algorithmic examples per split; passkey: a quarter")
+    p.add_argument("--batch-size", type=positive_int, default=8, help="eval.py's --batch-size")
+    p.add_argument("--repeats", type=positive_int, default=1)
+    p.add_argument("--threads", type=positive_int, default=1, help="torch threads (1: steadier on a shared machine)")
     p.add_argument("--json", default="", help="write the rows here too")
     p.add_argument("--no-memory", action="store_true", help="skip the memory pass")
     p.add_argument("--no-eager", action="store_true",
@@ -211,6 +217,8 @@ def main(argv=None) -> int:
     unknown = [name for name in args.pes if name not in REGISTERED.names()]
     if unknown:  # before any model is built: a typo is a usage error, not a traceback
         p.error(f"unknown PE {', '.join(unknown)}; registered: {', '.join(sorted(REGISTERED.names()))}")
+    if args.json and not Path(args.json).parent.is_dir():  # before the timing pass, not after it
+        p.error(f"--json {args.json}: its folder {Path(args.json).parent} does not exist")
     import torch
 
     torch.set_num_threads(args.threads)

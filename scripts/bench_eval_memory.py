@@ -22,6 +22,8 @@ import os
 import subprocess
 import sys
 
+from posbench.cli.arg_types import positive_int
+
 MODEL = ["model.d_model=128", "model.n_heads=4", "model.n_layers=2", "model.d_ff=512", "model.vocab_size=2048",
          "model.seq_len=1024"]
 # name -> (PE, model.attention, further overrides): one row per code path of the memory estimate
@@ -89,7 +91,7 @@ def measure(row: str, T: int) -> int:
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", nargs="+", choices=list(ROWS), default=list(ROWS))
-    p.add_argument("--lengths", nargs="+", type=int, default=[1024, 2048, 4096])
+    p.add_argument("--lengths", nargs="+", type=positive_int, default=[1024, 2048, 4096])
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -103,9 +105,11 @@ def main(argv=None):
         kernel = "/".join(sorted(set(model.kernel_names)))
         for T in args.lengths:
             pred, meas = predicted(row, T), measure(row, T)
-            results.append({"row": row, "length": T, "predicted": pred, "measured": meas, "ratio": pred / meas})
+            # a forward too small to map a 64 KiB block adds nothing measurable: its ratio is n/a, not a division by 0
+            ratio = pred / meas if meas > 0 else None
+            results.append({"row": row, "length": T, "predicted": pred, "measured": meas, "ratio": ratio})
             print(f"| {row} | {ROWS[row][0]} | {kernel} | {T} | {pred / 2**20:,.1f} | {meas / 2**20:,.1f} | "
-                  f"{pred / meas:.2f} |", flush=True)
+                  + ("n/a (nothing measured)" if ratio is None else f"{ratio:.2f}") + " |", flush=True)
     return results
 
 

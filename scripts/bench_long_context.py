@@ -22,6 +22,7 @@ from pathlib import Path
 
 import torch
 
+from posbench.cli.arg_types import count, fraction_list, positive_int
 from posbench.cli.errors_cli import cli_entry
 from posbench.config import load_config
 from posbench.data.tokenizers import ByteTokenizer
@@ -56,13 +57,13 @@ def model_and_target(args) -> tuple[torch.nn.Module, Target]:
 @cli_entry
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--length", type=int, default=8192)
-    p.add_argument("--n-samples", type=int, default=4)
-    p.add_argument("--depths", default="0.0,0.5,1.0")
+    p.add_argument("--length", type=positive_int, default=8192)
+    p.add_argument("--n-samples", type=positive_int, default=4)
+    p.add_argument("--depths", type=fraction_list, default="0.0,0.5,1.0", help="needle depths, fractions in [0, 1]")
     p.add_argument("--pe", default="rope", help="PE of the random-init model (without --ckpt)")
     p.add_argument("--ckpt", help="a checkpoint (step directory or run directory) instead of a random nano model")
-    p.add_argument("--batch-size", type=int, default=8)
-    p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--batch-size", type=positive_int, default=8)
+    p.add_argument("--threads", type=count, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--no-exact-length", action="store_true",
                    help="prompts as fitted (no padding to the length): each decodes alone unless sizes happen to match")
     args = p.parse_args(argv)
@@ -71,7 +72,7 @@ def main(argv=None) -> int:
     model, target = model_and_target(args)
     cfg = LongContextConfig(lengths=[args.length], n_samples=args.n_samples, filler="task",
                             exact_length=not args.no_exact_length,
-                            depths=[float(d) for d in args.depths.split(",")])
+                            depths=args.depths)
     suite = LongContext(cfg, target)
     session = Session(model, torch.device("cpu"), contextlib.nullcontext, NullProgress())
     rows, totals = [], [0.0] * 4

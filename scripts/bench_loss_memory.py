@@ -22,6 +22,9 @@ import os
 import subprocess
 import sys
 
+from posbench.cli.arg_types import count, positive_int
+from posbench.cli.errors_cli import cli_entry
+
 
 def _status(field: str) -> int:
     for line in open("/proc/self/status"):
@@ -62,18 +65,24 @@ def child(size: str, seq_len: int, micro_batch: int, chunk: int) -> dict:
     return {"chunk": chunk, "resident": resident, "peak": peak, "step": peak - resident, "loss": loss}
 
 
+@cli_entry
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--size", default="tiny")
-    p.add_argument("--seq-len", type=int, default=1024)
-    p.add_argument("--micro-batch", type=int, default=2)
-    p.add_argument("--chunks", type=int, nargs="+", default=[0, 512, 2048],
+    p.add_argument("--seq-len", type=positive_int, default=1024)
+    p.add_argument("--micro-batch", type=positive_int, default=2)
+    p.add_argument("--chunks", type=count, nargs="+", default=[0, 512, 2048],
                    help="tokens per chunk, 0 = the plain loss (the reference row)")
     p.add_argument("--child", type=int, default=None, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child is not None:
         print(json.dumps(child(args.size, args.seq_len, args.micro_batch, args.child)))
         return 0
+    from posbench.config import load_config
+
+    # the child's config, checked here: a bad --size or --seq-len is one error line (exit 2), not a child's traceback
+    # inside a CalledProcessError
+    load_config(model_size=args.size, pe_type="rope", overrides=[f"model.seq_len={args.seq_len}"]).resolve()
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
     rows = []
     for chunk in args.chunks:

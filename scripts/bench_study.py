@@ -162,6 +162,8 @@ def main(argv=None) -> int:
                      help="both: the cells alone into OUT/separate, then seed-batched into OUT/batched; prints both "
                           "tables, the wall-time ratio and whether the conclusions agree (scripts/compare_studies.py)")
     args = p.parse_args(argv)
+    if args.json and not Path(args.json).parent.is_dir():  # before the study runs, not after it
+        p.error(f"--json {args.json}: its folder {Path(args.json).parent} does not exist")
     study = load_study(args.study)
     if args.steps:
         study.train.steps = args.steps
@@ -181,9 +183,10 @@ def main(argv=None) -> int:
         print(f"batched / separate: wall {bat['wall_s'] / sep['wall_s']:.2f}, train CPU "
               f"{bat['cpu_s']['train'] / max(sep['cpu_s']['train'], 1e-9):.2f}, total CPU "
               f"{sum(bat['cpu_s'].values()) / max(sum(sep['cpu_s'].values()), 1e-9):.2f}")
-        problems = compare(read_cells(out / "separate"), read_cells(out / "batched"), confidence=study.eval.confidence,
-                           n_boot=study.eval.n_boot)
-        print("conclusions: " + ("the same (scripts/compare_studies.py)" if not problems else
+        ag = compare(read_cells(out / "separate"), read_cells(out / "batched"), confidence=study.eval.confidence,
+                     n_boot=study.eval.n_boot)
+        problems = ag.cells + ag.contradictions  # what makes compare_studies.py exit 1
+        print("conclusions: " + ("the same (scripts/compare_studies.py)" if ag.same_conclusions else
                                  f"{len(problems)} differences:\n" + "\n".join(problems)))
     if args.json:
         Path(args.json).write_text(json.dumps(numbers if args.ab else numbers[modes[0][0]], indent=1))

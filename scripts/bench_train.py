@@ -250,7 +250,7 @@ def main(argv=None):
     p.add_argument("--json", default="")
     p.add_argument("--peer", action="store_true", help="against transformers' Qwen3ForCausalLM (see above)")
     p.add_argument("--compile", action="store_true", help="with --peer: also the compiled posbench step")
-    p.add_argument("--threads", type=int, default=0, help="torch intra-op threads (0: torch's default)")
+    p.add_argument("--threads", type=count, default=0, help="torch intra-op threads (0: torch's default)")
     p.add_argument("--clock", default="wall", choices=["wall", "thread"],
                    help="thread: CPU time of the calling thread, with --threads 1 the step's compute; steadier "
                         "than wall time on a shared machine (CPU only)")
@@ -259,10 +259,12 @@ def main(argv=None):
         p.error(f"--steps ({args.steps}) must exceed --warmup ({args.warmup}): the measured steps are those after it")
     if args.device == "cuda" and not torch.cuda.is_available():
         p.error("--device cuda: no CUDA device is visible")
+    if args.json and not Path(args.json).parent.is_dir():  # before the runs, not after them
+        p.error(f"--json {args.json}: its folder {Path(args.json).parent} does not exist")
     if args.threads:
         torch.set_num_threads(args.threads)
     if args.clock == "thread" and (args.device != "cpu" or torch.get_num_threads() != 1):
-        raise SystemExit("--clock thread measures one CPU thread: use it with --device cpu --threads 1")
+        p.error("--clock thread measures one CPU thread: use it with --device cpu --threads 1")
     if args.peer:
         results = peer_bench(args, torch.device(args.device))
         if args.json:

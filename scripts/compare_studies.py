@@ -13,10 +13,33 @@ t-interval, are listed but are no contradiction (posbench/studies/study_compare.
 from __future__ import annotations
 
 import argparse
+import json
 from collections import Counter
+from pathlib import Path
 
 from posbench.cli.errors_cli import cli_entry
+from posbench.errors import DataError
 from posbench.studies.study_compare import NUMBERS, compare, read_cells, verdicts
+
+MAX_RESULTS_BYTES = 1 << 30  # a results.json larger than this is not a study's
+
+
+def results_file(arg: str) -> Path:
+    """The results.json a positional names (a study's --out directory, or the file), checked before any comparison:
+    missing, too large, not JSON or without a `cells` list is one error naming the file (exit 2)."""
+    path = Path(arg)
+    path = path / "results.json" if path.is_dir() else path
+    if not path.is_file():
+        raise DataError(f"{path}: no results.json there; pass a study's --out directory or its results.json")
+    if path.stat().st_size > MAX_RESULTS_BYTES:
+        raise DataError(f"{path}: {path.stat().st_size:,} bytes is larger than a study's results.json")
+    try:
+        data = json.loads(path.read_bytes())
+    except (ValueError, UnicodeDecodeError) as e:
+        raise DataError(f"{path}: not a study's results.json (not JSON: {e})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("cells"), list):
+        raise DataError(f"{path}: not a study's results.json (no `cells` list)")
+    return path
 
 
 @cli_entry
@@ -31,7 +54,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if not 0 < args.confidence < 1 or args.n_boot < 100:  # a usage error (2), not "the studies differ" (1)
         p.error(f"--confidence must be in (0, 1) and --n-boot >= 100, got {args.confidence} and {args.n_boot}")
-    before, after = read_cells(args.before), read_cells(args.after)
+    before, after = read_cells(results_file(args.before)), read_cells(results_file(args.after))
     ag = compare(before, after, args.metric, args.confidence, args.n_boot)
     counts = Counter(verdicts(before, args.metric, args.confidence, args.n_boot).values())
     print(f"{len(before)} cells; {ag.pairs} PE pairs judged in both runs on {args.metric} at {args.confidence:.0%}: "

@@ -27,6 +27,7 @@ os.environ.setdefault("WANDB_MODE", "disabled")
 
 import torch  # noqa: E402
 
+from posbench.cli.arg_types import nonnegative_float  # noqa: E402
 from posbench.cli.errors_cli import cli_entry  # noqa: E402
 from posbench.gpucheck import common, kernels, pretrain  # noqa: E402
 
@@ -40,7 +41,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("mode", choices=[*MODES, "all"])
     p.add_argument("--dry-run", action="store_true", help="CPU, toy sizes: the same code path in under 2 minutes")
-    p.add_argument("--budget-s", type=float, default=0.0,
+    p.add_argument("--budget-s", type=nonnegative_float, default=0.0,
                    help="wall-clock seconds for the whole call (0: the mode's default; all: the sum)")
     p.add_argument("--out", default="", help="folder for the JSON (default: $OUT when set, else none)")
     for module in MODES.values():

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 
+from posbench.cli.arg_types import positive_float, positive_int
 from posbench.cli.errors_cli import cli_entry
 from posbench.data.doc_corpus import build
 
@@ -48,13 +49,16 @@ def main(argv=None) -> int:
                    help="where the jsonl text goes; nothing at training or eval time reads it (default: %(default)s)")
     p.add_argument("--config", default="configs/data/gpu_corpus.yaml",
                    help="the data config written for train.py (default: %(default)s)")
-    p.add_argument("--vocab-size", type=int, default=65536, help="BPE vocabulary with <|bos|> (default: %(default)s)")
-    p.add_argument("--max-mb", type=float, default=80.0, help="cap on text in MB, taken in the shuffled order "
+    p.add_argument("--vocab-size", type=positive_int, default=65536,
+                   help="BPE vocabulary with <|bos|> (default: %(default)s)")
+    p.add_argument("--max-mb", type=positive_float, default=80.0, help="cap on text in MB, taken in the shuffled order "
                    "(default: %(default)s, more than the packages hold)")
-    p.add_argument("--max-mib", type=float, default=55.0, help="largest allowed --out folder (default: %(default)s)")
-    p.add_argument("--doc-chars", type=int, default=8000, help="document size in characters (default: %(default)s)")
+    p.add_argument("--max-mib", type=positive_float, default=55.0,
+                   help="largest allowed --out folder (default: %(default)s)")
+    p.add_argument("--doc-chars", type=positive_int, default=8000,
+                   help="document size in characters (default: %(default)s)")
     p.add_argument("--source", action="append", metavar="DIR", help="read this folder instead of the packages")
-    p.add_argument("--workers", type=int, help="tokenizer processes (default: one per core)")
+    p.add_argument("--workers", type=positive_int, help="tokenizer processes (default: one per core)")
     p.add_argument("--force", action="store_true", help="rebuild the text, tokenizer and shards")
     a = p.parse_args(argv)
     summary = build(a.source, a.out, a.text_out, a.vocab_size, a.max_mb, config_path=a.config,

@@ -22,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from posbench.cli.arg_types import positive_float, positive_int
 from posbench.cli.errors_cli import cli_entry
 from posbench.data.prose import merge_paragraphs, paragraphs
 
@@ -50,9 +51,10 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--source", default=DEFAULT_SOURCE, help="folder of .txt/.rst.txt sources (searched recursively)")
     p.add_argument("--out", default="data/corpus/pydocs", help="output folder for part_XX.jsonl")
-    p.add_argument("--files", type=int, default=16, help="number of jsonl files (file 0 val, 1 filler, 2.. train)")
-    p.add_argument("--doc-chars", type=int, default=600, help="merge paragraphs up to this many characters")
-    p.add_argument("--max-mb", type=float, default=12.0, help="stop after this much text")
+    p.add_argument("--files", type=positive_int, default=16,
+                   help="number of jsonl files (file 0 val, 1 filler, 2.. train)")
+    p.add_argument("--doc-chars", type=positive_int, default=600, help="merge paragraphs up to this many characters")
+    p.add_argument("--max-mb", type=positive_float, default=12.0, help="stop after this much text")
     args = p.parse_args(argv)
     source, out = Path(args.source), Path(args.out)
     if args.files < 3:

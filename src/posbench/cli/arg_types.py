@@ -1,10 +1,11 @@
-"""argparse types for counts, shared by the commands and scripts/*.py: a bad count (`--cells -1`, `--steps 0`) is
-argparse's usage error (exit code 2, naming the flag) at parse time, never a silently dropped cell, an empty loop or
-a ZeroDivisionError later."""
+"""argparse types for counts and numbers, shared by the commands and scripts/*.py: a bad count (`--cells -1`,
+`--steps 0`) or number (`--mb -1`, `--depths abc`) is argparse's usage error (exit code 2, naming the flag) at parse
+time, never a silently dropped cell, an empty loop or a ZeroDivisionError later."""
 
 from __future__ import annotations
 
 import argparse
+import math
 
 
 def _int(text: str) -> int:
@@ -28,3 +29,44 @@ def count(text: str) -> int:
     if value < 0:
         raise argparse.ArgumentTypeError(f"{value} must be >= 0")
     return value
+
+
+def _float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r:.40} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r:.40} is not a finite number")
+    return value
+
+
+def positive_float(text: str) -> float:
+    """A finite number > 0 (megabytes of text, a size limit)."""
+    value = _float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"{value:g} must be > 0")
+    return value
+
+
+def nonnegative_float(text: str) -> float:
+    """A finite number >= 0 (a time budget where 0 means the default)."""
+    value = _float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"{value:g} must be >= 0")
+    return value
+
+
+def fraction_list(text: str) -> list[float]:
+    """Comma-separated fractions in [0, 1] (`0.0,0.5,1.0`: depths in a context)."""
+    values = []
+    for part in text.split(","):
+        try:
+            value = float(part)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{part.strip()!r:.40} is not a number (give fractions like "
+                                             "0.0,0.5,1.0)") from None
+        if not 0 <= value <= 1:
+            raise argparse.ArgumentTypeError(f"{part.strip():.40} is not in [0, 1]")
+        values.append(value)
+    return values

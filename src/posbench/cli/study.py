@@ -14,6 +14,7 @@ import argparse
 import os
 from pathlib import Path
 
+from posbench.cli.arg_types import count, positive_int
 from posbench.cli.errors_cli import cli_entry
 from posbench.presets import preset_names
 
@@ -25,8 +26,8 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("study", help=f"preset name ({', '.join(preset_names('study'))}) or a study YAML file")
     p.add_argument("--out", help="output directory (default runs/study_<name>)")
-    p.add_argument("--workers", type=int, help="parallel cell processes (default: the study's `workers`)")
-    p.add_argument("--seeds", type=int, nargs="+", help="override the study's seeds")
+    p.add_argument("--workers", type=positive_int, help="parallel cell processes (default: the study's `workers`)")
+    p.add_argument("--seeds", type=count, nargs="+", help="override the study's seeds")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--batch-seeds", action="store_true",
                    help="train the cells that differ only in seed as one batched model (each seed as alone up to "

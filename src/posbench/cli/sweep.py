@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 
+from posbench.cli.arg_types import positive_int
 from posbench.cli.errors_cli import cli_entry
 from posbench.presets import preset_names
 
@@ -28,7 +29,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", help="output directory (default runs/sweep_<name>)")
     p.add_argument("--emit", choices=["torchrun", "slurm"], help="write launch scripts instead of training here")
     p.add_argument("--report-only", action="store_true", help="no training: evaluate finished runs and report")
-    p.add_argument("--workers", type=int,
+    p.add_argument("--workers", type=positive_int,
                    help="train (then evaluate) this many runs at once, each in its own process with "
                         "cores/workers threads (default: the sweep's `workers`, 1 unless set)")
     p.add_argument("--prepare-data", action="store_true",
