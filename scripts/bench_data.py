@@ -30,6 +30,7 @@ import numpy as np
 
 from posbench.cli.arg_types import positive_float, positive_int
 from posbench.cli.errors_cli import cli_entry
+from posbench.errors import ConfigError
 
 
 def synthetic_docs(n_chars: int, seed: int = 0) -> list[str]:
@@ -70,8 +71,12 @@ def bench_tokenize(args, work: Path) -> dict:
     from posbench.data.tokenize_shards import ensure_tokenizer, tokenize
 
     docs = synthetic_docs(int(args.mb * 1e6))
+    n_files = max(4 * args.cores, 8)
+    if len(docs) < n_files:  # an empty parquet file has a null-typed column: a reader's error about our own file
+        raise ConfigError(f"--mb {args.mb:g} makes {len(docs)} documents, fewer than the {n_files} files the corpus "
+                          "is split into (4 per core, at least 8); give a larger --mb")
     corpus = work / "corpus"
-    write_parquet_corpus(docs, corpus, n_files=max(4 * args.cores, 8))
+    write_parquet_corpus(docs, corpus, n_files=n_files)
     base = [f"data.source={{name: local, paths: ['{corpus}/*.parquet'], tag: bench}}",
             f"data.tokenizer.name={args.tokenizer}", "data.splits.val={start: 0, stop: 1}",
             "data.splits.filler={start: 1, stop: 1}", "data.splits.train={start: 1, stop: null}"]

@@ -24,6 +24,7 @@ import sys
 
 from posbench.cli.arg_types import count, positive_int
 from posbench.cli.errors_cli import cli_entry
+from posbench.errors import ConfigError, clip
 
 
 def _status(field: str) -> int:
@@ -86,10 +87,14 @@ def main(argv=None):
     env = {**os.environ, "MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
     rows = []
     for chunk in args.chunks:
-        out = subprocess.run([sys.executable, __file__, "--size", args.size, "--seq-len", str(args.seq_len),
-                              "--micro-batch", str(args.micro_batch), "--child", str(chunk)],
-                             env=env, check=True, capture_output=True, text=True).stdout
-        rows.append(json.loads(out.strip().splitlines()[-1]))
+        proc = subprocess.run([sys.executable, __file__, "--size", args.size, "--seq-len", str(args.seq_len),
+                               "--micro-batch", str(args.micro_batch), "--child", str(chunk)],
+                              env=env, capture_output=True, text=True)
+        if proc.returncode != 0:  # most often memory: a step this size does not fit this machine
+            last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            raise ConfigError(f"the step with --chunks {chunk} failed in its subprocess (exit {proc.returncode}: "
+                              f"{clip(last, 300)}); a smaller --seq-len, --micro-batch or --size may fit")
+        rows.append(json.loads(proc.stdout.strip().splitlines()[-1]))
     ref = rows[0]
     gib = 2 ** 30
     print(f"{args.size}, T {args.seq_len}, micro-batch {args.micro_batch}, fp32, CPU; one step after a warm step "

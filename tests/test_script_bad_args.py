@@ -34,7 +34,8 @@ CASES = {
 MAINS = {
     "bench_data": [(["--cores", "0"], 2, "argument --cores: 0 must be >= 1"),  # ValueError: max_workers
                    (["--mb", "-1"], 2, "argument --mb: -1 must be > 0"),  # a parquet column of type null
-                   (["--repeats", "0"], 2, "argument --repeats: 0 must be >= 1")],  # UnboundLocalError
+                   (["--repeats", "0"], 2, "argument --repeats: 0 must be >= 1"),  # UnboundLocalError
+                   (["--mb", "0.01", "--cores", "1"], 2, "documents, fewer than the 8 files the corpus is split into")],
     "bench_eval": [(["--lengths", "0"], 2, "argument --lengths: 0 must be >= 1"),  # ZeroDivisionError
                    (["--repeats", "0"], 2, "argument --repeats: 0 must be >= 1"),  # KeyError (0, 'ppl 1024')
                    (["--batch-size", "0"], 2, "argument --batch-size: 0 must be >= 1"),  # never returned
@@ -121,6 +122,22 @@ def test_bench_study_ab_prints_whether_the_conclusions_agree(tmp_path, monkeypat
     monkeypatch.setattr(bench, "read_cells", lambda path: [])
     assert bench.main(["--ab", "--cells", "1", "--out", str(tmp_path / "out")]) == 0
     assert "conclusions: the same" in capsys.readouterr().out
+
+
+def test_bench_loss_memory_names_a_child_that_failed(monkeypatch, capsys):
+    """A step that does not fit (--seq-len 100000000: 51 GB of logits) failed in the child, and the parent stopped
+    with a CalledProcessError's traceback; now one line with the child's last error and what to shrink."""
+    import subprocess as sp
+
+    from tests.test_scripts import script
+
+    bench = script("bench_loss_memory")
+    failed = sp.CompletedProcess([], 1, "", "Traceback ...\nRuntimeError: DefaultCPUAllocator: can't allocate memory\n")
+    monkeypatch.setattr(bench.subprocess, "run", lambda *a, **k: failed)
+    assert bench.main(["--size", "nano", "--chunks", "0"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--chunks 0 failed in its subprocess (exit 1: RuntimeError: DefaultCPU" in err
+    assert "a smaller --seq-len, --micro-batch or --size may fit" in err
 
 
 @pytest.mark.slow  # three interpreters (launch.py starts train.py); the in-process cases above check the same mains
