@@ -171,3 +171,53 @@ def test_run_explore_and_switch_pe(app_url, browser, tmp_path):
         time.sleep(0.3)
     browser.save_screenshot(str(shots / "5_switched_pe.png"))
     print(f"screenshots in {shots}")
+
+
+def test_colours_and_colour_bar_as_drawn(app_url, browser, tmp_path):
+    """Eight PEs that were five greens and two greys: each its own colour in the drawn legend; the attention map's
+    colour bar clear of the upright toolbar. Element screenshots (the docs/screenshots pair) go to the tmp dir."""
+    from selenium.webdriver.common.action_chains import ActionChains
+    from selenium.webdriver.common.keys import Keys
+
+    from tests.app.helpers import cell
+
+    pes = ["rope", "modded_rope", "hope", "fope", "sinonly", "none", "binary_norm", "fox"]
+    study = tmp_path / "colours"
+    study.mkdir()
+    cells = [{**cell(pe, seed, 0.3 + 0.08 * i, 0.2 + 0.07 * i), "cell_id": f"k_back_{pe}_s{seed}",
+              "curve": [{"step": s, "ood_beyond_acc": min(1.0, 0.1 * s * (1 + i) / 8)} for s in (2, 4, 6, 8, 10)]}
+             for i, pe in enumerate(pes) for seed in (0, 1)]
+    (study / "results.json").write_text(json.dumps({"study": "colours", "cells": cells}))
+    shots = tmp_path / "screenshots"
+    shots.mkdir()
+    browser.get(app_url)
+    find(browser, '[data-testid="stSidebar"] label')
+    next(e for e in browser.find_elements("css selector", '[data-testid="stSidebar"] label')
+         if e.text == "Explore results").click()
+    wait_text(browser, "Study directories, eval outputs")
+    set_field(browser, "Study directories, eval outputs or results.json files (one per line)", str(study),
+              tag="textarea")
+    find(browser, "textarea").send_keys(Keys.CONTROL, Keys.ENTER)
+    wait_text(browser, "accuracy during training")
+    wait_text(browser, "Attention map")
+    charts = browser.find_elements("css selector", '[data-testid="stPlotlyChart"]')
+    browser.execute_script("arguments[0].scrollIntoView();", charts[0])
+    time.sleep(1)
+    charts[0].screenshot(str(shots / "pe_colours.png"))
+    strokes = {t.text: t.find_element("xpath", "..").find_element("css selector", "path.js-line")
+               .value_of_css_property("stroke") for t in charts[0].find_elements("css selector", ".legendtext")}
+    attention = charts[-1]
+    browser.execute_script("arguments[0].scrollIntoView();", attention)
+    time.sleep(1)
+    ActionChains(browser).move_to_element(attention).perform()  # the toolbar shows on hover
+    time.sleep(1)
+    attention.screenshot(str(shots / "attention_colour_bar.png"))
+    print(f"screenshots in {shots}")
+    assert list(strokes) == pes and len(set(strokes.values())) == len(pes), strokes  # the study's order
+    bar = attention.find_element("css selector", ".colorbar").rect
+    tools = attention.find_element("css selector", ".modebar").rect
+
+    def overlap(a, b):
+        return (a["x"] < b["x"] + b["width"] and b["x"] < a["x"] + a["width"]
+                and a["y"] < b["y"] + b["height"] and b["y"] < a["y"] + a["height"])
+    assert not overlap(bar, tools), (bar, tools)

@@ -124,3 +124,24 @@ def test_every_accuracy_is_named():
     assert names[1].startswith("OOD beyond train length") and names[2].startswith("OOD, all positions")
     none = spec(figure("bars"))["data"][1]  # `none` has no beyond-length accuracy here: n/a, not 0
     assert none["text"][PES.index("none")] == "n/a" and none["customdata"][PES.index("none")] == "n/a"
+
+
+def test_accuracy_charts_draw_chance_and_list_pes_in_the_studys_order():
+    """A dotted chance line on every accuracy chart (per target position, the unit they measure), and the PEs in
+    the order the study lists them, as its PNGs do, not alphabetically."""
+    order = ["rope", "none", "alibi"]
+    ordered = [{**c, "chance": 0.5} for pe in order for c in cells() if c["pe"] == pe]
+    rows = [{**r, "chance": 0.5} for r in summary_rows()]
+    for fig in (charts.learning_curves(ordered, "k_back"), charts.per_position(ordered, "k_back"),
+                charts.id_ood_bars(rows, "k_back")):
+        s = spec(fig)
+        assert any(sh.get("y0") == 50 and sh["line"].get("dash") == "dot" for sh in s["layout"].get("shapes", []))
+    for fig in (charts.learning_curves(ordered, "k_back"), charts.per_position(ordered, "k_back")):
+        assert [t["name"] for t in spec(fig)["data"]] == order
+
+
+def test_attention_colour_bar_lies_below_the_map_clear_of_the_toolbar():
+    heat = spec(figure("attention"))["data"][0]
+    assert heat["colorbar"]["orientation"] == "h" and heat["colorbar"]["y"] < 0
+    labels = spec(charts.attention_map([[1.0, 0.0]], ["b"], ["a", "b"], "t", q_start=1))["data"][0]
+    assert labels["y"] == ["1:b"] and labels["x"] == ["0:a", "1:b"]  # rows and columns: one origin

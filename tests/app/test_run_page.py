@@ -140,3 +140,25 @@ def test_launcher_defaults_and_runs_must_be_a_directory(tmp_path, monkeypatch, c
     assert main(["--runs", str(tmp_path / "file")]) == 2 and argv == []
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: --runs") and "regular file" in err
+
+
+def test_the_live_loss_chart_shows_one_task_at_a_time(app, tmp_path):
+    """Two tasks of one PE and seed would share a colour and a dash: the chart asks which task."""
+    from posbench.studies.study_spec import expand
+
+    run = tmp_path / "runs" / "two"
+    study = build_study({**TINY, "name": "two", "tasks": "{name: k_back, k: 2}\n{name: modular_sum}"})
+    (run / "cells").mkdir(parents=True)
+    (run / "spec.json").write_text(json.dumps(to_dict(study), sort_keys=True, indent=1))
+    (run / "status.json").write_text(json.dumps({"state": "finished"}))
+    for c in expand(study):
+        (run / "cells" / f"{c.cell_id}.json").write_text(json.dumps(
+            {"cell_id": c.cell_id, "task": c.task.name, "pe": c.label, "seed": c.seed, "axes": {}, "chance": 0.5,
+             "id_acc": 0.5, "ood_acc": 0.5, "train_loss": [{"step": 1, "loss": 2.0}, {"step": 4, "loss": 1.0}]}))
+    at = app.run()
+    assert at.selectbox(key="live_loss_task").options == ["k_back", "modular_sum"]
+    at.selectbox(key="live_loss_task").set_value("modular_sum").run()
+    live = json.loads(at.get("plotly_chart")[0].proto.spec)
+    assert sorted(t["hovertemplate"].split(":")[0] for t in live["data"]) == ["modular_sum_learned_s0",
+                                                                             "modular_sum_rope_s0"]
+    assert [t["legendgroup"] for t in live["data"]] == ["rope", "learned"]  # the study's order, as its PNGs

@@ -49,6 +49,23 @@ def _wrap(title: str, width: int = 50) -> str:
     return f"{head}<br><sup>({rest}</sup>" if sep and len(title) > width else title
 
 
+def _chance_line(fig: go.Figure, cells: list[dict]) -> None:
+    """The task's chance per target position (a cell's `chance`, the unit these charts measure), dotted, as the
+    study PNGs draw it."""
+    chance = next((c["chance"] for c in cells if c.get("chance") is not None), None)
+    if chance is not None:
+        fig.add_hline(y=100 * chance, line_dash="dot", line_color="grey", annotation_text="chance",
+                      annotation_position="bottom right")
+
+
+def _by_pe(cells: list[dict]) -> dict[str, list[dict]]:
+    """Cells grouped by PE in the order they come (the study's own order, as in its PNGs' legends)."""
+    out: dict[str, list[dict]] = {}
+    for c in cells:
+        out.setdefault(c["pe"], []).append(c)
+    return out
+
+
 def _na_note(fig: go.Figure, text: str) -> None:
     fig.add_annotation(text=text, x=0.5, y=0.5, xref="paper", yref="paper", showarrow=False,
                        font=dict(color="grey"))
@@ -58,12 +75,10 @@ def learning_curves(cells: list[dict], task: str, key: str = "ood_beyond_acc",
                     visible: set[str] | None = None) -> go.Figure:
     """Accuracy at the evaluated checkpoints, mean over seeds, one trace per PE (legend click toggles)."""
     fig = go.Figure()
-    by_pe = defaultdict(list)
-    for c in cells:
-        if c.get("task") == task:
-            by_pe[c["pe"]].append(c.get("curve") or [])
+    of_task = [c for c in cells if c.get("task") == task]
+    by_pe = {pe: [c.get("curve") or [] for c in group] for pe, group in _by_pe(of_task).items()}
     drawn = False
-    for pe, curves in sorted(by_pe.items()):
+    for pe, curves in by_pe.items():
         steps, vals = _mean_by_step(curves, key)
         drawn = drawn or bool(steps)
         fig.add_trace(go.Scatter(x=steps, y=[100 * v for v in vals], mode="lines+markers", name=pe,
@@ -72,6 +87,7 @@ def learning_curves(cells: list[dict], task: str, key: str = "ood_beyond_acc",
     label = CURVE_LABELS.get(key, key)
     if by_pe and not drawn:
         _na_note(fig, f"n/a: these cells did not record {label} accuracy at each checkpoint")
+    _chance_line(fig, of_task)
     return _layout(fig, f"{task}: accuracy during training, {label} (mean over seeds)", "step", "accuracy %")
 
 
@@ -126,6 +142,7 @@ def id_ood_bars(rows: list[dict], task: str) -> go.Figure:
                              error_y=dict(type="data", symmetric=False, array=hi, arrayminus=lo), **style))
     fig.update_layout(barmode="group")
     fig.update_yaxes(range=[0, 105])
+    _chance_line(fig, rows)  # summarize's rows carry the task's chance
     return _layout(fig, f"{task}: accuracy per target position (bars: mean over seeds, whiskers: CI)", "PE",
                    "accuracy %")
 
@@ -134,13 +151,10 @@ def per_position(cells: list[dict], task: str) -> go.Figure:
     """The OOD examples' accuracy at each target position, mean over seeds; a dashed line at the training
     length (right of it: beyond it)."""
     fig = go.Figure()
-    by_pe = defaultdict(list)
-    train_len = None
-    for c in cells:
-        if c.get("task") == task and c.get("ood_by_position"):
-            by_pe[c["pe"]].append(c["ood_by_position"])
-            train_len = c.get("seq_len", train_len)
-    for pe, lists in sorted(by_pe.items()):
+    of_task = [c for c in cells if c.get("task") == task and c.get("ood_by_position")]
+    by_pe = {pe: [c["ood_by_position"] for c in group] for pe, group in _by_pe(of_task).items()}
+    train_len = next((c["seq_len"] for c in reversed(of_task) if c.get("seq_len")), None)
+    for pe, lists in by_pe.items():
         width = max(len(v) for v in lists)
         vals = []
         for t in range(width):
@@ -150,6 +164,7 @@ def per_position(cells: list[dict], task: str) -> go.Figure:
                                  line=dict(color=pe_colour(pe))))
     if train_len:
         fig.add_vline(x=train_len - 0.5, line_dash="dash", annotation_text="training length (right: beyond)")
+    _chance_line(fig, of_task)
     return _layout(fig, f"{task}: OOD examples, accuracy at each target position", "target position",
                    "accuracy %")
 
@@ -160,11 +175,13 @@ def attention_map(probs_QK: list[list[float]], q_labels: list[str], k_labels: li
     `q_start`: the position of the first query row, so rows and columns count positions from the same origin."""
     ql = [f"{q_start + i}:{t}" for i, t in enumerate(q_labels)] if q_labels else None
     kl = [f"{i}:{t}" for i, t in enumerate(k_labels)] if k_labels else None
-    fig = go.Figure(go.Heatmap(z=probs_QK, x=kl, y=ql, colorscale="Viridis", zmin=0, zmax=1,
+    fig = go.Figure(go.Heatmap(z=probs_QK, x=kl, y=ql, colorscale=HEATMAP_SCALE.capitalize(), zmin=0, zmax=1,
+                               # below the map, as the retrieval heatmap's: the upright toolbar owns the right edge
+                               colorbar=dict(title="p", orientation="h", y=-0.25, yanchor="top", thickness=12),
                                hovertemplate="query %{y}<br>key %{x}<br>p=%{z:.3f}<extra></extra>"))
     fig.update_yaxes(autorange="reversed")
     fig.update_layout(title=dict(text=title, x=0, xanchor="left"), xaxis_title="key", yaxis_title="query",
-                      height=520, modebar=dict(orientation="v"), margin=dict(l=40, r=TOOLBAR_W, t=60, b=40))
+                      height=560, modebar=dict(orientation="v"), margin=dict(l=40, r=TOOLBAR_W, t=60, b=40))
     return fig
 
 

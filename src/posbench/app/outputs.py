@@ -73,6 +73,13 @@ def read_cells(study_dir: Path) -> list[dict]:
     return [read_json(p, MAX_CELL_BYTES) for p in sorted(cells_dir.glob("*.json"))] if cells_dir.is_dir() else []
 
 
+def in_study_order(cells: list[dict], cell_ids: list[str]) -> list[dict]:
+    """`cells` in the order of `cell_ids` (the study's grid: tasks, then its rows, then seeds), the order its
+    PNGs draw and list them in; a cell the grid does not name goes last."""
+    rank = {cid: i for i, cid in enumerate(cell_ids)}
+    return sorted(cells, key=lambda c: rank.get(c.get("cell_id"), len(rank)))
+
+
 def live_losses(study_dir: Path) -> dict[str, list[dict]]:
     """cell id -> training-loss rows of the cells being trained now (the runner's work/<cell>/metrics.jsonl)."""
     work = Path(study_dir) / "work"

@@ -12,7 +12,7 @@ import streamlit as st
 
 from posbench.app import background, charts
 from posbench.app.app_paths import runs_root
-from posbench.app.outputs import live_losses, read_cells
+from posbench.app.outputs import in_study_order, live_losses, read_cells
 from posbench.app.studyform import DIMS, build_study, defaults, estimate
 from posbench.app.views.study import show_study
 from posbench.config_loader import ConfigError, from_dict, to_dict
@@ -118,17 +118,20 @@ def _show_progress(run_dir, started_as: str) -> None:
         background.start(background.read_spec(run_dir), run_dir)
         st.rerun(scope="app")
     spec = background.read_spec(run_dir)
-    cells = read_cells(run_dir)
+    grid = {c.cell_id: c for c in expand(spec)}
+    cells = in_study_order(read_cells(run_dir), list(grid))  # legends in the study's order, as its PNGs
     losses = {c["cell_id"]: c.get("train_loss", []) for c in cells}
     if state.state == "running":  # a stopped run's half-trained cells are not live
         losses.update(live_losses(run_dir))
+    tasks = [t.name for t in spec.tasks]
+    if losses and len(tasks) > 1:  # one PE and seed in two tasks would share a colour and a dash: one task at a time
+        task = st.selectbox("Training loss of the task", tasks, key="live_loss_task")
+        losses = {cid: rows for cid, rows in losses.items() if cid in grid and grid[cid].task.name == task}
     if losses:
-        grid = {c.cell_id: c for c in expand(spec)}
-        order = sorted(losses, key=lambda cid: (grid[cid].label, grid[cid].seed, cid) if cid in grid else ("", 0, cid))
+        order = [cid for cid in grid if cid in losses]  # the study's order: its rows (PEs), then seeds
         st.plotly_chart(charts.loss_curves({cid: losses[cid] for cid in order},
                                            "training loss per cell (live; colour: PE, dash: seed)",
-                                           groups={cid: grid[cid].label for cid in order if cid in grid},
-                                           dashes={cid: spec.seeds.index(grid[cid].seed) for cid in order
-                                                   if cid in grid}),
+                                           groups={cid: grid[cid].label for cid in order},
+                                           dashes={cid: spec.seeds.index(grid[cid].seed) for cid in order}),
                         key="live_loss")
     show_study(cells, spec, key="run")

@@ -26,14 +26,14 @@ def show_study(cells: list[dict], settings, key: str) -> None:
     right.download_button("Download summary CSV", rows_csv(rows), f"{key}_summary.csv", "text/csv",
                           key=f"{key}_sum_csv")
 
-    tasks = sorted({c["task"] for c in cells})
+    tasks = list(dict.fromkeys(c["task"] for c in cells))  # in the order the cells come: the study's, as its PNGs
     task = st.selectbox("Task", tasks, key=f"{key}_task")
     of_task = [c for c in cells if c["task"] == task]
-    pes = sorted({c["pe"] for c in of_task})
+    pes = list(dict.fromkeys(c["pe"] for c in of_task))
     # the PE set is part of the key: while a study runs, a PE whose first cell just finished is shown
     # (a widget keeps its state under one key, so a selection made before that PE existed would hide it)
     shown = st.multiselect("PEs in the charts (or click the legend)", pes, default=pes,
-                           key=f"{key}_pes_{'_'.join(pes)}")
+                           key=f"{key}_pes_{'_'.join(sorted(pes))}")
     visible = [c for c in of_task if c["pe"] in shown]
     labels = {label: k for k, label in charts.CURVE_LABELS.items()}  # the headline (beyond train length) first
     split = st.radio("Learning curve: accuracy", list(labels), horizontal=True, key=f"{key}_split",
