@@ -77,6 +77,22 @@ def test_a_rerun_with_other_settings_is_refused_not_reported_as_the_old_cells(tm
     assert run_study(load_study(str(report_only)), out, progress=False)["ran"] == 0
 
 
+def test_a_damaged_cell_file_is_run_again_not_read(tmp_path, capsys):
+    """A truncated or foreign cell file (cells are written atomically, so only damage or a hand edit makes one) was a
+    JSONDecodeError naming no file at report time; now it is said, by name, and the cell runs again."""
+    out = tmp_path / "out"
+    run_study(load_study(str(mini(tmp_path))), out, progress=False)
+    cell = out / "cells" / "k_back_rope_s0.json"
+    good = cell.read_bytes()
+    cell.write_bytes(good[: len(good) // 2])
+    assert run_study(load_study(str(mini(tmp_path))), out, progress=False)["ran"] == 1
+    assert f"{cell}: not JSON" in capsys.readouterr().out
+    assert cell.read_bytes() == good  # the cell is deterministic in its seed
+    cell.write_text((out / "cells" / "k_back_learned_s0.json").read_text())
+    assert run_study(load_study(str(mini(tmp_path))), out, progress=False)["ran"] == 1
+    assert "holds cell 'k_back_learned_s0', not 'k_back_rope_s0'" in capsys.readouterr().out
+
+
 def test_killed_study_completes_with_the_same_numbers(tmp_path):
     spec = mini(tmp_path, seeds="0, 1")
     ref_out, out = tmp_path / "ref", tmp_path / "killed"

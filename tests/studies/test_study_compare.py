@@ -3,6 +3,9 @@
 import copy
 import json
 
+import pytest
+
+from posbench.config_loader import ConfigError
 from posbench.studies.study_compare import compare, read_cells, verdicts
 
 
@@ -54,3 +57,13 @@ def test_a_verdict_decided_in_one_run_only_is_no_contradiction():
 def test_read_cells_from_a_dir_or_a_file(tmp_path):
     (tmp_path / "results.json").write_text(json.dumps({"study": "s", "cells": cells(BASE)}))
     assert read_cells(tmp_path) == read_cells(tmp_path / "results.json") == cells(BASE)
+
+
+def test_a_damaged_results_file_is_bad_input_naming_it(tmp_path):
+    bad = tmp_path / "results.json"
+    bad.write_text('{"cells": [')
+    with pytest.raises(ConfigError, match="results.json: not a study's results.json \\(not JSON"):
+        read_cells(tmp_path)
+    bad.write_text(json.dumps({"cells": [{"cell_id": "x", "task": "t"}]}))
+    with pytest.raises(ConfigError, match="cell 0 is not a cell's result \\(no pe, seed, axes\\)"):
+        read_cells(bad)

@@ -20,9 +20,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from posbench.config_loader import ConfigError
 from posbench.stats import DEFAULT_METHOD, interval, pairwise
 from posbench.studies.claims import DEFAULT_MARGINS
 from posbench.studies.study_report import group_key
+from posbench.studies.study_runner import cell_problem
 
 NUMBERS = ("id_acc", "ood_beyond_acc", "ood_acc", "id_loss", "ood_loss")
 OPPOSITE = {">": "<", "<": ">"}
@@ -113,4 +115,15 @@ def read_cells(path: str | Path) -> list[dict]:
     p = p / "results.json" if p.is_dir() else p
     if not p.is_file():
         raise FileNotFoundError(f"{p}: no results.json there; pass a study's --out directory or its results.json")
-    return json.loads(p.read_text())["cells"]
+    try:
+        data = json.loads(p.read_text(errors="replace"))
+    except ValueError as e:
+        raise ConfigError(f"{p}: not a study's results.json (not JSON: {e})") from None
+    cells = data.get("cells") if isinstance(data, dict) else None
+    if not isinstance(cells, list):
+        raise ConfigError(f"{p}: not a study's results.json (no `cells` list)")
+    for i, cell in enumerate(cells):
+        problem = cell_problem(json.dumps(cell))
+        if problem is not None:
+            raise ConfigError(f"{p}: cell {i} is not a cell's result ({problem}); rerun the study to rewrite it")
+    return cells

@@ -51,6 +51,39 @@ def cell_spec(cell: Cell) -> str:
     return json.dumps(spec, sort_keys=True, default=str)
 
 
+CELL_KEYS = ("cell_id", "task", "pe", "seed", "axes")  # what every report reads of a cell result
+
+
+def cell_problem(text: str, cell_id: str | None = None) -> str | None:
+    """Why `text` is not a finished cell's result (None when it is): not JSON, not an object, a key missing,
+    or another cell's id. Cell files are written atomically, so this means a damaged or hand-edited file."""
+    try:
+        data = json.loads(text)
+    except ValueError as e:
+        return f"not JSON ({e})"
+    if not isinstance(data, dict):
+        return f"a JSON {type(data).__name__}, not a cell's result object"
+    missing = [k for k in CELL_KEYS if k not in data]
+    if missing:
+        return f"no {', '.join(missing)}"
+    if cell_id is not None and data["cell_id"] != cell_id:
+        return f"holds cell {data['cell_id']!r}, not {cell_id!r}"
+    return None
+
+
+def finished(out_dir: Path, cell: Cell) -> bool:
+    """A cell whose result file exists and reads as its result; a damaged one is said and run again."""
+    path = cell_path(out_dir, cell)
+    if not path.is_file():
+        return False
+    problem = cell_problem(path.read_text(errors="replace"), cell.cell_id)
+    if problem is not None:
+        tqdm.write(f"{path}: {problem}; running the cell again")
+        path.unlink()
+        return False
+    return True
+
+
 def check_finished_cells(out_dir: Path, cells: list[Cell]) -> None:
     """ConfigError when a finished cell in `out_dir` was made with other settings than this study's cell of the
     same name. A cell from before specs were kept (no spec file) is reused as it always was."""
@@ -112,7 +145,7 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
             (out_dir / sub).mkdir(parents=True, exist_ok=True)
     cells = expand(study)[:limit]
     check_finished_cells(out_dir, cells)  # before any work: old cells are never reported as this study's
-    todo = [c for c in cells if not cell_path(out_dir, c).is_file()]
+    todo = [c for c in cells if not finished(out_dir, c)]
     workers = min(workers or study.workers, max(1, len(todo)))
     groups = seed_groups(todo, workers, batch_seeds)
     separate = {}
