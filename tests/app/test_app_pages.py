@@ -173,3 +173,34 @@ def test_a_checkpoint_without_attention_continues_and_says_so(app, tmp_path):
     assert any("Greedy continuation" in m.value for m in at.markdown)
     assert any("**Prompt** (8 tokens)" in m.value for m in at.markdown)  # <|bos|> + 7 bytes, as task prompts start
     assert "`mamba` has no attention layers" in at.info[0].value
+
+
+def test_a_study_directory_on_the_try_page_says_why_it_has_no_checkpoint(app, tmp_path):
+    study = tmp_path / "study"
+    (study / "cells").mkdir(parents=True)
+    at = app.run()
+    at.sidebar.radio(key="page").set_value("Try a checkpoint").run()
+    at.text_input(key="try_path").set_value(str(study)).run()
+    said = at.error[0].value
+    assert "each cell's training run is deleted once it is scored" in said and "keep_checkpoints: true" in said
+    (study / "checkpoints" / "k_back_rope_s0").mkdir(parents=True)
+    at.text_input(key="try_path").set_value(str(study / "cells")).run()
+    assert f"{study / 'checkpoints' / 'k_back_rope_s0'}" in at.error[0].value
+
+
+def test_a_study_that_keeps_checkpoints_opens_on_the_try_page(app, tmp_path):
+    """study.keep_checkpoints: each cell's run directory is kept in <study>/checkpoints/<cell> and loads."""
+    from posbench.app.studyform import build_study
+    from posbench.studies.cell import run_cell
+    from posbench.studies.study_spec import expand
+    from tests.app.helpers import TINY
+
+    study = build_study({**TINY, "keep_checkpoints": True})
+    cell = expand(study)[0]
+    run_cell(cell, tmp_path / "s" / "work")
+    kept = tmp_path / "s" / "checkpoints" / cell.cell_id
+    assert (kept / "latest" / "model.pt").is_file() and not (tmp_path / "s" / "work" / cell.cell_id).exists()
+    at = app.run()
+    at.sidebar.radio(key="page").set_value("Try a checkpoint").run()
+    at.text_input(key="try_path").set_value(str(kept)).run()
+    assert not at.error and "trained at" in at.caption[0].value

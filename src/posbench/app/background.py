@@ -78,7 +78,9 @@ def start(study: StudyConfig, run_dir: Path) -> bool:
     if _active(run_dir):
         return False
     spec = json.dumps(to_dict(study), sort_keys=True, indent=1)
-    if os.path.lexists(run_dir / SPEC) and read_text_bounded(run_dir / SPEC, MAX_SPEC_BYTES, "a study spec") != spec:
+    # compared as typed configs: a spec.json written before a setting existed holds its default
+    if os.path.lexists(run_dir / SPEC) and json.dumps(to_dict(read_spec(run_dir)), sort_keys=True) != \
+            json.dumps(to_dict(study), sort_keys=True):
         raise StudyNameTaken(f"{run_dir} already holds another study; choose another name")
     run_dir.mkdir(parents=True, exist_ok=True)
     write_text(run_dir / SPEC, spec)

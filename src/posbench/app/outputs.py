@@ -80,6 +80,23 @@ def in_study_order(cells: list[dict], cell_ids: list[str]) -> list[dict]:
     return sorted(cells, key=lambda c: rank.get(c.get("cell_id"), len(rank)))
 
 
+def study_checkpoints_note(path: Path) -> str | None:
+    """Why a study directory (or one of its cells' work directories) holds no checkpoint to open, and where the
+    kept ones are when it has them; None when `path` is not part of a study."""
+    path = Path(path)
+    study = next((p for p in (path, *path.parents) if (p / "cells").is_dir() or (p / "spec.json").is_file()
+                  or (p / "results.json").is_file() and (p / "specs").is_dir()), None)
+    if study is None or (study / "checkpoints") in (path, *path.parents):  # a kept one: its own error says why
+        return None
+    kept = sorted(p.name for p in (study / "checkpoints").iterdir()) if (study / "checkpoints").is_dir() else []
+    if kept:
+        return (f"{study} is a study: its cells' final checkpoints are in {study / 'checkpoints'} (e.g. "
+                f"{study / 'checkpoints' / kept[0]}); give one of those")
+    return (f"{study} is a study, and its cells keep no checkpoint: each cell's training run is deleted once it is "
+            "scored. Start the study with 'Keep each cell's final checkpoint' (study `keep_checkpoints: true`) to "
+            f"keep them in {study / 'checkpoints'}")
+
+
 def live_losses(study_dir: Path) -> dict[str, list[dict]]:
     """cell id -> training-loss rows of the cells being trained now (the runner's work/<cell>/metrics.jsonl)."""
     work = Path(study_dir) / "work"

@@ -66,6 +66,7 @@ def build_study(form: dict) -> StudyConfig:
     study = from_dict(StudyConfig, {
         "name": name, "tasks": parse_tasks(form["tasks"]), "pes": [{"name": p} for p in form["pes"]],
         "seeds": parse_seeds(form["seeds"]), "overrides": overrides, "workers": int(form["workers"]),
+        "keep_checkpoints": bool(form.get("keep_checkpoints", False)),
         "train": {"steps": int(form["steps"]), "batch_size": int(form["batch_size"]), "lr": float(form["lr"])},
         **({"eval": form["eval"]} if form.get("eval") else {})}, "study")
     for cell in expand(study):  # expand: duplicate cells; cell_config: each cell's task and model config

@@ -6,6 +6,7 @@ model (`run_group`) and are scored the same way."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import time
 from pathlib import Path
@@ -116,6 +117,11 @@ class CellScoring:
                     p.numel() for p in model.parameters())}
 
 
+def kept_checkpoint(work_dir: Path, cell_id: str) -> Path:
+    """Where a cell's run directory is kept with study.keep_checkpoints: <study>/checkpoints/<cell_id>."""
+    return Path(work_dir).parent / "checkpoints" / cell_id
+
+
 def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dict:
     """One cell trained alone through the project's trainer (`training.loop.train`)."""
     phases = phases or CpuPhases()
@@ -134,6 +140,11 @@ def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dic
     run_dir = Path(out["run_dir"])
     phases.lap("train")
     losses = [json.loads(line) for line in read_metrics_text(run_dir / "metrics.jsonl").splitlines()]
+    if cell.study.keep_checkpoints:  # the whole run directory: its final checkpoint, config and metrics
+        kept = kept_checkpoint(work_dir, cell.cell_id)
+        shutil.rmtree(kept, ignore_errors=True)  # an earlier attempt's copy
+        kept.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(run_dir, kept)
     shutil.rmtree(run_dir, ignore_errors=True)
     return scoring.result(final_model[0], [{"step": r["step"], "loss": r["loss"]} for r in losses if "loss" in r])
 
@@ -150,7 +161,8 @@ def run_group(cells: list[Cell], work_dir: Path, phases: CpuPhases | None = None
     first = CellScoring(cells[0], work_dir, phases)
     scorings = [first] + [CellScoring(c, work_dir, phases, first.splits) for c in cells[1:]]
     ids = [c.cell_id for c in cells]
-    reason = why_not_batched(first.cfg)
+    reason = why_not_batched(first.cfg) or ("study.keep_checkpoints keeps each cell's own run directory"
+                                            if cells[0].study.keep_checkpoints else None)
     group = None
     if reason is None:
         try:

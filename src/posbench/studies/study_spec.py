@@ -90,6 +90,9 @@ class StudyConfig:
     train: StudyTrain = field(default_factory=StudyTrain)
     eval: StudyEval = field(default_factory=StudyEval)
     workers: int = 2
+    # keep each cell's final checkpoint in <study>/checkpoints/<cell_id> (the app's Try page opens it); off: a
+    # cell's training run is deleted once it is scored (a study of 60 cells would otherwise keep 60 model copies)
+    keep_checkpoints: bool = False
     # published numbers to put beside ours: {task: {pe: {id: acc, ood: acc}}}
     reference: dict[str, Any] = field(default_factory=dict)
     reference_note: str = ""

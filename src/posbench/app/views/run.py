@@ -58,6 +58,10 @@ def _form(root) -> None:
         for col, dim in zip(cols, DIMS):
             form[dim] = col.number_input(dim, 1, 8192, d[dim], key=f"f_{dim}")
         form["other_overrides"] = d["other_overrides"]
+        form["keep_checkpoints"] = st.checkbox("Keep each cell's final checkpoint (to open it on the Try page)",
+                                               False, key="f_keep",
+                                               help="kept in <study>/checkpoints/<cell>; off, a cell's training run "
+                                                    "is deleted once it is scored")
         try:
             study = build_study(form)
             cost = _estimate(json.dumps(to_dict(study), sort_keys=True), str(root / study.name))

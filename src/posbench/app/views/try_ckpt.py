@@ -6,11 +6,13 @@ task's own symbols, is asked in those symbols."""
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import streamlit as st
 import yaml
 
 from posbench.app import charts
+from posbench.app.outputs import study_checkpoints_note
 from posbench.app.probe import continue_ids, generated_attention, scored_tokens, task_prompt, tokens_right
 from posbench.config_loader import ConfigError, from_dict
 from posbench.data.errors import DataError
@@ -35,7 +37,7 @@ def page() -> None:
         step_dir = resolve_checkpoint(path.strip())
         loaded = _load(str(step_dir), (step_dir / "model.pt").stat().st_mtime)
     except (CheckpointError, ConfigError, OSError) as e:
-        st.error(f"Cannot load the checkpoint: {e}")
+        st.error(f"Cannot load the checkpoint: {study_checkpoints_note(Path(path.strip())) or e}")
         return
     cfg = loaded.cfg
     st.caption(f"{step_dir}: step {loaded.meta.get('step', '?')}, PE `{cfg.pe.name}`, d_model {cfg.model.d_model}, "
