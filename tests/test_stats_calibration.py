@@ -142,7 +142,8 @@ def test_seeds_needed_uses_the_t_quantile():
     assert seeds_needed(diffs) == 7
     assert seeds_needed([0.1, -0.1]) is None  # mean exactly 0: no number of seeds orders them
     assert seeds_needed(diffs, rel="~") is None  # no margin
-    assert seeds_needed([0.3, 0.3, 0.3]) == 2
+    assert seeds_needed([0.3, 0.3, 0.3]) == 6  # no spread: the sign-flip test's 6
+    assert seeds_needed([0.3, 0.31]) == 3  # never fewer than the 3 an interval needs
 
 
 def test_pairwise_adjusts_over_the_table_with_holm():

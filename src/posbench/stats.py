@@ -346,7 +346,7 @@ def benjamini_hochberg(pvalues) -> list[float]:
 def seeds_needed(diffs, confidence: float = 0.95, rel: str = ">", margin: float | None = None,
                  limit: int = 10_000) -> int | None:
     """Seeds the decision of `rel` needs, if the mean and spread stay what these seeds show: the smallest
-    n >= 2 whose t test at `confidence` would decide it (shown or refuted) with this mean and standard
+    n >= 3 (the t-interval's minimum) whose t test at `confidence` would decide it (shown or refuted) with this mean and standard
     deviation. None with fewer than two seeds, when no number of seeds decides it (a mean difference of
     exactly 0 for `>`, exactly on the margin for `>=`/`~`, or no margin), or beyond `limit`. Before any
     adjustment for many comparisons: a Holm-adjusted table may need more."""
@@ -361,16 +361,17 @@ def seeds_needed(diffs, confidence: float = 0.95, rel: str = ">", margin: float 
         gap, q = abs(m + (margin if rel == ">=" else 0.0)), alpha / 2
     if gap == 0:
         return None
-    if sd == 0:
-        return 2
     # t_{1-q, n-1} * sd / sqrt(n) < gap: the left side falls with n; double, then bisect
     fits = lambda n: sps.t.ppf(1 - q, n - 1) * sd / math.sqrt(n) < gap  # noqa: E731
-    hi = 2
+    first = max(2, INTERVALS[DEFAULT_METHOD].min_seeds)  # fewer seeds give no interval at all
+    if sd == 0:
+        return max(first, 6)  # no spread: the sign-flip test needs 2^-n < alpha / 2, i.e. 6 seeds at 95%
+    hi = first
     while not fits(hi):
         if hi >= limit:
             return None
         hi = min(limit, 2 * hi)
-    lo = max(2, hi // 2)
+    lo = max(first, hi // 2)
     while lo < hi:
         mid = (lo + hi) // 2
         lo, hi = (lo, mid) if fits(mid) else (mid + 1, hi)
