@@ -37,7 +37,10 @@ def test_explore_shows_effective_length_and_family_heatmaps(tmp_path, monkeypatc
     assert not at.exception and not at.error
     rows = {r["family"]: r for r in at.table[0].value.to_dict("records")}
     assert rows["niah_multikey"]["rope"] == "16" and rows["mean of families"]["alibi"] == ">= 32"
-    assert rows["kv_retrieval"]["rope"].startswith("n/a (the in-distribution score 50.0%")
+    # a family n/a for every checkpoint leaves the table and is said once, with its reason once
+    assert "kv_retrieval" not in rows
+    assert [c.value for c in at.caption if "kv_retrieval" in c.value] == [
+        "kv_retrieval: n/a for every checkpoint (the in-distribution score 50.0% is not above the baseline 50.0%)"]
     def heatmaps():
         specs = [json.loads(c.proto.spec) for c in at.get("plotly_chart")]
         return [(s["layout"]["title"]["text"], s["data"][0]["z"]) for s in specs if "z" in s["data"][0]]
@@ -45,3 +48,15 @@ def test_explore_shows_effective_length_and_family_heatmaps(tmp_path, monkeypatc
     assert dict(heatmaps()[-2:]) == {"rope": [[100.0, 0.0]], "alibi": [[100.0, None]]}
     at.selectbox(key="ex_lc_family").set_value("kv_retrieval").run()
     assert dict(heatmaps()[-2:]) == {"rope": [[50.0, 50.0]], "alibi": [[50.0, 50.0]]}
+
+
+def test_a_checkpoint_na_in_every_family_is_one_note_not_a_column():
+    from posbench.app.long_context_view import collapse_na
+
+    rows = [{"family": "a", "rope": "16", "nope": "n/a (too short)"},
+            {"family": "b", "rope": "n/a (x)", "nope": "n/a (too short)"},
+            {"family": "c", "rope": "n/a (y)", "nope": "n/a (too short)"}]
+    kept, notes = collapse_na(rows)
+    assert kept == [{"family": "a", "rope": "16"}]
+    assert notes == ["b: n/a for every checkpoint (x; too short)", "c: n/a for every checkpoint (y; too short)",
+                     "nope: n/a in every family (too short)"]

@@ -162,3 +162,14 @@ def test_the_live_loss_chart_shows_one_task_at_a_time(app, tmp_path):
     assert sorted(t["hovertemplate"].split(":")[0] for t in live["data"]) == ["modular_sum_learned_s0",
                                                                              "modular_sum_rope_s0"]
     assert [t["legendgroup"] for t in live["data"]] == ["rope", "learned"]  # the study's order, as its PNGs
+
+
+def test_cost_estimate_says_it_assumes_an_idle_machine_and_shows_the_load(monkeypatch):
+    from posbench.app import studyform
+
+    monkeypatch.setattr(studyform.os, "getloadavg", lambda: (7.25, 5.0, 4.0))
+    monkeypatch.setattr(studyform, "usable_cores", lambda: 2)
+    text = studyform.estimate(build_study(TINY)).text()
+    assert "it assumes an idle machine: the load average now is 7.2 on 2 cores, so expect it to take longer" in text
+    monkeypatch.setattr(studyform.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    assert "load average now is 0.1 on 2 cores)" in studyform.estimate(build_study(TINY)).text()

@@ -5,6 +5,7 @@ study would cost on this machine (`estimate`), shown before it starts."""
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -100,6 +101,7 @@ class CostEstimate:
     processes: int  # cell processes running at once: the study's workers, at most one per core
     minutes: float  # wall minutes at the measured rate, approximate
     flop_per_cpu_s: float  # the training rate assumed on this machine
+    load: float | None = None  # the 1-minute load average when estimated (None: unknown on this platform)
 
     def text(self) -> str:
         done = f" ({self.cells - self.todo} already finished here are skipped)" if self.todo < self.cells else ""
@@ -109,8 +111,16 @@ class CostEstimate:
         return (f"{self.cells} cells{done}: {flop} of training (6 x params x tokens), "
                 f"{wall} on {self.processes} of this machine's {usable_cores()} cores "
                 f"(approximate: the quickstart's measured rate scaled by this machine's matmul speed, "
-                f"{self.flop_per_cpu_s / 1e9:.0f} GFLOP of training per CPU-second, docs/performance.md; longer "
-                "while other jobs share the cores)")
+                f"{self.flop_per_cpu_s / 1e9:.0f} GFLOP of training per CPU-second, docs/performance.md; it "
+                "assumes an idle machine" + self._load_text() + ")")
+
+    def _load_text(self) -> str:
+        """The load now, so a reader can see the estimate's assumption does not hold (cores shared: longer)."""
+        if self.load is None:
+            return ""
+        busy = self.load + self.processes > usable_cores()  # other work wants cores the study's processes need
+        return (f": the load average now is {self.load:.1f} on {usable_cores()} cores"
+                + (", so expect it to take longer" if busy else ""))
 
 
 def estimate(study: StudyConfig, run_dir: Path | None = None) -> CostEstimate:
@@ -133,4 +143,9 @@ def estimate(study: StudyConfig, run_dir: Path | None = None) -> CostEstimate:
     processes = max(1, min(study.workers, usable_cores(), len(todo) or 1))
     speed = machine_speed()
     cpu_s = (total / TRAIN_FLOP_PER_CPU_S + OTHER_CPU_S_PER_CELL * len(todo)) / speed
-    return CostEstimate(len(cells), len(todo), total, processes, cpu_s / processes / 60, TRAIN_FLOP_PER_CPU_S * speed)
+    try:
+        load = os.getloadavg()[0]
+    except (AttributeError, OSError):  # no load average on this platform
+        load = None
+    return CostEstimate(len(cells), len(todo), total, processes, cpu_s / processes / 60, TRAIN_FLOP_PER_CPU_S * speed,
+                        load)

@@ -46,6 +46,7 @@ from posbench.training.resume import (
     resume_source,
 )
 from posbench.training.rundir import choose_run_dir, format_tokens, identity, lock_run_dir
+from posbench.training.start_notes import start_notes
 
 Snapshots = Callable[[int, torch.nn.Module], None]
 
@@ -141,8 +142,8 @@ def _train(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, snap
     if dist.is_main():
         logger.message(describe(cfg, plan, run_dir) + f" | {threads} thread{'s' * (threads > 1)}"
                        + (f" | resumed from {loaded.path}" if loaded else ""))
-        if note:
-            logger.message(note)
+        for line in ([note] if note else []) + start_notes(cfg, getattr(model, "pe", None)):
+            logger.message(line)
 
     def save(kind: str) -> None:
         model_state, optim_state = dist.full_state(wrapped, optimizer)
