@@ -171,7 +171,7 @@ def test_eval_outputs_replace_a_link(tmp_path, victim):
                "lengths": [64], "code_version": "test", "device": "cpu", "precision": "fp32", "elapsed_s": 0.1,
                "suites": {}}
     write_checkpoint_report(payload, out)
-    eval_plots.lines(out / "plot.png", {"run": ([(1, 1.0), (2, 2.0)], "-", 0)}, "x", "y", "t")
+    eval_plots.lines(out / "plot.png", {"run": ([(1, 1.0), (2, 2.0)], "-", ("#000000", "o"))}, "x", "y", "t")
     assert untouched(victim)
     for name in ("results.json", "summary.md", "plot.png"):
         assert (out / name).is_file() and not (out / name).is_symlink()

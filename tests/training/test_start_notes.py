@@ -10,7 +10,8 @@ from tests.training.helpers import nano_config
 
 
 def test_a_window_longer_than_the_training_length_is_said_once_at_start(tmp_path, capsys):
-    train(nano_config(tmp_path, "pe.name=rnope_swa", "pe.swa_layers=1", "pe.window=256", "train.max_steps=2"), RandomTokens(512, 64))
+    cfg = nano_config(tmp_path, "pe.name=rnope_swa", "pe.swa_layers=1", "pe.window=256", "train.max_steps=2")
+    train(cfg, RandomTokens(512, 64))
     said = capsys.readouterr()
     lines = [x for x in (said.out + said.err).splitlines() if "sliding window" in x]
     assert lines == ["note: sliding window 256 >= the training length 64: training attends to every position "
