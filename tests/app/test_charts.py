@@ -145,3 +145,13 @@ def test_attention_colour_bar_lies_below_the_map_clear_of_the_toolbar():
     assert heat["colorbar"]["orientation"] == "h" and heat["colorbar"]["y"] < 0
     labels = spec(charts.attention_map([[1.0, 0.0]], ["b"], ["a", "b"], "t", q_start=1))["data"][0]
     assert labels["y"] == ["1:b"] and labels["x"] == ["0:a", "1:b"]  # rows and columns: one origin
+
+
+def test_a_snapshot_just_before_the_final_one_is_not_drawn_as_a_doubled_end_point():
+    """301 steps, a snapshot every 50: the curve holds 300 and 301; the chart ends once, at the final model."""
+    curve = [{"step": s, "ood_beyond_acc": 0.5} for s in (50, 100, 150, 200, 250, 300, 301)]
+    fig = charts.learning_curves([{"task": "k_back", "pe": "rope", "curve": curve}], "k_back")
+    assert spec(fig)["data"][0]["x"] == [50, 100, 150, 200, 250, 301]
+    even = [{"step": s, "ood_beyond_acc": 0.5} for s in (50, 100, 150)]
+    assert spec(charts.learning_curves([{"task": "k_back", "pe": "rope", "curve": even}], "k_back"))["data"][0][
+        "x"] == [50, 100, 150]

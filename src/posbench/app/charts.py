@@ -29,6 +29,10 @@ def _mean_by_step(rows_per_seed: list[list[dict]], key: str) -> tuple[list, list
             if r.get(key) is not None:
                 by_step[r["step"]].append(r[key])
     steps = sorted(by_step)
+    if len(steps) >= 3 and steps[-1] - steps[-2] < (steps[-2] - steps[-3]) / 2:
+        # a run whose steps are not a multiple of the snapshot interval has its last periodic snapshot right
+        # before the final one (300 and 301): drawn as a doubled end point. The final model's is the result
+        steps.pop(-2)
     return steps, [float(np.mean(by_step[s])) for s in steps]
 
 
