@@ -17,7 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from posbench.fileio import atomic_open
-from posbench.stats import Summary, interval
+from posbench.stats import DEFAULT_METHOD, Summary, interval, interval_label
 from posbench.studies.claims import check_claims, claims_markdown, family_note, rules_note
 from posbench.sweeps import long_context_report
 from posbench.sweeps.sweep_spec import Run, SweepConfig
@@ -176,14 +176,15 @@ def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], 
     pes = list(dict.fromkeys(r.pe for r in runs))
     first = runs[0].cfg
     mix = first.data.mix
-    ci = f"{sweep.confidence:.0%}"
+    ci = interval_label(DEFAULT_METHOD, sweep.confidence, len(sweep.seeds))
     parts = [f"# Sweep `{sweep.name}`", "",
              f"{len(runs)} runs: sizes {', '.join(sweep.sizes)}; PEs {', '.join(pes)}; seeds "
              f"{', '.join(map(str, sweep.seeds))}" + (f"; varied {', '.join(sweep.vary)}" if sweep.vary else "") + ".",
              f"Data: `{first.data.source.name}` source, tokenizer `{first.data.tokenizer.tag()}`, task mix "
              + (f"{mix.ratio:.0%} of train {mix.unit} ({', '.join(t.name for t in mix.tasks)})"
                 if mix.active else "none") + f"; training length {first.model.seq_len} tokens.",
-             f"Every figure: mean over seeds [{ci} Student t-interval over the seeds] (one seed: the value alone); "
+             f"Every figure: mean over seeds [{ci}] (one seed: the value alone; fewer than 3: no interval, "
+             "docs/statistics.md); "
              "n/a = the PE cannot represent that length. Throughput: throughput.md.", ""]
     sections = [
         ("Loss", tables["loss"], False, ""),
