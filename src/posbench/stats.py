@@ -346,9 +346,9 @@ def benjamini_hochberg(pvalues) -> list[float]:
 def seeds_needed(diffs, confidence: float = 0.95, rel: str = ">", margin: float | None = None,
                  limit: int = 10_000) -> int | None:
     """Seeds the decision of `rel` needs, if the mean and spread stay what these seeds show: the smallest
-    n >= 3 (the t-interval's minimum) whose t test at `confidence` would decide it (shown or refuted) with this mean and standard
-    deviation. None with fewer than two seeds, when no number of seeds decides it (a mean difference of
-    exactly 0 for `>`, exactly on the margin for `>=`/`~`, or no margin), or beyond `limit`. Before any
+    n >= 3 (the t-interval's minimum) whose t test at `confidence` would decide it (shown or refuted) with this
+    mean and standard deviation. None with fewer than two seeds, when no number of seeds decides it (a mean
+    difference of exactly 0 for `>`, exactly on the margin for `>=`/`~`, or no margin), or beyond `limit`. Before any
     adjustment for many comparisons: a Holm-adjusted table may need more."""
     vals = np.asarray([d for d in diffs if d is not None], dtype=np.float64)
     if vals.size < 2 or (rel != ">" and margin is None):
