@@ -126,6 +126,21 @@ def solve_k_back(task, syms, split):
     return " " + " ".join("yes" if s else "no" for s in same), targets, len(syms)
 
 
+def solve_mqar(task, syms, split):
+    """Pairs from the length; the context is `k v k v ...`; after it every context key is a query whose target is
+    the value bound to it, the answer those values in reading order."""
+    n = len(syms) // task.cfg.tokens_per_pair
+    bound = dict(zip(syms[0:2 * n:2], syms[1:2 * n:2]))
+    assert len(bound) == n and all(k[0] == "k" for k in bound) and all(v[0] == "v" for v in bound.values())
+    targets = [IGNORE] * len(syms)
+    asked = []
+    for t in range(2 * n, len(syms)):
+        if syms[t] in bound:
+            targets[t] = task.vocab.id(bound[syms[t]])
+            asked.append(bound[syms[t]])
+    return " " + " ".join(asked), targets, n
+
+
 def last_label(fn):
     def solve(task, syms, split):
         yes = fn(task, syms)
@@ -160,6 +175,7 @@ SOLVERS = {
     "needle": solve_needle,
     "modular_sum": solve_modular_sum,
     "k_back": solve_k_back,
+    "mqar": solve_mqar,
     "shift_invariant": last_label(lambda task, syms: task.cfg.pattern in "".join(syms)),
     "long_range_match": last_label(lambda task, syms: syms[0] == syms[-1]),
     **LONG_CONTEXT_SOLVERS,

@@ -15,6 +15,7 @@ from posbench.data.tasks import (  # noqa: F401  (imported for their @TASKS.regi
     kv_retrieval,
     long_range_match,
     modular_sum,
+    mqar,
     multiplication,
     needle,
     no_carry_add,
