@@ -1,4 +1,4 @@
-"""One command line (DESIGN.md, style 18): `python -m posbench VERB` reaches every command, and the checkout's
+"""Commands live together (a design rule): `python -m posbench VERB` reaches every command, and the checkout's
 train.py, eval.py, scripts/*.py and old `python -m` paths are shims over the same parsers."""
 
 import json

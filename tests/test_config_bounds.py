@@ -1,4 +1,4 @@
-"""Bounded config loading (DESIGN.md, style 21): size, depth and alias expansion are checked before the work
+"""Bounded config loading (design rule: bounded): size, depth and alias expansion are checked before the work
 they would cost, a key given twice is an error, and no message ever shows more than a bounded repr of a value.
 
 The alias bombs run in a subprocess under a 4 GiB address-space limit: before these limits a 500-byte file

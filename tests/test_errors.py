@@ -1,4 +1,4 @@
-"""An error carries its exit code (DESIGN.md, style 16): a PosbenchError is one line `error: ...` and its code;
+"""An error carries its exit code (a design rule): a PosbenchError is one line `error: ...` and its code;
 anything else is a bug and keeps its traceback (exit code 1), a missing file inside our own code included."""
 
 import errno

@@ -1,4 +1,4 @@
-"""One exit code per kind of failure, whatever the command (DESIGN.md, style 16; posbench/errors.py):
+"""One exit code per kind of failure, whatever the command (a design rule; posbench/errors.py):
 
     2 bad input    3 training diverged    4 bad checkpoint    5 disk full
 

@@ -1,4 +1,4 @@
-"""Lower layers import nothing from higher ones (DESIGN.md, style 13), read from the source with `ast`, and no
+"""Lower layers import nothing from higher ones (a design rule), read from the source with `ast`, and no
 module of the package imports itself through others (no import cycles).
 
 Every import counts, including those inside functions: a lazy import is still a dependency, only a
@@ -204,7 +204,7 @@ def test_the_reader_sees_lazy_and_relative_imports(tmp_path):
     assert {"posbench.data", "posbench.training", "posbench.config"} <= found
 
 
-# Commands live together (DESIGN.md, style 18): nothing outside posbench/cli imports it, except the shims that
+# Commands live together (a design rule): nothing outside posbench/cli imports it, except the shims that
 # keep an old `python -m` path working; each shim holds nothing but a docstring and the guarded call, and
 # nothing imports a shim.
 CLI = ("posbench.cli",)

@@ -1,4 +1,4 @@
-"""The errors a user can cause, each carrying its exit code (DESIGN.md, style 16).
+"""The errors a user can cause, each carrying its exit code (design rule: an error carries its exit code).
 
 The bottom layer: it imports nothing from posbench, so every stage can raise these and the one CLI handler
 (`posbench.cli.errors_cli`) can catch them by class, without knowing which stage raised them. A

@@ -5,7 +5,7 @@ Why: a run killed at any instant must leave either the old file or the complete 
 torn file that a later run mistakes for finished work. Temp files are hidden (`.name.XXXX.tmp`) so a
 glob for outputs never sees them; `remove_stale_temps` clears those a killed run left behind.
 
-Links (DESIGN.md, style 21): data roots, run dirs and export dirs may sit on shared storage, where anyone who
+Links (design rule: bounded): data roots, run dirs and export dirs may sit on shared storage, where anyone who
 can write there could plant `metrics.jsonl -> ~/.bashrc` and have our write land in someone else's file. So
 every file we write there is opened with O_NOFOLLOW (`open_fd`, `open_append`, `open_new`, the `.lock`) and a
 link in its place is refused with `LinkError` naming it; an atomic write creates its temp file with

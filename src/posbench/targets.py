@@ -7,7 +7,7 @@ IGNORE = -100
 
 class Rows(tuple):
     """A batch of rows: the pair (inputs_BT, targets_BT) every reader unpacks (`x, y = rows`), and `positions`,
-    the per-token position ids (B, T) the data defines (a task's digit places; DESIGN.md style 22), None where it
+    the per-token position ids (B, T) the data defines (a task's digit places: position is data), None where it
     defines none. A tuple, so sources and readers that know nothing of positions keep working unchanged."""
 
     positions = None

@@ -1,7 +1,7 @@
 """Reading YAML bounded: every YAML text posbench reads (a config file, a checkpoint's config.yaml, an override's
 value) goes through `parse_yaml`.
 
-Bounded (DESIGN.md, style 21): a file larger than MAX_CONFIG_BYTES is refused before it is
+Bounded (design rule: bounded): a file larger than MAX_CONFIG_BYTES is refused before it is
 read, nesting deeper than MAX_DEPTH is refused while the YAML is composed (before Python's recursion limit),
 anchors and aliases are allowed but the document they expand to may hold at most MAX_NODES nodes (a
 "billion laughs" file of 3 KB is refused in milliseconds), and a key given twice in one mapping is an error

@@ -1,4 +1,4 @@
-"""One return type (DESIGN.md, style 17): every architecture's forward returns a ModelOutput with the fields
+"""One return type (a design rule): every architecture's forward returns a ModelOutput with the fields
 model/output.py documents, for each mode (targets or not, logit moments asked or not, plain or fused loss)."""
 
 import pytest

@@ -1,4 +1,4 @@
-"""The command line: one thin module per verb over library functions (DESIGN.md, style 18).
+"""The command line: one thin module per verb over library functions (design rule: commands live together).
 
     main.py        `posbench VERB ...` / `python -m posbench VERB ...`: the dispatcher
     train.py       train (train.py)                 eval.py     eval (eval.py)

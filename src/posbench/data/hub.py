@@ -12,7 +12,7 @@ over plain http. Everything a listing says is untrusted: paths must stay inside 
 (normalised: `a/./b` is `a/b`; one path listed twice with different contents is refused, twice alike is
 kept once), the body must be a list of objects with numeric sizes, else DownloadError.
 
-Bounded in size and time (DESIGN.md, style 21): a listing's bytes over all its pages are capped
+Bounded in size and time (design rule: bounded): a listing's bytes over all its pages are capped
 (`Limits.max_listing_bytes`, read in chunks and refused past the cap, never read whole first). Every exchange
 runs under a `Watch`: the socket is recorded when it connects, and a watchdog thread cuts it (shutdown, so a
 read blocked in recv returns at once) when the transfer falls below `min_bytes_per_s` on average after a grace

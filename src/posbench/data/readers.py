@@ -11,7 +11,7 @@ Null and empty documents are skipped. `check()` validates a file cheaply (schema
 before any worker starts, so a bad file fails the run up front with its name in the message. Input files are
 the user's (their corpus, downloads under their data.root, --ppl-text): the OS refusing one is bad input.
 
-Bounded memory, whatever the file claims (DESIGN.md, style 21): a few KB of parquet can decode to gigabytes
+Bounded memory, whatever the file claims (design rule: bounded): a few KB of parquet can decode to gigabytes
 (one long value compressed, or one dictionary value repeated in every row), and the tokenizer needs ~40 bytes
 per character of one document. So a parquet file whose text column decompresses to more than
 `max_row_group_bytes` in any row group is refused by `check()` from its metadata, before anything is read; the

@@ -1,4 +1,4 @@
-"""How long an evaluation context may be, refused before any prompt is built or model run (DESIGN.md, style 21).
+"""How long an evaluation context may be, refused before any prompt is built or model run (design rule: bounded).
 
 - MAX_LENGTH = 2**24 = 16,777,216 tokens, for every suite and PE: positions are float32 (pe/encoding.py),
   which holds integers exactly only up to 2**24; past it neighbouring positions round to one, so no PE here

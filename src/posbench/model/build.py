@@ -5,7 +5,7 @@ classes read `ModelConfig`, which names the architecture configs, so neither sid
 run time (tests/test_import_direction.py forbids import cycles): this module sits above both.
 
 Settings of the run that shape the module but are not `model.*` keys arrive typed as arguments here and
-are fixed for the model's life (DESIGN.md, style 17: nothing is set on a model after it is built):
+are fixed for the model's life (design rule: nothing is set on a model after it is built):
 `loss_chunk_tokens`, from `train.loss` and `train.loss_chunk_tokens` (`model.loss.auto_chunk_tokens`).
 `model.matmul` swaps the built module's linear layers here, after the builder (model/matmul.py).
 """

@@ -1,4 +1,4 @@
-"""What every architecture's `forward` returns (DESIGN.md, style 17): one small object whatever the settings.
+"""What every architecture's `forward` returns (design rule: one return type): one small object whatever the settings.
 
 Shape legend: B batch, T tokens, V vocabulary.
 

@@ -1,7 +1,7 @@
 """What a position means in a packed window: `model.packing` and the per-batch document structure.
 
 Training packs documents back to back (`<|bos|> doc <|bos|> doc ...`) into windows of seq_len tokens. Two
-independent switches say how a window is read (DESIGN.md, style 22: position is data):
+independent switches say how a window is read (design rule: position is data):
   mask       causal    every token attends to every earlier token of the window (GPT-2, nanoGPT)
              document  a token attends only to earlier tokens of its own document (OLMo-core's document masking)
   positions  window    position = offset in the window

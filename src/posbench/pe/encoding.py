@@ -166,8 +166,8 @@ class PositionalEncoding(nn.Module):
 
     def data_positions(self, data_BT: torch.Tensor, default: Callable[[], torch.Tensor]) -> torch.Tensor:
         """The positions this PE uses when the data carries its own per-token ids `data_BT` (B, T) (a task's digit
-        places, DESIGN.md style 22); `default()` makes the positions it would use otherwise (window or document
-        positions, checked against `max_positions`), only when asked. Default: ignore the ids."""
+        places; design rule: position is data); `default()` makes the positions it would use otherwise (window or
+        document positions, checked against `max_positions`), only when asked. Default: ignore the ids."""
         return default()
 
     @classmethod

@@ -1,5 +1,5 @@
 """Multi-digit arithmetic in the formats the length-generalization papers train on, and the per-token position
-ids those papers give each digit (`Example.positions_T`, DESIGN.md style 22: position is data).
+ids those papers give each digit (`Example.positions_T`, design rule: position is data).
 
     reverse=all (default)   3 2 1 + 5 4 = 8 6 1 <end>       123 + 45 = 168, every number least significant first
     reverse=answer          1 2 3 + 4 5 = 8 6 1 <end>       the result only (Cho et al. 2024)
