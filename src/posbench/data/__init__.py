@@ -24,6 +24,6 @@ One job per file:
 Atomic writes and the directory lock are posbench/fileio.py's (shared by every stage).
 
 Kept import-light on purpose: data/data_config.py imports the config classes from here, and tokenizer worker
-processes import only what they use (no torch). `tokenize_shards.py` is not called `tokenize.py` so
-that it can never shadow the standard library's `tokenize` module.
+processes import only what they use (no torch). `tokenize_shards.py` is not named after the standard library's
+`tokenize` module, so that it can never shadow it.
 """

@@ -101,7 +101,7 @@ MAX_EXTENDS = 8  # presets stacked by `extends`: more is a mistake (or a cycle),
 def _sweep_file(path_or_preset: str, beside: Path | None = None) -> Path:
     """A preset name (no suffix) or a YAML file; a relative file named by `extends` is read beside the file that
     names it (`beside`), as an include is, not from wherever the command runs (a child silently merged over
-    another `base.yaml` in the working directory)."""
+    a file of the same name in the working directory)."""
     path = Path(path_or_preset)
     if not path.suffix:
         return preset_path("sweep", path_or_preset)

@@ -4,7 +4,7 @@
     ex = task.example(seed=0, index=7, split="ood")     # ex.prompt, ex.answer, ex.tokens_T, ex.targets_T
 
 `source.TaskSource` trains directly on a task's token form, `mix.TaskMixer` puts task text into the
-pretraining stream. Adding a task: one file with a `@TASKS.register("name")` class (see base.py), one
+pretraining stream. Adding a task: one file with a `@TASKS.register("name")` class (see task.py), one
 line below, and its independent solver in tests/tasks/.
 """
 

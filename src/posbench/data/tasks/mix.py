@@ -19,7 +19,7 @@ would otherwise split the budget 1:20). Each task document is that task's next "
 The data stage mixes each train input file on its own (`stream`): a shard depends only on its input
 file, whatever the worker count, and file f draws its examples from `f * EXAMPLES_PER_FILE` on, so
 different files never repeat an example. Task examples of the "train" split are disjoint by content
-from the "id" split evaluators ask (tasks/base.py), and "ood" examples come from other lengths. `replay`
+from the "id" split evaluators ask (tasks/task.py), and "ood" examples come from other lengths. `replay`
 walks a written shard by the same rule, to recount (and check) what it holds.
 """
 

@@ -33,7 +33,7 @@ DynamicCache (DOCUMENTS_ATTR), as posbench's KVCache.documents, so cached decodi
 
 transformers' calling convention changed within 5.x: 5.0 passes the cache as `past_key_values` with a
 `cache_position` and always a mask; newer releases pass `cache`, drop an all-ones mask and read
-`output.cache`; both pass `position_ids` derived from the mask. forward accepts both names and ignores
+the output's `cache`; both pass `position_ids` derived from the mask. forward accepts both names and ignores
 `cache_position` (the cache length says the same), so one exported directory generates alike on every 5.x.
 """
 
