@@ -11,8 +11,9 @@ from tests.evaluation.helpers import BYTES, ScriptedModel, session_for, small_mo
 
 SEED, N = 3, 3
 ROOMY = 8192  # a training length every prompt of these tests fits in, demonstrations included
-# the two long-context tasks at small sizes: this test is about scoring, not about haystack length
-SMALL = {"needle": {"id_range": (8, 24), "ood_range": (30, 40)}, "passkey": {"context": 64}}
+# the long-context tasks (and mqar: 1,024 tokens at 64 pairs) at small sizes: this test is about scoring, not length
+SMALL = {"needle": {"id_range": (8, 24), "ood_range": (30, 40)}, "passkey": {"context": 64},
+         "mqar": {"id_range": (2, 3), "ood_range": (4, 5), "vocab_size": 16, "tokens_per_pair": 6}}
 
 
 def configs():
