@@ -7,6 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from posbench.config import load_config
+from posbench.config_loader import ConfigError
 from posbench.model.build import build_model
 from posbench.model.matmul import OneDNNLinear
 
@@ -134,3 +135,13 @@ def test_compile_with_onednn_is_refused_before_any_work():
     with pytest.raises(Exception, match="model.matmul=torch with train.compile=true"):
         load_config(overrides=["model.matmul=onednn", "train.compile=true"])
     assert load_config(overrides=["model.matmul=torch", "train.compile=true"]).train.compile
+
+
+def test_auto_is_onednn_where_torch_has_it_and_torch_where_not(monkeypatch):
+    auto = _model("auto")
+    kinds = {type(m) for m in auto.modules() if isinstance(m, torch.nn.Linear)}
+    assert kinds == ({OneDNNLinear} if torch.backends.mkldnn.is_available() else {torch.nn.Linear})
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)  # a torch built without oneDNN
+    assert not any(type(m) is OneDNNLinear for m in _model("auto").modules())
+    with pytest.raises(ConfigError, match="needs a torch built with oneDNN"):
+        _model("onednn")

@@ -3,6 +3,7 @@
 torch     torch's own path (`F.linear` -> the BLAS torch was built with: MKL on x86). The default.
 onednn    every `nn.Linear` of the model (projections, MLP, the LM head) runs its forward and both
           backward products through oneDNN's fp32 matmul (`torch.ops.mkldnn._linear_pointwise`).
+auto      onednn where torch was built with it, else torch (the quickstart's choice: it runs anywhere).
 
 Why: MKL's sgemm picks its kernel by CPU vendor; on this project's AMD EPYC (Zen 5, AVX-512) it runs at
 ~108 GFLOP/s per thread at every shape of the quickstart model, oneDNN at 230-250 (forward, dL/dx) and
@@ -91,10 +92,17 @@ def _onednn(model: nn.Module) -> nn.Module:
     return model
 
 
+def _auto(model: nn.Module) -> nn.Module:
+    # oneDNN where this torch has it, torch's own path where it does not: for presets that must run anywhere
+    # (the quickstart), whose conclusions were checked to survive the change of rounding (docs/performance.md)
+    return _onednn(model) if torch.backends.mkldnn.is_available() else model
+
+
 # model.matmul -> what it does to a built model (written once: ModelConfig's Literal reads these keys)
 MATMULS: dict[str, Callable[[nn.Module], nn.Module]] = {
     "torch": lambda model: model,
     "onednn": _onednn,
+    "auto": _auto,
 }
 
 

@@ -20,7 +20,7 @@ from posbench.pe.window import check_window
 
 AttentionChoice = Literal["auto", "sdpa", "flex", "flash_alibi", "eager", "sdpa_bias"]
 EmbedScale = Literal[tuple(EMBED_SCALES)]  # the names are written once, in model/embedding.py
-MatmulChoice = Literal[tuple(MATMULS)]  # torch | onednn (model/matmul.py)
+MatmulChoice = Literal[tuple(MATMULS)]  # torch | onednn | auto (model/matmul.py)
 
 
 @dataclass
