@@ -105,6 +105,7 @@ class Relation:
     alpha: float = 0.05
     p_shown_adj: float | None = None  # after the report's adjustment for many relations (None: not adjusted)
     p_refuted_adj: float | None = None
+    family: int = 1  # relations adjusted together (Holm): the seeds estimate plans for the strictest step
 
     @property
     def margin(self) -> float | None:
@@ -122,7 +123,9 @@ class Relation:
         return self.p_shown_adj if self.p_shown_adj is not None else (self.decision and self.decision.p_shown)
 
     def seeds_to_decide(self) -> int | None:
-        return seeds_needed(self.diffs, 1 - self.alpha, self.rel, self.margin)
+        """Seeds that would decide this relation at the observed mean and spread, at the level Holm's first
+        step asks of it (alpha / family): an upper estimate, as later steps ask less."""
+        return seeds_needed(self.diffs, 1 - self.alpha / self.family, self.rel, self.margin)
 
 
 def _values(term: str, by_pe: dict[str, dict]) -> dict | float:
@@ -161,9 +164,11 @@ def _undecided(r: Relation, pct: bool, unit: str) -> str:
         return f"`{r.a} {r.rel} {r.b}` has {r.diff.n} seed(s)"
     need = r.seeds_to_decide()
     seeds = ("no number of seeds decides it at this mean" if need is None else
-             f"about {need} seeds would decide it at this spread")
-    return (f"`{r.a} {r.rel} {r.b}` neither shown nor refuted ({r.a} - {r.b} = {r.diff.fmt(pct)} {unit}, "
-            f"margin {_fmt_margin(r.margin, pct, unit)}; {seeds})")
+             f"about {need} seeds would decide it at this spread"
+             + (f", Holm over {r.family} included" if r.family > 1 else ""))
+    margin = "" if r.rel == ">" else f", margin {_fmt_margin(r.margin, pct, unit)}"
+    diff = f"{r.a} - {r.b} = {r.diff.fmt(pct)} {unit}"
+    return f"`{r.a} {r.rel} {r.b}` neither shown nor refuted ({diff}{margin}; {seeds})"
 
 
 def verdict(relations: list[Relation], pct: bool = True, unit: str = "pts") -> str:
@@ -223,6 +228,8 @@ def check_claims(jobs: list[tuple[ClaimConfig, dict[str, dict[str, dict]], bool,
                 continue
             checks.append(ClaimCheck(claim, label, judge(claim, by_pe, confidence, n_boot), pct, unit))
     family = [r for c in checks for r in c.relations if r.decision is not None and r.decision.p_shown is not None]
+    for r in family:
+        r.family = len(family)
     for attr, src in (("p_shown_adj", "p_shown"), ("p_refuted_adj", "p_refuted")):
         ps = [getattr(r.decision, src) for r in family]
         for r, adj in zip(family, holm([1.0 if p is None else p for p in ps])):
