@@ -75,7 +75,7 @@ def test_nothing_starts_without_start_and_the_cost_comes_first(app, tmp_path):
     at = app.run()
     assert form_blocks(at._tree) == []  # no st.form: Enter in a field cannot submit anything
     cost = at.info[0].value
-    assert cost.startswith("**Cost**: 60 cells") and "approximate" in cost and " min on " in cost
+    assert cost.startswith("**Cost**: 100 cells") and "approximate" in cost and " min on " in cost
     at.text_input(key="f_name").set_value("entered").run()  # typing and Enter apply the value, no more
     at.text_input(key="f_seeds").set_value("0").run()
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir())
