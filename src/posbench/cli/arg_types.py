@@ -15,20 +15,23 @@ def _int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r:.40} is not an integer") from None
 
 
+def _require(value, ok: bool, rule: str):
+    if not ok:
+        shown = value if isinstance(value, int) else f"{value:g}"
+        raise argparse.ArgumentTypeError(f"{shown} must be {rule}")
+    return value
+
+
 def positive_int(text: str) -> int:
     """An integer >= 1 (steps, cells, workers, batch sizes)."""
     value = _int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 1")
-    return value
+    return _require(value, value >= 1, ">= 1")
 
 
 def count(text: str) -> int:
     """An integer >= 0 (warmup steps, repeats that may be none)."""
     value = _int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value} must be >= 0")
-    return value
+    return _require(value, value >= 0, ">= 0")
 
 
 def _float(text: str) -> float:
@@ -44,17 +47,13 @@ def _float(text: str) -> float:
 def positive_float(text: str) -> float:
     """A finite number > 0 (megabytes of text, a size limit)."""
     value = _float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"{value:g} must be > 0")
-    return value
+    return _require(value, value > 0, "> 0")
 
 
 def nonnegative_float(text: str) -> float:
     """A finite number >= 0 (a time budget where 0 means the default)."""
     value = _float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value:g} must be >= 0")
-    return value
+    return _require(value, value >= 0, ">= 0")
 
 
 def fraction_list(text: str) -> list[float]:
