@@ -61,7 +61,7 @@ def one(threads: int, work: Path) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("--threads", default="", help="comma-separated counts (default: 1 and torch's default)")
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args(argv)

@@ -76,7 +76,7 @@ CASES = {
     "rope_window": ["pe.name=rope", "model.attention_window=[6,null]"],
     "alibi_window": ["pe.name=alibi", "model.attention_window=5"],
     "drope": ["pe.name=drope"],
-    "drope_dropped": ["pe.name=drope", "pe.dropped=true"],
+    # a dropped DroPE is NoPE on the same weights and exports as Qwen3 (test_a_dropped_drope_checkpoint_exports_...)
     # the rotary family of 2024-2026: partial rotary, Llama 3.1 / LongRoPE scalings, half-truncated, HoPE, FoPE, PoPE
     "rope_partial": ["pe.name=rope", "pe.rotary_fraction=0.5"],
     "xpos_partial": ["pe.name=xpos", "pe.scale_base=16", "pe.rotary_fraction=0.5"],

@@ -11,7 +11,7 @@ import os
 
 import pytest
 
-from posbench.app import background, worker
+from posbench.app import background, runner_files, worker
 from posbench.app.app_paths import LOCK, LOG, PID, SPEC, STATUS
 from posbench.app.studyform import build_study
 from posbench.config_loader import to_dict
@@ -69,7 +69,7 @@ def test_the_worker_never_locks_nor_logs_through_a_link(tmp_path, victim, monkey
 
 def test_oversized_app_files_are_refused_unread(tmp_path):
     run = study_dir(tmp_path)
-    (run / STATUS).write_text(json.dumps({"state": "failed", "error": "x" * (background.MAX_SMALL_BYTES + 1)}))
+    (run / STATUS).write_text(json.dumps({"state": "failed", "error": "x" * (runner_files.MAX_SMALL_BYTES + 1)}))
     with pytest.raises(DataError, match=r"status.json: 65,5\d\d bytes is more than a status file holds"):
         background.state(run)
 

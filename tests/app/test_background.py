@@ -23,7 +23,7 @@ def wait_for(run_dir, states, timeout=300):
 
 def test_form_defaults_are_the_quickstart():
     d = defaults()
-    assert d["pes"] == ["sinusoidal", "learned", "rope", "alibi", "none"] and d["seeds"] == "0, 1, 2"
+    assert d["pes"] == ["sinusoidal", "learned", "rope", "alibi", "none"] and d["seeds"] == "0, 1, 2, 3, 4"
     assert (d["steps"], d["batch_size"], d["lr"], d["d_model"], d["n_heads"], d["n_layers"], d["d_ff"]) == \
         (300, 64, 3e-3, 128, 4, 2, 256)
     study = build_study({**d, "seeds": "0"})

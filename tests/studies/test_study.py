@@ -146,4 +146,4 @@ def test_grid_expansion_and_bad_studies(tmp_path):
     bad.write_text("name: x\ntasks: [{name: k_bak}]\npes: [{name: rope}]\n")
     with pytest.raises(ConfigError, match="k_back"):
         load_study(str(bad))
-    assert len(expand(load_study("quickstart"))) == 60
+    assert len(expand(load_study("quickstart"))) == 100
