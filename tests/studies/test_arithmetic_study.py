@@ -36,7 +36,7 @@ def test_arithmetic_preset_reduced(tmp_path):
     study.eval.n_examples, study.eval.n_boot = 24, 200
     run_study(study, tmp_path, progress=False)
     report = (tmp_path / "report.md").read_text()
-    assert "## Exact match per digit count (95% CI over seeds)" in report
+    assert "## Exact match per digit count (95% t-interval over 2 seeds)" in report
     assert "| PE | 1 | 2 | 3* | 4* | 5* |" in report
     for pe in ROWS:
         assert f"| {pe} | " in report
