@@ -173,3 +173,20 @@ def test_cost_estimate_says_it_assumes_an_idle_machine_and_shows_the_load(monkey
     assert "it assumes an idle machine: the load average now is 7.2 on 2 cores, so expect it to take longer" in text
     monkeypatch.setattr(studyform.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
     assert "load average now is 0.1 on 2 cores)" in studyform.estimate(build_study(TINY)).text()
+
+
+def test_the_cost_estimate_builds_each_model_once_across_page_reruns(monkeypatch):
+    """Streamlit reruns the page on every widget change: the estimate built a model per (task, row) each time
+    (99 s at 512 layers); now each model shape is built once for the page server's life."""
+    import posbench.model.flops as flops
+    from posbench.app import studyform
+
+    calls = []
+    real = flops.model_stats
+    monkeypatch.setattr(flops, "model_stats", lambda *a, **k: calls.append(1) or real(*a, **k))
+    monkeypatch.setattr(studyform, "_PARAMS", {})
+    study = studyform.build_study({**studyform.defaults(), "seeds": "0"})
+    first = studyform.estimate(study)
+    built = len(calls)
+    assert 0 < built <= len(study.tasks) * len(study.pes)
+    assert studyform.estimate(study).train_flop == first.train_flop and len(calls) == built  # a rerun builds nothing

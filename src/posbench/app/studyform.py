@@ -123,6 +123,9 @@ class CostEstimate:
                 + (", so expect it to take longer" if busy else ""))
 
 
+_PARAMS: dict[str, int] = {}  # (model, PE) config -> parameter count, kept for the page server's life
+
+
 def estimate(study: StudyConfig, run_dir: Path | None = None) -> CostEstimate:
     """What starting `study` costs on this machine, before it starts: cells to run and wall minutes."""
     from posbench.model.flops import model_stats
@@ -136,8 +139,10 @@ def estimate(study: StudyConfig, run_dir: Path | None = None) -> CostEstimate:
         key = (cell.task.name, repr(cell.task), cell.label, repr(sorted(cell.axes.items())))
         if key not in flop_per_token:
             cfg = cell_config(cell, build_task(cell.task), Path("work"))
-            params = model_stats(cfg.model, cfg.pe, "cpu").params_total
-            flop_per_token[key] = (6.0 * params, cfg.train.global_batch_tokens)
+            shape = repr((cfg.model, cfg.pe))  # what the parameter count depends on
+            if shape not in _PARAMS:  # a page rerun (every widget change) must not build the models again
+                _PARAMS[shape] = model_stats(cfg.model, cfg.pe, "cpu").params_total
+            flop_per_token[key] = (6.0 * _PARAMS[shape], cfg.train.global_batch_tokens)
         per_token, tokens_per_step = flop_per_token[key]
         total += per_token * tokens_per_step * cell.study.train.steps
     processes = max(1, min(study.workers, usable_cores(), len(todo) or 1))
