@@ -43,6 +43,8 @@ TRAIN = ["--model-size", "nano", "model.seq_len=64", "train.stream=random", "tra
          "logging.wandb=disabled", "schedule.warmup_tokens=1024", "model.dropout=0.1", "optim.lr=3e-3",
          "train.threads=1"]
 # wall-clock and machine readings: everything else in a metrics row or meta.json must match to the bit
+# PEs whose defaults need more than nano's 2 layers (a 4-entry layer pattern, 3 windowed layers and a full one)
+PE_EXTRA = {"hybrid": ["model.n_layers=4"], "rnope_swa": ["model.n_layers=4"]}
 VOLATILE = {"tokens_per_s", "eta_s", "mfu", "peak_mem_gib", "peak_reserved_gib", "time", "wall_s", "created",
             "run_dir", "checkpoint", "path", "host", "hostname", "started", "elapsed_s"}
 
@@ -150,7 +152,7 @@ def eval_case(pe: str) -> Callable[[Path], dict]:
         for kernel in KERNELS.names():
             try:
                 cfg = load_config(model_size="nano", overrides=[f"pe.name={pe}", f"model.attention={kernel}",
-                                                                 "model.seq_len=64"])
+                                                                 "model.seq_len=64", *PE_EXTRA.get(pe, [])])
                 torch.manual_seed(0)
                 model = build_model(cfg.model, cfg.pe, "cpu", 0).eval()
             except Exception as e:  # the kernel refuses this PE here: the refusal is part of the behaviour
@@ -182,7 +184,7 @@ def cases(torchrun: bool) -> dict[str, Callable[[Path], dict]]:
 
     out: dict[str, Callable[[Path], dict]] = {}
     for pe in PES.names():
-        out[f"train/pe_{pe}"] = train_case([f"pe.name={pe}"])
+        out[f"train/pe_{pe}"] = train_case([f"pe.name={pe}", *PE_EXTRA.get(pe, [])])
     out["train/loss_chunked_rope"] = train_case(["pe.name=rope", "train.loss=chunked", "train.loss_chunk_tokens=32"])
     out["train/loss_chunked_alibi"] = train_case(["pe.name=alibi", "train.loss=chunked",
                                                   "train.loss_chunk_tokens=32"])
