@@ -7,7 +7,8 @@ import sys
 import pytest
 
 from posbench.config import CONFIG_DIR, ModelConfig, RunConfig, load_config
-from posbench.config_loader import ConfigError, from_dict
+from posbench.config_loader import from_dict
+from posbench.errors import ConfigError
 from posbench.model.flops import model_stats
 
 # (name, params with vocab 65536 and tied embeddings) from the presets table

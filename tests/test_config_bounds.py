@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 
 from posbench.config import load_config
-from posbench.config_loader import MAX_CONFIG_BYTES, MAX_DEPTH, ConfigError, load_yaml, parse_override
-from posbench.errors import CheckpointError, brief
+from posbench.config_loader import parse_override
+from posbench.errors import CheckpointError, ConfigError, brief
 from posbench.training.checkpoint import MAX_META_BYTES, read_meta_file
+from posbench.yaml_io import MAX_CONFIG_BYTES, MAX_DEPTH, load_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -11,13 +11,15 @@ from pathlib import Path
 import pytest
 
 from posbench.cli.errors_cli import cli_entry, exit_code
-from posbench.config_loader import ConfigError
-from posbench.data.errors import DataError, DownloadError, ShardError
 from posbench.errors import (
     CheckpointError,
+    ConfigError,
+    DataError,
     DiskFullError,
+    DownloadError,
     NonFiniteError,
     PosbenchError,
+    ShardError,
     UserPathError,
     user_path_error,
     user_paths,

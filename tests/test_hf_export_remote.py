@@ -18,7 +18,8 @@ import torch
 transformers = pytest.importorskip("transformers")
 
 from posbench.config import load_config  # noqa: E402
-from posbench.config_loader import ConfigError, dump_yaml  # noqa: E402
+from posbench.config_loader import dump_yaml  # noqa: E402
+from posbench.errors import ConfigError  # noqa: E402
 from posbench.evaluation.loading import load_model  # noqa: E402
 from posbench.interop.hf_export import export  # noqa: E402
 from posbench.interop.hf_remote.modeling_posbench import PE_CLASSES, check_pe_config  # noqa: E402

@@ -16,8 +16,10 @@ import pytest
 
 pytest.importorskip("transformers")
 
-from posbench.config_loader import ConfigError  # noqa: E402
-from posbench.errors import BadInputError  # noqa: E402
+from posbench.errors import (
+    BadInputError,  # noqa: E402
+    ConfigError,
+)
 from posbench.fileio import LinkError  # noqa: E402
 from posbench.interop import hf_export  # noqa: E402
 from tests.test_hf_export import checkpoint  # noqa: E402

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.model.kernels import KERNELS, EagerKernel, causal_mask, select_kernel
 from posbench.pe import PES
 from posbench.pe.encoding import reads_tokens

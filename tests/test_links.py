@@ -20,11 +20,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent / "data"))
 from data_helpers import FakeHub, data_config, shard_files  # noqa: E402
 
 from posbench.data.download import Downloader, select_files  # noqa: E402
-from posbench.data.errors import DownloadError  # noqa: E402
 from posbench.data.layout import DataLayout  # noqa: E402
 from posbench.data.manifest import Manifest  # noqa: E402
 from posbench.data.shards import write_shard  # noqa: E402
-from posbench.errors import EXIT_BAD_INPUT, CheckpointError  # noqa: E402
+from posbench.errors import EXIT_BAD_INPUT, CheckpointError, DownloadError  # noqa: E402
 from posbench.fileio import DirLock, LinkError, write_text  # noqa: E402
 from posbench.training import checkpoint as ckpt  # noqa: E402
 from posbench.training.loggers import JsonlLogger  # noqa: E402

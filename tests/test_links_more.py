@@ -15,8 +15,7 @@ from posbench.app import background, runner_files, worker
 from posbench.app.app_paths import LOCK, LOG, PID, SPEC, STATUS
 from posbench.app.studyform import build_study
 from posbench.config_loader import to_dict
-from posbench.data.errors import DataError
-from posbench.errors import EXIT_BAD_INPUT
+from posbench.errors import EXIT_BAD_INPUT, DataError
 from posbench.fileio import LinkError, no_link_below
 from tests.app.helpers import TINY
 from tests.test_links import SECRET, plant, untouched

@@ -27,8 +27,9 @@ lm_eval = pytest.importorskip("lm_eval")
 from lm_eval.api.instance import Instance  # noqa: E402
 
 from posbench.config import load_config  # noqa: E402
-from posbench.config_loader import ConfigError, dump_yaml  # noqa: E402
+from posbench.config_loader import dump_yaml  # noqa: E402
 from posbench.data.tokenizers import TokenizerConfig, build_tokenizer  # noqa: E402
+from posbench.errors import ConfigError  # noqa: E402
 from posbench.evaluation.generate import greedy_generate  # noqa: E402
 from posbench.evaluation.loading import load_model  # noqa: E402
 from posbench.evaluation.ppl_data import TextFiles, build_ppl_data  # noqa: E402

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.model.kernels import EagerKernel, FlexKernel, SDPAKernel, select_kernel
 from posbench.pe import PES, PositionRangeError
 from tests.conftest import build_test_model

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from posbench.config import load_config
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.evaluation.loading import load_model
 from posbench.training import checkpoint as ckpt
 from posbench.training.batch_sources import RandomTokens

@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.model.kernels import EagerKernel, FlexKernel, select_kernel
 from tests.conftest import build_test_model
 

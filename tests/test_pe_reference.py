@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.pe import PES, PEContext, PositionRangeError
 from posbench.pe.alibi import alibi_slopes
 from posbench.pe.rope import rope_inv_freq

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from posbench.config import load_config
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.model.flops import model_stats
 from posbench.pe import PES, PEContext
 from posbench.pe.fope import fope_coefficients

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.pe.none import NoPE
 from posbench.pe.rope import RoPE
 from tests.conftest import build_test_model

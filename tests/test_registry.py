@@ -6,7 +6,8 @@ from dataclasses import dataclass, fields
 
 import pytest
 
-from posbench.config_loader import ConfigError, from_dict
+from posbench.config_loader import from_dict
+from posbench.errors import ConfigError
 from posbench.model.arch import ARCHS
 from posbench.pe import PES, PEConfig, PositionalEncoding
 from posbench.registry import Registry

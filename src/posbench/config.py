@@ -19,7 +19,7 @@ import argparse
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posbench.config_loader import ConfigError, Override, dump_yaml, load, nested, split_sources
+from posbench.config_loader import Override, dump_yaml, load, nested, split_sources
 from posbench.data.data_config import (  # noqa: F401  (re-exported: the assembly point scripts import from)
     DEFAULT_MIX_TASKS,
     DataConfig,
@@ -28,6 +28,7 @@ from posbench.data.data_config import (  # noqa: F401  (re-exported: the assembl
     TokenizeConfig,
     default_mix,
 )
+from posbench.errors import ConfigError
 from posbench.model.model_config import AttentionChoice, EmbedScale, ModelConfig  # noqa: F401  (re-exported)
 from posbench.pe import PES, PEConfig
 from posbench.pe.rope import RoPE

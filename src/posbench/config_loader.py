@@ -25,22 +25,8 @@ from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 import yaml
 
-from posbench.errors import (  # defined once, with its exit code; importable from here as before
-    ConfigError,
-    brief,
-    brief_key,
-    clip,
-)
-from posbench.yaml_io import (  # noqa: F401  (importable from here as before)
-    MAX_CONFIG_BYTES,
-    MAX_DEPTH,
-    MAX_NODES,
-    YAMLLimitError,
-    load_yaml,
-    parse_yaml,
-    read_bounded,
-    yaml_problem,
-)
+from posbench.errors import ConfigError, brief, brief_key, clip
+from posbench.yaml_io import YAMLLimitError, load_yaml, parse_yaml, yaml_problem
 
 MAX_INT = 2**63
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from posbench.config_loader import ConfigError, nearest
+from posbench.config_loader import nearest
+from posbench.errors import ConfigError
 
 
 def _config_dir() -> Path:

@@ -16,8 +16,8 @@ import dataclasses
 import inspect
 from collections.abc import Callable, Iterator
 
-from posbench.config_loader import ConfigError, nearest
-from posbench.errors import clip
+from posbench.config_loader import nearest
+from posbench.errors import ConfigError, clip
 
 
 def _declares_name(config_cls) -> bool:

@@ -3,8 +3,8 @@
 import pytest
 
 from posbench.config import CONFIG_DIR, DataConfig, load_config
-from posbench.config_loader import ConfigError
 from posbench.data.corpus_sources import HubFolder, LocalFiles
+from posbench.errors import ConfigError
 
 
 def test_fineweb_preset_equals_the_defaults_and_round_trips():

@@ -7,8 +7,8 @@ import pytest
 from data_helpers import FakeHub, data_config, fake_docs, parquet_bytes, shard_files
 
 from posbench.data.download import Downloader, select_files
-from posbench.data.errors import DownloadError
 from posbench.data.layout import DataLayout
+from posbench.errors import DownloadError
 
 
 def run_download(cfg, max_train=None):

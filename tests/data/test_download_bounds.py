@@ -21,8 +21,8 @@ from test_hostile_hub import ListingHub
 import posbench
 from posbench.data import hub as hub_api
 from posbench.data.download import Downloader, select_files
-from posbench.data.errors import DownloadError
 from posbench.data.layout import DataLayout
+from posbench.errors import DownloadError
 
 SRC = Path(posbench.__file__).resolve().parents[1]  # the code under test, for subprocesses
 FAST = ["data.download.min_bytes_per_s=2000", "data.download.slow_grace_s=0.5", "data.download.retries=0",
@@ -141,7 +141,7 @@ def test_a_listing_over_the_size_cap_is_refused_without_reading_it_whole(tmp_pat
 
 
 def test_download_settings_are_checked(tmp_path):
-    from posbench.config_loader import ConfigError
+    from posbench.errors import ConfigError
 
     for bad in ("data.download.min_bytes_per_s=-1", "data.download.max_listing_bytes=0"):
         with pytest.raises(ConfigError, match="data.download needs"):

@@ -17,11 +17,11 @@ import pytest
 from posbench.config import load_config
 from posbench.data.doc_corpus import Document, config_yaml, data_config, split_documents
 from posbench.data.doc_corpus import build as build_corpus
-from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
 from posbench.data.loader import build_batch_source, split_shards
 from posbench.data.prose import file_prose, html_prose, text_prose
 from posbench.data.shards import open_shard
+from posbench.errors import DataError
 
 ROOT = Path(__file__).resolve().parents[2]
 VOCAB = 512

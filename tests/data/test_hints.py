@@ -8,7 +8,7 @@ import pytest
 
 from posbench.cli.data import main as data_main
 from posbench.cli.train import main_train
-from posbench.data.errors import DataError
+from posbench.errors import DataError
 
 
 @pytest.fixture

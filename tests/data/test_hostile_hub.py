@@ -10,8 +10,8 @@ from data_helpers import FakeHub, data_config, fake_docs, parquet_bytes, shard_f
 
 from posbench.data import hub as hub_api
 from posbench.data.download import Downloader, select_files
-from posbench.data.errors import DownloadError
 from posbench.data.layout import DataLayout
+from posbench.errors import DownloadError
 
 TREE = "data.source={name: hub_tree, folder: ''}"
 

@@ -4,11 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from posbench.config_loader import ConfigError
-from posbench.data.errors import DataError, ShardError
 from posbench.data.loader import ShardBatchSource, ShardSet
 from posbench.data.sampling import Permutation, window_ids
 from posbench.data.shards import HEADER_BYTES, write_shard
+from posbench.errors import ConfigError, DataError, ShardError
 from posbench.training.batch_sources import micro_indices, val_indices
 
 FP = "12" * 32

@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from data_helpers import data_config, fake_docs, parquet_bytes
 
-from posbench.config_loader import ConfigError
 from posbench.data.info import count_mix, describe
 from posbench.data.layout import DataLayout
 from posbench.data.loader import build_batch_source
@@ -20,6 +19,7 @@ from posbench.data.shards import open_shard
 from posbench.data.tasks import build_task
 from posbench.data.tasks.mix import CORPUS, EXAMPLES_PER_FILE, build_mixer
 from posbench.data.tokenize_shards import tokenize
+from posbench.errors import ConfigError
 
 MIX = "data.mix={tasks: [{name: k_back}, {name: reverse}, {name: sort}, {name: simple_copy}], ratio: 0.1}"
 
@@ -106,7 +106,7 @@ def test_verify_finds_a_tampered_task_document(tmp_path):
     assert "BAD" in describe(cfg, verify=True)
     # the command says so in its exit code too, after the report (exit 2: bad input data)
     from posbench.cli.data import cmd_info
-    from posbench.data.errors import DataError
+    from posbench.errors import DataError
 
     with pytest.raises(DataError, match="found bad shards"):
         cmd_info(cfg, verify=True)

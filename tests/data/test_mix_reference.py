@@ -8,13 +8,13 @@ import pytest
 from data_helpers import fake_docs, parquet_bytes
 
 from posbench.config import CONFIG_DIR, load_config
-from posbench.config_loader import ConfigError
 from posbench.data.info import count_mix
 from posbench.data.layout import DataLayout
 from posbench.data.shards import open_shard
 from posbench.data.tasks import build_task, get_task_class
 from posbench.data.tasks.mix import CORPUS, build_mixer
 from posbench.data.tokenize_shards import tokenize
+from posbench.errors import ConfigError
 
 PRESET = CONFIG_DIR / "data" / "mix_reference.yaml"
 WEIGHTS = {"simple_copy": .20, "reverse": .25, "sort": .18, "no_carry_add": .17, "passkey": .12, "k_back": .08}

@@ -11,9 +11,9 @@ from data_helpers import FakeHub
 from posbench.cli.data import main
 from posbench.config import load_config
 from posbench.data.corpus_sources import RAW_MANIFEST
-from posbench.data.errors import DataError, DownloadError
 from posbench.data.manifest import Manifest
 from posbench.data.tokenizers import ByteTokenizer
+from posbench.errors import DataError, DownloadError
 from posbench.evaluation.eval_sets import EVAL_SETS, prepare, prepared_files, source
 from posbench.evaluation.ppl_data import PG19, WikiText103
 

@@ -8,11 +8,11 @@ import pytest
 from data_helpers import fake_docs, parquet_bytes
 
 from posbench.config import load_config
-from posbench.config_loader import ConfigError
 from posbench.data.layout import DataLayout
 from posbench.data.loader import build_batch_source
 from posbench.data.shards import CONTENT_SAMPLE_BYTES, HEADER_BYTES, content_fingerprint, write_shard
 from posbench.data.tokenize_shards import tokenize
+from posbench.errors import ConfigError
 from posbench.training.loop import train
 
 

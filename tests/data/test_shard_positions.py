@@ -5,9 +5,9 @@ hand out the ids aligned with their tokens, and damaged or mixed shards are refu
 import numpy as np
 import pytest
 
-from posbench.data.errors import ShardError
 from posbench.data.loader import ShardBatchSource, ShardSet
 from posbench.data.shards import HEADER_BYTES, open_positions, open_shard, read_header, write_shard
+from posbench.errors import ShardError
 from posbench.targets import positions_of
 
 FP = "ab" * 32

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from posbench.data.errors import ShardError
 from posbench.data.shards import HEADER_BYTES, ShardHeader, ShardWriter, open_shard, read_header, write_shard
+from posbench.errors import ShardError
 
 FP = "ab" * 32  # a tokenizer fingerprint (sha256 hex)
 OTHER_FP = "cd" * 32

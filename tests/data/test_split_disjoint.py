@@ -11,10 +11,10 @@ from data_helpers import FakeHub, data_config, fake_docs, parquet_bytes
 
 from posbench.data import hub as hub_api
 from posbench.data.download import download_corpus
-from posbench.data.errors import DataError, DownloadError
 from posbench.data.layout import DataLayout
 from posbench.data.paths import safe_relpath
 from posbench.data.tokenize_shards import tokenize
+from posbench.errors import DataError, DownloadError
 
 TREE = "data.source={name: hub_tree, repo: org/tree, folder: sample}"
 SPLITS = "data.splits={val: {start: 0, stop: 1}, filler: {start: 1, stop: 1}, train: {start: 1, stop: null}}"

@@ -11,10 +11,10 @@ import pyarrow.parquet as pq
 import pytest
 from data_helpers import data_config, fake_docs, parquet_bytes
 
-from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
 from posbench.data.shards import open_shard
 from posbench.data.tokenize_shards import tokenize
+from posbench.errors import DataError
 
 BOS = 256  # the bytes tokenizer: token = UTF-8 byte, <|bos|> = 256
 

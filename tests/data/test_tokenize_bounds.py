@@ -20,12 +20,12 @@ import pytest
 from data_helpers import data_config, fake_docs, parquet_bytes
 
 import posbench
-from posbench.data.errors import DataError
 from posbench.data.info import describe
 from posbench.data.layout import DataLayout
 from posbench.data.readers import BATCH_BYTES, reader_for
 from posbench.data.shards import read_header
 from posbench.data.tokenize_shards import tokenize
+from posbench.errors import DataError
 from tests.test_procpool import alive, children_of
 
 SRC = Path(posbench.__file__).resolve().parents[1]  # the code under test, for subprocesses

@@ -12,8 +12,6 @@ import tiktoken
 import torch
 
 from posbench.config import load_config
-from posbench.config_loader import ConfigError
-from posbench.data.errors import DataError
 from posbench.data.info import describe
 from posbench.data.layout import DataLayout
 from posbench.data.shards import HEADER_BYTES, open_positions, open_shard
@@ -22,6 +20,7 @@ from posbench.data.tasks.mix import TaskDocument, build_mixer, mix_tag
 from posbench.data.token_positions import document_positions
 from posbench.data.tokenize_shards import tokenize
 from posbench.data.tokenizers import BOS, Tokenizer
+from posbench.errors import ConfigError, DataError
 from posbench.pe.abacus import Abacus
 from posbench.training.batch_sources import build_stream
 
@@ -226,8 +225,8 @@ def test_a_size_consistent_header_flip_to_version_1_is_refused_against_the_manif
     """The val shard's header rewritten from version 2 (n tokens, then n int32 ids) to version 1 with 3n uint16
     tokens: the same file size, every id below the vocabulary, so the header alone passes; the manifest recorded
     version 2 with n tokens, and the loader refuses the shard naming it (the ids would have been read as tokens)."""
-    from posbench.data.errors import ShardError
     from posbench.data.loader import build_batch_source
+    from posbench.errors import ShardError
 
     jsonl_corpus(tmp_path / "corpus")
     cfg = load_config(overrides=overrides(tmp_path)).data

@@ -6,11 +6,11 @@ import pytest
 import tiktoken
 from data_helpers import fake_docs
 
-from posbench.config_loader import ConfigError, from_dict
+from posbench.config_loader import from_dict
 from posbench.data import rankfile
 from posbench.data.bpe_train import train_bpe
-from posbench.data.errors import DataError
 from posbench.data.tokenizers import BOS, TokenizerConfig, TrainedBPE, build_tokenizer
+from posbench.errors import ConfigError, DataError
 
 # Pinned: a change here means every existing shard's fingerprint changes (and they get redone).
 BYTES_FINGERPRINT = "c1752cbfb8740a6856ef1753877a3a5fae39def1b83a0f5a46761ae5fced5661"

@@ -6,8 +6,7 @@ import math
 import pytest
 import torch
 
-from posbench.config_loader import ConfigError
-from posbench.data.errors import DataError
+from posbench.errors import ConfigError, DataError
 from posbench.evaluation.eval_config import load_eval_config
 from posbench.evaluation.suites.lambada import Lambada, LambadaConfig, split_last_word
 from tests.evaluation.helpers import BYTES, WORDS, session_for, small_model, target_for

@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.evaluation import lengths
 from posbench.evaluation.eval_config import load_eval_config
 from posbench.evaluation.eval_runner import plan

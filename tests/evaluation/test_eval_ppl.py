@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 import torch
 
-from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
 from posbench.data.manifest import Manifest
 from posbench.data.shards import write_shard
+from posbench.errors import DataError
 from posbench.evaluation.ppl_data import TextFiles, ValidationShards, WikiText103
 from posbench.evaluation.suites.ppl import Perplexity, PplConfig
 from tests.evaluation.helpers import BYTES, session_for, small_model, target_for, write_text

@@ -147,7 +147,7 @@ def test_corpus_filler_shards_are_used_when_prepared(tmp_path):
 
 
 def test_corpus_filler_required_but_missing_fails_at_plan_time(tmp_path):
-    from posbench.data.errors import DataError
+    from posbench.errors import DataError
 
     _, run_cfg = small_model("rope", f"data.root={tmp_path}", "data.tokenizer.name=bytes")
     with pytest.raises(DataError, match="filler=corpus"):

@@ -9,8 +9,8 @@ import re
 import pytest
 
 from posbench.config import load_config
-from posbench.config_loader import ConfigError
 from posbench.data.tasks import get_task_class
+from posbench.errors import ConfigError
 from posbench.evaluation.eval_config import EvalConfig
 from posbench.evaluation.suites import ALL
 from posbench.evaluation.suites.long_context import MEAN, LongContext, LongContextConfig, families

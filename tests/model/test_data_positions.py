@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from posbench.config import load_config
-from posbench.config_loader import ConfigError
 from posbench.data.tasks import build_task, get_task_class
 from posbench.data.tasks.source import TaskSource, pad_rows
+from posbench.errors import ConfigError
 from posbench.evaluation.generate import DataPositions, greedy_cached, greedy_recompute
 from posbench.pe import PES
 from posbench.pe.abacus import Abacus

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 from posbench.config import load_config
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.evaluation.generate import greedy_cached, greedy_recompute
 from posbench.model.build import build_model
 from posbench.training.optim import param_groups

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from posbench.config import load_config
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.model.build import build_model
 from posbench.model.matmul import OneDNNLinear
 

@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from posbench.config import load_config
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.model.kernels import EagerKernel, FlexKernel
 from posbench.model.packing import Documents, split_documents
 from posbench.pe import PES

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from posbench.config import load_config
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.model.flops import stats_of
 from posbench.model.masks import causal_mask, window_mask_mod
 from posbench.model.packing import Documents

@@ -6,9 +6,9 @@ import json
 
 import pytest
 
-from posbench.config_loader import ConfigError
 from posbench.data.tasks.pig_latin import to_pig_latin
 from posbench.data.tasks.task import build_task, get_task_class
+from posbench.errors import ConfigError
 from posbench.studies.study_runner import run_study
 from posbench.studies.study_spec import expand, load_study
 

@@ -4,7 +4,8 @@ needs 6 seeds: hence 6 here); alternating signs straddle 0."""
 
 import pytest
 
-from posbench.config_loader import ConfigError, from_dict
+from posbench.config_loader import from_dict
+from posbench.errors import ConfigError
 from posbench.studies.claims import ClaimConfig, check_claims, claims_section, judge, parse_order, verdict
 from posbench.studies.study_spec import StudyConfig
 

@@ -40,7 +40,7 @@ def test_alibi_ppl_preset_reduced(tmp_path):
     import yaml
 
     from posbench.config import preset_path
-    from posbench.config_loader import load_yaml
+    from posbench.yaml_io import load_yaml
 
     spec = load_yaml(preset_path("sweep", "alibi_ppl"))
     assert [p["name"] for p in spec["pes"]] == ["alibi", "sinusoidal", "rope"] and len(spec["seeds"]) == 5

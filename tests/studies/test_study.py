@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.stats import bootstrap_ci, paired, success_rate
 from posbench.studies.study_runner import run_study
 from posbench.studies.study_spec import expand, load_study

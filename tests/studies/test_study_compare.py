@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.studies.study_compare import compare, read_cells, verdicts
 
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.sweeps.sweep_spec import load_sweep, plan_runs
 
 BASE = {"name": "base", "sizes": ["nano"], "pes": [{"name": "rope"}, {"name": "alibi"}], "seeds": [0, 1],

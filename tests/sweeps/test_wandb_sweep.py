@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.sweeps.wandb_sweep import (
     launch_command,
     load_sweep_file,

@@ -5,9 +5,9 @@ answer tokens while they are generated."""
 import numpy as np
 import pytest
 
-from posbench.config_loader import ConfigError
 from posbench.data.tasks import build_task, get_task_class
 from posbench.data.tasks.source import pad_positions, pad_rows
+from posbench.errors import ConfigError
 from posbench.targets import IGNORE
 
 

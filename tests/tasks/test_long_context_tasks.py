@@ -10,8 +10,8 @@ from math import comb
 
 import pytest
 
-from posbench.config_loader import ConfigError
 from posbench.data.tasks import TextFiller, build_task, get_task_class
+from posbench.errors import ConfigError
 
 NUMBERED = TextFiller(" ".join(f"f{i}" for i in range(100_000)))
 

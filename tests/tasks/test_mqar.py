@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from posbench.config_loader import ConfigError
 from posbench.data.tasks import IGNORE, build_task, get_task_class
+from posbench.errors import ConfigError
 
 TINY = dict(id_range=(2, 3), ood_range=(4, 5), vocab_size=16, tokens_per_pair=6)
 

@@ -8,7 +8,7 @@ import sys
 import numpy as np
 import pytest
 
-from posbench.config_loader import ConfigError, from_dict
+from posbench.config_loader import from_dict
 from posbench.data.tasks import (
     IGNORE,
     PAD_ID,
@@ -18,6 +18,7 @@ from posbench.data.tasks import (
     get_task_class,
     task_names,
 )
+from posbench.errors import ConfigError
 
 FAST = {"needle": {"id_range": (16, 64), "ood_range": (100, 160)}}
 

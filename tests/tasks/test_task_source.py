@@ -4,10 +4,11 @@ import numpy as np
 import pytest
 import torch
 
-from posbench.config_loader import ConfigError, from_dict
+from posbench.config_loader import from_dict
 from posbench.data.tasks import IGNORE, PAD_ID, TaskConfig, build_task, get_task_class, task_names
 from posbench.data.tasks.mix import TaskMixConfig, TaskMixer, build_mixer
 from posbench.data.tasks.source import TaskSource, eval_batch
+from posbench.errors import ConfigError
 from posbench.training.batch_sources import micro_indices, val_indices
 
 

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.training import checkpoint as ckpt
 from posbench.training.rundir import check_run_name, claim_run_dir, find_run_dir, format_tokens
 

@@ -10,7 +10,7 @@ import json
 import pytest
 
 from posbench.config import load_config
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.training import checkpoint as ckpt
 from posbench.training.batch_sources import RandomTokens
 from posbench.training.loop import train

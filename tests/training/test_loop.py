@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.training.batch_sources import RandomTokens
 from posbench.training.loop import NonFiniteError, train
 from posbench.training.schedule import make_schedule

@@ -3,7 +3,7 @@ import math
 import pytest
 
 from posbench.config import ScheduleConfig
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.training.schedule import make_schedule
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from posbench.cli.eval import flag_overrides, parser
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.evaluation.eval_config import load_eval_config
 from posbench.procpool import POOL_THREADS_ENV
 from posbench.threads import choose_threads

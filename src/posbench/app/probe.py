@@ -8,8 +8,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from posbench.config_loader import ConfigError
 from posbench.data.tasks.task import Task
+from posbench.errors import ConfigError
 from posbench.evaluation.generate import greedy_generate
 from posbench.evaluation.task_accuracy import attention_probs
 from posbench.targets import IGNORE

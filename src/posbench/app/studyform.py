@@ -11,9 +11,10 @@ from pathlib import Path
 
 import yaml
 
-from posbench.config_loader import ConfigError, from_dict, parse_override, to_dict
+from posbench.config_loader import from_dict, parse_override, to_dict
 from posbench.cpu_speed import matmul_rate
 from posbench.data.tasks.task import build_task
+from posbench.errors import ConfigError
 from posbench.procpool import usable_cores
 from posbench.studies.cell_config import cell_config
 from posbench.studies.study_spec import StudyConfig, expand, load_study

@@ -145,8 +145,8 @@ def cmd_train_tokenizer(cfg, force: bool) -> None:
 
 
 def cmd_info(cfg, verify: bool) -> None:
-    from posbench.data.errors import DataError
     from posbench.data.info import describe
+    from posbench.errors import DataError
 
     report = describe(cfg, verify=verify)
     print(report)

@@ -12,7 +12,8 @@ import argparse
 
 from posbench.cli.arg_types import positive_int
 from posbench.cli.errors_cli import cli_entry
-from posbench.config_loader import ConfigError, dump_yaml, nested
+from posbench.config_loader import dump_yaml, nested
+from posbench.errors import ConfigError
 
 
 def parser() -> argparse.ArgumentParser:

@@ -12,10 +12,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 from posbench.data import rankfile
-from posbench.data.errors import DataError
 from posbench.data.hints import data_command
 from posbench.data.tokenizers import BOS, TrainedBPE
-from posbench.errors import user_paths
+from posbench.errors import DataError, user_paths
 
 
 class _Capped:

@@ -18,11 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
-from posbench.config_loader import ConfigError
 from posbench.data import hub
-from posbench.data.errors import DataError
 from posbench.data.manifest import Manifest
 from posbench.data.readers import reader_for
+from posbench.errors import ConfigError, DataError
 from posbench.registry import Registry
 
 RAW_MANIFEST = "manifest.json"

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from posbench.config_loader import ConfigError
 from posbench.data import hub
 from posbench.data.corpus_sources import HubShards, SourceConfig
 from posbench.data.readers import MAX_ROW_GROUP_BYTES
@@ -16,6 +15,7 @@ from posbench.data.splits import SplitsConfig
 from posbench.data.tasks import get_task_class
 from posbench.data.tasks.mix import TaskMixConfig
 from posbench.data.tokenizers import TokenizerConfig, TrainedBPE
+from posbench.errors import ConfigError
 
 
 @dataclass

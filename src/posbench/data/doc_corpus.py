@@ -39,13 +39,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from posbench.config_loader import ConfigError, from_dict
+from posbench.config_loader import from_dict
 from posbench.data.data_config import DataConfig
-from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
 from posbench.data.manifest import Manifest
 from posbench.data.prose import HTML_SUFFIXES, TEXT_SUFFIXES, file_prose, merge_paragraphs
-from posbench.errors import user_paths
+from posbench.errors import ConfigError, DataError, user_paths
 from posbench.fileio import atomic_open, read_json, remove_tree, write_json, write_text
 from posbench.yaml_io import parse_yaml
 

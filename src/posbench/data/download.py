@@ -32,9 +32,9 @@ from tqdm import tqdm
 
 from posbench.data import hub
 from posbench.data.corpus_sources import RAW_MANIFEST, HubSource, RemoteFile
-from posbench.data.errors import DownloadError
 from posbench.data.manifest import Manifest
 from posbench.data.splits import SplitsConfig, check_disjoint_content
+from posbench.errors import DownloadError
 from posbench.fileio import DirLock, LinkError, fsync_dir, no_link, open_fd, remove_stale_temps, sha256_file
 
 _NETWORK_ERRORS = (urllib.error.URLError, http.client.HTTPException, ConnectionError, TimeoutError)

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from urllib.parse import quote, urljoin, urlsplit
 
 from posbench.data import paths
-from posbench.data.errors import DownloadError
+from posbench.errors import DownloadError
 
 DEFAULT_ENDPOINT = "https://huggingface.co"
 USER_AGENT = "posbench-data/0.1"

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
 from posbench.data.manifest import Manifest
 from posbench.data.shards import open_positions, open_shard, read_header
 from posbench.data.tasks.mix import CORPUS, EXAMPLES_PER_FILE, TaskMixer, build_mixer, position_tasks
 from posbench.data.token_positions import TEXT_ID, document_positions
+from posbench.errors import DataError
 
 
 def _size(n: float) -> str:

@@ -27,7 +27,6 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from posbench.data.errors import DataError, ShardError
 from posbench.data.hints import data_command, prepare_hint
 from posbench.data.layout import DataLayout
 from posbench.data.manifest import Manifest
@@ -40,6 +39,7 @@ from posbench.data.shards import (
     open_shard,
     read_header,
 )
+from posbench.errors import DataError, ShardError
 from posbench.targets import Rows
 
 ID_CHECK_CHUNK = 1 << 26  # tokens per step of the start-up id check: bounded memory at any shard size

@@ -10,9 +10,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from posbench.data.errors import DataError
 from posbench.data.paths import safe_relpath
-from posbench.errors import brief
+from posbench.errors import DataError, brief
 from posbench.fileio import read_json, write_json
 
 VERSION = 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path, PurePosixPath
 
-from posbench.data.errors import DataError
+from posbench.errors import DataError
 
 
 def safe_relpath(name: object, where: str, error: type[Exception] = DataError) -> str:

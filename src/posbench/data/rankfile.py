@@ -20,8 +20,8 @@ import hashlib
 import json
 from pathlib import Path
 
-from posbench.data.errors import DataError
 from posbench.data.hints import data_command
+from posbench.errors import DataError
 from posbench.fileio import atomic_open, read_json, write_json
 
 FORMAT = "posbench-tiktoken-v1"

@@ -28,8 +28,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import ClassVar
 
-from posbench.data.errors import DataError
-from posbench.errors import user_paths
+from posbench.errors import DataError, user_paths
 from posbench.fileio import bounded_lines
 from posbench.registry import Registry
 

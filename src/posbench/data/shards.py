@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from posbench.data.errors import ShardError
+from posbench.errors import ShardError
 from posbench.fileio import atomic_open
 
 MAGIC = 0x42534F50

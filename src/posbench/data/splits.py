@@ -15,8 +15,7 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from posbench.config_loader import ConfigError
-from posbench.data.errors import DataError
+from posbench.errors import ConfigError, DataError
 
 SPLITS = ("train", "val", "filler")
 

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from posbench.data.errors import DataError
 from posbench.data.tasks.mix import TaskDocument, TaskMixConfig, position_tasks
 from posbench.data.tokenizers import Tokenizer, TokenizerKind, get_tokenizer_kind
+from posbench.errors import DataError
 
 TEXT_ID = 0  # the id of every token outside a task document's symbols: "no place" (see above)
 SPLITS_WITH_POSITIONS = ("train", "val")

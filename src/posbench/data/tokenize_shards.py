@@ -40,7 +40,6 @@ import numpy as np
 from tqdm import tqdm
 
 from posbench.data.corpus_sources import InputFile
-from posbench.data.errors import DataError, ShardError
 from posbench.data.hints import inputs_hint
 from posbench.data.layout import DataLayout, shard_name
 from posbench.data.manifest import Manifest
@@ -50,6 +49,7 @@ from posbench.data.splits import check_disjoint_content
 from posbench.data.tasks.mix import EXAMPLES_PER_FILE, TaskMixConfig, build_mixer, position_tasks
 from posbench.data.token_positions import SPLITS_WITH_POSITIONS, TEXT_ID, document_positions
 from posbench.data.tokenizers import Tokenizer, tokenizer_from_spec
+from posbench.errors import DataError, ShardError
 from posbench.fileio import DirLock, remove_stale_temps, sha256_file
 from posbench.procpool import exit_with_parent, usable_cores
 

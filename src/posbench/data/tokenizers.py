@@ -19,9 +19,9 @@ from typing import ClassVar
 import numpy as np
 import tiktoken
 
-from posbench.config_loader import ConfigError, from_dict, to_dict
+from posbench.config_loader import from_dict, to_dict
 from posbench.data import rankfile
-from posbench.data.errors import DataError
+from posbench.errors import ConfigError, DataError
 from posbench.registry import Registry
 
 BOS = "<|bos|>"

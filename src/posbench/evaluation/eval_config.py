@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, make_dataclass
 from typing import Literal
 
-from posbench.config_loader import ConfigError, Override, load, to_dict
+from posbench.config_loader import Override, load, to_dict
+from posbench.errors import ConfigError
 from posbench.evaluation.lengths import check_lengths
 from posbench.evaluation.suites import ALL, SUITES, get_suite, suite_names
 from posbench.pe.rope_scaling import ScalingConfig

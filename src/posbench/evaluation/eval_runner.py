@@ -19,10 +19,9 @@ from pathlib import Path
 import torch
 from tqdm import tqdm
 
-from posbench.config_loader import ConfigError, to_dict
-from posbench.data.errors import DataError
+from posbench.config_loader import to_dict
 from posbench.data.layout import DataLayout
-from posbench.errors import user_paths
+from posbench.errors import ConfigError, DataError, user_paths
 from posbench.evaluation import eval_report
 from posbench.evaluation.eval_config import EvalConfig
 from posbench.evaluation.evaluator import Evaluator, Session, Target

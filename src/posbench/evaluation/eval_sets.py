@@ -14,11 +14,11 @@ import fnmatch
 from dataclasses import dataclass
 from pathlib import Path
 
-from posbench.config_loader import ConfigError, nearest
+from posbench.config_loader import nearest
 from posbench.data import hub
 from posbench.data.corpus_sources import HubFolder, RemoteFile
 from posbench.data.data_config import DownloadConfig
-from posbench.data.errors import DataError
+from posbench.errors import ConfigError, DataError
 
 
 @dataclass(frozen=True)

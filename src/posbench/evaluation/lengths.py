@@ -24,8 +24,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from posbench.config_loader import ConfigError
-from posbench.errors import brief
+from posbench.errors import ConfigError, brief
 from posbench.model.memory import forward_bytes, kv_cache_bytes
 
 if TYPE_CHECKING:

@@ -18,7 +18,8 @@ from pathlib import Path
 import torch
 
 from posbench.config import RunConfig
-from posbench.config_loader import ConfigError, from_dict
+from posbench.config_loader import from_dict
+from posbench.errors import ConfigError
 from posbench.model.build import build_model
 from posbench.model.transformer import Transformer
 from posbench.training.checkpoint import (

@@ -26,13 +26,12 @@ from typing import ClassVar
 
 import numpy as np
 
-from posbench.config_loader import ConfigError
-from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
 from posbench.data.loader import split_shards
 from posbench.data.readers import reader_for
 from posbench.data.shards import open_positions, open_shard
 from posbench.data.tokenizers import Tokenizer
+from posbench.errors import ConfigError, DataError
 from posbench.evaluation.eval_sets import EVAL_SETS, prepared_files
 from posbench.registry import Registry
 

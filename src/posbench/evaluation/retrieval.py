@@ -29,13 +29,11 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
-from posbench.config_loader import ConfigError
-from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
 from posbench.data.loader import split_shards
 from posbench.data.shards import open_shard
 from posbench.data.tasks import Example, Task, TextFiller, build_task
-from posbench.errors import brief
+from posbench.errors import ConfigError, DataError, brief
 from posbench.evaluation import data_ids, eval_plots
 from posbench.evaluation.evaluator import Evaluator, Session, Target
 from posbench.evaluation.generate import decode, greedy_generate

@@ -12,7 +12,7 @@ import copy
 
 from torch import nn
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.pe.rope import RotaryBase
 from posbench.pe.rope_scaling import ScalingConfig
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from posbench.config_loader import ConfigError, nearest
+from posbench.config_loader import nearest
+from posbench.errors import ConfigError
 from posbench.evaluation.evaluator import Evaluator
 from posbench.registry import Registry
 

@@ -43,12 +43,12 @@ import numpy as np
 import torch
 
 from posbench.config import RunConfig, load_config
-from posbench.config_loader import ConfigError, nested
+from posbench.config_loader import nested
 from posbench.data.doc_corpus import build as build_corpus
-from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
 from posbench.data.loader import split_shards
 from posbench.data.tasks.filler import GeneratedFiller
+from posbench.errors import ConfigError, DataError
 from posbench.evaluation import eval_runner
 from posbench.evaluation.eval_config import load_eval_config
 from posbench.gpucheck import common

@@ -8,8 +8,9 @@ Two paths, chosen by what transformers can express:
   NoPE is Qwen3 with `linear` scaling by 1e30: every angle is below 1e-25 rad, no rotation in fp32.
 - Remote code, for every other PE (ALiBi, T5, KERPLE, FIRE, absolute tables, xPos, hybrids, ...), other
   RoPE scalings, untied embeddings, no QK-norm or rows split into documents (model.packing): posbench's own
-  parameter names, plus `modeling_posbench.py` / `configuration_posbench.py` (hf_remote/; torch + transformers
-  only) that implement every PE family, loaded with `trust_remote_code=True` through `auto_map`.
+  parameter names, plus the files of hf_remote/ (torch + transformers only: `modeling_posbench.py`, the decoder,
+  `configuration_posbench.py`, and one file per PE family), loaded with `trust_remote_code=True` through
+  `auto_map`. A PE with no class there is refused with the reason.
 Nothing is ever written as a model that computes something else: the remote code refuses PE options it does
 not implement, other architectures (encoder-decoder, Mamba) are refused, and every export is loaded back and
 compared with posbench before it is moved into place: logits on random ids (the full forward), and a short
@@ -21,7 +22,7 @@ the cache over, and a model that ignores it generates garbage while its logits s
     model.safetensors                     weights, fp32, tied head not duplicated
     tokenizer.json (+ tokenizer_config)   the checkpoint's tokenizer for PreTrainedTokenizerFast
     README.md                             a model card: training config, tokens seen, eval results if present
-    modeling_posbench.py, configuration_posbench.py   remote-code path only
+    modeling_posbench.py, configuration_posbench.py, pe_*.py, packing.py   remote-code path only
 
 Where the files go: a staging directory beside the target (same filesystem), renamed into place only after the
 check passed, so the target is either absent, the user's old directory untouched, or the whole new export. A
@@ -43,15 +44,16 @@ from pathlib import Path
 import torch
 
 from posbench.config import RunConfig
-from posbench.config_loader import ConfigError, dump_yaml
+from posbench.config_loader import dump_yaml
 from posbench.data.tokenizers import BOS, Tokenizer
-from posbench.errors import BadInputError, user_paths
+from posbench.errors import BadInputError, ConfigError, user_paths
 from posbench.fileio import fsync_dir, link_error, remove_tree
 from posbench.interop.hf_verify import VERIFY_TOLERANCE, check_prompt, uses_dynamic_scaling, verify
 
 NOPE_FACTOR = 1e30  # linear RoPE scaling that makes every angle vanish (see the module docstring)
 REMOTE_DIR = Path(__file__).parent / "hf_remote"
-REMOTE_FILES = ("modeling_posbench.py", "configuration_posbench.py")
+# every module of hf_remote/ but its __init__: what transformers loads from the export directory
+REMOTE_FILES = tuple(sorted(p.name for p in REMOTE_DIR.glob("*.py") if p.name != "__init__.py"))
 QWEN3, REMOTE = "Qwen3ForCausalLM", "PosbenchForCausalLM"
 
 
@@ -128,15 +130,15 @@ def remote_packing(run_cfg: RunConfig, pe: dict) -> dict | None:
     """model.packing as the plain dict the remote code reads (it splits rows into documents at bos_id as posbench
     does), None when rows are not split (the default, or no bos_id: each row one document); ConfigError when the
     remote code cannot express it."""
-    from posbench.interop.hf_remote.modeling_posbench import Dims, build_pe, check_packing
+    from posbench.interop.hf_remote.modeling_posbench import PEContext, build_pe, check_packing
 
     p = run_cfg.model.packing
     if not p.active:
         return None
     m = run_cfg.model
     try:
-        return check_packing(dataclasses.asdict(p), build_pe(pe, Dims(m.d_model, m.n_heads, m.n_layers, m.seq_len,
-                                                                       m.init_std)))
+        return check_packing(dataclasses.asdict(p), build_pe(pe, PEContext(m.d_model, m.n_heads, m.n_layers, m.seq_len,
+                                                                            m.init_std)))
     except ValueError as e:
         raise ConfigError(f"{e}. Nothing was exported") from None
 

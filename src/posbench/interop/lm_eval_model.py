@@ -34,7 +34,7 @@ from lm_eval.api.model import TemplateLM
 from lm_eval.api.registry import register_model
 from lm_eval.utils import get_rolling_token_windows, make_disjoint_window
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 
 log = logging.getLogger("posbench.lm_eval")
 

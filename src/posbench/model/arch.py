@@ -21,7 +21,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.pe.encoding import PEConfig, PEContext
 from posbench.pe.none import NoPE
 from posbench.registry import Registry

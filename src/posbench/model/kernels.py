@@ -39,7 +39,7 @@ from typing import ClassVar
 import torch
 import torch.nn.functional as F
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.model import bias_attention, far_field
 from posbench.model.attention_call import AttentionCall
 from posbench.model.bias_attention import (

@@ -27,7 +27,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 
 
 def _mm(a_MK, b_NK):

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.model.arch import ArchConfig, DecoderArch
 from posbench.model.embedding import EMBED_SCALES
 from posbench.model.matmul import MATMULS

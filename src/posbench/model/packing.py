@@ -20,7 +20,7 @@ from typing import Literal
 
 import torch
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.model.masks import causal_mask, window_mask_mod
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import torch
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.pe.encoding import PEConfig, PositionalEncoding
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.pe.encoding import PES, PEConfig, PositionalEncoding
 
 MAX_NPOS = 1 << 20  # a 1M-entry table: 256 MiB per layer at head_dim 64; 1e9 asked for 128 GB

@@ -22,7 +22,8 @@ from typing import Literal
 
 import torch
 
-from posbench.config_loader import ConfigError, require
+from posbench.config_loader import require
+from posbench.errors import ConfigError
 from posbench.pe.absolute import FixedTablePE, TableConfig
 from posbench.pe.encoding import PES
 

@@ -3,18 +3,18 @@ Embeddings", Sakana AI, arXiv 2512.12167): train with RoPE, which speeds converg
 layer and continue training briefly at the training length ("recalibration") so the model works as NoPE and
 extends to longer contexts zero-shot.
 
-Here a RoPE that can be dropped: `pe.drop_at` (a share of the budget, 0.8), or `schedule.drop_pe_at` when set
-(training/schedule.py), says when, the loop calls `drop()`
-at that point (training/loop.py), and from then on the checkpoints' config says `pe.dropped: true`, so every
-reader (eval.py, export, the app) rebuilds the model as trained: a NoPE on the same weights. RoPE has no
-parameters, so the weights are the same before and after the drop and resuming across it is exact."""
+Here a RoPE that can be dropped: `pe.drop_at` (a share of the budget, 0.8) says when (training/schedule.py turns
+it into tokens), the loop calls `drop()` at that point (training/loop.py), and from then on the checkpoints'
+config says `pe.dropped: true`, so every reader (eval.py, export, the app) rebuilds the model as trained: a NoPE
+on the same weights. RoPE has no parameters, so the weights are the same before and after the drop and resuming
+across it is exact."""
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.pe.encoding import PES
 from posbench.pe.rope import RopeConfig, RotaryBase
 
@@ -26,7 +26,8 @@ class DroPE(RotaryBase):
     @dataclass
     class Config(RopeConfig):
         dropped: bool = False  # set by training at the drop point; true: the model is a NoPE
-        # share of the budget trained with RoPE, unless schedule.drop_pe_at says otherwise (docs/pe_defaults.md)
+        # share of the budget trained with RoPE (docs/pe_defaults.md); DroPE's own setting, so a study or sweep row
+        # `{name: drope, drop_at: 0.9}` is complete and no other PE has a drop point to misconfigure
         drop_at: float = 0.8
 
         def check(self) -> None:

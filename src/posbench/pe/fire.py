@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.pe.bias import BiasConfig, BiasPE
 from posbench.pe.encoding import PES
 from posbench.pe.piecewise_linear import evaluate, evaluate_sorted_rows, relu_mlp_segments

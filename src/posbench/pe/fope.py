@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.pe.encoding import PES, PositionalEncoding
 from posbench.pe.rope import RopeConfig, RotaryBase, apply_rotary
 

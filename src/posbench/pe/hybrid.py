@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 
 from torch import nn
 
-from posbench.config_loader import ConfigError, require
+from posbench.config_loader import require
+from posbench.errors import ConfigError
 from posbench.pe.encoding import PES, PEConfig, PositionalEncoding
 from posbench.pe.none import NoPE
 from posbench.pe.rope import RoPE

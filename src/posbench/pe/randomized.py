@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.pe.encoding import PES, PEConfig, PEContext, PositionalEncoding
 from posbench.pe.rope import RoPE
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from posbench.config_loader import ConfigError, require
+from posbench.config_loader import require
+from posbench.errors import ConfigError
 from posbench.pe.encoding import PES, PEConfig
 from posbench.pe.hybrid import HybridPerLayer
 from posbench.pe.none import NoPE

@@ -18,7 +18,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from posbench.config_loader import ConfigError, require
+from posbench.config_loader import require
+from posbench.errors import ConfigError
 from posbench.pe.encoding import PES, PEConfig, PositionalEncoding
 from posbench.pe.rope_scaling import NoScaling, ScalingConfig, build_scaling
 

@@ -15,7 +15,7 @@ from typing import ClassVar
 import numpy as np
 import torch
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.registry import Registry
 
 

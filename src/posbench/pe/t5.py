@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.pe.bias import BiasConfig, BiasPE, FarField
 from posbench.pe.encoding import PES
 

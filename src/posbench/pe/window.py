@@ -8,7 +8,7 @@ reason). A window past that is full attention at every length while the run is n
 
 from __future__ import annotations
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 
 MAX_WINDOW = 1 << 24
 

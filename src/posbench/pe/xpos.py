@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 import torch
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.pe.encoding import PES
 from posbench.pe.rope import RopeConfig, RotaryBase, apply_rotary
 

@@ -29,7 +29,8 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from posbench.config_loader import ConfigError, nearest
+from posbench.config_loader import nearest
+from posbench.errors import ConfigError
 from posbench.stats import DEFAULT_METHOD, Decision, Summary, decide, holm, interval, seeds_needed
 
 # What difference a claim's `>=` and `~` ignore, per metric, in its units: 2 accuracy points, 0.02 nats of

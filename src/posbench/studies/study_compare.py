@@ -20,7 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.stats import DEFAULT_METHOD, interval, pairwise
 from posbench.studies.claims import DEFAULT_MARGINS
 from posbench.studies.study_report import group_key

@@ -22,8 +22,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from posbench.config_loader import ConfigError, to_dict
-from posbench.errors import user_paths
+from posbench.config_loader import to_dict
+from posbench.errors import ConfigError, user_paths
 from posbench.fileio import write_text
 from posbench.procpool import call_logged, run_jobs
 from posbench.studies.seed_groups import seed_groups

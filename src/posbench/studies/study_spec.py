@@ -25,8 +25,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posbench.config import load_preset
-from posbench.config_loader import ConfigError, load, nested, to_dict
+from posbench.config_loader import load, nested, to_dict
 from posbench.data.tasks.task import TaskConfig
+from posbench.errors import ConfigError
 from posbench.model.arch import ArchConfig, DecoderArch
 from posbench.pe import PEConfig
 from posbench.pe.none import NoPE

@@ -12,9 +12,8 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from posbench.data.errors import DataError
 from posbench.data.layout import DataLayout
-from posbench.errors import user_paths
+from posbench.errors import DataError, user_paths
 from posbench.fileio import write_json
 from posbench.procpool import run_jobs
 from posbench.sweeps.sweep_spec import Run

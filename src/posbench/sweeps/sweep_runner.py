@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from posbench.data.errors import DataError
+from posbench.errors import DataError
 from posbench.sweeps import emit, evaluate, execute, sweep_plots, sweep_report
 from posbench.sweeps.sweep_spec import SweepConfig, eval_config, plan_runs
 

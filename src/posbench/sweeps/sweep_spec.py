@@ -25,13 +25,14 @@ from pathlib import Path
 from typing import Any
 
 from posbench.config import RunConfig, preset_path
-from posbench.config_loader import ConfigError, load, load_yaml, nested, to_dict
-from posbench.errors import brief
+from posbench.config_loader import load, nested, to_dict
+from posbench.errors import ConfigError, brief
 from posbench.evaluation.eval_config import EvalConfig
 from posbench.pe import PEConfig
 from posbench.studies.claims import ClaimConfig, check_names
 from posbench.training.plan import budget_tokens, make_plan
 from posbench.training.rundir import check_run_name, format_tokens
+from posbench.yaml_io import load_yaml
 
 SWEEP_CLAIM_METRICS = ("ppl_slope",)  # what a sweep's claims can compare (sweeps/sweep_report.py)
 

@@ -15,7 +15,8 @@ import os
 import sys
 from pathlib import Path
 
-from posbench.config_loader import ConfigError, load_yaml
+from posbench.errors import ConfigError
+from posbench.yaml_io import load_yaml
 
 ROOT = Path(__file__).resolve().parents[3]
 METHODS = ("grid", "random", "bayes")

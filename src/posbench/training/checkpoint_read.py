@@ -11,8 +11,8 @@ from pathlib import Path
 
 import torch
 
-from posbench.config_loader import ConfigError, load_yaml, read_bounded
-from posbench.errors import CheckpointError
+from posbench.errors import CheckpointError, ConfigError
+from posbench.yaml_io import load_yaml, read_bounded
 
 
 def is_state_dict(state: object) -> bool:

@@ -14,7 +14,7 @@ import contextlib
 import torch
 
 from posbench.config import RunConfig
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 
 
 def pick_device(requested: str, refusal: str) -> str:

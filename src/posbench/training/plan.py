@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from posbench.config import RunConfig
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.model.flops import ModelStats, model_stats
 from posbench.model.loss import auto_chunk_tokens
 from posbench.training.rundir import format_tokens

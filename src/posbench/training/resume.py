@@ -10,7 +10,8 @@ import signal
 from pathlib import Path
 
 from posbench.config import RunConfig
-from posbench.config_loader import ConfigError, from_dict
+from posbench.config_loader import from_dict
+from posbench.errors import ConfigError
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
 from posbench.training.checkpoint_check import check_config_agrees

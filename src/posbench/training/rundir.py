@@ -17,9 +17,8 @@ from pathlib import Path
 import torch
 
 from posbench.config import RunConfig
-from posbench.config_loader import ConfigError, to_dict
-from posbench.data.errors import DataError
-from posbench.errors import PosbenchError, user_path_error, user_paths
+from posbench.config_loader import to_dict
+from posbench.errors import ConfigError, DataError, PosbenchError, user_path_error, user_paths
 from posbench.fileio import DirLock, write_text
 from posbench.training import distributed as dist
 

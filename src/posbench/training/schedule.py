@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 from posbench.training.train_config import ScheduleConfig
 
 # decay shapes: progress x in [0, 1] -> multiplier in [0, 1]

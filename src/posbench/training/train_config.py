@@ -10,8 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
-from posbench.config_loader import ConfigError
-from posbench.errors import brief
+from posbench.errors import ConfigError, brief
 
 
 @dataclass

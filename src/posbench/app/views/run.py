@@ -15,8 +15,8 @@ from posbench.app.app_paths import runs_root
 from posbench.app.outputs import in_study_order, live_losses, read_cells
 from posbench.app.studyform import DIMS, build_study, defaults, estimate
 from posbench.app.views.study import show_study
-from posbench.config_loader import ConfigError, from_dict, to_dict
-from posbench.errors import PosbenchError
+from posbench.config_loader import from_dict, to_dict
+from posbench.errors import ConfigError, PosbenchError
 from posbench.pe import PES
 from posbench.studies.study_spec import StudyConfig, expand
 

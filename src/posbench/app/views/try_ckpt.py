@@ -14,10 +14,10 @@ import yaml
 from posbench.app import charts
 from posbench.app.outputs import study_checkpoints_note
 from posbench.app.probe import continue_ids, generated_attention, scored_tokens, task_prompt, tokens_right
-from posbench.config_loader import ConfigError, from_dict
-from posbench.data.errors import DataError
+from posbench.config_loader import from_dict
 from posbench.data.layout import DataLayout
 from posbench.data.tasks.task import TaskConfig, build_task, task_names
+from posbench.errors import ConfigError, DataError
 from posbench.evaluation.generate import decode as decode_ids
 from posbench.evaluation.loading import CheckpointError, load_model, resolve_checkpoint
 from posbench.evaluation.suites.algorithmic import pretrained_with_mix

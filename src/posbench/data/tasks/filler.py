@@ -17,7 +17,7 @@ from typing import Protocol
 
 import numpy as np
 
-from posbench.config_loader import ConfigError
+from posbench.errors import ConfigError
 
 
 class Filler(Protocol):

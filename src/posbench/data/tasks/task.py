@@ -29,8 +29,9 @@ from typing import ClassVar
 
 import numpy as np
 
-from posbench.config_loader import ConfigError, require, to_dict
+from posbench.config_loader import require, to_dict
 from posbench.data.tasks.filler import Filler, GeneratedFiller
+from posbench.errors import ConfigError
 from posbench.registry import Registry
 from posbench.targets import IGNORE  # target of positions with nothing to predict
 

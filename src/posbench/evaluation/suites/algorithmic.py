@@ -47,9 +47,9 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
-from posbench.config_loader import ConfigError
 from posbench.data.tasks import TaskConfig, build_task, get_task_class, task_names
 from posbench.data.token_positions import TEXT_ID
+from posbench.errors import ConfigError
 from posbench.evaluation import data_ids, eval_plots
 from posbench.evaluation.evaluator import Evaluator, Session, Target
 from posbench.evaluation.generate import PromptIds, decode, greedy_generate

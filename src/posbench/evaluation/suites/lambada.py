@@ -21,9 +21,8 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from posbench.config_loader import ConfigError
-from posbench.data.errors import DataError
 from posbench.data.readers import reader_for
+from posbench.errors import ConfigError, DataError
 from posbench.evaluation import data_ids
 from posbench.evaluation.eval_sets import prepared_files
 from posbench.evaluation.evaluator import Evaluator, Session, Target

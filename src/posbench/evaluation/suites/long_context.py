@@ -36,9 +36,10 @@ from typing import Literal
 
 import numpy as np
 
-from posbench.config_loader import ConfigError, to_dict
+from posbench.config_loader import to_dict
 from posbench.data.tasks import Example, GeneratedFiller, TaskConfig, get_task_class, task_names
 from posbench.data.tasks.long_context import LongContextTask
+from posbench.errors import ConfigError
 from posbench.evaluation import eval_plots
 from posbench.evaluation.effective_length import effective_length
 from posbench.evaluation.evaluator import Evaluator, Session, Target

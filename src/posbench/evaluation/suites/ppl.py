@@ -28,9 +28,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from posbench.config_loader import ConfigError
-from posbench.data.errors import DataError
 from posbench.data.token_positions import TEXT_ID
+from posbench.errors import ConfigError, DataError
 from posbench.evaluation import data_ids, eval_plots
 from posbench.evaluation.evaluator import Evaluator, Session, Target
 from posbench.evaluation.lengths import LOGIT_ELEMENTS  # float32 logits at once: the chunk the memory check counts
