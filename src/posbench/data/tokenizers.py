@@ -121,10 +121,6 @@ def get_tokenizer_kind(name: str, where: str = "data.tokenizer.name") -> type[To
     return TOKENIZERS.get(name, where)
 
 
-def tokenizer_names() -> list[str]:
-    return TOKENIZERS.names()
-
-
 def tokenizer_kind(cfg: TokenizerConfig, folder: str | Path) -> TokenizerKind:
     return get_tokenizer_kind(cfg.name)(cfg, folder)
 

@@ -144,7 +144,3 @@ class MambaArch(ArchConfig):
         if pe_cfg.name != "none":
             raise ConfigError(f"model.arch.name=mamba takes no positional encoding (its recurrence orders the "
                               f"tokens); set pe.name=none, not `{pe_cfg.name}`")
-
-
-def arch_names() -> list[str]:
-    return ARCHS.names()
