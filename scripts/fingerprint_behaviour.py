@@ -46,7 +46,8 @@ TRAIN = ["--model-size", "nano", "model.seq_len=64", "train.stream=random", "tra
 # PEs whose defaults need more than nano's 2 layers (a 4-entry layer pattern, 3 windowed layers and a full one)
 PE_EXTRA = {"hybrid": ["model.n_layers=4"], "rnope_swa": ["model.n_layers=4"]}
 VOLATILE = {"tokens_per_s", "eta_s", "mfu", "peak_mem_gib", "peak_reserved_gib", "time", "wall_s", "created",
-            "run_dir", "checkpoint", "path", "host", "hostname", "started", "elapsed_s"}
+            "run_dir", "checkpoint", "path", "host", "hostname", "started", "elapsed_s",
+            "git"}  # provenance: the commit differs between the trees being compared, by design
 
 
 def sha(data: bytes) -> str:
