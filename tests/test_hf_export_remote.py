@@ -21,7 +21,7 @@ from posbench.config import load_config  # noqa: E402
 from posbench.config_loader import dump_yaml  # noqa: E402
 from posbench.errors import ConfigError  # noqa: E402
 from posbench.evaluation.loading import load_model  # noqa: E402
-from posbench.interop.hf_export import export  # noqa: E402
+from posbench.interop.hf_export import REMOTE_FILES, export  # noqa: E402
 from posbench.interop.hf_remote.modeling_posbench import PE_CLASSES, check_pe_config  # noqa: E402
 from posbench.model.build import build_model  # noqa: E402
 from posbench.pe import PES  # noqa: E402
@@ -121,6 +121,19 @@ def assert_left_padding(hf, ours, prompts: list[list[int]], n_new: int):
         assert max_diff(scores_BNV[row:row + 1], want_scores) <= SCORE_TOLERANCE, f"row {row}"
 
 
+def assert_remote_files_stand_alone(out: Path):
+    """The remote files import torch, transformers, the standard library and each other only (never posbench), as
+    transformers' own loader reads them, and the modeling file reaches every one of them through the relative
+    imports that loader follows (it copies only those)."""
+    from transformers.dynamic_module_utils import get_imports, get_relative_import_files
+
+    for name in REMOTE_FILES:
+        assert set(get_imports(out / name)) <= {"__future__", "collections", "dataclasses", "math", "torch",
+                                                "transformers"}, name
+    reached = {Path(f).name for f in get_relative_import_files(out / "modeling_posbench.py")}
+    assert reached | {"modeling_posbench.py"} == set(REMOTE_FILES)
+
+
 # PEs that read the data's own position ids (abacus, coupled) are refused at export (test_hf_export_target.py)
 EXPORTABLE = {n for n in PES.names() if not PES.get(n).reads_data_positions()}
 
@@ -138,9 +151,9 @@ def test_remote_code_export_equals_posbench(tmp_path, case):
     logs = []
     out = export(run, tmp_path / "hf", log=logs.append)
     assert {p.name for p in out.iterdir()} >= {"config.json", "model.safetensors", "generation_config.json",
-                                               "tokenizer.json", "README.md", "modeling_posbench.py",
-                                               "configuration_posbench.py"}
-    assert "import posbench" not in (out / "modeling_posbench.py").read_text()
+                                               "tokenizer.json", "README.md", *REMOTE_FILES}
+    assert {"modeling_posbench.py", "configuration_posbench.py"} <= set(REMOTE_FILES)
+    assert_remote_files_stand_alone(out)
     assert json.loads((out / "config.json").read_text())["auto_map"]["AutoModelForCausalLM"] == \
         "modeling_posbench.PosbenchForCausalLM"
     hf = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32, trust_remote_code=True).eval()

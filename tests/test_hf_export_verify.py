@@ -15,15 +15,15 @@ from tests.test_hf_export_remote import random_checkpoint  # noqa: E402
 
 
 def broken_remote(tmp_path, monkeypatch):
-    """modeling_posbench.py with ALiBi's slopes doubled: a model that computes something else."""
+    """The remote code with ALiBi's slopes doubled (pe_bias.py): a model that computes something else."""
     broken = tmp_path / "remote"
     broken.mkdir()
     for name in hf_export.REMOTE_FILES:
         shutil.copyfile(hf_export.REMOTE_DIR / name, broken / name)
-    source = (broken / "modeling_posbench.py").read_text()
-    target = "        return -alibi_slopes(self.dims.n_heads).to(dist.device)[h] * dist\n"
+    source = (broken / "pe_bias.py").read_text()
+    target = "        return -alibi_slopes(self.ctx.n_heads).to(dist.device)[h] * dist\n"
     assert source.count(target) == 1
-    (broken / "modeling_posbench.py").write_text(source.replace(target, target.replace("* dist", "* dist * 2")))
+    (broken / "pe_bias.py").write_text(source.replace(target, target.replace("* dist", "* dist * 2")))
     monkeypatch.setattr(hf_export, "REMOTE_DIR", broken)
 
 

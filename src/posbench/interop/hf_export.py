@@ -137,8 +137,8 @@ def remote_packing(run_cfg: RunConfig, pe: dict) -> dict | None:
         return None
     m = run_cfg.model
     try:
-        return check_packing(dataclasses.asdict(p), build_pe(pe, PEContext(m.d_model, m.n_heads, m.n_layers, m.seq_len,
-                                                                            m.init_std)))
+        ctx = PEContext(m.d_model, m.n_heads, m.n_layers, m.seq_len, m.init_std)
+        return check_packing(dataclasses.asdict(p), build_pe(pe, ctx))
     except ValueError as e:
         raise ConfigError(f"{e}. Nothing was exported") from None
 
@@ -158,7 +158,7 @@ def refuse_data_positions(run_cfg: RunConfig) -> None:
 
 def remote_pe_config(run_cfg: RunConfig) -> dict:
     """The PE config as the plain dict the remote code reads; ConfigError when it cannot express the model."""
-    from posbench.interop.hf_remote.modeling_posbench import check_pe_config
+    from posbench.interop.hf_remote.modeling_posbench import PE_CLASSES, check_pe_config
 
     arch = run_cfg.model.arch.name
     if arch != "decoder":
@@ -168,7 +168,12 @@ def remote_pe_config(run_cfg: RunConfig) -> dict:
     try:
         check_pe_config(pe)
     except ValueError as e:
-        raise ConfigError(f"{e}. Nothing was exported") from None
+        advice = ""
+        if pe["name"] not in PE_CLASSES:
+            advice = (f", so the exported model could not compute it without posbench. To export it, add a class "
+                      f"implementing `{pe['name']}` to {REMOTE_DIR.name}/ (docs/architecture.md, Adding a PE); "
+                      "posbench itself trains and evaluates it as it is")
+        raise ConfigError(f"{e}{advice}. Nothing was exported") from None
     return pe
 
 
