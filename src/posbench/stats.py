@@ -64,8 +64,8 @@ class Summary:
 # NaN bounds mean "no interval" for that row.
 
 def _percentile_bootstrap(x, confidence, n_boot, seed):
-    # Efron & Tibshirani 1993, ch. 13. One set of resample indices for every row, drawn exactly as before
-    # the registry existed, so a single row gives the same numbers to the bit.
+    # Efron & Tibshirani 1993, ch. 13. One set of resample indices for every row, drawn from `seed`, so a row's
+    # interval is reproducible to the bit.
     rng = np.random.default_rng(seed)
     idx = rng.integers(0, x.shape[1], size=(n_boot, x.shape[1]))
     alpha = (1 - confidence) / 2
@@ -139,7 +139,7 @@ class IntervalMethod:
 # interval is exact for normal values from 2 seeds on, but at 2 seeds it calls 6% of null pairs different
 # when runs sometimes collapse to chance (10% of a 5-PE table after Holm), and finds a true 1-SD difference
 # 10% of the time: from 3 seeds it holds on every simulated case. The percentile bootstrap holds 5% at no
-# n <= 20; its 2 is what it always printed (it is no longer a default).
+# n <= 20; it prints from 2 seeds (it is not a default).
 INTERVALS: dict[str, IntervalMethod] = {
     "percentile_bootstrap": IntervalMethod(_percentile_bootstrap, 2, "percentile bootstrap"),
     "t_interval": IntervalMethod(_t_interval, 3, "t-interval"),

@@ -11,7 +11,7 @@ from posbench.cli.errors_cli import cli_entry
 from posbench.config import config_from_args, config_parser
 from posbench.config_loader import nested
 
-# main_train's own flags -> the config field each one sets (after every positional, as before)
+# main_train's own flags -> the config field each one sets (applied after every positional override)
 TRAIN_FLAGS = {"resume": "train.resume", "branch_from": "train.branch_from", "budget": "train.budget"}
 
 

@@ -14,9 +14,9 @@
                   (a task document's digit places, 0 on text: data/token_positions.py);
                   file size = 1024 + count * (dtype bytes + 4)
 
-A shard without position ids is written exactly as before (version 1, contents 0), so shards made before
-position ids existed load unchanged and new text-only shards are byte-identical to old ones; a shard with them
-is version 2, which older readers refuse by its version instead of misreading it.
+A shard without position ids is version 1 (contents 0), the format text-only shards have always had, so every
+version-1 shard loads and a text-only shard's bytes do not depend on whether the writer knows about ids; a shard
+with them is version 2, which a version-1 reader refuses by its version instead of misreading it.
 
 Readers check every field against the file before handing out tokens, and name the file in every
 error, because a bad shard found mid-training is far more expensive than one found at open time.

@@ -14,8 +14,8 @@ with its default positions would be another model input than training. So, for s
                         <|bos|>, separators and a task that defines none; each generated token's by the task's own
                         rule (`task_answer_rule`: `answer_positions` over the generated task symbols)
 
-Every other run (a PE that ignores ids, or data that wrote none) is evaluated with the model's own positions,
-exactly as before: no ids are passed at all.
+Every other run (a PE that ignores ids, or data that wrote none) is evaluated with the model's own positions:
+no ids are passed at all.
 """
 
 from __future__ import annotations

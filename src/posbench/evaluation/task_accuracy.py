@@ -51,7 +51,7 @@ def score_rows(model, inputs_BT: torch.Tensor, targets_BT: torch.Tensor, batch_s
     try:
         for start in range(0, inputs_BT.shape[0], batch_size):
             x, y = inputs_BT[start : start + batch_size], targets_BT[start : start + batch_size]
-            # the keyword only with ids: a model with the plain forward (a stand-in, a wrapper) scores as before
+            # the keyword only with ids: a model with the plain forward (a stand-in, a wrapper) scores unchanged
             ids = {} if positions_BT is None else {"data_pos_BT": positions_BT[start : start + batch_size]}
             logits = model(x, **ids).logits.float()
             mask = y != IGNORE

@@ -51,7 +51,7 @@ def seed_groups(cells: list[Cell], workers: int = 1, batch: bool = True) -> list
     """`cells` as groups, longest first (by training FLOPs; grid order among equals): cells equal but for
     their seed together (at most MAX_MEMBERS), the others alone with the reason. Groups are split further
     while there are fewer of them than `workers`, so no worker idles (three seeds on two workers: two jobs).
-    `batch=False`: every cell alone, in grid order (as before seed groups)."""
+    `batch=False`: every cell alone, in grid order."""
     if not batch:
         return [SeedGroup([c], "seed batching not asked for (--batch-seeds)") for c in cells]
     by_key: dict[str, SeedGroup] = {}

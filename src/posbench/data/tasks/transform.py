@@ -78,7 +78,8 @@ class SequenceTransform(Task):
     def generate(self, rng: np.random.Generator, split: str) -> Example:
         n = uniform_int(rng, self.cfg.split_range(split))
         alphabets = self.alphabets()
-        # a draw only when there is a choice, so the default examples are those of earlier versions
+        # a draw only when there is a choice: a single alphabet consumes no randomness, so adding the option left
+        # the default examples' random stream (and the published results on them) unchanged
         noun, symbols = alphabets[int(rng.integers(len(alphabets)))] if len(alphabets) > 1 else alphabets[0]
         k = len(symbols)
         picks = rng.choice(k, size=n, replace=False) if self.cfg.unique else rng.integers(k, size=n)

@@ -101,7 +101,7 @@ def token_losses(model, x_BL: torch.Tensor, y_BL: torch.Tensor, data_pos_BL: tor
                  ) -> torch.Tensor:
     """Per-token cross-entropy (B, L) in float32; logits made a slice at a time to bound memory. `data_pos_BL`:
     the inputs' position ids from the data, None for the model's own positions."""
-    # the model's own positions call hidden exactly as before: Mamba's takes no data ids at all
+    # without data ids the call passes none: Mamba's `hidden` takes no such keyword
     h_BLD, _ = model.hidden(x_BL) if data_pos_BL is None else model.hidden(x_BL, data_pos_BT=data_pos_BL)
     B, L = y_BL.shape
     V = model.lm_head.out_features
