@@ -53,6 +53,37 @@ def test_as_written_has_no_ids_because_the_answer_places_are_unknown_while_gener
     assert ex.positions_T is None and t.answer_positions([1, 2]) is None
 
 
+def test_the_coupling_format_pads_operands_and_result_with_zeros():
+    # Cho et al. 2024's main format (HanseulJo/position-coupling, configs/task/addition_coupled.yaml: padding, the
+    # result reversed): 123 + 45 -> "123+045=8610", ids as their AdditionDatasetWithCoupledPositions gives them with
+    # start 0: operand digits start + place counted from the least significant, `+` and `=` at start, the result's
+    # digits start + 1.. in written (reversed) order; the padded carry place 4 belongs to the result only
+    t = task(reverse="answer", pad=True)
+    ex = t.render(123, 45)
+    assert syms(t, ex) == list("123+045=8610") + ["<end>"]
+    assert (ex.prompt, ex.answer) == ("123+045=", " 8610")
+    assert ex.positions_T.tolist() == [3, 2, 1, 0, 3, 2, 1, 0, 1, 2, 3, 4, 0]
+    assert t.answer_positions(t.vocab.ids(list("8610") + ["<end>"])) == [1, 2, 3, 4, 0]
+    assert ex.info["digits"] == 3
+    # the same padding in the all-reversed format, and a carry filling the padded place
+    t = task(pad=True)
+    ex = t.render(99, 7)  # 99 + 07 = 106
+    assert syms(t, ex) == list("99+70=601") + ["<end>"]
+    assert ex.positions_T.tolist() == [1, 2, 0, 1, 2, 0, 1, 2, 3, 0]
+
+
+def test_padding_keeps_the_value_and_the_row_bound():
+    t = task(reverse="answer", pad=True, id_range=(1, 6), ood_range=(7, 12))
+    rng = np.random.default_rng(0)
+    for split in ("id", "ood"):
+        for _ in range(200):
+            ex = t.generate(rng, split)
+            a, b = ex.prompt[:-1].split("+")
+            assert len(a) == len(b) and len(ex.answer) - 1 == len(a) + 1
+            assert int(ex.answer[::-1]) == int(a) + int(b)  # the reversed padded result reads as the sum
+            assert len(ex.tokens_T) <= t.max_tokens(split)
+
+
 def test_index_hints_mark_each_digit_with_its_place():
     t = task(index_hints=True)
     ex = t.render(123, 45)

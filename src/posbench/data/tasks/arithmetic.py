@@ -5,6 +5,13 @@ ids those papers give each digit (`Example.positions_T`, design rule: position i
     reverse=answer          1 2 3 + 4 5 = 8 6 1 <end>       the result only (Cho et al. 2024)
     reverse=none            1 2 3 + 4 5 = 1 6 8 <end>       as written
     index_hints=true        a 3 b 2 c 1 + a 5 b 4 = a 8 b 6 c 1 <end>   (with reverse=all; Zhou et al. 2023)
+    pad=true                1 2 3 + 0 4 5 = 8 6 1 0 <end>   (with reverse=answer: the format of Cho et al. 2024)
+
+pad=true writes both operands with the longer one's digit count and the result with the most digits such operands
+can give (`result_digits`: one more for addition, the carry place), zeros in front, as position coupling's authors
+do (HanseulJo/position-coupling, src/data/addition.py, `AdditionDataset`: operands padded to `max_len`, the label
+to `max_len + 1`, pad token '0'). Every padded zero is a digit with its place, so equal places line up across the
+operands and the result, and the result's last place (the carry) is a place no operand has.
 
 Place ids: every digit gets its place in its own number, 1 for the least significant (the Abacus index of
 McLeish et al. 2024, and the id position coupling (Cho et al. 2024) shares between digits of equal significance);
@@ -42,6 +49,7 @@ class ArithmeticConfig(TaskConfig):
     ood_range: tuple[int, int] = (6, 20)
     reverse: Literal["all", "answer", "none"] = "all"  # which numbers are written least significant digit first
     index_hints: bool = False  # each digit preceded by the symbol of its place (Zhou et al. 2023)
+    pad: bool = False  # zero-pad the operands to equal length and the result to its longest (Cho et al. 2024)
 
     def check(self) -> None:
         require(self.ood_range[1] <= 100, f"task `{self.name}`: ood_range={list(self.ood_range)} must end at "
@@ -86,9 +94,10 @@ class ArithmeticTask(Task):
         rest = rng.integers(0, 10, size=n - 1)
         return int(str(lead) + "".join(map(str, rest)))
 
-    def number(self, x: int, reverse: bool) -> tuple[list[str], list[int]]:
-        """A number's symbols as written, and each symbol's place id (1 = least significant digit)."""
-        digits = str(x)[::-1]  # least significant first
+    def number(self, x: int, reverse: bool, width: int = 0) -> tuple[list[str], list[int]]:
+        """A number's symbols as written, and each symbol's place id (1 = least significant digit); `width`:
+        at least this many digits, zeros in front (pad=true)."""
+        digits = str(x).zfill(width)[::-1]  # least significant first
         syms, places = [], []
         for i, d in enumerate(digits):
             syms += [HINTS[i], d] if self.cfg.index_hints else [d]
@@ -110,9 +119,10 @@ class ArithmeticTask(Task):
         n_a, n_b = len(str(a)), len(str(b))
         c = self.apply(a, b)
         rev_ops = self.cfg.reverse == "all"
-        a_syms, a_places = self.number(a, rev_ops)
-        b_syms, b_places = self.number(b, rev_ops)
-        c_syms, c_places = self.number(c, self.cfg.reverse != "none")
+        width = max(n_a, n_b) if self.cfg.pad else 0
+        a_syms, a_places = self.number(a, rev_ops, width)
+        b_syms, b_places = self.number(b, rev_ops, width)
+        c_syms, c_places = self.number(c, self.cfg.reverse != "none", self.result_digits(width, width) if width else 0)
         prompt = a_syms + [self.op] + b_syms + [EQ]
         answer = c_syms + [END]
         tokens, targets = answer_rows(self.vocab.ids(prompt), self.vocab.ids(answer))
