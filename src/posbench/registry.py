@@ -60,6 +60,10 @@ class Registry:
 
         return wrap
 
+    def unregister(self, name: str) -> None:
+        """Remove `name` (a variant registered for a while: a test's toy PE, a notebook's experiment)."""
+        del self._classes[name]
+
     @staticmethod
     def _named(cls, config, name: str, qualname: str):
         own = config is cls or cls.__dict__.get("Config") is config
