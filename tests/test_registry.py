@@ -48,3 +48,29 @@ def test_a_config_that_writes_the_name_again_is_refused():
 def test_unknown_names_name_the_nearest():
     with pytest.raises(ConfigError, match=r"unknown positional encoding `alibj` at pe.name \(did you mean `alibi`"):
         PES.get("alibj")
+
+
+def test_a_new_variant_file_is_found_without_editing_a_list(tmp_path, monkeypatch):
+    """import_members, as every package of variants calls it: each module of the package is imported in name
+    order, so a file dropped in registers its class; posbench.pe imports each of its own files the same way."""
+    import importlib
+    import sys
+    from pathlib import Path
+
+    import posbench.pe
+
+    package = tmp_path / "plugins_pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("from posbench.registry import Registry, import_members\n\n"
+                                         "PLUGINS = Registry('plugin')\nimport_members(__name__, __path__)\n")
+    for stem, name in (("zeta", "z"), ("alpha", "a"), ("mid", "m")):
+        (package / f"{stem}.py").write_text(f"from plugins_pkg import PLUGINS\n\n\n@PLUGINS.register('{name}')\n"
+                                            f"class {stem.title()}:\n    pass\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        assert list(importlib.import_module("plugins_pkg").PLUGINS) == ["a", "m", "z"]  # by module name
+    finally:
+        for module in [m for m in sys.modules if m.split(".")[0] == "plugins_pkg"]:
+            sys.modules.pop(module)
+    modules = {p.stem for p in Path(posbench.pe.__file__).parent.glob("*.py")} - {"__init__"}
+    assert {m.rsplit(".", 1)[-1] for m in sys.modules if m.startswith("posbench.pe.")} >= modules

@@ -8,13 +8,23 @@ the attribute the registry names) and to the class's config: a nested `Config` d
 with no options of its own needs no nested Config at all). A registry whose classes *are* their configs
 (`configs=True`, e.g. model architectures) derives the class itself the same way. The derived class takes
 the place and `__qualname__` of the one it derives from, so configs stay picklable for spawned workers.
+
+Discovery, one way for every registry: a registry whose variants live in files of their own (PEs in posbench.pe,
+tasks in posbench.data.tasks, evaluation suites in posbench.evaluation.suites) has its package's `__init__.py`
+call `import_members(__name__, __path__)`, which imports every module of the package in name order, so a new
+variant file is found with no list to edit (`grep -rn "import_members(" src` lists those packages, `grep -rn
+"register(" src` every registered name). The other registries keep their few variants beside the registry, in
+its own file. Registration follows the modules' name order (`names()` is sorted; iterating a registry gives
+the registration order, which CLI listings and tests read).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import inspect
-from collections.abc import Callable, Iterator
+import pkgutil
+from collections.abc import Callable, Iterable, Iterator
 
 from posbench.config_loader import nearest
 from posbench.errors import ConfigError, clip
@@ -22,6 +32,13 @@ from posbench.errors import ConfigError, clip
 
 def _declares_name(config_cls) -> bool:
     return "name" in inspect.get_annotations(config_cls)
+
+
+def import_members(package: str, path: Iterable[str]) -> None:
+    """Import every module of the package `package` (its `__path__`), in name order: their `@X.register`
+    decorators run, so the registry holds every variant file the package has (the module docstring)."""
+    for module in sorted(pkgutil.iter_modules(path), key=lambda m: m.name):
+        importlib.import_module(f"{package}.{module.name}")
 
 
 def named_dataclass(base: type, name: str, qualname: str, module: str) -> type:

@@ -1,30 +1,10 @@
-"""Positional-encoding zoo. Every variant is imported here explicitly so the registry is greppable."""
+"""Positional-encoding zoo: one module per variant family, each registering its classes with `@PES.register`.
+Importing this package imports every module in it (posbench.registry.import_members), so a new PE file is
+registered with no list to edit."""
 
-from posbench.pe import (  # noqa: F401  (imported for their @PES.register side effect)
-    abacus,
-    alibi,
-    cope,
-    coupled,
-    digits,
-    drope,
-    fire,
-    fope,
-    fox,
-    hope,
-    hybrid,
-    kerple,
-    learned,
-    modded_rope,
-    none,
-    pope,
-    randomized,
-    relative_learned,
-    rnope_swa,
-    rope,
-    sinusoidal,
-    t5,
-    xpos,
-)
 from posbench.pe.encoding import PES, PEConfig, PEContext, PositionalEncoding, PositionRangeError
+from posbench.registry import import_members
+
+import_members(__name__, __path__)
 
 __all__ = ["PES", "PEConfig", "PEContext", "PositionalEncoding", "PositionRangeError"]

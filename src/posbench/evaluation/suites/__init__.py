@@ -2,17 +2,15 @@
 
 Adding a suite touches its own file (and its test) only: a module here with an `@SUITES.register("name")`
 Evaluator subclass (see evaluation/evaluator.py) whose `options` is its config dataclass. Importing this
-package imports every module in it, so the registry holds them all; eval_config.EvalConfig gets one field per
-suite from the registry; `--suite all` runs the suites with `in_all` in their `order`.
+package imports every module in it (posbench.registry.import_members), so the registry holds them all;
+eval_config.EvalConfig gets one field per suite from the registry; `--suite all` runs the suites with `in_all` in
+their `order`.
 """
 
-import importlib
-import pkgutil
-
 from posbench.evaluation.suite_registry import SUITES, get_suite, suite_names
+from posbench.registry import import_members
 
-for _module in pkgutil.iter_modules(__path__):
-    importlib.import_module(f"{__name__}.{_module.name}")
+import_members(__name__, __path__)
 
 # `--suite all`, cheap and broad first. The others are asked for by name only (lambada needs data fetched
 # beforehand, and `all` must run on a checkpoint alone).
