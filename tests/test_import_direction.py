@@ -209,8 +209,8 @@ def test_the_reader_sees_lazy_and_relative_imports(tmp_path):
 # nothing imports a shim.
 CLI = ("posbench.cli",)
 SHIMS = {"__main__.py", "data/prepare_fineweb.py", "evaluation/prepare_data.py", "app/__main__.py"}
-# The bottom layer (style 16, 14, 21): errors carry exit codes, fileio writes atomically, stats summarises
-# numbers, yaml_io reads YAML bounded.
+# The bottom layer (design rules: an error carries its exit code; say a thing once; bounded at every border):
+# errors carry exit codes, fileio writes atomically, stats summarises numbers, yaml_io reads YAML bounded.
 BOTTOM = {"errors.py": (), "fileio.py": ("posbench.errors",), "stats.py": (), "yaml_io.py": ("posbench.errors",)}
 
 

@@ -44,7 +44,8 @@ CORPUS = "corpus"  # the kind of a document that is not a task document
 
 @dataclass
 class TaskMixConfig:
-    """`data.mix`: which task documents go into the train shards, and how many (a share of documents)."""
+    """`data.mix`: which task documents go into the train shards, and how many (a share of tokens or of documents,
+    `unit`)."""
 
     tasks: list[TaskConfig] = field(default_factory=list)  # empty = no task documents
     ratio: float = 0.1  # share of task tokens (or documents, see unit) in the train shards, in [0, 1)
