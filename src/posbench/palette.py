@@ -2,16 +2,20 @@
 the app's plotly charts; and one colour scale for every accuracy heatmap. Imports nothing: the plots of every
 layer may use it.
 
-A registered PE has a fixed colour, grouped by family: rotary PEs in greens and teals, bias PEs in reds, pinks
+The PEs in PE_COLOURS have fixed colours, grouped by family: rotary PEs in greens and teals, bias PEs in reds, pinks
 and purples, absolute PEs in blues and oranges/browns, `none` grey. The quickstart's five keep their hues (blue
 sinusoidal, orange learned, green rope, red alibi, grey none) in the Okabe-Ito shades, which stay apart for
 colour-blind readers (matplotlib's red and green do not). The others were picked from a grid in CIE LCh, each in
 its family's hue band, to maximise the smallest distance to every other colour in normal vision and under
-simulated deuteranopia and protanopia (Machado et al. 2009), and to white: every two registered PEs are at least
+simulated deuteranopia and protanopia (Machado et al. 2009), and to white: every two of them are at least
 20 CIE76 delta-E apart (8 under either simulation), and every colour at least 30 from the white page
-(tests/app/test_palette.py computes it). Any other name (an arm's label, a checkpoint label) takes one from a
-second list by a stable hash of the name, so it has the same colour on every page whatever else is drawn beside
-it. Seeds of one PE share its colour and differ by line dash (`seed_dash`).
+(tests/app/test_palette.py computes it). Any other name, a PE added since (one file in pe/, no edit here) as much
+as an arm's or a checkpoint's label, gets its colour by rule: OTHER_COLOURS[crc32(name) % len(OTHER_COLOURS)], a
+stable hash of the name alone, so it has the same colour on every page whatever else is drawn beside it. Those
+slots are as far from every fixed colour, from each other and from white as the fixed colours are from each other
+(20, 8 under either simulation, 30). Two added PEs may share a slot (one chance in 17 per pair): the palette test,
+run over every registered PE, then fails, and one of them gets a fixed colour above. Seeds of one PE share its
+colour and differ by line dash (`seed_dash`).
 """
 
 from __future__ import annotations
@@ -34,9 +38,11 @@ PE_COLOURS = {
     # context, hybrids, wrappers
     "cope": "#782072", "hybrid": "#3e3b92", "rnope_swa": "#c63429", "coupled": "#d1c97c", "randomized": "#eb8156",
 }
-# for names that are not registered PEs; none of these is in PE_COLOURS
-OTHER_COLOURS = ("#000000", "#a55194", "#6b6ecf", "#b5cf6b", "#e7ba52", "#ad494a", "#de9ed6", "#3a7d44",
-                 "#fd8d3c", "#6baed6")
+# for every name without a fixed colour (the rule above): picked greedily from a CIE LCh grid (lightness 25..85,
+# chroma 15..95, hue 0..355, steps of 5, in that order), each colour kept when it is at least 20 delta-E from every
+# fixed colour and every colour kept before it (8 under simulated deuteranopia and protanopia) and 30 from white
+OTHER_COLOURS = ("#4b3727", "#173d61", "#622c13", "#711248", "#7f3e47", "#113dda", "#3c646e", "#895119", "#985387",
+                 "#e05263", "#e66493", "#bf73d5", "#eeab62", "#fece60", "#81eb91", "#38efb5", "#e3d929")
 # every accuracy heatmap (app and PNGs): one perceptually uniform, colour-blind-safe scale, in percent 0-100
 HEATMAP_SCALE = "viridis"
 HEATMAP_RANGE = (0.0, 100.0)
@@ -46,7 +52,7 @@ MPL_DASHES = {"solid": "-", "dash": "--", "dot": ":", "dashdot": "-.", "longdash
 
 
 def pe_colour(name: str) -> str:
-    """`#rrggbb` for a PE or row label: fixed for registered PEs, a stable pick for any other name."""
+    """`#rrggbb` for a PE or row label: fixed for the PEs that have one, by rule for any other name."""
     name = str(name)
     if name in PE_COLOURS:
         return PE_COLOURS[name]

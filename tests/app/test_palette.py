@@ -10,7 +10,7 @@ import plotly.graph_objects as go
 from posbench.app import charts
 from posbench.evaluation import eval_plots
 from posbench.evaluation.suites.ppl import Perplexity
-from posbench.palette import HEATMAP_RANGE, HEATMAP_SCALE, pe_colour
+from posbench.palette import HEATMAP_RANGE, HEATMAP_SCALE, OTHER_COLOURS, PE_COLOURS, pe_colour
 from posbench.pe import PES
 from tests.conftest import catch_saved_figures
 
@@ -59,6 +59,26 @@ def test_every_registered_pe_has_a_colour_far_from_every_other():
         assert not close, (matrix is not None, close)
     faint = [n for n in names if math.dist(seen(colours[n]), seen("#ffffff")) < MIN_FROM_WHITE]
     assert not faint  # fope was #c7e9c0, nearly invisible on white
+
+
+def too_close(colours: dict[str, str]) -> list[tuple]:
+    """The pairs closer than the palette's distances, in normal vision or under either simulation."""
+    return [(a, b) for matrix, least in ((None, MIN_DELTA_E), (DEUTERANOPIA, MIN_DELTA_E_CVD),
+                                         (PROTANOPIA, MIN_DELTA_E_CVD))
+            for a, b in itertools.combinations(colours, 2)
+            if math.dist(seen(colours[a], matrix), seen(colours[b], matrix)) < least]
+
+
+def test_a_pe_without_a_fixed_colour_gets_one_by_rule_far_from_every_other():
+    """A PE added in one file (no palette edit) or any other label: a slot chosen by the name alone, and every slot
+    is as far from every fixed colour, from the other slots and from white as the fixed colours are apart."""
+    for name in ("toy_log_bias", "my_new_pe", "rope_ntk_arm"):
+        assert name not in PE_COLOURS and pe_colour(name) in OTHER_COLOURS and pe_colour(name) == pe_colour(name)
+    assert len({pe_colour(f"new_pe_{i}") for i in range(200)}) == len(OTHER_COLOURS)  # the hash reaches them all
+    for slot in OTHER_COLOURS:
+        assert not [pair for pair in too_close({**PE_COLOURS, "slot": slot}) if "slot" in pair], slot
+    assert not too_close({f"slot{i}": c for i, c in enumerate(OTHER_COLOURS)})
+    assert all(math.dist(seen(c), seen("#ffffff")) >= MIN_FROM_WHITE for c in OTHER_COLOURS)
 
 
 def test_eval_plots_draw_each_checkpoint_in_its_pes_colour(tmp_path, monkeypatch):
