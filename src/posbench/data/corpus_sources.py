@@ -27,7 +27,7 @@ from posbench.registry import Registry
 RAW_MANIFEST = "manifest.json"
 
 
-@dataclass
+@dataclass(frozen=True)
 class SourceConfig:
     """Base of every source's `Config`; `name` selects the registered source."""
 
@@ -106,7 +106,7 @@ def build_source(cfg: SourceConfig, root: str | Path) -> Source:
     return get_source_kind(cfg.name)(cfg, root)
 
 
-@dataclass
+@dataclass(frozen=True)
 class HubConfigBase(SourceConfig):
     repo: str = "karpathy/fineweb-edu-100b-shuffle"
     revision: str = "main"
@@ -140,7 +140,7 @@ class HubSource(Source):
 class HubShards(HubSource):
     summary = "numbered parquet shards of a hub dataset (default: FineWeb-Edu 100B, shuffled)"
 
-    @dataclass
+    @dataclass(frozen=True)
     class Config(HubConfigBase):
         pattern: str = "shard_{index:05d}.parquet"
         num_shards: int = 1823
@@ -189,7 +189,7 @@ class HubShards(HubSource):
 class HubFolder(HubSource):
     summary = "every file with a suffix under a folder of a hub repo (e.g. fineweb-edu sample/10BT)"
 
-    @dataclass
+    @dataclass(frozen=True)
     class Config(HubConfigBase):
         repo: str = "HuggingFaceFW/fineweb-edu"
         folder: str = "sample/10BT"
@@ -214,7 +214,7 @@ class LocalFiles(Source):
     summary = "your own parquet / jsonl / txt files, by glob; nothing to download"
     downloadable = False
 
-    @dataclass
+    @dataclass(frozen=True)
     class Config(SourceConfig):
         paths: list[str] = field(default_factory=list)  # globs, `**` allowed; sorted matches are 0..N-1
         tag: str = "local"  # folder name for its tokenizer and shards under data/

@@ -36,7 +36,7 @@ from posbench.evaluation.eval_sets import EVAL_SETS, prepared_files
 from posbench.registry import Registry
 
 
-@dataclass
+@dataclass(frozen=True)
 class PplDataConfig:
     default_name: ClassVar[str] = "shards"
     name: str = "shards"
@@ -86,7 +86,7 @@ def build_ppl_data(cfg: PplDataConfig, run_cfg, tokenizer: Tokenizer) -> PplData
 
 @PPL_DATA.register("shards")
 class ValidationShards(PplData):
-    @dataclass
+    @dataclass(frozen=True)
     class Config(PplDataConfig):
         root: str = ""  # "" = the checkpoint's data.root
 
@@ -137,7 +137,7 @@ class ValidationShards(PplData):
 
 @PPL_DATA.register("text")
 class TextFiles(PplData):
-    @dataclass
+    @dataclass(frozen=True)
     class Config(PplDataConfig):
         paths: list[str] = field(default_factory=list)  # files or globs, read in sorted order
         text_field: str = "text"
@@ -188,7 +188,7 @@ def hf_offline():
                 os.environ[k] = v
 
 
-@dataclass
+@dataclass(frozen=True)
 class HubDatasetConfig(PplDataConfig):
     dataset: str = ""
     subset: str = ""  # the `datasets` config name
@@ -243,7 +243,7 @@ class HubDataset(PplData):
 class WikiText103(HubDataset):
     join_rows = True  # rows are the lines of the raw files (" = Title = \n", paragraphs, blank lines)
 
-    @dataclass
+    @dataclass(frozen=True)
     class Config(HubDatasetConfig):
         dataset: str = "Salesforce/wikitext"
         subset: str = "wikitext-103-raw-v1"
@@ -251,7 +251,7 @@ class WikiText103(HubDataset):
 
 @PPL_DATA.register("pg19")
 class PG19(HubDataset):
-    @dataclass
+    @dataclass(frozen=True)
     class Config(HubDatasetConfig):
         dataset: str = "emozilla/pg19"  # parquet copy of deepmind/pg19 (whose loading script datasets 3+ refuses)
         subset: str = ""

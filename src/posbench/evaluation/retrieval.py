@@ -44,7 +44,7 @@ CORPUS_FILLER_TOKENS = 1 << 20  # tokens of filler shards decoded (the filler wr
 SCAN_MISSES, SCAN_MAX = 8, 64  # fit(): stop the upward scan after 8 misses in a row, or 64 units
 
 
-@dataclass
+@dataclass(frozen=True)
 class GridConfig:
     lengths: list[int] = field(default_factory=list)  # [] = the evaluation's --lengths
     depths: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])

@@ -41,7 +41,7 @@ DEFAULT_MARGINS = {"id_acc": 0.02, "ood_beyond_acc": 0.02, "ood_acc": 0.02, "ood
 _SPLIT = re.compile(r"\s*(>=|>|~)\s*")
 
 
-@dataclass
+@dataclass(frozen=True)
 class ClaimConfig:
     order: str = ""  # e.g. "none >= t5 > alibi > rope ~ learned"
     metric: str = "ood_beyond_acc"  # which per-seed value is compared

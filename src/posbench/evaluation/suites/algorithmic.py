@@ -82,7 +82,7 @@ def answer_chance(task, example) -> float:
     return task.chance_accuracy ** n
 
 
-@dataclass
+@dataclass(frozen=True)
 class AlgorithmicConfig:
     # [] = the tasks the checkpoint was pretrained with (its data.mix, same options), else every registered
     # task with its default ranges

@@ -30,7 +30,7 @@ from posbench.evaluation.markdown import fmt, md_table, pct
 from posbench.evaluation.suite_registry import SUITES
 
 
-@dataclass
+@dataclass(frozen=True)
 class LambadaConfig:
     path: str = ""  # "" = the prepared download under the checkpoint's data.root
     text_field: str = "text"

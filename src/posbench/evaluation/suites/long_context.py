@@ -58,7 +58,7 @@ def families() -> list[str]:
     return [n for n in task_names() if issubclass(get_task_class(n), LongContextTask)]
 
 
-@dataclass
+@dataclass(frozen=True)
 class LongContextConfig:
     # [] = the families the checkpoint was pretrained with (its data.mix), else every family with its defaults
     tasks: list[TaskConfig] = field(default_factory=list)
@@ -88,13 +88,13 @@ class LongContextConfig:
             raise ConfigError(f"long_context.tasks lists a family twice: {names}")
 
 
-@dataclass
+@dataclass(frozen=True)
 class FamilyConfig(GridConfig):
     task: TaskConfig = field(default_factory=lambda: get_task_class("niah_single").Config())
 
-    def __post_init__(self):
-        self.task_name = self.task.name  # the grid checks its task against this (an instance value here)
-        super().__post_init__()
+    @property
+    def task_name(self) -> str:  # the grid checks its task against this: any family's task is this grid's
+        return self.task.name
 
 
 class FamilyGrid(RetrievalGrid):

@@ -12,7 +12,7 @@ from posbench.evaluation.retrieval import GridConfig, RetrievalGrid
 from posbench.evaluation.suite_registry import SUITES
 
 
-@dataclass
+@dataclass(frozen=True)
 class NiahConfig(GridConfig):
     task: TaskConfig = field(default_factory=lambda: get_task_class("needle").Config())  # value_digits, ...
     task_name: ClassVar[str] = "needle"

@@ -15,7 +15,7 @@ from posbench.evaluation.retrieval import GridConfig, RetrievalGrid
 from posbench.evaluation.suite_registry import SUITES
 
 
-@dataclass
+@dataclass(frozen=True)
 class PasskeyConfig(GridConfig):
     task: TaskConfig = field(default_factory=lambda: get_task_class("passkey").Config())  # key_digits, ...
     task_name: ClassVar[str] = "passkey"

@@ -39,7 +39,7 @@ from posbench.evaluation.suite_registry import SUITES
 from posbench.pe import PositionRangeError
 
 
-@dataclass
+@dataclass(frozen=True)
 class PplConfig:
     data: PplDataConfig = field(default_factory=ValidationShards.Config)
     protocols: list[Literal["nonoverlap", "sliding"]] = field(default_factory=lambda: ["nonoverlap", "sliding"])
