@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from posbench.errors import ConfigError
-from posbench.model.kernels import KERNELS, EagerKernel, causal_mask, select_kernel
+from posbench.model.kernels import KERNELS, EagerKernel, select_kernel
+from posbench.model.masks import causal_mask
 from posbench.pe import PES
 from posbench.pe.encoding import reads_tokens
 from tests.conftest import build_test_model
@@ -42,7 +43,7 @@ def test_eager_equals_naive_alibi():
     model = build_test_model("alibi")
     q, k, v = qkv()
     pos = torch.arange(24.0)
-    slopes = model.pe.alibi_slopes()
+    slopes = model.pe.fast_bias(0, pos, pos).alibi_slopes
     bias = -slopes[:, None, None] * (pos[:, None] - pos[None, :]).clamp_min(0)
     eager = EagerKernel(model.pe, "cpu", 0.0)(q, k, v, model.pe.score_mod(0, pos, pos), False)
     torch.testing.assert_close(eager, naive_attention(q, k, v, bias), rtol=1e-5, atol=1e-5)

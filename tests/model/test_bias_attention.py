@@ -7,7 +7,8 @@ import torch
 
 from posbench.model import bias_attention, far_field
 from posbench.model.bias_attention import block_spans, blocked_bias_attention
-from posbench.model.kernels import KERNELS, BlockedBiasKernel, EagerKernel, causal_mask, select_kernel
+from posbench.model.kernels import KERNELS, BlockedBiasKernel, EagerKernel, select_kernel
+from posbench.model.masks import causal_mask
 from posbench.model.packing import Documents
 from posbench.pe import PES
 from tests.conftest import build_test_model
@@ -21,9 +22,9 @@ def small_blocks(monkeypatch):
     """5 queries per block, so a 27-token call runs 6 blocks, the last one short; the far-field path (ALiBi, T5,
     relative_learned) in chunks of 5 from one query on."""
     monkeypatch.setattr(bias_attention, "BLOCK_ELEMENTS", 1)
-    monkeypatch.setattr(bias_attention, "MIN_ROWS", 5)
+    monkeypatch.setattr(bias_attention, "MIN_BLOCK_ROWS", 5)
     monkeypatch.setattr(far_field, "CHUNK_ROWS", 5)
-    monkeypatch.setattr(far_field, "MIN_ROWS", 1)
+    monkeypatch.setattr(far_field, "MIN_QUERIES", 1)
 
 
 def with_kernel(model, name):
@@ -135,6 +136,7 @@ def test_no_block_holds_the_whole_grid():
     T, H = 2048, 4
     grids = []
     mod = pe.score_mod(0, torch.arange(T), torch.arange(T))
+    fast = pe.fast_bias(0, torch.arange(T), torch.arange(T))
 
     def spy(score, b, h, q_idx, kv_idx):
         grids.append((q_idx.numel(), kv_idx.numel()))
@@ -142,9 +144,11 @@ def test_no_block_holds_the_whole_grid():
 
     q, k, v = (torch.randn(1, H, T, 8) for _ in range(3))
     with torch.no_grad():
-        out = BlockedBiasKernel(pe, "cpu", 0.0)(q, k, v, spy, training=False)
+        out = BlockedBiasKernel(pe, "cpu", 0.0)(q, k, v, spy, training=False)  # no FastBias: the score_mod's grid
         ref = EagerKernel(pe, "cpu", 0.0)(q, k, v, mod, training=False)
+        gathered = BlockedBiasKernel(pe, "cpu", 0.0)(q, k, v, spy, training=False, fast=fast)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(gathered, ref, rtol=1e-5, atol=1e-5)
     assert grids == [(128, 128 * (i + 1)) for i in range(16)]
     assert sum(r * s for r, s in grids) == 17 * T * T // 32
 
@@ -158,7 +162,8 @@ def test_documents_without_the_mask_use_per_row_positions():
     mod = pe.score_mod(0, pos, pos)
     q, k, v = (torch.randn(1, 4, 5, 8) for _ in range(3))
     with torch.no_grad():
-        out = BlockedBiasKernel(pe, "cpu", 0.0)(q, k, v, mod, training=False, docs=docs)
+        out = BlockedBiasKernel(pe, "cpu", 0.0)(q, k, v, mod, training=False, docs=docs,
+                                                fast=pe.fast_bias(0, pos, pos))
         ref = EagerKernel(pe, "cpu", 0.0)(q, k, v, mod, training=False, docs=docs)
         window = EagerKernel(pe, "cpu", 0.0)(q, k, v, pe.score_mod(0, torch.arange(5), torch.arange(5)), False)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
@@ -177,9 +182,12 @@ def test_the_distance_table_gives_the_grids_bias(name):
         for p in model.pe.parameters():  # zero-initialised tables (T5, relative_learned): give them values
             p.copy_(torch.rand_like(p) + 0.1)
     T, S, H = 7, 12, 4
-    mod = model.pe.layer_pe(1).score_mod(1, torch.arange(S - T, S), torch.arange(S))
-    table = mod.by_distance(H)
-    assert table is not None and table.shape == (H, S)
+    pos_q, pos_k = torch.arange(S - T, S), torch.arange(S)
+    mod = model.pe.layer_pe(1).score_mod(1, pos_q, pos_k)
+    distance = model.pe.layer_pe(1).fast_bias(1, pos_q, pos_k).table(H)
+    assert distance.rows == T
+    table = distance.bias_HS
+    assert table.shape == (H, S)
     blocks = distance_blocks(table, T, S, 3)
     allowed = causal_mask(T, S, "cpu")
     for q0, q1, k0, k1, _, _ in block_spans(allowed, 3):
@@ -205,7 +213,7 @@ def test_only_a_relative_bias_at_consecutive_positions_is_gathered(monkeypatch):
         mod = pe.score_mod(0, pos, pos)
         calls.clear()
         with torch.no_grad():
-            out = BlockedBiasKernel(pe, "cpu", 0.0)(q, k, v, mod, training=False)
+            out = BlockedBiasKernel(pe, "cpu", 0.0)(q, k, v, mod, training=False, fast=pe.fast_bias(0, pos, pos))
             n_calls = len(calls)
             ref = EagerKernel(pe, "cpu", 0.0)(q, k, v, mod, training=False)
         assert (n_calls == 0) == gathered, (name, n_calls)

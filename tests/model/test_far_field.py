@@ -10,7 +10,7 @@ import torch
 from posbench.model import bias_attention, far_field
 from posbench.model.far_field import far_field_attention
 from posbench.pe import PES
-from posbench.pe.bias import FarField
+from posbench.pe.fast_bias import FarField
 from tests.conftest import build_test_model
 from tests.model.test_bias_attention import decoded, with_kernel
 
@@ -27,9 +27,12 @@ def randomized(model):
     return model
 
 
+def fast(pe, layer, T=4):
+    return pe.layer_pe(layer).fast_bias(layer, torch.arange(float(T)), torch.arange(float(T)))
+
+
 def test_which_pes_claim_a_far_field():
-    claims = {n for n in PES.names() if (pe := build_test_model(n).pe).has_score_mod
-              and getattr(pe.layer_pe(0), "far_field", lambda t, H: None)(0, 4) is not None}
+    claims = {n for n in PES.names() if (f := fast(build_test_model(n).pe, 0)) is not None and f.far_field}
     assert claims == {"alibi", "t5", "relative_learned"}
 
 
@@ -38,10 +41,11 @@ def test_the_far_field_is_the_pes_own_bias_from_its_start_on(name):
     """bias(h, d) = intercept + slope d for d = start .. start + 500 at several query positions, through the PE's
     `bias` (the score_mod's formula), for every table; and not at start - 1 (the start is the first such distance:
     T5's last bucket begins there, relative_learned's clip)."""
-    pe = randomized(build_test_model(name, overrides=SHORT[name])).pe
+    pe = randomized(build_test_model(name, overrides=[*SHORT[name], "pe.per_layer=true"])).pe
     H = 4
+    assert pe.n_tables == 4  # one table per layer: each layer's FastBias reads its own
     for t in range(pe.n_tables):
-        far = pe.far_field(t, H)
+        far = fast(pe, t).far_field(H)
         d = torch.arange(far.start, far.start + 500, dtype=torch.float32)
         h = torch.arange(H)[:, None]
         want = far.intercept_H[:, None] + far.slope_H[:, None] * d
@@ -104,7 +108,7 @@ def count_far(monkeypatch):
     """Chunks of 8 queries from 1 query on, the one-block path off; counts far_field_attention's calls and its
     far branches (SDPA without a mask)."""
     monkeypatch.setattr(far_field, "CHUNK_ROWS", 8)
-    monkeypatch.setattr(far_field, "MIN_ROWS", 1)
+    monkeypatch.setattr(far_field, "MIN_QUERIES", 1)
     monkeypatch.setattr(bias_attention, "BLOCK_ELEMENTS", 1)
     counts = {"calls": 0, "far": 0}
     real_attention, real_flash = far_field.far_field_attention, far_field._flash

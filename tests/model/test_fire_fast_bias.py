@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from posbench.model import bias_attention
-from posbench.model.kernels import KERNELS, BlockedBiasKernel, EagerKernel, causal_mask, materialize_bias
+from posbench.model.kernels import KERNELS, BlockedBiasKernel, EagerKernel, materialize_bias
+from posbench.model.masks import causal_mask
 from tests.conftest import build_test_model
 
 BOS = 60
@@ -23,7 +24,7 @@ BOS = 60
 def small_blocks(monkeypatch):
     """5 queries per block: a 64-token call runs 13 blocks, one of them across a threshold of 8."""
     monkeypatch.setattr(bias_attention, "BLOCK_ELEMENTS", 1)
-    monkeypatch.setattr(bias_attention, "MIN_ROWS", 5)
+    monkeypatch.setattr(bias_attention, "MIN_BLOCK_ROWS", 5)
 
 
 def fire(threshold=8.0, seed=0, hidden=32, overrides=()):
@@ -134,7 +135,7 @@ def test_rows_bias_equals_the_score_mod_per_element(positions, gathered):
     mod = pe.score_mod(0, pos_k[S - T:], pos_k)
     gather = functools.partial(bias_attention.distance_blocks, T=T, S=S, rows=6) if gathered else None
     with torch.no_grad():
-        block = mod.rows_bias(H, gather)
+        block = pe.fast_bias(0, pos_k[S - T:], pos_k).rows_bias(H, gather)
     allowed = causal_mask(T, S, "cpu")
     for q0, q1, k0, k1, _, _ in bias_attention.block_spans(allowed, 6):
         with torch.no_grad():
@@ -230,11 +231,11 @@ def test_spread_positions_use_rows_bias_for_every_query():
     pe = fire(threshold=8.0).pe
     awkward(pe)
     pos = torch.arange(30.0) * 2
-    mod = pe.score_mod(0, pos, pos)
-    assert mod.by_distance(4) is None
+    mod, fast = pe.score_mod(0, pos, pos), pe.fast_bias(0, pos, pos)
+    assert fast.table(4) is None and fast.rows_bias is not None
     q, k, v = (torch.randn(2, 4, 30, 8, generator=torch.Generator().manual_seed(i)) for i in range(3))
     with torch.no_grad():
-        out = BlockedBiasKernel(pe, "cpu", 0.0)(q, k, v, mod, training=False)
+        out = BlockedBiasKernel(pe, "cpu", 0.0)(q, k, v, mod, training=False, fast=fast)
         ref = EagerKernel(pe, "cpu", 0.0)(q, k, v, mod, training=False)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)
 

@@ -24,7 +24,8 @@ import torch.nn.functional as F
 
 from posbench.config import load_config
 from posbench.gpucheck.common import Budget, Report, fresh_compile
-from posbench.model.kernels import KERNELS, auto_kernel_name
+from posbench.model.attention_plan import auto_kernel_name
+from posbench.model.kernels import KERNELS
 from posbench.model.transformer import Transformer
 
 TOL_FP32 = (1e-4, 1e-3)  # logits, worst parameter's gradient
@@ -264,9 +265,10 @@ def correctness(report: Report, dims: CheckDims, device: torch.device, budget: B
         if only is not None and case.pe not in only and case.name not in only:
             continue
         key = {"family": case.family, "pe": case.name}
-        pe = build(case, dims, "eager", torch.device("cpu")).pe
+        reference_model = build(case, dims, "eager", torch.device("cpu"))
+        pe = reference_model.pe
         kernels = [k for k in ("sdpa", "flex", "sdpa_bias", "flash_alibi")  # eager, the reference, aside
-                   if KERNELS.get(k).supports(pe, device.type, 0.0) is None]
+                   if KERNELS.get(k).supports(pe, device.type, 0.0, reference_model.cfg.packing) is None]
         for kernel in kernels:
             report.attempt("correctness", {**key, "kernel": kernel, "dtype": "fp32"},
                            lambda c=case, k=kernel: check_kernel(c, dims, k, device, reference(c)), budget, ROW_S)

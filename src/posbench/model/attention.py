@@ -13,7 +13,7 @@ from torch import nn
 from posbench.model.kernels import AttentionKernel, EagerKernel
 from posbench.model.norms import RMSNorm
 from posbench.model.packing import Documents, DocumentState
-from posbench.pe.encoding import PositionalEncoding
+from posbench.pe.encoding import PositionalEncoding, attention_bias
 
 
 @dataclass
@@ -84,17 +84,15 @@ class Attention(nn.Module):
         are not split (the plain causal kernels)."""
         B, T, D = x_BTD.shape
         q, k, v, pos_S = self._qkv(x_BTD, pos_T, pe, cache)
-        mod = pe.layer_score_mod(self.layer, pos_T, pos_S, self._features(x_BTD, pe, cache))
-        if docs is None:
-            out_BHTK = self.kernel(q, k, v, mod, self.training)
-        else:
-            out_BHTK = self.kernel(q, k, v, mod, self.training, docs)
+        mod = attention_bias(pe, self.layer, pos_T, pos_S, self._features(x_BTD, pe, cache))
+        fast = pe.fast_bias(self.layer, pos_T, pos_S)
+        out_BHTK = self.kernel(q, k, v, mod, self.training, docs, fast)
         return self.resid_dropout(self.proj(out_BHTK.transpose(1, 2).reshape(B, T, D)))
 
     def scores(self, x_BTD, pos_T, pe: PositionalEncoding, docs: Documents | None = None) -> torch.Tensor:
         """Pre-softmax logits (B, H, T, T), float32, from the eager reference: for analysis and tests."""
         q, k, _, _ = self._qkv(x_BTD, pos_T, pe, None)
-        mod = pe.layer_score_mod(self.layer, pos_T, pos_T, self._features(x_BTD, pe, None))
+        mod = attention_bias(pe, self.layer, pos_T, pos_T, self._features(x_BTD, pe, None))
         eager = EagerKernel(pe, "cpu", 0.0, self.kernel.window)  # this layer's sliding window, if any
         return eager.scores(q, k, mod, docs)
 

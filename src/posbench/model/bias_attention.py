@@ -29,13 +29,13 @@ from posbench.model.masks import causal_mask
 # fresh allocations the allocator maps and faults in page by page each time; smaller ones pay the loop's
 # Python cost more often
 BLOCK_ELEMENTS = 1 << 20
-MIN_ROWS = 16  # the floor for very long keys: the loop's Python cost stays small against a block
+MIN_BLOCK_ROWS = 16  # fewest queries per block (very long keys): the loop's Python cost stays small against a block
 
 
 def block_rows(T: int, S: int, width: int = 1) -> int:
     """Queries per block: about BLOCK_ELEMENTS / (width x S) (width: heads, times rows with per-row documents),
-    at least MIN_ROWS, at most T."""
-    return max(1, min(T, max(MIN_ROWS, BLOCK_ELEMENTS // max(width * S, 1))))
+    at least MIN_BLOCK_ROWS, at most T."""
+    return max(1, min(T, max(MIN_BLOCK_ROWS, BLOCK_ELEMENTS // max(width * S, 1))))
 
 
 def column_span(allowed_RN: torch.Tensor) -> tuple[int, int]:

@@ -23,8 +23,8 @@ and the two are merged by their log-sum-exps (as flash attention merges its key 
 term keeps its magnitude at the bias's own (the distance), so it rounds like the eager kernel's `a * d`; the
 far keys' logits round differently from eager's only in the order of the same sums (parity: 1e-5).
 
-Only without autograd, for the queries `by_distance` serves (consecutive positions) and without a sliding window
-or documents: BlockedBiasKernel decides and falls back to bias_attention otherwise.
+Only without autograd, for calls whose distance table (`FastBias.table`, pe/fast_bias.py) serves every query
+(consecutive positions) and without a sliding window or documents: model/attention_plan.py's FAR_FIELD rule.
 """
 
 from __future__ import annotations
@@ -35,14 +35,14 @@ import torch
 
 from posbench.model.bias_attention import distance_grid
 from posbench.model.masks import causal_mask
-from posbench.pe.bias import FarField
+from posbench.pe.fast_bias import FarField
 
 # queries per chunk: 256 to 1,024 measured alike at 8,192 tokens (nano, one thread); fewer chunks mean fewer calls,
 # more rows mean a larger near band per chunk
 CHUNK_ROWS = 256
-# below this many queries (decoding steps, short prompts) the one-block float mask is as cheap and needs no padded
-# copies of the keys and values
-MIN_ROWS = 256
+# below this many queries (decoding steps, short prompts) the one-block or blocked float mask is as cheap and needs no
+# padded copies of the keys and values (model/attention_plan.py's FAR_FIELD rule)
+MIN_QUERIES = 256
 
 _flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu  # (out, log-sum-exp): SDPA's CPU kernel
 

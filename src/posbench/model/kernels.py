@@ -1,4 +1,5 @@
-"""Attention kernels, one small class each, chosen once at construction from (device, PE).
+"""Attention kernels, one small class each, chosen once at construction from (device, PE, packing); which kernel
+`auto` picks and which path each sdpa_bias call takes are rules in model/attention_plan.py, which the kernels execute.
 
 Shape legend: B batch, H heads, T query length, S key length (S >= T with a KV cache), K head dim.
 Causality is bottom-right aligned: query t (of T) sees keys 0 .. S - T + t.
@@ -10,7 +11,8 @@ Causality is bottom-right aligned: query t (of T) sees keys 0 .. S - T + t.
                training uses when a bias is needed (FlexAttention has no CPU backward); the only kernel
                for a PE with a logits_mod (CoPE), which rewrites whole rows of the logit matrix
   sdpa_bias    the eager kernel under autograd; without it (evaluation, generation) SDPA with the bias as a
-               float mask, a block of queries at a time (model/bias_attention.py): what CPU picks for a bias PE
+               float mask, a block of queries at a time (model/bias_attention.py), or its shortcuts from the PE's
+               `fast_bias` (a table by distance, a far field, per-row evaluation): what CPU picks for a bias PE
 
 `docs` (model/packing.py, None unless model.packing splits windows into documents): the batch's documents. With
 docs.masked each kernel stops attention at document boundaries: SDPA and eager with a (B, 1, T, S) bool mask,
@@ -42,6 +44,14 @@ import torch.nn.functional as F
 from posbench.errors import ConfigError
 from posbench.model import bias_attention, far_field
 from posbench.model.attention_call import AttentionCall
+from posbench.model.attention_plan import (
+    BiasCall,
+    BiasPath,
+    auto_kernel_name,
+    bias_kind,
+    plan_bias_call,
+    static_fast_bias,
+)
 from posbench.model.bias_attention import (
     block_rows,
     block_spans,
@@ -51,9 +61,10 @@ from posbench.model.bias_attention import (
     one_block_attention,
     split_blocks,
 )
-from posbench.model.masks import causal_mask, window_mask_mod  # noqa: F401  (causal_mask: importable from here)
+from posbench.model.masks import causal_mask, window_mask_mod
 from posbench.model.packing import Documents, PackingConfig
 from posbench.pe.encoding import LogitsMod, PositionalEncoding
+from posbench.pe.fast_bias import DistanceTable, FastBias
 from posbench.registry import Registry
 
 KERNELS = Registry("attention kernel")
@@ -95,11 +106,16 @@ class AttentionKernel:
         return call.out
 
     @classmethod
-    def supports(cls, pe: PositionalEncoding, device_type: str, attn_dropout: float) -> str | None:
-        """None if usable, else the reason it is not."""
+    def supports(cls, pe: PositionalEncoding, device_type: str, attn_dropout: float,
+                 packing: PackingConfig | None = None) -> str | None:
+        """None if usable for `pe` on `device_type` with `packing` (model.packing; None: windows are not split),
+        else the reason it is not."""
         return None
 
-    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training: bool, docs: Documents | None = None):
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training: bool, docs: Documents | None = None,
+                 fast: FastBias | None = None):
+        """Attention of one call: `score_mod` what `attention_bias` made (a score_mod, a LogitsMod or None),
+        `fast` the layer PE's `fast_bias` of the call (speed only: a kernel may ignore it)."""
         raise NotImplementedError
 
 
@@ -137,7 +153,7 @@ class EagerKernel(AttentionKernel):
             peak = 2 * E  # q k^T and its scaled copy; masked_fill and softmax hold two as well
         return peak + mask + call.out
 
-    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None, fast=None):
         p_BHTS = torch.softmax(self.scores(q_BHTK, k_BHSK, score_mod, docs), dim=-1)
         p_BHTS = F.dropout(p_BHTS, self.attn_dropout, training)
         return (p_BHTS @ v_BHSK.float()).to(q_BHTK.dtype)
@@ -150,67 +166,103 @@ class BlockedBiasKernel(EagerKernel):
     one float mask (model/bias_attention.py). Under autograd, and with attention dropout in training, the eager
     reference runs: SDPA's gradient w.r.t. a float mask is not what CPU training is tested against."""
 
-    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
-        if score_mod is None or isinstance(score_mod, LogitsMod) or torch.is_grad_enabled() or \
-                (training and self.attn_dropout > 0):  # a logits_mod (CoPE) rewrites whole rows: eager only
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None, fast=None):
+        """Executes the path `plan_bias_call` chooses (model/attention_plan.py says when each applies)."""
+        H, T, S = q_BHTK.shape[1], q_BHTK.shape[-2], k_BHSK.shape[-2]
+        table = functools.cache(lambda: fast.table(H) if fast is not None and fast.table is not None else None)
+        call = BiasCall(bias_kind(score_mod), torch.is_grad_enabled(), training and self.attn_dropout > 0,
+                        docs is not None, self.pe.has_token_features, self.window is not None, q_BHTK.device.type,
+                        H, T, S, lambda: table().rows if table() is not None else 0,
+                        far_field=fast is not None and fast.far_field is not None,
+                        rows_bias=fast is not None and fast.rows_bias is not None)
+        path = plan_bias_call(call)
+        if path is BiasPath.EAGER:
             return super().__call__(q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs)
-        B, H, T, _ = q_BHTK.shape
-        S, device = k_BHSK.shape[-2], q_BHTK.device
-        # per-row positions come with documents; a data-dependent bias (FoX) differs per row: as in eager
-        per_row = B if docs is not None or self.pe.has_token_features else None
-        bias_block = lambda q0, q1, k0, k1: materialize_bias(score_mod, H, q1 - q0, k1 - k0, device, per_row,
-                                                             q0=q0, k0=k0)
-        if docs is not None:
-            return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, bias_block, self.allowed(T, S, device, docs))
-        rows = block_rows(T, S, H * (B if per_row else 1))
-        if per_row:
-            return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, bias_block, *_causal_blocks(T, S, device,
-                                                                                               self.window, rows))
-        # a bias by distance alone (a relative PE at consecutive positions): gathered, not evaluated, per block;
-        # queries it does not serve (FIRE's past its threshold) by the PE's own no-grad form (`rows_bias`)
-        by_distance = getattr(score_mod, "by_distance", None)
-        table_HS = by_distance(H) if by_distance is not None else None
-        first = score_mod.invariant_rows() if table_HS is not None else 0
-        one_block = self.window is None and H * T * S <= bias_attention.BLOCK_ELEMENTS  # decoding, short prompts
-        if table_HS is not None and first >= T:
-            if one_block:
-                return one_block_attention(q_BHTK, k_BHSK, v_BHSK, distance_grid(table_HS, T, S))
-            # far_field runs SDPA's CPU kernel itself (it needs the log-sum-exps); sdpa_bias asked for on CUDA skips it
-            far = score_mod.far_field(H) if self.window is None and device.type == "cpu" else None
-            if far is not None and T >= far_field.MIN_ROWS:
-                # affine in the distance past a near band (ALiBi, T5, relative_learned): no mask over the far keys
-                return far_field.far_field_attention(q_BHTK, k_BHSK, v_BHSK, table_HS, far)
-        rows_block = score_mod.rows_bias(H, functools.partial(distance_blocks, T=T, S=S, rows=rows)) \
-            if first < T and hasattr(score_mod, "rows_bias") else None
-        if rows_block is not None and table_HS is not None:
-            rows_block = split_blocks(first, distance_blocks(table_HS, T, S, rows), rows_block)
-        if rows_block is not None and one_block:  # its rows come last to first
-            return one_block_attention(q_BHTK, k_BHSK, v_BHSK, rows_block(0, T, 0, S).flip(1))
-        allowed, spans = _causal_blocks(T, S, device, self.window, rows)
-        if table_HS is not None and first >= T:
-            return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, distance_blocks(table_HS, T, S, rows), allowed,
-                                          spans, rows_reversed=True)
-        if rows_block is not None:
-            return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, rows_block, allowed, spans, rows_reversed=True)
-        return blocked_bias_attention(q_BHTK, k_BHSK, v_BHSK, bias_block, allowed, spans)
+        return self.PATHS[path](self, q_BHTK, k_BHSK, v_BHSK, score_mod, docs, fast, table())
 
+    def _bias_block(self, score_mod, H: int, device, per_row: int | None):
+        """`bias_block` of the score_mod evaluated on each block's grids (per row with `per_row` rows)."""
+        return lambda q0, q1, k0, k1: materialize_bias(score_mod, H, q1 - q0, k1 - k0, device, per_row, q0=q0, k0=k0)
+
+    def _documents(self, q, k, v, score_mod, docs, fast, table):
+        B, H, T, _ = q.shape
+        bias_block = self._bias_block(score_mod, H, q.device, B)  # per-row positions come with documents
+        return blocked_bias_attention(q, k, v, bias_block, self.allowed(T, k.shape[-2], q.device, docs))
+
+    def _per_row(self, q, k, v, score_mod, docs, fast, table):
+        B, H, T, _ = q.shape
+        S = k.shape[-2]
+        bias_block = self._bias_block(score_mod, H, q.device, B)  # a data-dependent bias (FoX) differs per row
+        return blocked_bias_attention(q, k, v, bias_block, *_causal_blocks(T, S, q.device, self.window,
+                                                                           block_rows(T, S, H * B)))
+
+    def _one_block_table(self, q, k, v, score_mod, docs, fast, table: DistanceTable):
+        return one_block_attention(q, k, v, distance_grid(table.bias_HS, q.shape[-2], k.shape[-2]))
+
+    def _far_field(self, q, k, v, score_mod, docs, fast, table: DistanceTable):
+        # affine in the distance past a near band (ALiBi, T5, relative_learned): no mask over the far keys
+        return far_field.far_field_attention(q, k, v, table.bias_HS, fast.far_field(q.shape[1]))
+
+    def _rows_block(self, q, k, fast: FastBias, table: DistanceTable | None):
+        """The PE's rows_bias for the queries the table does not serve, joined with the table's rows (FIRE before
+        and after its threshold); rows last to first."""
+        H, T, S = q.shape[1], q.shape[-2], k.shape[-2]
+        rows = block_rows(T, S, H)
+        rows_block = fast.rows_bias(H, functools.partial(distance_blocks, T=T, S=S, rows=rows))
+        if table is None:
+            return rows_block
+        return split_blocks(table.rows, distance_blocks(table.bias_HS, T, S, rows), rows_block)
+
+    def _one_block_rows(self, q, k, v, score_mod, docs, fast, table):
+        T, S = q.shape[-2], k.shape[-2]
+        return one_block_attention(q, k, v, self._rows_block(q, k, fast, table)(0, T, 0, S).flip(1))
+
+    def _blocked_table(self, q, k, v, score_mod, docs, fast, table: DistanceTable):
+        H, T, S = q.shape[1], q.shape[-2], k.shape[-2]
+        rows = block_rows(T, S, H)
+        return blocked_bias_attention(q, k, v, distance_blocks(table.bias_HS, T, S, rows),
+                                      *_causal_blocks(T, S, q.device, self.window, rows), rows_reversed=True)
+
+    def _blocked_rows(self, q, k, v, score_mod, docs, fast, table):
+        H, T, S = q.shape[1], q.shape[-2], k.shape[-2]
+        rows_block = self._rows_block(q, k, fast, table)
+        return blocked_bias_attention(q, k, v, rows_block, *_causal_blocks(T, S, q.device, self.window,
+                                                                           block_rows(T, S, H)), rows_reversed=True)
+
+    def _blocked(self, q, k, v, score_mod, docs, fast, table):
+        H, T, S = q.shape[1], q.shape[-2], k.shape[-2]
+        return blocked_bias_attention(q, k, v, self._bias_block(score_mod, H, q.device, None),
+                                      *_causal_blocks(T, S, q.device, self.window, block_rows(T, S, H)))
+
+    PATHS = {BiasPath.DOCUMENTS: _documents, BiasPath.PER_ROW: _per_row, BiasPath.ONE_BLOCK_TABLE: _one_block_table,
+             BiasPath.FAR_FIELD: _far_field, BiasPath.ONE_BLOCK_ROWS: _one_block_rows,
+             BiasPath.BLOCKED_TABLE: _blocked_table, BiasPath.BLOCKED_ROWS: _blocked_rows, BiasPath.BLOCKED: _blocked}
 
     def forward_bytes(self, call: AttentionCall) -> int:
-        if not self.pe.has_score_mod or self.pe.has_logits_mod:  # what __call__ hands to the eager kernel
-            return super().forward_bytes(call)
+        """What the planned path holds, planned as a call at consecutive positions (evaluation's): the PE's
+        distance table, where it has one, serving every query."""
+        pe = self.pe
+        fast = static_fast_bias(pe)
+        bias = "none" if not pe.has_score_mod else "logits" if pe.has_logits_mod else "score"
+        has_table = fast is not None and fast.table is not None
+        plan = BiasCall(bias, False, False, call.docs, pe.has_token_features, self.window is not None,
+                        self.device_type, call.H, call.T, call.S, lambda: call.T if has_table else 0,
+                        far_field=fast is not None and fast.far_field is not None,
+                        rows_bias=fast is not None and fast.rows_bias is not None)
+        path = plan_bias_call(plan)
         B, H, T, S, K = call.B, call.H, call.T, call.S, call.K
-        per_row = B if call.docs or self.pe.has_token_features else 1
-        if self.window is None and per_row == 1 and H * T * S <= bias_attention.BLOCK_ELEMENTS:
+        if path is BiasPath.EAGER:  # what __call__ hands to the eager kernel
+            return super().forward_bytes(call)
+        if path in (BiasPath.ONE_BLOCK_TABLE, BiasPath.ONE_BLOCK_ROWS):
             return 3 * 4 * H * T * S + call.out  # one block: its bias, the mask and SDPA's scores, all small
-        far = getattr(self.pe, "far_field", None)  # as __call__ asks its score_mod (bias PEs' far_field)
-        if self.window is None and per_row == 1 and self.device_type == "cpu" and T >= far_field.MIN_ROWS \
-                and far is not None and far(0, H) is not None:
+        if path is BiasPath.FAR_FIELD:
             # far_field_attention: q, k, v with one more channel, and per chunk of rows its near band's float mask
             rows = far_field.CHUNK_ROWS
-            band = max(far(0, H).start - 1, 0) + rows
+            band = max(fast.far_field(H).start - 1, 0) + rows
             return 4 * B * H * (T + 2 * S) * (K + 1) + 3 * 4 * B * H * rows * band + 2 * call.out
         # blocked SDPA: the (T, S) allowed mask, kept between calls (made as ones then tril/triu: two at once), and
         # per block of about BLOCK_ELEMENTS entries its bias-mask and SDPA's own scores and probabilities
+        per_row = B if path in (BiasPath.DOCUMENTS, BiasPath.PER_ROW) else 1
         return 2 * call.mask + 3 * 4 * per_row * bias_attention.BLOCK_ELEMENTS + 2 * call.out
 
 
@@ -226,7 +278,7 @@ def _causal_blocks(T: int, S: int, device: torch.device, window: int | None, row
 @KERNELS.register("sdpa")
 class SDPAKernel(AttentionKernel):
     @classmethod
-    def supports(cls, pe, device_type, attn_dropout):
+    def supports(cls, pe, device_type, attn_dropout, packing=None):
         return "the PE adds a logit bias (score_mod)" if pe.has_score_mod else None
 
     def forward_bytes(self, call: AttentionCall) -> int:
@@ -240,7 +292,7 @@ class SDPAKernel(AttentionKernel):
             return 2 * call.scores + (mask or 5 * call.T * call.S) + call.out
         return mask + call.out
 
-    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None, fast=None):
         if score_mod is not None:  # SDPA has no place for a bias: running anyway would drop the PE
             raise RuntimeError(f"the sdpa kernel got a score_mod from PE `{self.pe.name}`; select a kernel "
                                "that applies it (model.attention=auto, eager or flex)")
@@ -272,7 +324,7 @@ def _compiled_flex():
 @KERNELS.register("flex")
 class FlexKernel(AttentionKernel):
     @classmethod
-    def supports(cls, pe, device_type, attn_dropout):
+    def supports(cls, pe, device_type, attn_dropout, packing=None):
         if attn_dropout > 0:
             return "FlexAttention has no attention dropout (set model.attn_dropout=0)"
         if pe.has_logits_mod:
@@ -286,7 +338,7 @@ class FlexKernel(AttentionKernel):
         # the masked matrix, and the probabilities; not measured (scripts/bench_eval_memory.py has no CPU flex row)
         return 3 * call.scores + call.out
 
-    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None, fast=None):
         from torch.nn.attention.flex_attention import flex_attention
 
         T, S = q_BHTK.shape[-2], k_BHSK.shape[-2]
@@ -302,8 +354,12 @@ class FlexKernel(AttentionKernel):
 @KERNELS.register("flash_alibi")
 class FlashAlibiKernel(AttentionKernel):
     @classmethod
-    def supports(cls, pe, device_type, attn_dropout):
-        if pe.alibi_slopes() is None:
+    def supports(cls, pe, device_type, attn_dropout, packing=None):
+        if packing is not None and packing.mask == "causal" and packing.positions == "document":
+            return ("flash-attn's ALiBi takes distances in the window, not per-document positions across documents "
+                    "(use model.attention=flex, or model.packing.mask=document)")
+        fast = static_fast_bias(pe)
+        if fast is None or fast.alibi_slopes is None:
             return "the PE is not ALiBi"
         if device_type != "cuda":
             return "flash-attn runs on CUDA only"
@@ -311,17 +367,18 @@ class FlashAlibiKernel(AttentionKernel):
             return "flash-attn is not installed (pip install -e '.[gpu]')"
         return None
 
-    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None):
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None, fast=None):
+        """`fast`: the ALiBi PE's fast_bias of the call, whose `alibi_slopes` flash-attn applies."""
         if docs is not None and docs.masked:
-            return self._varlen(q_BHTK, k_BHSK, v_BHSK, docs, training)
-        if docs is not None:  # select_kernel refuses this pairing at construction; called directly, refuse too
+            return self._varlen(q_BHTK, k_BHSK, v_BHSK, docs, training, fast.alibi_slopes)
+        if docs is not None:  # supports() refuses this pairing at construction; called directly, refuse too
             raise ValueError("flash_alibi cannot apply per-document positions without the document mask")
         from flash_attn import flash_attn_func
 
         out_BTHK = flash_attn_func(
             q_BHTK.transpose(1, 2), k_BHSK.transpose(1, 2), v_BHSK.transpose(1, 2),
             dropout_p=self.attn_dropout if training else 0.0, causal=True,
-            alibi_slopes=self.pe.alibi_slopes().float(), **self._window_size())
+            alibi_slopes=fast.alibi_slopes.float(), **self._window_size())
         return out_BTHK.transpose(1, 2)
 
     def _window_size(self) -> dict:
@@ -329,7 +386,7 @@ class FlashAlibiKernel(AttentionKernel):
         of W keys is (W - 1, 0); nothing is passed without a window (flash-attn's default, full attention)."""
         return {} if self.window is None else {"window_size": (self.window - 1, 0)}
 
-    def _varlen(self, q_BHTK, k_BHSK, v_BHSK, docs, training):
+    def _varlen(self, q_BHTK, k_BHSK, v_BHSK, docs, training, slopes_H):
         """Every document of every row as one sequence of flash-attn's varlen call (ALiBi's bias depends on the
         distance only, which a document's own positions keep). Not exercised by the CPU test suite."""
         from flash_attn import flash_attn_varlen_func
@@ -347,17 +404,9 @@ class FlashAlibiKernel(AttentionKernel):
         flat = lambda x: x.transpose(1, 2).reshape(B * T, H, K)
         out = flash_attn_varlen_func(flat(q_BHTK), flat(k_BHSK), flat(v_BHSK), cu, cu, int(lengths.max()),
                                      int(lengths.max()), dropout_p=self.attn_dropout if training else 0.0,
-                                     causal=True, alibi_slopes=self.pe.alibi_slopes().float(),
+                                     causal=True, alibi_slopes=slopes_H.float(),
                                      **self._window_size())
         return out.reshape(B, T, H, K).transpose(1, 2)
-
-
-def auto_kernel_name(pe: PositionalEncoding, device_type: str) -> str:
-    if not pe.has_score_mod:
-        return "sdpa"
-    if pe.has_logits_mod:  # CoPE rewrites whole rows of the logit matrix: only eager applies it
-        return "eager"
-    return "flex" if device_type == "cuda" else "sdpa_bias"
 
 
 def select_kernel(requested: str, pe: PositionalEncoding, device_type: str, attn_dropout: float = 0.0,
@@ -365,11 +414,7 @@ def select_kernel(requested: str, pe: PositionalEncoding, device_type: str, attn
     """The kernel of one layer; `window`: that layer's sliding window (None: full causal attention)."""
     name = auto_kernel_name(pe, device_type) if requested == "auto" else requested
     kernel = KERNELS.get(name)
-    reason = kernel.supports(pe, device_type, attn_dropout)
-    if kernel is FlashAlibiKernel and packing is not None and packing.mask == "causal" \
-            and packing.positions == "document":
-        reason = ("flash-attn's ALiBi takes distances in the window, not per-document positions across documents "
-                  "(use model.attention=flex, or model.packing.mask=document)")
+    reason = kernel.supports(pe, device_type, attn_dropout, packing)
     if reason:
         raise ConfigError(f"model.attention={name} cannot run PE `{pe.name}` on {device_type}: {reason}")
     return kernel(pe, device_type, attn_dropout, window)

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
 
-from posbench.pe.bias import BiasPE, FarField
+from posbench.pe.bias import BiasPE
 from posbench.pe.encoding import PES
+from posbench.pe.fast_bias import FarField
 
 
 def alibi_slopes(n_heads: int) -> torch.Tensor:
@@ -34,12 +36,13 @@ class ALiBi(BiasPE):
         super().__init__(cfg, ctx)
         self.register_buffer("slopes_H", alibi_slopes(ctx.n_heads), persistent=False)
 
-    def alibi_slopes(self):
-        return self.slopes_H
-
     def bias(self, t, h, dist, q_pos):
         return -self.slopes_H[h] * dist
 
-    def far_field(self, t, H):
-        # -m d is affine at every distance: no near band beyond the chunk's own keys
+    def fast_bias(self, layer, pos_q_T, pos_k_S):
+        # its slopes let flash-attn's fused ALiBi run it; -m d is affine at every distance: a far field from 0
+        return dataclasses.replace(super().fast_bias(layer, pos_q_T, pos_k_S), far_field=self.far_field,
+                                   alibi_slopes=self.slopes_H)
+
+    def far_field(self, H):
         return FarField(0, -self.slopes_H, torch.zeros_like(self.slopes_H))

@@ -3,7 +3,8 @@
 A bias PE implements `bias(t, h, dist, q_pos)`: the logit bias for table `t`, head index tensor `h`,
 causal distance dist = q_pos - k_pos >= 0 (float32) and query position. It is written with
 elementwise tensor ops only, so the same code runs inside FlexAttention's score_mod and on the
-eager kernel's broadcast (H, T, S) index grid.
+eager kernel's broadcast (H, T, S) index grid. Its speed-only forms (a table by distance, and what subclasses add:
+ALiBi's slopes, far fields, FIRE's per-row evaluator) reach kernels through `fast_bias` (pe/fast_bias.py).
 """
 
 from __future__ import annotations
@@ -14,16 +15,7 @@ from dataclasses import dataclass
 import torch
 
 from posbench.pe.encoding import PEConfig, PositionalEncoding
-
-
-@dataclass(frozen=True)
-class FarField:
-    """bias(h, d) = intercept_H[h] + slope_H[h] * d for every distance d >= start, whatever the query position
-    (float32, on the PE's device): what lets model/far_field.py attend to those keys without a mask."""
-
-    start: int
-    slope_H: torch.Tensor
-    intercept_H: torch.Tensor
+from posbench.pe.fast_bias import DistanceTable, FastBias
 
 
 @dataclass
@@ -43,8 +35,12 @@ class BiasPE(PositionalEncoding):
     def bias(self, t: int, h, dist, q_pos) -> torch.Tensor:
         raise NotImplementedError
 
-    def score_mod(self, layer, pos_q_T, pos_k_S):
-        t = layer if self.n_tables > 1 else 0
+    def table_index(self, layer: int) -> int:
+        """The bias table layer `layer` reads: its own with pe.per_layer, else the shared one."""
+        return layer if self.n_tables > 1 else 0
+
+    def score_mod(self, layer, pos_q_T, pos_k_S, feats_BHS=None):
+        t = self.table_index(layer)
         pos_q_T = pos_q_T.float()
         pos_k_S = pos_k_S.float()
         if pos_q_T.dim() == 2:  # per-row positions (B, T) / (B, S): documents of a packed window
@@ -57,19 +53,15 @@ class BiasPE(PositionalEncoding):
             dist = (q_pos - pos_k_S[kv_idx]).clamp_min(0.0)
             return score + self.bias(t, h, dist, q_pos)
 
-        # the same bias by distance, for a kernel that can gather it (sdpa_bias); FlexAttention ignores it. With
-        # it: how many leading queries that table serves, and the PE's own evaluator of the other queries' rows
-        mod.by_distance = functools.partial(self.by_distance, t, pos_q_T, pos_k_S)
-        mod.invariant_rows = functools.partial(self.invariant_rows, t, pos_q_T)
-        mod.rows_bias = functools.partial(self.rows_bias, t, pos_q_T, pos_k_S)
-        mod.far_field = functools.partial(self.far_field, t)
         return mod
 
-    def far_field(self, t: int, H: int) -> FarField | None:
-        """Where the bias is affine in the distance (model/far_field.py): a FarField whose start, slopes and
-        intercepts give bias(h, d) = intercept[h] + slope[h] * d for every d >= start, at any query position (held
-        to it by the contract test). None (the default): no such distance."""
-        return None
+    def fast_bias(self, layer, pos_q_T, pos_k_S) -> FastBias:
+        """The bias by distance of the queries `invariant_rows` serves, for a kernel that gathers it (sdpa_bias);
+        none with per-row positions. Subclasses add their own fast forms to it (`dataclasses.replace`)."""
+        if pos_q_T.dim() == 2:
+            return FastBias()
+        t = self.table_index(layer)
+        return FastBias(table=functools.partial(self.by_distance, t, pos_q_T.float(), pos_k_S.float()))
 
     def invariant_rows(self, t: int, pos_q_T) -> int:
         """How many leading queries (of T, at ascending positions) have a bias that is a function of head and
@@ -77,16 +69,16 @@ class BiasPE(PositionalEncoding):
         test), none by default otherwise. FIRE overrides it (its queries before the threshold L)."""
         return pos_q_T.shape[0] if self.is_relative else 0
 
-    def by_distance(self, t: int, pos_q_T, pos_k_S, H: int) -> torch.Tensor | None:
-        """(H, S) float32: the bias at distances 0 .. S-1 of the first `invariant_rows` queries, when in this
-        call their bias is a function of head and q_idx - kv_idx alone: consecutive positions with the queries
-        last (query t at key position S - T + t) and at least one such query. Else None."""
+    def by_distance(self, t: int, pos_q_T, pos_k_S, H: int) -> DistanceTable | None:
+        """The bias at distances 0 .. S-1 of the first `invariant_rows` queries, when in this call their bias is a
+        function of head and q_idx - kv_idx alone: consecutive positions with the queries last (query t at key
+        position S - T + t) and at least one such query. Else None."""
         rows = self.invariant_rows(t, pos_q_T)
         if rows == 0 or not self.consecutive(pos_q_T, pos_k_S):
             return None
         dist_S = torch.arange(pos_k_S.shape[0], device=pos_k_S.device, dtype=torch.float32)
         # q_pos: any of those queries' positions gives the same bias; the last one's is real
-        return self.distance_table(t, H, dist_S, pos_q_T[rows - 1])
+        return DistanceTable(rows, self.distance_table(t, H, dist_S, pos_q_T[rows - 1]))
 
     def distance_table(self, t: int, H: int, dist_S, q_pos) -> torch.Tensor:
         """(H, S) float32: the bias at distances dist_S of a query at q_pos (what `by_distance` returns once it has
@@ -101,15 +93,6 @@ class BiasPE(PositionalEncoding):
         T, S = pos_q_T.shape[0], pos_k_S.shape[0]
         dist_S = torch.arange(S, device=pos_k_S.device, dtype=torch.float32)
         return T <= S and torch.equal(pos_k_S, pos_k_S[0] + dist_S) and torch.equal(pos_q_T, pos_k_S[S - T:])
-
-    def rows_bias(self, t: int, pos_q_T, pos_k_S, H: int, gather=None):
-        """`bias_block(q0, q1, k0, k1)` -> (H, R, N) float32, **rows (queries) last to first**: the bias of
-        queries q0..q1-1 against keys k0..k1-1, for a kernel without autograd (sdpa_bias) to use on the queries
-        `by_distance` does not serve, when the PE has a faster exact form than its score_mod on a grid. Only
-        called without autograd (its result may not carry gradients). `gather(table_CS)`: the kernel's reading
-        of a table by distance (`distance_blocks`: each block's (C, R, N) rows last to first), valid when the
-        positions are `consecutive`. None: no such form (the default)."""
-        return None
 
     def _batched_mod(self, t, pos_q_BT, pos_k_BS):
         def mod(score, b, h, q_idx, kv_idx):

@@ -8,23 +8,21 @@ inner table is trained past the training lengths. Rows without data ids use the 
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from posbench.errors import ConfigError
-from posbench.pe.encoding import PES, PEConfig, PEContext, PositionalEncoding
-from posbench.pe.rope import RoPE
+from posbench.pe.encoding import PES, PEContext
+from posbench.pe.wrapper import WrapperConfig, WrapperPE
 
 
 @PES.register("coupled")
-class CoupledPositions(PositionalEncoding):
-    kind = "wrapper"  # the instance takes the inner PE's kind
+class CoupledPositions(WrapperPE):
     summary = "Position coupling (Cho et al. 2024): the data's shared ids per digit place as an inner PE's positions"
 
     @dataclass
-    class Config(PEConfig):
-        inner: PEConfig = field(default_factory=RoPE.Config)
+    class Config(WrapperConfig):
         max_positions: int | None = None  # ids defined at evaluation; None: model.seq_len
         max_offset: int = 0  # training shifts a row's ids by s ~ U[0, max_offset); 0: no shift
 
@@ -38,33 +36,17 @@ class CoupledPositions(PositionalEncoding):
                 raise ConfigError(f"pe.max_offset must be >= 0, got {self.max_offset}")
 
     @staticmethod
-    def _inner_ctx(cfg, ctx: PEContext) -> PEContext:
+    def inner_context(cfg, ctx: PEContext) -> PEContext:
         # a learned inner table needs a row for every shifted id
         return dataclasses.replace(ctx, seq_len=(cfg.max_positions or ctx.seq_len) + max(cfg.max_offset - 1, 0))
-
-    @classmethod
-    def validate(cls, cfg, ctx):
-        PES.get(cfg.inner.name).validate(cfg.inner, cls._inner_ctx(cfg, ctx))
-
-    def __init__(self, cfg, ctx):
-        super().__init__(cfg, ctx)
-        self.inner = PES.build(cfg.inner, self._inner_ctx(cfg, ctx))
-        self.kind = self.inner.kind
 
     @property
     def max_positions(self):
         return self.cfg.max_positions or self.ctx.seq_len
 
-    @property
-    def is_relative(self):
-        return self.inner.is_relative
-
     def positions(self, T, device, offset=0):
         self.check_positions(offset + T)
         return self.inner.positions(T, device, offset)
-
-    def document_positions(self, within_BT, doc_BT):
-        return self.inner.document_positions(within_BT, doc_BT)
 
     def data_positions(self, data_BT, default):  # the ids replace the default positions
         data_BT = data_BT.float()
@@ -73,9 +55,3 @@ class CoupledPositions(PositionalEncoding):
         if self.training and self.cfg.max_offset > 1:
             data_BT = data_BT + torch.randint(0, self.cfg.max_offset, (data_BT.shape[0], 1), device=data_BT.device)
         return data_BT
-
-    def embed(self, x_BTD, pos_T):
-        return self.inner.embed(x_BTD, pos_T)
-
-    def layer_pe(self, layer):
-        return self.inner.layer_pe(layer)

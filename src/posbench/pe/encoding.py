@@ -4,45 +4,78 @@ Shape legend: B batch, H heads, T query length, S key length, K head dim, D mode
 Positions are shared by the batch, `pos_T` (T,), or per row, (B, T), when they restart at every document of a
 packed window; every hook takes both (a 1-D `pos_T` is computed exactly as before).
 
-A PE overrides only the hooks it uses; attention calls every hook every time and never asks which
-PE it has:
-  positions(T, device, offset)        -> pos_T   float32 positions (bf16 cannot hold ints > 256)
-  document_positions(within_BT, doc_BT) -> pos_BT  per-row positions when they restart at each document
-                                                   (model.packing.positions=document, model/packing.py)
-  embed(x_BTD, pos_T)                 -> x_BTD   absolute PEs add to the token embeddings
-  rotate(q_BHTK, k_BHTK, pos_T)       -> q, k    RoPE family rotates queries and keys
-  score_mod(layer, pos_q_T, pos_k_S)  -> fn | None
-      fn(score, b, h, q_idx, kv_idx) -> score, FlexAttention's signature; the eager kernel evaluates
-      the same function on broadcast index grids, so one definition serves every kernel.
-  layer_pe(layer)                     -> the PE a given layer uses (per-layer hybrids)
-  layer_window(layer)                 -> int | None  the sliding window a PE asks of a layer's attention (RNoPE-SWA);
-                                                   merged with model.attention_window (the smaller wins)
-  drop()                              -> PEConfig  removes the positions for good, returns the config that now
-                                                   describes the PE (DroPE); `can_drop` is derived from overriding it
-  layer_flops(layer, seq_len)         -> (forward, train) FLOPs per token the PE adds to a layer (model/flops.py)
-  data_positions(data_BT, default)    -> pos     what a task's own per-token ids (B, T) mean to this PE: most PEs
-                                                 ignore them and use `default()` (abacus, coupled read them)
-  decay_params()                      -> [Parameter]  the PE's parameters AdamW weight-decays (training/optim.py);
-                                                 none by default: every PE parameter is exempt unless its PE lists
-                                                 it (FoX's gate weight, as its authors decay it)
-  qk_dim(head_dim)                    -> int     channels of the q and k `rotate` returns (PoPE: twice the head dim)
-  logits_mod_bytes(B, H, T, S)        -> int     bytes `logits_mod` holds at its peak beyond the matrix it gets
-      (the last two: what a layer's attention allocates, for evaluation's memory check, model/memory.py)
+A PE overrides only the hooks it uses; the model calls every hook every time and never asks which PE it has.
+`HOOKS` below is the contract as data; the table is it, with the classes in pe/ that override each hook
+(tests/test_pe_hooks.py holds this table, and docs/architecture.md's copy, to the code). "Called on": the
+object the model calls the hook on. The model's PE (`model.pe`) answers for the whole model: positions,
+embeddings, which PE each layer uses (`layer_pe`) and each layer's window. `layer_pe(layer)` answers for one
+layer's attention: everything between q, k and the softmax. Every PE module (hybrid members, a wrapper's inner
+PE) answers `decay_params`; the class answers `validate` before any instance exists.
 
-Data-dependent PEs (their bias depends on the tokens, not only on positions) use three more hooks; attention
-calls them every time too, and the defaults make them no-ops:
-  token_features(layer, x_BTD)        -> feats_BHT | None  float32 per head and token, read from the layer's
-      attention input (FoX's log forget gates). Attention keeps them in the KV cache beside the keys, so a
-      decoding step sees the features of every cached key.
-  layer_score_mod(layer, pos_q_T, pos_k_S, feats_BHS) -> fn | LogitsMod | None   what attention hands the kernel:
-      by default `score_mod`; FoX builds its bias from the keys' features; a PE with `logits_mod` gets a LogitsMod.
-  logits_mod(layer, q_BHTK, s_BHTS)   -> s_BHTS  rewrites the whole (B, H, T, S) scaled logit matrix, future and
-      masked keys already -inf, for biases that read other entries of the row (CoPE's positions sum gates over
-      keys). Only the eager kernel can apply it; the kernels refuse such a PE otherwise (see has_logits_mod).
+  hook                                                called on        default
+        overridden in
+  validate(cfg, ctx)                                  class            -
+        DigitsPE, HybridPerLayer, ModdedNanoGPTRoPE, RNoPESWA, RotaryBase, SinInitPE, SinusoidalPE, WrapperPE
+  max_positions                                       model.pe         None
+        Abacus, CoupledPositions, DigitsPE, HybridPerLayer, IntegerPE, LearnedPE, RandomizedPositions, WrapperPE
+  is_relative                                         model.pe         kind != absolute
+        FIRE, FoPE, FoPELayer, HybridPerLayer, WrapperPE
+  positions(T, device, offset)                        model.pe         offset .. offset+T-1
+        CoupledPositions, RandomizedPositions, WrapperPE
+  document_positions(within_BT, doc_BT)               model.pe         index in its document
+        RandomizedPositions, WrapperPE
+  data_positions(data_BT, default)                    model.pe         default(): ids ignored
+        Abacus, CoupledPositions, RandomizedPositions, WrapperPE
+  embed(x_BTD, pos_T)                                 model.pe         identity
+        Abacus, FixedTablePE, LearnedPE, WrapperPE
+  layer_pe(layer)                                     model.pe         self
+        FoPE, HybridPerLayer, WrapperPE
+  layer_window(layer)                                 model.pe         None: full attention
+        RNoPESWA, WrapperPE
+  drop()                                              model.pe         raises: cannot drop
+        DroPE
+  decay_params()                                      each PE module   []: no decay
+        ForgetGate
+  rotate(q_BHTK, k_BHTK, pos_T)                       layer_pe(layer)  identity
+        DroPE, FoPE, FoPELayer, PoPE, RotaryBase
+  score_mod(layer, pos_q_T, pos_k_S, feats_BHS=None)  layer_pe(layer)  None: no bias
+        BiasPE, ForgetGate
+  token_features(layer, x_BTD)                        layer_pe(layer)  None
+        ForgetGate
+  logits_mod(layer, q_BHTK, s_BHTS)                   layer_pe(layer)  identity, never called
+        CoPE
+  fast_bias(layer, pos_q_T, pos_k_S)                  layer_pe(layer)  None: no fast form
+        ALiBi, BiasPE, FIRE, RelativeLearnedBias, T5Bias
+  qk_dim(head_dim)                                    layer_pe(layer)  head_dim
+        PoPE
+  logits_mod_bytes(B, H, T, S)                        layer_pe(layer)  0
+        CoPE
+  layer_flops(layer, seq_len)                         layer_pe(layer)  (0, 0)
+        CoPE, FoPE, FoPELayer, ForgetGate, PoPE
+
+What each hook means (each method's docstring has the details):
+  max_positions / positions / document_positions: float32 positions (bf16 cannot hold ints > 256), per row when
+      they restart at each document (model.packing.positions=document, model/packing.py); `PositionRangeError`
+      past max_positions. data_positions: what a task's own per-token ids mean to the PE (abacus, coupled).
+  embed: absolute PEs add to the token embeddings. rotate: the RoPE family rotates q and k; qk_dim: their width.
+  score_mod: the logit bias as a FlexAttention score_mod fn(score, b, h, q_idx, kv_idx); a data-dependent bias
+      (FoX) reads `feats_BHS`, the `token_features` of every key, which attention keeps in the KV cache.
+  logits_mod: CoPE's positions sum gates over a whole row, which no elementwise score_mod can express, so it
+      rewrites the masked logit matrix, on the eager kernel only (`attention_bias` hands it over as a LogitsMod);
+      logits_mod_bytes: what it holds at its peak (model/memory.py).
+  fast_bias: speed only, one typed object (pe/fast_bias.py `FastBias`: a table by distance, per-row evaluation,
+      a far field, ALiBi's slopes) the kernels read instead of evaluating score_mod; None changes no result.
+  layer_pe / layer_window: per-layer hybrids, and the sliding window a PE asks of a layer (RNoPE-SWA), merged
+      with model.attention_window (the smaller wins). layer_flops: (forward, train) FLOPs per token the PE adds
+      to a layer (model/flops.py). decay_params: the PE parameters AdamW weight-decays (none by default).
+  drop: DroPE removes the positions for good and returns the config that now describes the PE.
+Derived, never declared (so a new PE cannot forget them): has_score_mod, has_logits_mod, has_token_features,
+can_drop, reads_data_positions (`DERIVED`), from which hooks a class overrides.
 """
 
 from __future__ import annotations
 
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import ClassVar
@@ -50,6 +83,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from posbench.pe.fast_bias import FastBias
 from posbench.registry import Registry
 
 ScoreMod = Callable[..., torch.Tensor]
@@ -188,19 +222,23 @@ class PositionalEncoding(nn.Module):
     def rotate(self, q_BHTK, k_BHTK, pos_T):
         return q_BHTK, k_BHTK
 
-    def score_mod(self, layer: int, pos_q_T: torch.Tensor, pos_k_S: torch.Tensor) -> ScoreMod | None:
+    def score_mod(self, layer: int, pos_q_T: torch.Tensor, pos_k_S: torch.Tensor,
+                  feats_BHS: torch.Tensor | None = None) -> ScoreMod | None:
+        """The logit bias of layer `layer` as a FlexAttention score_mod fn(score, b, h, q_idx, kv_idx) -> score
+        (the eager kernel evaluates it on broadcast index grids: one definition serves every kernel); None: no
+        bias. `feats_BHS`: `token_features` of every key, cached ones included (None for a PE without them)."""
         return None
 
     def token_features(self, layer: int, x_BTD: torch.Tensor) -> torch.Tensor | None:
+        """(B, H, T) float32 per head and token read from layer `layer`'s attention input (FoX's log forget gates),
+        kept in the KV cache beside the keys and handed to `score_mod` as `feats_BHS`; None: the bias reads no
+        token."""
         return None
 
-    def layer_score_mod(self, layer: int, pos_q_T: torch.Tensor, pos_k_S: torch.Tensor,
-                        feats_BHS: torch.Tensor | None) -> ScoreMod | LogitsMod | None:
-        if self.has_logits_mod:
-            return LogitsMod(lambda q_BHTK, s_BHTS: self.logits_mod(layer, q_BHTK, s_BHTS))
-        return self.score_mod(layer, pos_q_T, pos_k_S)
-
     def logits_mod(self, layer: int, q_BHTK: torch.Tensor, s_BHTS: torch.Tensor) -> torch.Tensor:
+        """Rewrite the whole (B, H, T, S) scaled logit matrix, future and masked keys already -inf, for a bias at
+        (i, j) that reads other entries of the row (CoPE's positions sum gates over the keys): no elementwise
+        score_mod can express it, so only the eager kernel runs such a PE (derived: `has_logits_mod`)."""
         return s_BHTS
 
     def qk_dim(self, head_dim: int) -> int:
@@ -214,12 +252,18 @@ class PositionalEncoding(nn.Module):
         included, without autograd (model/memory.py). 0 for the identity, which allocates nothing."""
         return 0
 
+    def fast_bias(self, layer: int, pos_q_T: torch.Tensor, pos_k_S: torch.Tensor) -> FastBias | None:
+        """Speed only (pe/fast_bias.py): exact no-grad forms of this call's `score_mod` bias that kernels may use
+        instead of evaluating it (a table by distance, a far field, per-row evaluation, ALiBi's slopes). None:
+        none; every kernel is then exact through `score_mod` alone."""
+        return None
+
     @property
     def has_score_mod(self) -> bool:
-        """Whether this PE adds a logit bias: derived from the class overriding `score_mod` (or a data-dependent
-        hook), never declared, so a new bias PE cannot forget it and silently run on a kernel that ignores biases.
-        Known at construction, so attention picks its kernel once."""
-        return overrides(type(self), "score_mod", "layer_score_mod", "logits_mod")
+        """Whether this PE adds a logit bias: derived from the class overriding `score_mod` or `logits_mod`, never
+        declared, so a new bias PE cannot forget it and silently run on a kernel that ignores biases. Known at
+        construction, so attention picks its kernel once."""
+        return overrides(type(self), "score_mod", "logits_mod")
 
     @property
     def has_logits_mod(self) -> bool:
@@ -230,10 +274,6 @@ class PositionalEncoding(nn.Module):
     def has_token_features(self) -> bool:
         """Whether the bias depends on the tokens (`token_features`): it differs per batch row."""
         return overrides(type(self), "token_features")
-
-    def alibi_slopes(self) -> torch.Tensor | None:
-        """Per-head slopes when the bias is exactly ALiBi's (lets flash-attn's ALiBi path run)."""
-        return None
 
     def layer_pe(self, layer: int) -> PositionalEncoding:
         return self
@@ -271,7 +311,83 @@ def overrides(cls, *hooks: str) -> bool:
 def reads_tokens(cls) -> bool:
     """Whether a PE class is data-dependent (reads the layer input or the whole logit matrix): such a PE is defined
     for causal self-attention only (model/attention.py), not for the encoder-decoder's bidirectional encoder."""
-    return overrides(cls, "token_features", "layer_score_mod", "logits_mod")
+    return overrides(cls, "token_features", "logits_mod")
+
+
+def attention_bias(pe: PositionalEncoding, layer: int, pos_q_T: torch.Tensor, pos_k_S: torch.Tensor,
+                   feats_BHS: torch.Tensor | None) -> ScoreMod | LogitsMod | None:
+    """What attention hands its kernel for layer `layer` of `pe` (the layer's PE): the `logits_mod` bound to the
+    layer where the PE has one (only the eager kernel accepts it), else its `score_mod`."""
+    if pe.has_logits_mod:
+        return LogitsMod(lambda q_BHTK, s_BHTS: pe.logits_mod(layer, q_BHTK, s_BHTS))
+    return pe.score_mod(layer, pos_q_T, pos_k_S, feats_BHS)
+
+
+@dataclass(frozen=True)
+class Hook:
+    """One row of the contract: a PositionalEncoding member a PE author may override.
+
+    `called_on`: the object the model calls it on: "model" (the model's PE, `model.pe`), "layer" (`layer_pe(layer)`,
+    the PE of the layer at hand), "module" (every PositionalEncoding module of the model, nested ones included) or
+    "class" (the registered class, before any instance exists). A wrapper (pe/wrapper.py) relays every "model" hook
+    to its inner PE by construction; "layer" hooks reach the inner PE through the relayed `layer_pe`, "module"
+    hooks through the inner PE being a submodule."""
+
+    signature: str
+    called_on: str
+    default: str
+
+    @property
+    def name(self) -> str:
+        return self.signature.split("(")[0]
+
+
+HOOKS: tuple[Hook, ...] = (
+    Hook("validate(cfg, ctx)", "class", "-"),
+    Hook("max_positions", "model", "None"),
+    Hook("is_relative", "model", "kind != absolute"),
+    Hook("positions(T, device, offset)", "model", "offset .. offset+T-1"),
+    Hook("document_positions(within_BT, doc_BT)", "model", "index in its document"),
+    Hook("data_positions(data_BT, default)", "model", "default(): ids ignored"),
+    Hook("embed(x_BTD, pos_T)", "model", "identity"),
+    Hook("layer_pe(layer)", "model", "self"),
+    Hook("layer_window(layer)", "model", "None: full attention"),
+    Hook("drop()", "model", "raises: cannot drop"),
+    Hook("decay_params()", "module", "[]: no decay"),
+    Hook("rotate(q_BHTK, k_BHTK, pos_T)", "layer", "identity"),
+    Hook("score_mod(layer, pos_q_T, pos_k_S, feats_BHS=None)", "layer", "None: no bias"),
+    Hook("token_features(layer, x_BTD)", "layer", "None"),
+    Hook("logits_mod(layer, q_BHTK, s_BHTS)", "layer", "identity, never called"),
+    Hook("fast_bias(layer, pos_q_T, pos_k_S)", "layer", "None: no fast form"),
+    Hook("qk_dim(head_dim)", "layer", "head_dim"),
+    Hook("logits_mod_bytes(B, H, T, S)", "layer", "0"),
+    Hook("layer_flops(layer, seq_len)", "layer", "(0, 0)"),
+)
+
+# Members of PositionalEncoding that are not hooks: derived from the hooks or helpers of the model's, never overridden
+DERIVED = ("check_positions", "reads_data_positions", "can_drop", "has_score_mod", "has_logits_mod",
+           "has_token_features")
+
+CALLED_ON = {"model": "model.pe", "layer": "layer_pe(layer)", "module": "each PE module", "class": "class"}
+
+
+def contract_table(overriders: dict[str, list[str]], markdown: bool = True) -> str:
+    """The contract, one row per hook: as a Markdown table (docs/architecture.md), or as this module's docstring
+    has it (`markdown=False`: the classes that override a hook wrapped under it, within 116 columns).
+    `overriders`: hook name -> the classes that override it (tests/test_pe_hooks.py passes the classes found in
+    pe/ and checks both texts)."""
+    if markdown:
+        rows = ["| hook | called on | default | overridden in |", "|---|---|---|---|"]
+        for hook in HOOKS:
+            who = ", ".join(overriders.get(hook.name, [])) or "-"
+            rows.append(f"| `{hook.signature}` | {CALLED_ON[hook.called_on]} | {hook.default} | {who} |")
+        return "\n".join(rows)
+    rows = [f"  {'hook':<52}{'called on':<17}default", f"  {'':<6}overridden in"]
+    for hook in HOOKS:
+        rows.append(f"  {hook.signature:<52}{CALLED_ON[hook.called_on]:<17}{hook.default}")
+        who = ", ".join(overriders.get(hook.name, [])) or "-"
+        rows += textwrap.wrap(who, 116, initial_indent=" " * 8, subsequent_indent=" " * 8)
+    return "\n".join(rows)
 
 
 def _check(name: str, cls) -> None:

@@ -5,6 +5,8 @@ position makes it length-agnostic but *not* translation invariant once i > L."""
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -65,6 +67,14 @@ class FIRE(BiasPE):
         c = self.c_L[t].clamp_min(1e-4)
         return c, torch.log1p(c * torch.maximum(q_pos, self.threshold_L[t]).clamp_min(1.0))
 
+    def fast_bias(self, layer, pos_q_T, pos_k_S):
+        # the queries past the threshold, which the distance table does not serve, by the MLP's piecewise form
+        fast = super().fast_bias(layer, pos_q_T, pos_k_S)
+        if pos_q_T.dim() == 2:
+            return fast
+        return dataclasses.replace(fast, rows_bias=functools.partial(self.rows_bias, self.table_index(layer),
+                                                                     pos_q_T.float(), pos_k_S.float()))
+
     def invariant_rows(self, t, pos_q_T):
         # queries at i <= max(L, 1) share the normaliser psi(max(L, 1)): their bias is one of distance alone
         return int((pos_q_T <= self.threshold_L[t].clamp_min(1.0)).sum())
@@ -89,10 +99,10 @@ class FIRE(BiasPE):
         return kept[1]
 
     def rows_bias(self, t, pos_q_T, pos_k_S, H, gather=None):
-        """Rows last to first (BiasPE.rows_bias): x = psi(d) / psi(max(L, i)) as in `bias`, shared by the
-        heads, then the MLP's segment of x and its slope and intercept. At consecutive positions psi(d) comes
-        from a table by distance (the kernel's `gather`) and each row of x falls as keys near the query, so
-        a row's segments are runs found by P binary searches; otherwise each x is looked up."""
+        """`FastBias.rows_bias` (pe/fast_bias.py), rows last to first, without autograd: x = psi(d) / psi(max(L, i))
+        as in `bias`, shared by the heads, then the MLP's segment of x and its slope and intercept. At consecutive
+        positions psi(d) comes from a table by distance (the kernel's `gather`) and each row of x falls as keys near
+        the query, so a row's segments are runs found by P binary searches; otherwise each x is looked up."""
         segments = self.piecewise(t)
         c, norm_T = self._normaliser(t, pos_q_T.float())
         pos_q_T, pos_k_S = pos_q_T.float(), pos_k_S.float()

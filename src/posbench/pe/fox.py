@@ -46,7 +46,7 @@ class ForgetGate(PositionalEncoding):
         logit_BTH = x_BTD.float() @ self.weight_LHD[layer].float().t() + self.bias_LH[layer].float()
         return F.logsigmoid(logit_BTH).transpose(1, 2)
 
-    def layer_score_mod(self, layer, pos_q_T, pos_k_S, feats_BHS):
+    def score_mod(self, layer, pos_q_T, pos_k_S, feats_BHS=None):
         # c over every key (cached ones included: the cache keeps each key's log f). Only differences c_i - c_j
         # of one row are used, so earlier documents of a packed window, which shift c, change nothing within a
         # document (the document mask does the rest).

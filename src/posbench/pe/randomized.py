@@ -8,23 +8,21 @@ length gets alone (so a packed window computes what its documents do alone, at e
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
 from posbench.errors import ConfigError
-from posbench.pe.encoding import PES, PEConfig, PEContext, PositionalEncoding
-from posbench.pe.rope import RoPE
+from posbench.pe.encoding import PES, PEContext
+from posbench.pe.wrapper import WrapperConfig, WrapperPE
 
 
 @PES.register("randomized")
-class RandomizedPositions(PositionalEncoding):
-    kind = "wrapper"  # the instance takes the wrapped PE's kind
+class RandomizedPositions(WrapperPE):
     summary = "Wrapper: sorted random positions from a larger range (Ruoss et al. 2023) around any PE"
 
     @dataclass
-    class Config(PEConfig):
-        inner: PEConfig = field(default_factory=RoPE.Config)
+    class Config(WrapperConfig):
         max_positions: int | None = None  # None: 8x the training length
         # The paper samples at test time too (dense 0..T-1 positions never occur in training);
         # evaluation draws come from a fixed seed so results are reproducible.
@@ -38,27 +36,17 @@ class RandomizedPositions(PositionalEncoding):
                 raise ConfigError(f"pe.max_positions must be >= 1, got {self.max_positions}")
 
     @staticmethod
-    def _inner_ctx(cfg, ctx: PEContext) -> PEContext:
+    def inner_context(cfg, ctx: PEContext) -> PEContext:
         # the inner PE must cover the whole sampled range (a learned table gets max_positions rows)
         return dataclasses.replace(ctx, seq_len=cfg.max_positions or 8 * ctx.seq_len)
 
-    @classmethod
-    def validate(cls, cfg, ctx):
-        PES.get(cfg.inner.name).validate(cfg.inner, cls._inner_ctx(cfg, ctx))
-
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
-        self.range = self._inner_ctx(cfg, ctx).seq_len
-        self.inner = PES.build(cfg.inner, self._inner_ctx(cfg, ctx))
-        self.kind = self.inner.kind
+        self.range = self.inner_context(cfg, ctx).seq_len
 
     @property
     def max_positions(self):
         return self.range
-
-    @property
-    def is_relative(self):
-        return self.inner.is_relative
 
     def positions(self, T, device, offset=0):
         self.check_positions(offset + T)
@@ -92,11 +80,6 @@ class RandomizedPositions(PositionalEncoding):
                 start += n
         return out_BT.to(within_BT.device)
 
-    def embed(self, x_BTD, pos_T):
-        return self.inner.embed(x_BTD, pos_T)
-
-    def layer_pe(self, layer):
-        return self.inner.layer_pe(layer)
-
-    def layer_window(self, layer):
-        return self.inner.layer_window(layer)
+    def data_positions(self, data_BT, default):
+        # the random draw replaces every position, the ids a task's data carries included
+        return default()

@@ -3,14 +3,17 @@ bias): the "relative" option of the learned-PE notes. Distances >= max_distance 
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 from dataclasses import dataclass
 
 import torch
 from torch import nn
 
 from posbench.errors import ConfigError
-from posbench.pe.bias import BiasConfig, BiasPE, FarField
+from posbench.pe.bias import BiasConfig, BiasPE
 from posbench.pe.encoding import PES
+from posbench.pe.fast_bias import FarField
 
 
 @PES.register("relative_learned")
@@ -31,6 +34,10 @@ class RelativeLearnedBias(BiasPE):
 
     def bias(self, t, h, dist, q_pos):
         return self.table_LHN[t][h, dist.long().clamp_max(self.cfg.max_distance)]
+
+    def fast_bias(self, layer, pos_q_T, pos_k_S):
+        return dataclasses.replace(super().fast_bias(layer, pos_q_T, pos_k_S),
+                                   far_field=functools.partial(self.far_field, self.table_index(layer)))
 
     def far_field(self, t, H):
         intercept_H = self.table_LHN[t][:, self.cfg.max_distance].detach().float()  # the clipped distance's value

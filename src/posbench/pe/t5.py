@@ -3,6 +3,8 @@ distance bucket; exact buckets for short distances, log-spaced up to max_distanc
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 from dataclasses import dataclass
 
@@ -10,8 +12,9 @@ import torch
 from torch import nn
 
 from posbench.errors import ConfigError
-from posbench.pe.bias import BiasConfig, BiasPE, FarField
+from posbench.pe.bias import BiasConfig, BiasPE
 from posbench.pe.encoding import PES
+from posbench.pe.fast_bias import FarField
 
 
 def t5_bucket(dist: torch.Tensor, num_buckets: int, max_distance: int) -> torch.Tensor:
@@ -46,6 +49,10 @@ class T5Bias(BiasPE):
 
     def bias(self, t, h, dist, q_pos):
         return self.table_LNH[t][t5_bucket(dist, self.cfg.num_buckets, self.cfg.max_distance), h]
+
+    def fast_bias(self, layer, pos_q_T, pos_k_S):
+        return dataclasses.replace(super().fast_bias(layer, pos_q_T, pos_k_S),
+                                   far_field=functools.partial(self.far_field, self.table_index(layer)))
 
     def far_field(self, t, H):
         # every distance from the last bucket's first on reads that bucket (buckets grow with the distance)

@@ -1,0 +1,143 @@
+"""Which code path attention takes, as data: the kernel `model.attention=auto` gives a layer (once, at
+construction) and, inside the sdpa_bias kernel, the path of each call. Each path is one rule with one line saying
+when it applies; the first rule that applies is the plan, and the kernels execute it (model/kernels.py) without
+dispatch conditions of their own.
+
+Shape legend: H heads, T query length, S key length (S >= T with a KV cache).
+
+The rules read a PE's capabilities (derived from its hooks: has_score_mod, has_logits_mod, has_token_features,
+and the fields of its `fast_bias`, pe/fast_bias.py), grad mode and training dropout, packing (documents), the
+layer's window, the device and the call's lengths. Two thresholds, one per path they gate:
+`bias_attention.BLOCK_ELEMENTS` (a call whose whole bias is one block of that many floats runs SDPA once) and
+`far_field.MIN_QUERIES` (fewer queries run the one-block or blocked path instead of the far field).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from posbench.model import bias_attention, far_field
+from posbench.pe.encoding import LogitsMod, PositionalEncoding
+from posbench.pe.fast_bias import FastBias
+
+
+@dataclass(frozen=True)
+class KernelRule:
+    name: str
+    when: str
+    applies: Callable[[PositionalEncoding, str], bool]
+
+
+# model.attention=auto: the first kernel whose rule applies (`auto_kernel_name`)
+AUTO_KERNEL = (
+    KernelRule("sdpa", "the PE adds no logit bias", lambda pe, device: not pe.has_score_mod),
+    KernelRule("eager", "the bias rewrites whole rows (logits_mod, CoPE): only eager applies it",
+               lambda pe, device: pe.has_logits_mod),
+    KernelRule("flex", "a bias on CUDA: compiled FlexAttention", lambda pe, device: device == "cuda"),
+    KernelRule("sdpa_bias", "a bias elsewhere (CPU): eager under autograd, blocked SDPA without (BIAS_PATHS)",
+               lambda pe, device: True),
+)
+
+
+def auto_kernel_name(pe: PositionalEncoding, device_type: str) -> str:
+    """The kernel `model.attention=auto` gives a layer whose PE is `pe` on `device_type`."""
+    return next(rule.name for rule in AUTO_KERNEL if rule.applies(pe, device_type))
+
+
+@dataclass(frozen=True)
+class BiasCall:
+    """What the sdpa_bias plan reads of one call. `bias`: "none", "logits" (a LogitsMod) or "score" (a score_mod);
+    `table_rows()`: the leading queries the PE's distance table serves in this call (0: no table), asked only by
+    the rules that need it (making the table costs a pass over the keys); `far_field`, `rows_bias`: the PE's
+    FastBias has them."""
+
+    bias: str
+    grad: bool
+    dropout: bool
+    documents: bool
+    per_row: bool
+    window: bool
+    device: str
+    H: int
+    T: int
+    S: int
+    table_rows: Callable[[], int]
+    far_field: bool = False
+    rows_bias: bool = False
+
+    @property
+    def one_block(self) -> bool:
+        """The whole causal (H, T, S) bias is one block (decoding steps, short prompts)."""
+        return not self.window and self.H * self.T * self.S <= bias_attention.BLOCK_ELEMENTS
+
+    def table_serves_all(self) -> bool:
+        return self.table_rows() >= self.T
+
+    def rows_serve_rest(self) -> bool:
+        return self.rows_bias and self.table_rows() < self.T
+
+
+class BiasPath(enum.Enum):
+    EAGER = "eager"
+    DOCUMENTS = "documents"
+    PER_ROW = "per_row"
+    ONE_BLOCK_TABLE = "one_block_table"
+    FAR_FIELD = "far_field"
+    ONE_BLOCK_ROWS = "one_block_rows"
+    BLOCKED_TABLE = "blocked_table"
+    BLOCKED_ROWS = "blocked_rows"
+    BLOCKED = "blocked"
+
+
+@dataclass(frozen=True)
+class BiasRule:
+    path: BiasPath
+    when: str
+    applies: Callable[[BiasCall], bool]
+
+
+# the sdpa_bias kernel's paths, in order: the first that applies runs (`plan_bias_call`)
+BIAS_PATHS = (
+    BiasRule(BiasPath.EAGER, "autograd on, attention dropout in training, no bias or a logits_mod: the eager "
+             "reference", lambda c: c.bias != "score" or c.grad or c.dropout),
+    BiasRule(BiasPath.DOCUMENTS, "documents reach the kernel: blocked SDPA, the score_mod per block and row, the "
+             "documents' mask", lambda c: c.documents),
+    BiasRule(BiasPath.PER_ROW, "a bias read from token features (FoX): blocked SDPA, the score_mod per block and "
+             "row", lambda c: c.per_row),
+    BiasRule(BiasPath.ONE_BLOCK_TABLE, "the distance table serves every query and the call is one block: SDPA once "
+             "on its grid", lambda c: c.one_block and c.table_serves_all()),
+    BiasRule(BiasPath.FAR_FIELD, "the table serves every query, the PE has a far field, CPU, no window, T >= "
+             "far_field.MIN_QUERIES: model/far_field.py",
+             lambda c: c.far_field and not c.window and c.device == "cpu" and c.T >= far_field.MIN_QUERIES
+             and c.table_serves_all()),
+    BiasRule(BiasPath.ONE_BLOCK_ROWS, "the PE's rows_bias serves the queries the table does not and the call is one "
+             "block: SDPA once", lambda c: c.one_block and c.rows_serve_rest()),
+    BiasRule(BiasPath.BLOCKED_TABLE, "the table serves every query: blocked SDPA, each block gathered from it",
+             lambda c: c.table_serves_all()),
+    BiasRule(BiasPath.BLOCKED_ROWS, "rows_bias serves the queries the table does not (joined with the table's "
+             "rows): blocked SDPA", lambda c: c.rows_serve_rest()),
+    BiasRule(BiasPath.BLOCKED, "otherwise: blocked SDPA, the score_mod evaluated per block", lambda c: True),
+)
+
+
+def plan_bias_call(call: BiasCall) -> BiasPath:
+    """The path one sdpa_bias call takes: the first of BIAS_PATHS that applies."""
+    return next(rule.path for rule in BIAS_PATHS if rule.applies(call))
+
+
+def bias_kind(score_mod) -> str:
+    """BiasCall.bias of what attention hands a kernel: None, a LogitsMod, or a score_mod."""
+    return "none" if score_mod is None else "logits" if isinstance(score_mod, LogitsMod) else "score"
+
+
+_PROBE = torch.zeros(1)
+
+
+def static_fast_bias(pe: PositionalEncoding) -> FastBias | None:
+    """Layer 0's FastBias of a one-token call: the fields that do not depend on the call (which fast forms the PE
+    has, ALiBi's slopes), for choices made at construction (`supports`, `forward_bytes`)."""
+    return pe.fast_bias(0, _PROBE, _PROBE)

@@ -1,0 +1,59 @@
+"""A PE around an inner PE (randomized positions, position coupling): the base relays to the inner PE every hook
+the model calls on the model's PE, generated from the contract's list (`HOOKS`, pe/encoding.py), so a hook added
+to the contract is relayed without anyone writing it; a wrapper overrides only the hooks it changes. The other
+hooks need no relay: "layer" hooks are called on `layer_pe(layer)`, which is relayed (the inner PE's layers),
+"module" hooks on every PE module, the inner PE among them, and `validate` below validates the inner config.
+
+Not relayed: `drop`. It returns the config that rebuilds the PE, and a wrapper's config is not its inner's, so a
+wrapper cannot drop its positions (`can_drop` is False for it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from posbench.pe.encoding import HOOKS, PES, PEConfig, PEContext, PositionalEncoding
+from posbench.pe.rope import RoPE
+
+NOT_RELAYED = ("drop",)
+
+
+@dataclass
+class WrapperConfig(PEConfig):
+    inner: PEConfig = field(default_factory=RoPE.Config)
+
+
+class WrapperPE(PositionalEncoding):
+    kind = "wrapper"  # the instance takes the inner PE's kind
+    Config = WrapperConfig
+
+    @staticmethod
+    def inner_context(cfg, ctx: PEContext) -> PEContext:
+        """The dimensions the inner PE is built for (a wrapper that widens the positions widens its seq_len)."""
+        return ctx
+
+    @classmethod
+    def validate(cls, cfg, ctx):
+        PES.get(cfg.inner.name).validate(cfg.inner, cls.inner_context(cfg, ctx))
+
+    def __init__(self, cfg, ctx):
+        super().__init__(cfg, ctx)
+        self.inner = PES.build(cfg.inner, self.inner_context(cfg, ctx))
+        self.kind = self.inner.kind
+
+
+def _relay(name: str):
+    if isinstance(getattr(PositionalEncoding, name), property):
+        return property(lambda self: getattr(self.inner, name), doc=f"The inner PE's `{name}`.")
+
+    def relay(self, *args, **kwargs):
+        return getattr(self.inner, name)(*args, **kwargs)
+
+    relay.__name__ = relay.__qualname__ = name
+    relay.__doc__ = f"The inner PE's `{name}`."
+    return relay
+
+
+for _hook in HOOKS:
+    if _hook.called_on == "model" and _hook.name not in NOT_RELAYED:
+        setattr(WrapperPE, _hook.name, _relay(_hook.name))

@@ -1,0 +1,155 @@
+"""Attention dispatch as a plan (model/attention_plan.py): the path chosen for each case of PE capability, grad
+mode, training dropout, packing, window, device and length, written out by hand; kernels execute the plan and
+read a PE's fast forms only from its FastBias, never from attributes of a score_mod."""
+
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from posbench.model import attention_plan, bias_attention, far_field
+from posbench.model.attention_plan import AUTO_KERNEL, BIAS_PATHS, BiasCall, BiasPath, auto_kernel_name, plan_bias_call
+from posbench.model.kernels import KERNELS, BlockedBiasKernel, select_kernel
+from posbench.model.packing import PackingConfig
+from posbench.pe import PES
+from tests.conftest import build_test_model
+
+MODEL = Path(__file__).resolve().parents[2] / "src" / "posbench" / "model"
+
+
+def call(bias="score", grad=False, dropout=False, documents=False, per_row=False, window=False, device="cpu",
+         H=4, T=512, S=512, table_rows=None, far=False, rows=False):
+    """A BiasCall; `table_rows` None: the table serves every query."""
+    asked = []
+
+    def table():
+        asked.append(1)
+        return T if table_rows is None else table_rows
+
+    c = BiasCall(bias, grad, dropout, documents, per_row, window, device, H, T, S, table, far_field=far,
+                 rows_bias=rows)
+    return c, asked
+
+
+ONE = dict(T=8, S=8)  # 4 x 8 x 8 bias floats: one block
+LONG = dict(T=512, S=512)  # 2**20 floats a block: 4 x 512 x 512 is one block; 1,024 is not
+LONGER = dict(T=1024, S=1024)
+DECODE = dict(T=1, S=300)
+
+CASES = [
+    # (name, BiasCall fields, path)
+    ("autograd", dict(grad=True), BiasPath.EAGER),
+    ("training dropout", dict(dropout=True), BiasPath.EAGER),
+    ("no bias", dict(bias="none"), BiasPath.EAGER),
+    ("CoPE's logits_mod", dict(bias="logits"), BiasPath.EAGER),
+    ("CoPE's logits_mod, no grad, documents", dict(bias="logits", documents=True), BiasPath.EAGER),
+    ("documents", dict(documents=True, far=True), BiasPath.DOCUMENTS),
+    ("documents with token features", dict(documents=True, per_row=True), BiasPath.DOCUMENTS),
+    ("FoX's token features", dict(per_row=True, **ONE), BiasPath.PER_ROW),
+    ("ALiBi decoding step", dict(far=True, **DECODE), BiasPath.ONE_BLOCK_TABLE),
+    ("ALiBi short prompt", dict(far=True, **ONE), BiasPath.ONE_BLOCK_TABLE),
+    ("ALiBi long prompt CPU", dict(far=True, **LONGER), BiasPath.FAR_FIELD),
+    ("ALiBi long prompt CUDA", dict(far=True, device="cuda", **LONGER), BiasPath.BLOCKED_TABLE),
+    ("ALiBi long prompt window", dict(far=True, window=True, **LONGER), BiasPath.BLOCKED_TABLE),
+    ("ALiBi short prompt window", dict(far=True, window=True, **ONE), BiasPath.BLOCKED_TABLE),
+    ("ALiBi 255 queries, long keys", dict(far=True, T=255, S=5000), BiasPath.BLOCKED_TABLE),
+    ("ALiBi 256 queries, long keys", dict(far=True, T=256, S=5000), BiasPath.FAR_FIELD),
+    ("KERPLE long prompt (no far field)", dict(**LONGER), BiasPath.BLOCKED_TABLE),
+    ("KERPLE one block", dict(**LONG), BiasPath.ONE_BLOCK_TABLE),
+    ("FIRE before its threshold", dict(rows=True, **LONGER), BiasPath.BLOCKED_TABLE),
+    ("FIRE across its threshold, one block", dict(rows=True, table_rows=3, **ONE), BiasPath.ONE_BLOCK_ROWS),
+    ("FIRE across its threshold, long", dict(rows=True, table_rows=100, **LONGER), BiasPath.BLOCKED_ROWS),
+    ("FIRE spread positions (no table)", dict(rows=True, table_rows=0, **LONGER), BiasPath.BLOCKED_ROWS),
+    ("FIRE past its threshold, window", dict(rows=True, table_rows=0, window=True, **ONE), BiasPath.BLOCKED_ROWS),
+    ("ALiBi spread positions (no table)", dict(far=True, table_rows=0, **LONGER), BiasPath.BLOCKED),
+    ("ALiBi spread positions, one block", dict(far=True, table_rows=0, **ONE), BiasPath.BLOCKED),
+    ("a bias with no fast form", dict(table_rows=0, **ONE), BiasPath.BLOCKED),
+]
+
+
+@pytest.mark.parametrize("fields,path", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_the_plan_of_each_case(fields, path):
+    c, _ = call(**fields)
+    assert plan_bias_call(c) is path
+
+
+def test_every_path_is_some_cases_plan_and_has_one_line_saying_when():
+    assert {c[2] for c in CASES} == set(BiasPath) == {rule.path for rule in BIAS_PATHS}
+    for rule in (*BIAS_PATHS, *AUTO_KERNEL):
+        assert rule.when and "\n" not in rule.when
+
+
+def test_the_table_is_made_only_when_a_rule_needs_it():
+    """Documents, per-row biases and the eager reference never make a distance table (a pass over the keys)."""
+    for fields in (dict(grad=True), dict(documents=True), dict(per_row=True)):
+        c, asked = call(**fields)
+        plan_bias_call(c)
+        assert asked == []
+    c, asked = call(**LONGER)
+    plan_bias_call(c)
+    assert asked
+
+
+def test_the_thresholds_are_read_where_they_are_named(monkeypatch):
+    """BLOCK_ELEMENTS gates the one-block paths, far_field.MIN_QUERIES the far field: changing either moves the
+    boundary, and the two are distinct names."""
+    c, _ = call(far=True, **LONGER)
+    assert plan_bias_call(c) is BiasPath.FAR_FIELD
+    monkeypatch.setattr(far_field, "MIN_QUERIES", 2048)
+    assert plan_bias_call(c) is BiasPath.BLOCKED_TABLE
+    monkeypatch.setattr(bias_attention, "BLOCK_ELEMENTS", 4 * 1024 * 1024)
+    assert plan_bias_call(c) is BiasPath.ONE_BLOCK_TABLE
+    assert not hasattr(bias_attention, "MIN_ROWS") and not hasattr(far_field, "MIN_ROWS")
+
+
+@pytest.mark.parametrize("name,device,kernel", [
+    ("rope", "cpu", "sdpa"), ("rope", "cuda", "sdpa"), ("alibi", "cpu", "sdpa_bias"), ("alibi", "cuda", "flex"),
+    ("fox", "cpu", "sdpa_bias"), ("fox", "cuda", "flex"), ("cope", "cpu", "eager"), ("cope", "cuda", "eager"),
+    ("fire", "cpu", "sdpa_bias"), ("none", "cuda", "sdpa")])
+def test_the_auto_kernel(name, device, kernel):
+    assert auto_kernel_name(build_test_model(name).pe, device) == kernel
+
+
+def test_supports_sees_the_packing():
+    """flash_alibi refuses per-document positions without the document mask, in its own supports()."""
+    pe = build_test_model("alibi").pe
+    flash = KERNELS.get("flash_alibi")
+    causal_doc = PackingConfig(mask="causal", positions="document")
+    assert "per-document positions" in flash.supports(pe, "cuda", 0.0, causal_doc)
+    assert "per-document positions" not in (flash.supports(pe, "cuda", 0.0,
+                                                           PackingConfig(mask="document", positions="document")) or "")
+    assert flash.supports(build_test_model("t5").pe, "cuda", 0.0) == "the PE is not ALiBi"
+    with pytest.raises(Exception, match="per-document positions"):
+        select_kernel("flash_alibi", pe, "cuda", packing=causal_doc)
+
+
+def test_the_kernels_read_no_attribute_of_a_score_mod():
+    """By construction: a bias PE's score_mod is a bare function, and no model file asks a score_mod for an
+    attribute (getattr, hasattr or `score_mod.x`)."""
+    for name in PES.names():
+        pe = build_test_model(name).pe.layer_pe(0)
+        mod = pe.score_mod(0, torch.arange(4.0), torch.arange(4.0), torch.zeros(1, 4, 4))
+        assert mod is None or not vars(mod), name
+    pattern = re.compile(r"(getattr|hasattr)\(\s*(score_mod|mod)\b|\b(score_mod|mod)\.[a-z_]+\b(?!\()")
+    for path in MODEL.glob("*.py"):
+        assert not pattern.search(path.read_text()), path.name
+
+
+def test_the_kernel_executes_the_planned_path(monkeypatch):
+    """A spy on the plan: BlockedBiasKernel runs exactly the path plan_bias_call returned."""
+    from posbench.model import kernels
+
+    seen = []
+    real = attention_plan.plan_bias_call
+    monkeypatch.setattr(kernels, "plan_bias_call", lambda c: seen.append(real(c)) or seen[-1])
+    ran = []
+    monkeypatch.setattr(BlockedBiasKernel, "PATHS", {
+        path: (lambda self, *a, _p=path, _m=method: ran.append(_p) or _m(self, *a))
+        for path, method in BlockedBiasKernel.PATHS.items()})
+    pe = build_test_model("alibi").pe
+    q = k = v = torch.randn(1, 4, 8, 8)
+    pos = torch.arange(8.0)
+    with torch.no_grad():
+        BlockedBiasKernel(pe, "cpu", 0.0)(q, k, v, pe.score_mod(0, pos, pos), False, None, pe.fast_bias(0, pos, pos))
+    assert seen == ran == [BiasPath.ONE_BLOCK_TABLE]
