@@ -7,6 +7,7 @@ the data's own position ids (abacus, coupled), or no class in the remote code (a
 is covered as soon as it is registered. test_hf_export_remote.py holds the option variants (scalings, windows,
 packing, padding)."""
 
+import inspect
 import re
 from pathlib import Path
 
@@ -80,3 +81,34 @@ def test_every_registered_pe_exports_with_parity_or_is_refused_with_its_reason(t
 
 def test_the_remote_code_keeps_every_pe_it_implements():
     assert SHIPPED_REMOTE <= set(PE_CLASSES) & set(PES.names())
+
+
+# the remote code's own needs: config dicts checked field by field, and transformers' left-padded batches
+REMOTE_ONLY = {"check_config", "pads_ok", "name"}
+PER_ROW = {"positions"}  # posbench's name, taking each row's token indices (left padding) for (T, device, offset)
+
+
+def parameters(fn) -> list[str]:
+    """A hook's parameter names without their shape suffixes (pos_q_T and pos_q_BT are both pos_q)."""
+    names = [p for p in inspect.signature(fn).parameters if p != "self"]
+    return [re.sub(r"_[BHTSKDFR]+$", "", p) for p in names]
+
+
+def test_the_remote_contract_has_posbench_hook_names_and_parameters():
+    """Every hook of the remote contract is one of posbench's, by name and by parameters (shapes per row aside); the
+    bias family's `bias` likewise. Fails when either side renames a hook the other keeps."""
+    from posbench.interop.hf_remote import pe_bias, pe_contract
+    from posbench.pe.bias import BiasPE
+    from posbench.pe.encoding import PositionalEncoding
+
+    remote = {name: value for name, value in vars(pe_contract.PositionalEncoding).items()
+              if not name.startswith("_") and (callable(value) or isinstance(value, (property, classmethod)))}
+    assert set(remote) - REMOTE_ONLY <= set(dir(PositionalEncoding)), set(remote) - REMOTE_ONLY - set(
+        dir(PositionalEncoding))
+    for name, value in remote.items():
+        if name in REMOTE_ONLY | PER_ROW or isinstance(value, property):
+            continue
+        ours = getattr(PositionalEncoding, name)
+        assert parameters(value) == parameters(ours), name
+    assert parameters(pe_bias.BiasPE.bias) == parameters(BiasPE.bias)
+    assert parameters(pe_bias.BiasPE.score_mod) == parameters(BiasPE.score_mod)
