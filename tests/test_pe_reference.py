@@ -179,6 +179,15 @@ def test_rope_scaling_settable_after_construction():
     torch.testing.assert_close(after[2], before[1])  # position 2 at factor 2 == position 1 unscaled
 
 
+def test_set_scaling_leaves_the_config_as_built():
+    """The scaling in effect is the PE's (`scaling_config`); its config keeps what it was built with."""
+    pe = make("rope")
+    built = pe.cfg.scaling
+    pe.set_scaling(SCALINGS["pi"].Config(name="pi", factor=2.0))
+    assert pe.cfg.scaling is built and built.name == "none"
+    assert pe.scaling_config.name == "pi" and pe.scaling_config.factor == 2.0
+
+
 def test_prope_zeroes_lowest_frequencies():
     pe = make("prope", fraction=0.5)
     inv = pe.inv_freq()

@@ -8,8 +8,6 @@ instead of silently evaluating unscaled.
 
 from __future__ import annotations
 
-import copy
-
 from torch import nn
 
 from posbench.errors import ConfigError
@@ -38,7 +36,7 @@ def apply_rope_scaling(model: nn.Module, scaling: ScalingConfig | None, where: s
     check_rope_scaling(model, scaling, where)
     before = []
     for module in rotary_modules(model):
-        before.append({"pe": module.name, "name": module.cfg.scaling.name, "factor": module.cfg.scaling.factor})
-        # each module keeps its own copy: set_scaling stores the config on the module's PE config
-        module.set_scaling(copy.deepcopy(scaling))
+        before.append({"pe": module.name, "name": module.scaling_config.name,
+                       "factor": module.scaling_config.factor})
+        module.set_scaling(scaling)
     return before

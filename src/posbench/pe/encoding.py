@@ -127,8 +127,8 @@ class PEConfig:
         """Validate this variant's own fields; raise ConfigError with what to change."""
 
     def drop_share(self) -> float | None:
-        """The share of the training budget after which this PE is dropped when `schedule.drop_pe_at` does not
-        say (DroPE's own default, so a study or sweep row `{name: drope}` is complete); None: never."""
+        """The share of the training budget after which this PE is dropped (DroPE's `pe.drop_at`, so a study or
+        sweep row `{name: drope}` is complete); None: never."""
         return None
 
     @classmethod

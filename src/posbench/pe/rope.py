@@ -89,8 +89,10 @@ class RotaryBase(PositionalEncoding):
         return self.inv_freq_base
 
     def set_scaling(self, scaling: ScalingConfig) -> None:
-        """Change the length-extension method, e.g. at evaluation time; weights are unaffected."""
-        self.cfg.scaling = scaling
+        """Change the length-extension method, e.g. at evaluation time; weights are unaffected. `scaling_config` is
+        the one in effect; `cfg.scaling` stays what the PE was built (and trained) with, as configs are never
+        changed after construction."""
+        self.scaling_config = scaling
         self.scaling = build_scaling(scaling, self.ctx.seq_len)
         self.scaling.check_frequencies(self.rotary_dim // 2)
 
