@@ -15,7 +15,7 @@ import pytest
 from posbench.config import load_config
 from posbench.config_loader import parse_override
 from posbench.errors import CheckpointError, ConfigError, brief
-from posbench.training.checkpoint import MAX_META_BYTES, read_meta_file
+from posbench.training.checkpoint_read import MAX_META_BYTES, read_meta_file
 from posbench.yaml_io import MAX_CONFIG_BYTES, MAX_DEPTH, load_yaml
 
 ROOT = Path(__file__).resolve().parents[1]

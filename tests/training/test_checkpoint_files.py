@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from posbench.errors import ConfigError
+from posbench.errors import CheckpointError, ConfigError, DiskFullError
 from posbench.training import checkpoint as ckpt
 from posbench.training.rundir import check_run_name, claim_run_dir, find_run_dir, format_tokens
 
@@ -65,7 +65,7 @@ def test_disk_full_reports_path_and_keeps_previous(tmp_path, monkeypatch):
     _save(tmp_path, 1)
     # ENOSPC at the file write inside the real torch.save, which surfaces as RuntimeError, not OSError
     monkeypatch.setenv("POSBENCH_ENOSPC_DURING_SAVE", "2")
-    with pytest.raises(ckpt.DiskFullError, match=r"step_00000002 \(disk full\).*step_00000001 is intact"):
+    with pytest.raises(DiskFullError, match=r"step_00000002 \(disk full\).*step_00000001 is intact"):
         _save(tmp_path, 2)
     assert ckpt.load(tmp_path / "latest").meta["step"] == 1
     assert not list(tmp_path.glob(".tmp_*"))
@@ -97,7 +97,7 @@ def test_resume_auto_with_every_checkpoint_corrupt_raises(tmp_path):
     for step in (1, 2):
         model = _save(tmp_path, step) / "model.pt"
         model.write_bytes(model.read_bytes()[:20])
-    with pytest.raises(ckpt.CheckpointError, match="all 2 checkpoints .* are corrupt"):
+    with pytest.raises(CheckpointError, match="all 2 checkpoints .* are corrupt"):
         ckpt.load_latest_valid(tmp_path, log=lambda *_: None)
     assert ckpt.load_latest_valid(tmp_path / "empty") is None  # nothing saved yet: a fresh start
 
@@ -126,7 +126,7 @@ def test_resaving_a_step_never_loses_the_old_copy(tmp_path, monkeypatch):
         return real_replace(src, dst)
 
     monkeypatch.setattr(ckpt.os, "replace", fail_new_rename)
-    with pytest.raises(ckpt.CheckpointError, match="step_00000001"):
+    with pytest.raises(CheckpointError, match="step_00000001"):
         _save(tmp_path, 1)
     assert ckpt.load(old).model["w"].tolist() == [1.0] * 3
     assert not list(tmp_path.glob(".old_*")) and not list(tmp_path.glob(".tmp_*"))

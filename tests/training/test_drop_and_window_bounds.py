@@ -6,6 +6,7 @@ past its drop says when the drop happened, as the checkpoint records it."""
 import contextlib
 import io
 import json
+from pathlib import Path
 
 import pytest
 
@@ -59,7 +60,7 @@ def test_a_resume_past_the_drop_reports_the_recorded_drop_point(tmp_path, capsys
     out = train(nano_config(tmp_path, *extra, "train.resume=auto"), SOURCE)
     said = capsys.readouterr().err
     assert "the PE was dropped at 1,024 tokens (as the checkpoint records); resumed at 1,536 tokens" in said, said
-    meta = json.loads((ckpt.step_dir(ckpt.Path(out["run_dir"]), 4) / "meta.json").read_text())
+    meta = json.loads((ckpt.step_dir(Path(out["run_dir"]), 4) / "meta.json").read_text())
     assert meta["pe_dropped_at_tokens"] == 1024
 
 

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from posbench.errors import ConfigError
+from posbench.errors import ConfigError, NonFiniteError
 from posbench.training.batch_sources import RandomTokens
-from posbench.training.loop import NonFiniteError, train
+from posbench.training.loop import train
 from posbench.training.schedule import make_schedule
 from tests.training.helpers import losses, lrs, nano_config
 

@@ -19,20 +19,18 @@ import torch
 
 from posbench.config import RunConfig
 from posbench.config_loader import from_dict
-from posbench.errors import ConfigError
+from posbench.errors import CheckpointError, ConfigError
 from posbench.model.build import build_model
 from posbench.model.transformer import Transformer
-from posbench.training.checkpoint import (
+from posbench.training.checkpoint import latest_path, link_target
+from posbench.training.checkpoint_check import check_config_agrees, check_meta_fields
+from posbench.training.checkpoint_read import (
     PICK_ANOTHER,
-    CheckpointError,
     check_state_matches,
-    latest_path,
-    link_target,
     read_config_file,
     read_meta_file,
     read_state_dict,
 )
-from posbench.training.checkpoint_check import check_config_agrees, check_meta_fields
 
 
 @dataclass

@@ -38,17 +38,13 @@ from pathlib import Path
 import numpy as np
 import torch
 
-# CheckpointError (exit code 4) and DiskFullError (5) are defined once in posbench.errors; importable from here
+from posbench import faults
 from posbench.errors import CheckpointError, DiskFullError
 from posbench.fileio import fsync_dir, open_new, remove_tree
 from posbench.training import distributed as dist
 from posbench.training.checkpoint_check import check_meta_fields, check_optimizer_step
-from posbench.training.checkpoint_read import (  # noqa: F401  (the one reader; importable from here as before)
-    MAX_META_BYTES,
+from posbench.training.checkpoint_read import (
     PICK_ANOTHER,
-    check_state_matches,
-    is_state_dict,
-    nonfinite_tensors,
     read_config_file,
     read_meta_file,
     read_state_dict,
@@ -109,27 +105,9 @@ def _is_disk_full(e: BaseException) -> bool:
     return False
 
 
-class _FullDisk:
-    """Test hook POSBENCH_ENOSPC_DURING_SAVE=<step>: a file whose writes fail with ENOSPC after 4 KiB,
-    exactly as a full disk does under torch.save (which turns it into a RuntimeError)."""
-
-    def __init__(self, f):
-        self.f, self.n = f, 0
-
-    def write(self, data) -> int:
-        self.n += len(data)
-        if self.n > 4096:
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return self.f.write(data)
-
-    def flush(self) -> None:
-        self.f.flush()
-
-
 def _save_tensors(obj, path: Path, step: int) -> None:
     with open_new(path) as f:
-        full = os.environ.get("POSBENCH_ENOSPC_DURING_SAVE") == str(step)
-        torch.save(obj, _FullDisk(f) if full else f)
+        torch.save(obj, faults.inject("full_disk", str(step), f))
         f.flush()
         os.fsync(f.fileno())
 
@@ -151,7 +129,7 @@ def save(run_dir: Path, step: int, model_state: dict, optim_state: dict, meta: d
     if not dist.any_rank(failure is not None, dist.collective_device()) and dist.is_main():
         try:
             _save_tensors(model_state, tmp / "model.pt", step)
-            _maybe_crash_for_test(step)
+            faults.inject("crash_during_save", str(step))  # dies here, half a checkpoint on disk
             _save_tensors(optim_state, tmp / "optim.pt", step)
             _fsync_write(tmp / "config.yaml", config_yaml.encode())
             _fsync_write(tmp / "meta.json", json.dumps(meta, indent=1, sort_keys=True).encode())
@@ -178,12 +156,6 @@ def save(run_dir: Path, step: int, model_state: dict, optim_state: dict, meta: d
                     f"{previous or '(none)'} is intact. Free space or move train.out_dir.") from failure
     dist.barrier()
     return final
-
-
-def _maybe_crash_for_test(step: int) -> None:
-    # Fault injection for the crash-during-save test: die with half a checkpoint on disk.
-    if os.environ.get("POSBENCH_CRASH_DURING_SAVE") == str(step):
-        os._exit(17)
 
 
 def _point_latest(run_dir: Path, target: Path) -> None:

@@ -70,14 +70,6 @@ def any_rank(flag: bool, device) -> bool:
     return bool(all_reduce_max(t).item() > 0)
 
 
-def first_rank_with(flag: bool, device) -> int:
-    """Lowest rank where flag is True, or -1 (for naming the rank in error messages)."""
-    t = torch.tensor([float(rank()) if flag else float("inf")], device=device)
-    if is_distributed():
-        td.all_reduce(t, op=td.ReduceOp.MIN)
-    return -1 if t.item() == float("inf") else int(t.item())
-
-
 def step_check(loss: torch.Tensor, grad_norm: torch.Tensor, stop: bool) -> tuple[int, int, bool]:
     """The per-step control read, fused into one tensor, one all-reduce (MIN) and one device->host
     transfer: (first rank with a non-finite loss or -1, first rank with a non-finite grad norm or -1,

@@ -7,12 +7,14 @@ software (computed once per process, under `provenance`)."""
 from __future__ import annotations
 
 import functools
+import math
 import subprocess
 import sys
 from importlib import metadata
 from pathlib import Path
 
 from posbench.training.plan import Plan
+from posbench.training.state import TrainState
 
 SOURCE_DIR = Path(__file__).resolve().parents[1]
 
@@ -43,21 +45,25 @@ def provenance() -> dict:
     return {"git": git_commit(), "python": sys.version.split()[0], "packages": package_versions()}
 
 
-def meta_json(step: int, tokens: int, plan: Plan, kind: str, ident: dict, run_id: str, parent: dict | None,
-              tokenizer_fingerprint: str, best_val_loss: float | None = None, packing: dict | None = None,
-              pe_dropped_at: int | None = None, data_content: dict[str, str] | None = None) -> dict:
-    """`packing`: model.packing (mask, positions, bos_id), what a position meant in training's windows.
-    `pe_dropped_at`: DroPE's PE was dropped before these weights, at that many tokens (`pe_dropped_at_tokens`; the
-    config.yaml beside them has `pe.dropped: true`); None: not dropped. `data_content`: each token shard's content
-    fingerprint by file name (BatchSource.content), compared on resume (training/resume.py); left out when empty."""
+def meta_json(state: TrainState, plan: Plan, kind: str, ident: dict, tokenizer_fingerprint: str,
+              packing: dict | None = None, data_content: dict[str, str] | None = None) -> dict:
+    """`state`: the step, tokens, WandB id, branch parent, best validation loss and DroPE's drop
+    (`pe_dropped_at_tokens`: the PE was dropped before these weights, at that many tokens; the config.yaml beside
+    them has `pe.dropped: true`).
+    `packing`: model.packing (mask, positions, bos_id), what a position meant in training's windows.
+    `data_content`: each token shard's content fingerprint by file name (BatchSource.content), compared on resume
+    (training/resume.py); left out when empty."""
     s = plan.schedule
-    dropped = {} if pe_dropped_at is None else {"pe_dropped_at_tokens": pe_dropped_at}
+    dropped = {} if state.recorded_drop is None else {"pe_dropped_at_tokens": state.recorded_drop}
     content = {"data_content": data_content} if data_content else {}
+    best = state.best_val if math.isfinite(state.best_val) else None
     return {**dropped, **content,
-            "step": step, "tokens": tokens, "kind": kind,  # the step is the data cursor (training/batch_sources.py)
+            "step": state.step, "tokens": state.tokens, "kind": kind,  # the step is the data cursor
             "packing": packing,
-            "best_val_loss": best_val_loss, "provenance": provenance(),
-            "identity": ident, "wandb_id": run_id, "parent": parent, "tokenizer_fingerprint": tokenizer_fingerprint,
+            "best_val_loss": best, "provenance": provenance(),
+            "identity": ident, "wandb_id": state.run_id, "parent": state.parent,
+            "tokenizer_fingerprint": tokenizer_fingerprint,
             "schedule": {"peak_lr": s.peak_lr, "warmup_tokens": s.warmup_tokens, "budget_tokens": s.budget_tokens,
                          "decay_tokens": s.decay_tokens, "decay": s.decay, "min_lr_ratio": s.min_lr_ratio},
             "world_size": plan.world}
+

@@ -11,10 +11,11 @@ from pathlib import Path
 
 from posbench.config import RunConfig
 from posbench.config_loader import from_dict
-from posbench.errors import ConfigError
+from posbench.errors import CheckpointError, ConfigError
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
 from posbench.training.checkpoint_check import check_config_agrees
+from posbench.training.checkpoint_read import PICK_ANOTHER
 from posbench.training.rundir import identity_diffs
 
 
@@ -70,20 +71,20 @@ def agreed_load(decide) -> ckpt.Loaded | None:
         try:
             loaded = decide()
             choice = str(loaded.path) if loaded else ""
-        except ckpt.CheckpointError as e:
+        except CheckpointError as e:
             error = e
     choice = dist.broadcast_object(choice)
     if not dist.is_main() and choice:
         try:
             loaded = ckpt.load(Path(choice), dist.rank())
-        except ckpt.CheckpointError as e:
+        except CheckpointError as e:
             error = e
     if dist.any_rank(error is not None, dist.collective_device()):
         if error is not None and not dist.is_distributed():
             raise error
         if error is not None:
-            raise ckpt.CheckpointError(f"rank {dist.rank()}: {error}; all ranks stop") from error
-        raise ckpt.CheckpointError(f"another rank could not load checkpoint {choice or '(rank 0 found none)'}; "
+            raise CheckpointError(f"rank {dist.rank()}: {error}; all ranks stop") from error
+        raise CheckpointError(f"another rank could not load checkpoint {choice or '(rank 0 found none)'}; "
                                    "all ranks stop")
     return loaded
 
@@ -104,8 +105,8 @@ def check_data_content(cfg: RunConfig, loaded: ckpt.Loaded, content: dict[str, s
     if recorded is None or cfg.train.allow_resume_mismatch:
         return
     if not isinstance(recorded, dict):
-        raise ckpt.CheckpointError(f"{loaded.path / 'meta.json'}: data_content is not a JSON object. "
-                                   f"{ckpt.PICK_ANOTHER}")
+        raise CheckpointError(f"{loaded.path / 'meta.json'}: data_content is not a JSON object. "
+                                   f"{PICK_ANOTHER}")
     changed = sorted(name for name, fp in recorded.items() if name in content and content[name] != fp)
     if changed:
         from posbench.data.layout import DataLayout
@@ -126,7 +127,7 @@ def check_checkpoint_config(loaded: ckpt.Loaded) -> None:
     try:
         cfg = from_dict(RunConfig, loaded.config).resolve()
     except ConfigError as e:
-        raise ckpt.CheckpointError(f"{loaded.path / 'config.yaml'}: {e}. {ckpt.PICK_ANOTHER}") from None
+        raise CheckpointError(f"{loaded.path / 'config.yaml'}: {e}. {PICK_ANOTHER}") from None
     check_config_agrees(cfg, loaded.meta, loaded.path)
 
 
