@@ -117,8 +117,9 @@ def test_the_wrapper_base_relays_every_model_hook(hook):
 
 def test_every_hook_reaches_a_wrappers_inner_pe():
     """Hooks not relayed by name reach the inner PE otherwise: "layer" hooks through the relayed layer_pe,
-    "module" hooks through the inner PE being a submodule, `validate` through the inner config; `drop` alone is
-    not relayed (a wrapper cannot drop, and says so)."""
+    "module" hooks through the inner PE being a submodule, `validate` through the inner config; `drop` and
+    `data_positions` are not relayed, as each decides a derived property (a wrapper cannot drop; only coupled,
+    which says so itself, reads the data's ids)."""
     for name in ("randomized", "coupled"):
         model = build_test_model(name, overrides=["pe.inner.name=alibi"])
         wrapper = model.pe
@@ -126,7 +127,8 @@ def test_every_hook_reaches_a_wrappers_inner_pe():
         for layer in range(4):
             assert wrapper.layer_pe(layer) is wrapper.inner.layer_pe(layer)
         assert wrapper.inner in list(wrapper.modules())
-        assert not type(wrapper).can_drop() and NOT_RELAYED == ("drop",)
+        assert not type(wrapper).can_drop() and NOT_RELAYED == ("drop", "data_positions")
+        assert type(wrapper).reads_data_positions() == (name == "coupled")
         for hook in HOOKS:
             assert hook.called_on in ("model", "layer", "module", "class")
             if hook.called_on == "model" and hook.name not in NOT_RELAYED:

@@ -25,7 +25,7 @@ PE) answers `decay_params`; the class answers `validate` before any instance exi
   document_positions(within_BT, doc_BT)               model.pe         index in its document
         RandomizedPositions, WrapperPE
   data_positions(data_BT, default)                    model.pe         default(): ids ignored
-        Abacus, CoupledPositions, RandomizedPositions, WrapperPE
+        Abacus, CoupledPositions
   embed(x_BTD, pos_T)                                 model.pe         identity
         Abacus, FixedTablePE, LearnedPE, WrapperPE
   layer_pe(layer)                                     model.pe         self

@@ -79,7 +79,3 @@ class RandomizedPositions(WrapperPE):
                 out_BT[b, start:start + n] = self._draw(n, self._generator(n))
                 start += n
         return out_BT.to(within_BT.device)
-
-    def data_positions(self, data_BT, default):
-        # the random draw replaces every position, the ids a task's data carries included
-        return default()

@@ -4,8 +4,13 @@ to the contract is relayed without anyone writing it; a wrapper overrides only t
 hooks need no relay: "layer" hooks are called on `layer_pe(layer)`, which is relayed (the inner PE's layers),
 "module" hooks on every PE module, the inner PE among them, and `validate` below validates the inner config.
 
-Not relayed: `drop`. It returns the config that rebuilds the PE, and a wrapper's config is not its inner's, so a
-wrapper cannot drop its positions (`can_drop` is False for it).
+Not relayed (`NOT_RELAYED`), because each decides a derived property of the class (pe/encoding.py `DERIVED`), which
+a relay would claim for every wrapper whatever its inner PE:
+  drop            returns the config that rebuilds the PE, and a wrapper's config is not its inner's: a wrapper
+                  cannot drop its positions (`can_drop` False).
+  data_positions  `reads_data_positions` (the HF export refuses such PEs): a wrapper reads the data's ids only
+                  where it says so itself (coupled); the others ignore them (randomized: its draws are the
+                  positions).
 """
 
 from __future__ import annotations
@@ -15,7 +20,7 @@ from dataclasses import dataclass, field
 from posbench.pe.encoding import HOOKS, PES, PEConfig, PEContext, PositionalEncoding
 from posbench.pe.rope import RoPE
 
-NOT_RELAYED = ("drop",)
+NOT_RELAYED = ("drop", "data_positions")
 
 
 @dataclass
