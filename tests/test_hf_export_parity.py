@@ -37,10 +37,16 @@ SHIPPED_REMOTE = {"alibi", "binary", "binary_norm", "cope", "decimal", "decimal_
                   "sinusoidal", "t5", "xpos"}
 
 
+DATA_POSITIONS = {"abacus", "coupled"}  # read a task's per-token ids, which generate() cannot hand a model
+
+
 def refusal(name: str) -> str | None:
-    """The reason the export must give for refusing PE `name`, or None when it must export it: from posbench's
-    contract (the PE reads the data's position ids) and the remote code's registry (it has a class)."""
-    if PES.get(name).reads_data_positions():
+    """The reason the export must give for refusing PE `name`, or None when it must export it. The PEs shipped are
+    pinned (the remote code implements SHIPPED_REMOTE, the DATA_POSITIONS ones are refused); any other name, a PE
+    added since, by posbench's contract (it reads the data's position ids) and the remote code's registry."""
+    if name in SHIPPED_REMOTE:
+        return None
+    if name in DATA_POSITIONS or PES.get(name).reads_data_positions():
         return f"PE `{name}` takes its positions from the data"
     if name not in PE_CLASSES:
         return f"positional encoding `{name}` has no class in posbench's remote code"

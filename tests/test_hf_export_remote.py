@@ -1,10 +1,10 @@
-"""Export through remote code: for every registered PE (and RoPE scalings / model options Qwen3 cannot express),
-a tiny random checkpoint is exported, loaded by transformers with trust_remote_code, and compared with posbench:
-max |logit difference| <= 1e-4 in fp32 on random ids; the same 32 greedy tokens from transformers' generate with
-its KV cache, without it and posbench's greedy loop, scores within 1e-4; a left-padded batch generates each row
-as alone (or is refused where the PE cannot take one). The export check refuses a model whose cache path is
-broken though its logits agree. Bad input: what cannot be expressed is refused before anything is written, with
-one line on stderr."""
+"""Export through remote code: for every PE the remote code implements, with options (RoPE scalings, model options
+Qwen3 cannot express; every registered PE at its defaults is in test_hf_export_parity.py), a tiny random checkpoint
+is exported, loaded by transformers with trust_remote_code, and compared with posbench: max |logit difference|
+<= 1e-4 in fp32 on random ids; the same 32 greedy tokens from transformers' generate with its KV cache, without it
+and posbench's greedy loop, scores within 1e-4; a left-padded batch generates each row as alone (or is refused
+where the PE cannot take one). The export check refuses a model whose cache path is broken though its logits
+agree. Bad input: what cannot be expressed is refused before anything is written, with one line on stderr."""
 
 import json
 import shutil
@@ -24,7 +24,6 @@ from posbench.evaluation.loading import load_model  # noqa: E402
 from posbench.interop.hf_export import REMOTE_FILES, export  # noqa: E402
 from posbench.interop.hf_remote.modeling_posbench import PE_CLASSES, check_pe_config  # noqa: E402
 from posbench.model.build import build_model  # noqa: E402
-from posbench.pe import PES  # noqa: E402
 from posbench.training import checkpoint as ckpt  # noqa: E402
 from tests.test_hf_export import SCORE_TOLERANCE, assert_generation_parity, hf_greedy, max_diff, ours_greedy  # noqa: E402
 
@@ -134,15 +133,10 @@ def assert_remote_files_stand_alone(out: Path):
     assert reached | {"modeling_posbench.py"} == set(REMOTE_FILES)
 
 
-# PEs that read the data's own position ids (abacus, coupled) are refused at export (test_hf_export_target.py)
-EXPORTABLE = {n for n in PES.names() if not PES.get(n).reads_data_positions()}
-
-
-def test_every_registered_pe_has_a_remote_class_and_a_parity_case():
-    assert set(PES.names()) - EXPORTABLE == {"abacus", "coupled"}
-    assert EXPORTABLE <= set(PE_CLASSES)
+def test_every_pe_the_remote_code_implements_has_a_case_here():
+    """Option variants for each remote class (every registered PE at its defaults: test_hf_export_parity.py)."""
     covered = {next(o for o in opts if o.startswith("pe.name=")).split("=")[1] for opts in CASES.values()}
-    assert EXPORTABLE - {"rope", "none"} <= covered  # rope and none are the Qwen3 path (test_hf_export)
+    assert set(PE_CLASSES) - {"rope", "none"} <= covered  # rope and none are the Qwen3 path (test_hf_export)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

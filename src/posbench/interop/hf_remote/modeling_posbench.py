@@ -10,9 +10,9 @@ PE_CLASSES registry) and found by the name in `config.pe`. Each class lists the 
 load as a silently different model.
 
 Attention is the explicit-softmax reference in float32, as posbench's eager kernel: q and k from `rotate`, the
-logits plus `layer_score_mod` (by default the PE's `score_mod`) evaluated on broadcast index grids, masked, then a
-LogitsMod (CoPE). Sliding windows: `layer_window(layer)` of the PE merged with `config.attention_window` (the
-smaller wins): query slot i then sees slots i-W+1 .. i (the cache keeps every key; the mask hides the older ones).
+logits plus the PE's `score_mod` evaluated on broadcast index grids, masked, then its `logits_mod` (CoPE). Sliding
+windows: `layer_window(layer)` of the PE merged with `config.attention_window` (the smaller wins): query slot i then
+sees slots i-W+1 .. i (the cache keeps every key; the mask hides the older ones).
 The KV cache (transformers' DynamicCache) holds rotated keys, as posbench's does; a PE's token features (FoX's log
 forget gates) ride in it as one more key channel, so every cache operation keeps them with their keys.
 
@@ -50,7 +50,7 @@ from .configuration_posbench import PosbenchConfig
 from .packing import DOCUMENTS_ATTR, Documents, check_packing, split_documents
 from .pe_absolute import Table  # noqa: F401
 from .pe_bias import BiasPE  # noqa: F401
-from .pe_contract import PE_CLASSES, LogitsMod, PEContext, PositionalEncoding, build_pe, check_pe_config, score_grids
+from .pe_contract import PE_CLASSES, PEContext, PositionalEncoding, build_pe, check_pe_config, score_grids
 from .pe_data_dependent import CoPE  # noqa: F401
 from .pe_rotary import Rotary  # noqa: F401
 from .pe_wrappers import Hybrid  # noqa: F401
@@ -103,12 +103,10 @@ class Attention(nn.Module):
             raise ValueError(f"the cache returned {k.shape[2]} keys for {S} tokens; modeling_posbench.py supports "
                              "transformers' DynamicCache only (leave cache_implementation unset)")
         s_BHTS = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(self.head_dim)
-        mod = pe.layer_score_mod(layer, pos_BT, pos_BS, feats_BHS)
-        if mod is not None and not isinstance(mod, LogitsMod):  # a score_mod, on broadcast grids
+        mod = pe.score_mod(layer, pos_BT, pos_BS, feats_BHS)
+        if mod is not None:  # evaluated on broadcast index grids, as posbench's eager kernel does
             s_BHTS = mod(s_BHTS, *score_grids(B, self.n_heads, T, S, s_BHTS.device))
-        s_BHTS = s_BHTS.masked_fill(~allowed_BTS[:, None], float("-inf"))
-        if isinstance(mod, LogitsMod):
-            s_BHTS = mod(q, s_BHTS)
+        s_BHTS = pe.logits_mod(layer, q, s_BHTS.masked_fill(~allowed_BTS[:, None], float("-inf")))
         p_BHTS = torch.softmax(s_BHTS, dim=-1)
         out_BHTK = (p_BHTS @ v.float()).to(x_BTD.dtype)
         return self.proj(out_BHTK.transpose(1, 2).reshape(B, T, D))

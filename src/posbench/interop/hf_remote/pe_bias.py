@@ -30,7 +30,7 @@ class BiasPE(PositionalEncoding):
     def bias(self, t: int, h, dist, q_pos):
         raise NotImplementedError
 
-    def score_mod(self, layer, pos_q_BT, pos_k_BS):
+    def score_mod(self, layer, pos_q_BT, pos_k_BS, feats_BHS=None):
         t = layer if self.n_tables > 1 else 0
         pos_q_BT, pos_k_BS = pos_q_BT.float(), pos_k_BS.float()
 

@@ -10,12 +10,15 @@ Hooks, all identities by default, as posbench's:
                                                 document_positions, per row: transformers left-pads batches)
   embed(x_BTD, pos_BT)               -> x_BTD   absolute tables
   rotate(q_BHTK, k_BHTK, pos_BT)     -> q, k    the RoPE family
-  score_mod(layer, pos_q_BT, pos_k_BS) -> fn(score, b, h, q_idx, kv_idx) | None  a logit bias in FlexAttention's
-      signature, evaluated on broadcast index grids (`score_grids`) as posbench's eager kernel does
+  score_mod(layer, pos_q_BT, pos_k_BS, feats_BHS=None) -> fn(score, b, h, q_idx, kv_idx) | None  the logit bias
+      in FlexAttention's signature, evaluated on broadcast index grids (`score_grids`) as posbench's eager kernel
+      does; a data-dependent bias (FoX) reads feats_BHS, the token features of every key
   token_features(layer, x_BTD)       -> feats_BHT | None  (FoX's log forget gates; cached beside the keys)
-  layer_score_mod(layer, pos_q_BT, pos_k_BS, feats_BHS) -> fn | LogitsMod | None  what attention applies
   logits_mod(layer, q_BHTK, s_BHTS)  -> s_BHTS  on the masked logit matrix (CoPE)
   layer_pe(layer), layer_window(layer), max_positions, check_positions(n)
+As in posbench, the decoder asks the model's PE for positions, embed, layer_pe and layer_window, and `layer_pe(layer)`
+for everything between q, k and the softmax (rotate, token_features, score_mod, logits_mod). posbench's speed-only
+forms (fast_bias) and its training hooks (drop, decay_params, layer_flops, data_positions) have no use here.
 Remote-only: `options` (the config fields a class implements; any other is refused, so an option this code does
 not implement never loads as a silently different model), `check_config` (nested configs), `whole_sequence`
 (positions drawn per whole sequence: no cache) and `pads_ok` (rows may sit at different positions).
@@ -23,7 +26,6 @@ not implement never loads as a silently different model), `check_config` (nested
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -75,16 +77,6 @@ def score_grids(B: int, H: int, T: int, S: int, device) -> tuple[torch.Tensor, .
             torch.arange(T, device=device)[None, None, :, None], torch.arange(S, device=device)[None, None, None, :])
 
 
-class LogitsMod:
-    """A layer's `logits_mod` bound to its layer, fn(q_BHTK, s_BHTS): applied to the masked logits."""
-
-    def __init__(self, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]):
-        self.fn = fn
-
-    def __call__(self, q_BHTK, s_BHTS):
-        return self.fn(q_BHTK, s_BHTS)
-
-
 class PositionalEncoding(nn.Module):
     options: frozenset = frozenset()  # config fields besides `name` this class implements
     whole_sequence = False  # positions depend on the whole sequence: no KV cache
@@ -132,24 +124,14 @@ class PositionalEncoding(nn.Module):
     def rotate(self, q_BHTK, k_BHTK, pos_BT):
         return q_BHTK, k_BHTK
 
-    def score_mod(self, layer: int, pos_q_BT, pos_k_BS):
+    def score_mod(self, layer: int, pos_q_BT, pos_k_BS, feats_BHS=None):
         return None
 
     def token_features(self, layer: int, x_BTD):
         return None
 
-    def layer_score_mod(self, layer: int, pos_q_BT, pos_k_BS, feats_BHS):
-        if self.has_logits_mod:
-            return LogitsMod(lambda q_BHTK, s_BHTS: self.logits_mod(layer, q_BHTK, s_BHTS))
-        return self.score_mod(layer, pos_q_BT, pos_k_BS)
-
     def logits_mod(self, layer: int, q_BHTK, s_BHTS):
         return s_BHTS
-
-    @property
-    def has_logits_mod(self) -> bool:
-        """Derived from the class overriding `logits_mod`, as posbench's."""
-        return type(self).logits_mod is not PositionalEncoding.logits_mod
 
     def layer_pe(self, layer: int) -> PositionalEncoding:
         return self

@@ -1,5 +1,5 @@
 """The data-dependent PEs of posbench's remote code (torch only): FoX's forget gates (token_features +
-layer_score_mod) and CoPE's contextual positions (logits_mod), with posbench's hooks and shapes (pe_contract.py).
+score_mod) and CoPE's contextual positions (logits_mod), with posbench's hooks and shapes (pe_contract.py).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ class ForgetGate(PositionalEncoding):
         logit_BTH = x_BTD.float() @ self.weight_LHD[layer].float().t() + self.bias_LH[layer].float()
         return F.logsigmoid(logit_BTH).transpose(1, 2)
 
-    def layer_score_mod(self, layer, pos_q_BT, pos_k_BS, feats_BHS):
+    def score_mod(self, layer, pos_q_BT, pos_k_BS, feats_BHS=None):
         # left pads come first: a real query's and key's c differ by real tokens' gates only
         c_BHS = feats_BHS.float().cumsum(-1)
         c_BHT = c_BHS[..., c_BHS.shape[-1] - pos_q_BT.shape[-1]:]
