@@ -2,7 +2,7 @@
 
 Shape legend: B batch, H heads, T query length, S key length, K head dim, D model dim.
 Positions are shared by the batch, `pos_T` (T,), or per row, (B, T), when they restart at every document of a
-packed window; every hook takes both (a 1-D `pos_T` is computed exactly as before).
+packed window; every hook takes both.
 
 A PE overrides only the hooks it uses; the model calls every hook every time and never asks which PE it has.
 `HOOKS` below is the contract as data; the table is it, with the classes in pe/ that override each hook
