@@ -1,4 +1,4 @@
-"""DroPE (Gelberg et al. 2025, arXiv 2512.12167): RoPE until schedule.drop_pe_at, then NoPE on the same weights.
+"""DroPE (Gelberg et al. 2025, arXiv 2512.12167): RoPE until pe.drop_at, then NoPE on the same weights.
 The degenerate equalities, the drop as a schedule step of the training loop, exact resume across it, and the
 checkpoint rebuilding the model as trained."""
 
@@ -46,16 +46,20 @@ def test_after_the_drop_it_is_nope_on_the_same_weights():
 
 
 def test_the_drop_point_is_a_share_of_the_budget():
-    cfg = load_config(model_size="nano", overrides=["pe.name=drope", "schedule.drop_pe_at=0.875"])
-    assert drop_pe_tokens(cfg.schedule, 16_000, cfg.pe.drop_share()) == 14_000  # the schedule's share wins
+    cfg = load_config(model_size="nano", overrides=["pe.name=drope", "pe.drop_at=0.875"])
+    assert drop_pe_tokens(cfg.pe.drop_share(), 16_000) == 14_000
     own = load_config(model_size="nano", overrides=["pe.name=drope"])  # a row `{name: drope}`: the PE's own 0.8
-    assert drop_pe_tokens(own.schedule, 16_000, own.pe.drop_share()) == 12_800
+    assert drop_pe_tokens(own.pe.drop_share(), 16_000) == 12_800
     rope = load_config(model_size="nano")
-    assert drop_pe_tokens(rope.schedule, 16_000, rope.pe.drop_share()) is None
+    assert drop_pe_tokens(rope.pe.drop_share(), 16_000) is None
 
 
-@pytest.mark.parametrize("override,message", [(["schedule.drop_pe_at=0.5"], "cannot be dropped; use pe.name=drope"),
-                                              (["pe.name=drope", "schedule.drop_pe_at=1.0"], r"in \(0, 1\)")])
+@pytest.mark.parametrize("override,message", [
+    (["pe.name=rope", "pe.drop_at=0.5"], "unknown config key `pe.drop_at`"),  # RoPE has no drop point
+    (["pe.name=drope", "pe.drop_at=1.0"], r"in \(0, 1\)"),
+    # the schedule's knob is gone: the error names the one that replaced it
+    (["pe.name=drope", "schedule.drop_pe_at=0.5"], r"`schedule.drop_pe_at` is no longer a setting: .*pe.drop_at"),
+])
 def test_a_drop_that_cannot_happen_is_refused_before_work(override, message):
     with pytest.raises(ConfigError, match=message):
         load_config(model_size="nano", overrides=override)
@@ -63,7 +67,7 @@ def test_a_drop_that_cannot_happen_is_refused_before_work(override, message):
 
 def drope_run(tmp_path, *extra):
     # budget 16384 tokens = 32 steps of 512; the PE goes at 8192 tokens, before step 17
-    return train(nano_config(tmp_path, "pe.name=drope", "schedule.drop_pe_at=0.5", *extra), SOURCE)
+    return train(nano_config(tmp_path, "pe.name=drope", "pe.drop_at=0.5", *extra), SOURCE)
 
 
 def test_training_drops_the_pe_at_its_point_and_resume_across_it_is_exact(tmp_path):
@@ -94,5 +98,5 @@ def test_a_dropped_checkpoint_does_not_continue_under_a_schedule_that_would_rota
         train(nano_config(tmp_path, "train.run_name=b", "pe.name=drope", f"train.branch_from={latest}",
                           "train.budget=16384"), SOURCE)
     with pytest.raises(ConfigError, match="only at 14,336 tokens"):
-        train(nano_config(tmp_path, "train.run_name=c", "pe.name=drope", "schedule.drop_pe_at=0.875",
+        train(nano_config(tmp_path, "train.run_name=c", "pe.name=drope", "pe.drop_at=0.875",
                           f"train.branch_from={latest}", "train.budget=16384"), SOURCE)

@@ -57,10 +57,6 @@ class RunConfig:
         """Cross-field checks and derived values, once, before any work is done."""
         PES.get(self.pe.name).validate(self.pe, self.model.pe_context())
         self.model.arch.validate(self.model.pe_context(), self.pe)
-        if self.schedule.drop_pe_at is not None and not PES.get(self.pe.name).can_drop():
-            raise ConfigError(f"schedule.drop_pe_at={self.schedule.drop_pe_at} drops the PE during training, but "
-                              f"PE `{self.pe.name}` cannot be dropped; use pe.name=drope (RoPE until the drop) or "
-                              "unset schedule.drop_pe_at")
         if self.train.compile and self.model.matmul != "torch":  # inductor asserts oneDNN linears' weights are frozen
             raise ConfigError(f"train.compile=true cannot compile model.matmul={self.model.matmul}: inductor lowers "
                               "oneDNN's linear only for frozen (inference) weights. Use model.matmul=torch with "

@@ -231,6 +231,8 @@ def from_dict(cls, data: dict, where: str = ""):
     for key, value in data.items():
         if key not in fields:
             label = f"{where}." if where else ""
+            if key in getattr(cls, "replaced_keys", {}):  # a setting that moved: say where, not "did you mean"
+                raise ConfigError(f"`{label}{key}` is no longer a setting: {cls.replaced_keys[key]}")
             raise ConfigError(f"unknown config key `{label}{brief_key(key)}` for {cls.__name__}"
                               + nearest(brief_key(key), fields))
         sub = f"{where}.{key}" if where else key  # a field's name: the key is one of `fields`

@@ -27,7 +27,7 @@ def _plan(*extra):
 
 @pytest.mark.parametrize("extra,setting,share", [
     (["train.target_budgets=[1024]"], "pe.drop_at=0.8", "0.5"),  # 2 steps: 819 tokens is after step 2 starts (512)
-    (["train.target_budgets=[2048]", "schedule.drop_pe_at=0.99"], "schedule.drop_pe_at=0.99", "0.75"),
+    (["train.target_budgets=[2048]", "pe.drop_at=0.99"], "pe.drop_at=0.99", "0.75"),
 ])
 def test_a_drop_after_the_last_step_starts_is_refused(extra, setting, share):
     with pytest.raises(ConfigError, match=f"{setting} drops the PE") as e:
@@ -36,7 +36,7 @@ def test_a_drop_after_the_last_step_starts_is_refused(extra, setting, share):
 
 
 def test_a_drop_at_the_last_step_start_is_accepted():
-    plan = _plan("train.target_budgets=[2048]", "schedule.drop_pe_at=0.75", "schedule.warmup_tokens=0")
+    plan = _plan("train.target_budgets=[2048]", "pe.drop_at=0.75", "schedule.warmup_tokens=0")
     assert plan.drop_pe_tokens == 1536
 
 
@@ -54,7 +54,7 @@ def test_the_train_command_exits_2_before_any_file(tmp_path):
 
 def test_a_resume_past_the_drop_reports_the_recorded_drop_point(tmp_path, capsys):
     """2048 tokens at 512 a step, dropped at 1024 (before step 3): stopped after step 3, resumed at 1536 tokens."""
-    extra = ["pe.name=drope", "schedule.drop_pe_at=0.5", "train.target_budgets=[2048]", "train.run_name=d"]
+    extra = ["pe.name=drope", "pe.drop_at=0.5", "train.target_budgets=[2048]", "train.run_name=d"]
     train(nano_config(tmp_path, *extra, "train.max_steps=3"), SOURCE)
     capsys.readouterr()
     out = train(nano_config(tmp_path, *extra, "train.resume=auto"), SOURCE)

@@ -3,7 +3,7 @@
     model.pt       full model state dict (tensors only: loadable with weights_only=True)
     optim.pt       full optimizer state dict keyed by parameter name
     rng_rank<r>.pt each rank's RNG states (torch CPU/CUDA as tensors, python/numpy as lists)
-    config.yaml    the resolved run config
+    config.yaml    the resolved run config, without one command's fields (meta.run_config_yaml)
     meta.json      step (also the data cursor), tokens, schedule, kind, parent, wandb id; written last
 
 Everything is written into `run_dir/.tmp_step_<N>/` (each tensor file fsynced), renamed into place

@@ -121,9 +121,24 @@ def read_meta_file(path: Path) -> dict:
 
 def read_config_file(path: Path) -> dict:
     """A checkpoint's config.yaml (`path` the step directory) as a mapping, parsed within the config loader's
-    limits; CheckpointError naming the file when it is damaged (whether it describes a valid run is the
-    caller's check)."""
+    limits and in this version's settings (`upgrade_saved`); CheckpointError naming the file when it is damaged
+    (whether it describes a valid run is the caller's check)."""
     try:
-        return load_yaml(path / "config.yaml")
+        return upgrade_saved(load_yaml(path / "config.yaml"))
     except ConfigError as e:  # its message names the file already
         raise CheckpointError(f"{e}. {PICK_ANOTHER}") from None
+
+
+def upgrade_saved(config: dict) -> dict:
+    """A checkpoint's config.yaml (as read, in place) in this version's settings, so a checkpoint written before a
+    setting moved still loads and resumes. `schedule.drop_pe_at`, which older checkpoints carry (DroPE's drop point
+    is pe.drop_at): null, as every run that did not set it saved it, is dropped; a value overrode pe.drop_at in
+    that run, so it becomes pe.drop_at."""
+    if not isinstance(config, dict):  # not a mapping: the caller refuses it
+        return config
+    schedule, pe = config.get("schedule"), config.get("pe")
+    if isinstance(schedule, dict) and "drop_pe_at" in schedule:
+        share = schedule.pop("drop_pe_at")
+        if share is not None and isinstance(pe, dict):
+            pe["drop_at"] = share
+    return config

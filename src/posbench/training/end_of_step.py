@@ -13,7 +13,7 @@ from posbench.config_loader import to_dict
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
 from posbench.training.batch_sources import positions_on, val_indices
-from posbench.training.meta import meta_json
+from posbench.training.meta import meta_json, run_config_yaml
 from posbench.training.metrics import logit_stats, mfu, output_entropy, peak_memory_gib, weight_norm
 from posbench.training.rundir import format_tokens
 from posbench.training.start import Run
@@ -140,7 +140,7 @@ def save(run: Run, kind: str) -> None:
     meta = meta_json(run.state, run.plan, kind, run.ident, run.source.tokenizer_fingerprint,
                      to_dict(run.cfg.model.packing), run.content)
     meta["threads"] = run.threads  # the count a resume with train.threads=auto reuses (posbench/threads.py)
-    path = ckpt.save(run.run_dir, run.state.step, model_state, optim_state, meta, run.cfg.to_yaml())
+    path = ckpt.save(run.run_dir, run.state.step, model_state, optim_state, meta, run_config_yaml(run.cfg))
     ckpt.prune(run.run_dir, run.cfg.train.keep_last)
     run.logger.message(f"saved {kind} checkpoint {path}")
 

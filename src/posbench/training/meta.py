@@ -13,8 +13,11 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from posbench.config import RunConfig
+from posbench.config_loader import dump_yaml, to_dict
 from posbench.training.plan import Plan
 from posbench.training.state import TrainState
+from posbench.training.train_config import TrainConfig
 
 SOURCE_DIR = Path(__file__).resolve().parents[1]
 
@@ -67,3 +70,12 @@ def meta_json(state: TrainState, plan: Plan, kind: str, ident: dict, tokenizer_f
                          "decay_tokens": s.decay_tokens, "decay": s.decay, "min_lr_ratio": s.min_lr_ratio},
             "world_size": plan.world}
 
+
+
+def run_config_yaml(cfg: RunConfig) -> str:
+    """The config.yaml saved with a checkpoint: the run's settings, without train's invocation fields
+    (TrainConfig.INVOCATION), which describe one command and not the run; a reader gets their defaults."""
+    saved = to_dict(cfg)
+    for name in TrainConfig.INVOCATION:
+        saved["train"].pop(name)
+    return dump_yaml(saved)

@@ -26,7 +26,7 @@ class Plan:
     schedule: WSD  # the schedule this run follows to its end
     branch_points: dict[int, int] = field(default_factory=dict)  # decay start tokens -> budget tokens
     end_tokens: int = 0
-    drop_pe_tokens: int | None = None  # DroPE: tokens seen after which the PE is dropped (schedule.drop_pe_at)
+    drop_pe_tokens: int | None = None  # DroPE: tokens seen after which the PE is dropped (pe.drop_at)
 
 
 # under train.compile, the most chunks a micro-batch's fused loss is cut into (see loss_chunk_tokens)
@@ -84,7 +84,7 @@ def make_plan(cfg: RunConfig, world: int, device_type: str, stats: ModelStats | 
     else:
         schedule = schedules[budgets[-1]]
         branch_points = {schedules[b].decay_start: b for b in budgets[:-1]}
-    drop = drop_pe_tokens(cfg.schedule, schedule.budget_tokens, cfg.pe.drop_share())
+    drop = drop_pe_tokens(cfg.pe.drop_share(), schedule.budget_tokens)
     check_drop_happens(cfg, drop, schedule.budget_tokens)
     return Plan(device_type, world, accum, n, stats.flops_per_token_train, budgets, schedule, branch_points,
                 schedule.budget_tokens, drop)
@@ -98,13 +98,11 @@ def check_drop_happens(cfg: RunConfig, drop: int | None, end_tokens: int) -> Non
     last_start = (end_tokens - 1) // gbt * gbt  # tokens seen when the last step begins
     if drop is None or drop <= last_start:
         return
-    setting = "schedule.drop_pe_at" if cfg.schedule.drop_pe_at is not None else "pe.drop_at"
-    share = cfg.schedule.drop_pe_at if cfg.schedule.drop_pe_at is not None else cfg.pe.drop_share()
-    raise ConfigError(f"{setting}={share} drops the PE at {drop:,} tokens, but the run's last step starts at "
-                      f"{last_start:,} tokens (step {last_start // gbt + 1} of {end_tokens:,} tokens at {gbt:,} a "
-                      f"step): the PE would never be dropped; the last step at which a drop can happen is step "
-                      f"{last_start // gbt + 1}, so give {setting} <= {last_start / end_tokens:.4g}, or a longer "
-                      "budget")
+    step = last_start // gbt + 1
+    raise ConfigError(f"pe.drop_at={cfg.pe.drop_share()} drops the PE at {drop:,} tokens, but the run's last step "
+                      f"starts at {last_start:,} tokens (step {step} of {end_tokens:,} tokens at {gbt:,} a step): the "
+                      f"PE would never be dropped; the last step at which a drop can happen is step {step}, so give "
+                      f"pe.drop_at <= {last_start / end_tokens:.4g}, or a longer budget")
 
 
 def describe(cfg: RunConfig, plan: Plan, run_dir: Path) -> str:

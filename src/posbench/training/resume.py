@@ -139,5 +139,5 @@ def check_drop_consistent(loaded: ckpt.Loaded, drop_pe_tokens: int | None) -> No
         when = "never" if drop_pe_tokens is None else f"only at {drop_pe_tokens:,} tokens"
         raise ConfigError(f"cannot continue from {loaded.path}: its PE was dropped at "
                           f"{loaded.meta['pe_dropped_at_tokens']:,} tokens, but this run's schedule drops it {when}; "
-                          f"set schedule.drop_pe_at so the drop falls at or before {tokens:,} tokens of this run's "
+                          f"set pe.drop_at so the drop falls at or before {tokens:,} tokens of this run's "
                           "budget")

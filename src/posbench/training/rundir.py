@@ -23,6 +23,9 @@ from posbench.fileio import DirLock, write_text
 from posbench.training import distributed as dist
 
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
+# PE options that say when, not what: DroPE's drop point (pe.drop_at) is a point of the schedule like the LR decay,
+# so a resume or a branch may move it (resume.check_drop_consistent refuses only putting a dropped PE back)
+SCHEDULE_OPTIONS = ("drop_at",)
 
 
 def format_tokens(n: float) -> str:
@@ -77,7 +80,7 @@ def find_run_dir(out_dir: Path, name: str, identity: dict) -> tuple[Path, bool]:
         if not candidate.exists() or (candidate.is_dir() and not candidate.is_symlink()
                                       and not any(candidate.iterdir())):
             return candidate, False  # an empty directory (a start that failed before writing) holds nothing
-        if ident_file.is_file() and read_identity(ident_file) == identity:
+        if ident_file.is_file() and comparable(read_identity(ident_file)) == identity:
             return candidate, True
         version += 1
 
@@ -108,12 +111,14 @@ def identity(cfg: RunConfig, data_fingerprint: str) -> dict:
     packed window) is its own entry, and only when a switch is on: run directories made before it existed keep
     their identity, which is the default's (causal mask, window positions). `attention_window`
     (model.attention_window) likewise, only when set. `matmul` (model.matmul) is left out: it picks the library of
-    the same products, so checkpoints are interchangeable and a resume may switch it."""
+    the same products, so checkpoints are interchangeable and a resume may switch it. The PE's options that say
+    when rather than what (`SCHEDULE_OPTIONS`) are left out too."""
     model = to_dict(cfg.model)
     model.pop("matmul", None)
     packing = model.pop("packing", None)
     window = model.pop("attention_window", None)
     ident = {"model": model, "pe": to_dict(cfg.pe), "data": data_fingerprint, "seed": cfg.seed}
+    ident = comparable(ident)
     if not cfg.model.packing.is_default:
         ident["packing"] = packing
     if window is not None:
@@ -121,9 +126,19 @@ def identity(cfg: RunConfig, data_fingerprint: str) -> dict:
     return ident
 
 
+def comparable(ident: dict) -> dict:
+    """An identity (this run's, or one recorded in an identity.json or meta.json) as identities are compared:
+    without the PE's SCHEDULE_OPTIONS, which one recorded before they were left out still holds."""
+    pe = ident.get("pe")
+    if not isinstance(pe, dict):
+        return ident
+    return {**ident, "pe": {k: v for k, v in pe.items() if k not in SCHEDULE_OPTIONS}}
+
+
 def identity_diffs(saved: dict, ident: dict) -> str:
     """'model, data (checkpoint: X, this run: Y)': which parts differ, with both data fingerprints, since a
     different tokenizer or task mix is the usual cause and the fingerprint names which."""
+    saved = comparable(saved)
     diffs = [k for k in ("model", "pe", "data", "seed", "packing", "attention_window")
              if saved.get(k) != ident.get(k)]
     return ", ".join(f"data (checkpoint: {saved.get('data')}, this run: {ident['data']})" if k == "data" else k

@@ -9,7 +9,7 @@ stable phase, so one run serves several budgets: a checkpoint saved at B_i - D_i
 lets a decay-only run finish budget B_i (Hagele et al. 2024, "Scaling Laws and Compute-Optimal
 Training Beyond Fixed Training Durations", section 3).
 
-DroPE's drop point (`schedule.drop_pe_at` = f) is a pure function of the budget too: the PE is dropped once
+DroPE's drop point (`pe.drop_at` = f) is a pure function of the budget too: the PE is dropped once
 tokens seen reach f * B of the budget B the run follows (a branch run: its own budget), so resuming and
 branching need no state: a run resumed or branched past the point drops the PE before its first step.
 """
@@ -55,11 +55,10 @@ class WSD:
         return self.peak_lr * (m + (1 - m) * DECAY_SHAPES[self.decay](progress))
 
 
-def drop_pe_tokens(cfg: ScheduleConfig, budget_tokens: int, pe_share: float | None = None) -> int | None:
-    """Tokens seen after which the PE is dropped (DroPE): `schedule.drop_pe_at`, else the PE's own share
-    (`pe_share`, PEConfig.drop_share()); None when neither drops it."""
-    share = cfg.drop_pe_at if cfg.drop_pe_at is not None else pe_share
-    return None if share is None else int(share * budget_tokens)
+def drop_pe_tokens(pe_share: float | None, budget_tokens: int) -> int | None:
+    """Tokens seen after which the PE is dropped (DroPE): the PE's own share of the budget (`pe_share`,
+    PEConfig.drop_share(), DroPE's pe.drop_at); None for a PE that is never dropped."""
+    return None if pe_share is None else int(pe_share * budget_tokens)
 
 
 def make_schedule(cfg: ScheduleConfig, peak_lr: float, budget_tokens: int, smallest_budget: int) -> WSD:

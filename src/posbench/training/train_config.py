@@ -8,7 +8,7 @@ torch or the data stack.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import ClassVar, Literal
 
 from posbench.errors import ConfigError, brief
 
@@ -39,18 +39,18 @@ class ScheduleConfig:
     decay_frac: float = 0.2  # share of each budget spent decaying
     decay: DecayShape = "1-sqrt"
     min_lr_ratio: float = 0.0
-    # DroPE (pe.name=drope): the share of the run's budget after which the PE is dropped and training goes on as
-    # NoPE ("recalibration", training/schedule.py); None: never
-    drop_pe_at: float | None = None
+    # DroPE's drop point is DroPE's own option (pe.drop_at): the one PE that has one validates it, and a study or
+    # sweep row `{name: drope, drop_at: 0.9}` says it whole. A checkpoint whose config.yaml still has the key is
+    # read with its value moved there (training/checkpoint_read.upgrade_saved)
+    replaced_keys: ClassVar[dict[str, str]] = {
+        "drop_pe_at": "DroPE's drop point is pe.drop_at, the PE's own option (a share of the budget in (0, 1), "
+                      "e.g. pe.name=drope pe.drop_at=0.875)"}
 
     def __post_init__(self):
         if not (0 <= self.warmup_frac < 1 and 0 < self.decay_frac <= 1 and 0 <= self.min_lr_ratio <= 1):
             raise ConfigError("schedule: need 0 <= warmup_frac < 1, 0 < decay_frac <= 1, 0 <= min_lr_ratio <= 1")
         if self.warmup_tokens < 0:
             raise ConfigError(f"schedule.warmup_tokens must be >= 0, got {self.warmup_tokens}")
-        if self.drop_pe_at is not None and not 0 < self.drop_pe_at < 1:
-            raise ConfigError(f"schedule.drop_pe_at is the share of the budget trained with the PE, in (0, 1) "
-                              f"(e.g. 0.875), got {self.drop_pe_at}")
 
 
 @dataclass
@@ -88,6 +88,10 @@ class TrainConfig:
     # (OMP_NUM_THREADS, a pool's share) else 1; never the load of the moment, since another count rounds
     # differently. Recorded in meta.json; a resume with "auto" reuses the checkpoint's count
     threads: int | Literal["auto"] = "auto"
+
+    # what one command asks of the run (--resume, --branch-from, --budget, a smoke run's step count), not what the
+    # run is: left out of the config.yaml saved with each checkpoint (training/meta.run_config_yaml)
+    INVOCATION: ClassVar[tuple[str, ...]] = ("resume", "branch_from", "budget", "max_steps")
 
     def __post_init__(self):
         if not self.target_budgets or any(b <= 0 for b in self.target_budgets):
