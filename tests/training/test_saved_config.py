@@ -1,6 +1,6 @@
 """The config.yaml a checkpoint saves: the run's settings without one command's fields (train.resume, branch_from,
-budget, max_steps), and a config.yaml written before (with those fields and `schedule.drop_pe_at`) still loads for
-evaluation and resumes exactly."""
+budget, max_steps), and a config.yaml written before (with those fields and a drop point under schedule) still loads
+for evaluation and resumes exactly."""
 
 import json
 from pathlib import Path
@@ -42,7 +42,7 @@ def test_checkpoints_save_the_run_without_the_commands_fields(tmp_path):
 
 def test_an_old_config_yaml_with_the_commands_fields_and_the_schedule_drop_key_loads_and_resumes(tmp_path):
     """Stopped at step 8, its config.yaml rewritten as older versions wrote it: every field of the run config,
-    the command's fields and `schedule.drop_pe_at: null` included. Resuming it gives the uninterrupted run's
+    the command's fields and schedule's drop_pe_at: null included. Resuming it gives the uninterrupted run's
     losses, and evaluation loads it."""
     full = train(nano_config(tmp_path, "train.run_name=full"), SOURCE)
     part = Path(train(nano_config(tmp_path, "train.run_name=part", "train.max_steps=8"), SOURCE)["run_dir"])

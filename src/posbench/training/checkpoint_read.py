@@ -131,9 +131,9 @@ def read_config_file(path: Path) -> dict:
 
 def upgrade_saved(config: dict) -> dict:
     """A checkpoint's config.yaml (as read, in place) in this version's settings, so a checkpoint written before a
-    setting moved still loads and resumes. `schedule.drop_pe_at`, which older checkpoints carry (DroPE's drop point
-    is pe.drop_at): null, as every run that did not set it saved it, is dropped; a value overrode pe.drop_at in
-    that run, so it becomes pe.drop_at."""
+    setting moved still loads and resumes. A drop point under `schedule` (key drop_pe_at), which older checkpoints
+    carry (DroPE's drop point is `pe.drop_at`): null, as every run that did not set it saved it, is dropped; a value
+    overrode pe.drop_at in that run, so it becomes pe.drop_at."""
     if not isinstance(config, dict):  # not a mapping: the caller refuses it
         return config
     schedule, pe = config.get("schedule"), config.get("pe")
