@@ -4,7 +4,7 @@ Shape legend: B batch, H heads, T query length, S key length, K head dim, D mode
 Positions are shared by the batch, `pos_T` (T,), or per row, (B, T), when they restart at every document of a
 packed window; every hook takes both.
 
-A PE overrides only the hooks it uses; the model calls every hook every time and never asks which PE it has.
+A PE overrides only the hooks it uses; model code calls the hooks and never asks which PE it has.
 `HOOKS` below is the contract as data; the table is it, with the classes in pe/ that override each hook
 (tests/test_pe_hooks.py holds this table, and docs/architecture.md's copy, to the code). "Called on": the
 object the model calls the hook on. The model's PE (`model.pe`) answers for the whole model: positions,
@@ -329,9 +329,9 @@ class Hook:
 
     `called_on`: the object the model calls it on: "model" (the model's PE, `model.pe`), "layer" (`layer_pe(layer)`,
     the PE of the layer at hand), "module" (every PositionalEncoding module of the model, nested ones included) or
-    "class" (the registered class, before any instance exists). A wrapper (pe/wrapper.py) relays every "model" hook
-    to its inner PE by construction; "layer" hooks reach the inner PE through the relayed `layer_pe`, "module"
-    hooks through the inner PE being a submodule."""
+    "class" (the registered class, before any instance exists). A wrapper (pe/wrapper.py) relays the "model" hooks
+    to its inner PE by construction (all but those deciding a derived property: `NOT_RELAYED`); "layer" hooks reach
+    the inner PE through the relayed `layer_pe`, "module" hooks through the inner PE being a submodule."""
 
     signature: str
     called_on: str
