@@ -75,6 +75,7 @@ ELSEWHERE = {
     "no_global_rope",  # allenai/OLMo-core
     "eye_xavier_norm",  # TsinghuaC3I/Fourier-Position-Embedding
     "get_step_eye",
+    "configs/task/addition_coupled.yaml",  # HanseulJo/position-coupling
 }
 SKIP_DIRS = {".git", "__pycache__", ".pytest_cache", ".ruff_cache", ".venv", "node_modules"}
 RUN_TIME_ROOTS = ("data", "runs", "checkpoints", "wandb", "build", "dist")  # git-ignored, written by the tools
