@@ -29,15 +29,18 @@ def after_step(run: Run, done: StepOut) -> dict | None:
        model's), then a `best` checkpoint when it improves: before the stop checks, so a run stopped at this step
        has validated it as an uninterrupted run would, and its resume does not validate it again.
     3. The stop signal (SIGTERM/SIGINT, read with this step's finite check, alike on every rank): a `signal`
-       checkpoint, then stop; `--resume auto` continues at the next step.
+       checkpoint, then stop; `--resume auto` continues at the next step. Before 4, so a signal at the step
+       train.max_steps ends on is reported as the signal it was.
     4. train.max_steps: a checkpoint, then stop (the schedule is the full run's, so a resume continues exactly).
-    5. The periodic checkpoint, or the snapshot (train(snapshots=)) in its place: not at the budget's end (the
-       final checkpoint follows) nor at a step just saved as `best`.
-    6. The schedule's points the next step reaches (when there is one): first the branch checkpoint of a budget
-       whose decay starts within the next step, then DroPE's drop. In that order, so a branch checkpoint's
-       weights were all trained with the PE, as an uninterrupted run of that budget has them at its decay start.
-       The loop also runs these once before the first step: a run resumed at a branch point or past the drop
-       reaches them there (`schedule_points`).
+    5. The periodic checkpoint, or the snapshot (train(snapshots=)) in its place: after the stops, which save
+       this step themselves; not at the budget's end (the final checkpoint follows) nor at a step just saved as
+       `best`.
+    6. The branch checkpoint of a budget whose decay starts within the next step (only when there is a next
+       step; these last two are the schedule's points, functions of tokens seen, `schedule_points`).
+    7. DroPE's drop, when the next step starts at or past its point. After 6, so a branch checkpoint's weights
+       were all trained with the PE, as an uninterrupted run of that budget has them at its decay start.
+    The loop also runs 6 and 7 once before the first step: a run resumed at a branch point or past the drop
+    reaches them there.
     """
     if done.log_now:
         log_row(run, done)
@@ -101,7 +104,7 @@ def periodic_checkpoint(run: Run) -> None:
 
 
 def schedule_points(run: Run) -> None:
-    """Before the next step, when there is one: its branch checkpoint, then DroPE's drop (after_step's item 6)."""
+    """Before the next step, when there is one: its branch checkpoint, then DroPE's drop (after_step's 6 and 7)."""
     if run.state.tokens < run.plan.end_tokens:
         branch_checkpoints(run)
         drop_pe(run)
