@@ -189,7 +189,7 @@ def test_set_scaling_leaves_the_config_as_built():
 
 
 def test_prope_zeroes_lowest_frequencies():
-    pe = make("prope", fraction=0.5)
+    pe = make("prope", kept_frequencies=0.5)
     inv = pe.inv_freq()
     torch.testing.assert_close(inv[:2], rope_inv_freq(8, 10000.0)[:2])
     assert inv[2:].eq(0).all()

@@ -5,8 +5,10 @@ for evaluation and resumes exactly."""
 import json
 from pathlib import Path
 
+import pytest
 import yaml
 
+from posbench.errors import ConfigError
 from posbench.evaluation.loading import load_model
 from posbench.training import checkpoint as ckpt
 from posbench.training.batch_sources import RandomTokens
@@ -53,6 +55,43 @@ def test_an_old_config_yaml_with_the_commands_fields_and_the_schedule_drop_key_l
     assert load_model(ckpt.step_dir(part, 8)).model.pe.__class__.__name__ == "RoPE"
     out = train(nano_config(tmp_path, "train.run_name=part", "train.resume=auto"), SOURCE)
     assert out["step"] == 32 and losses(full["run_dir"]) == losses(part)
+
+
+def test_an_old_prope_checkpoint_with_pe_fraction_loads_with_the_same_frequencies(tmp_path):
+    run = Path(train(nano_config(tmp_path, "train.run_name=p", "pe.name=prope", "pe.kept_frequencies=0.5",
+                                 "train.max_steps=4"), SOURCE)["run_dir"])
+    step = ckpt.step_dir(run, 4)
+    new = load_model(step).model.pe.inv_freq()
+    _rewrite(step / "config.yaml", lambda c: c["pe"].update(fraction=c["pe"].pop("kept_frequencies")))
+    old = load_model(step).model.pe
+    half = new.numel() // 2  # the lower half of the frequencies do not rotate
+    assert old.cfg.kept_frequencies == 0.5 and old.inv_freq().equal(new)
+    assert new[half:].eq(0).all() and new[:half].gt(0).all()
+
+
+def _as_old_prope(node) -> None:
+    if isinstance(node, dict):
+        if node.get("name") == "prope" and "kept_frequencies" in node:
+            node["fraction"] = node.pop("kept_frequencies")
+        for value in node.values():
+            _as_old_prope(value)
+
+
+def test_an_old_prope_run_resumes_exactly(tmp_path):
+    prope = ["pe.name=prope", "pe.kept_frequencies=0.5"]
+    whole = Path(train(nano_config(tmp_path / "whole", "train.run_name=p", *prope), SOURCE)["run_dir"])
+    run = Path(train(nano_config(tmp_path, "train.run_name=p", *prope, "train.max_steps=8"), SOURCE)["run_dir"])
+    written = [p for p in run.rglob("*") if p.suffix in (".json", ".yaml") and "kept_frequencies" in p.read_text()]
+    assert any(p.name == "config.yaml" for p in written) and any(p.name == "meta.json" for p in written)
+    for path in written:  # every record the run keeps, as a run from before the rename wrote it
+        _rewrite(path, _as_old_prope)
+    train(nano_config(tmp_path, "train.run_name=p", *prope, "train.resume=auto"), SOURCE)
+    assert losses(run) == losses(whole)
+
+
+def test_pe_fraction_is_refused_naming_kept_frequencies(tmp_path):
+    with pytest.raises(ConfigError, match="pe.kept_frequencies"):
+        nano_config(tmp_path, "pe.name=prope", "pe.fraction=0.5")
 
 
 def test_an_old_drope_checkpoint_whose_schedule_set_the_drop_resumes_with_pe_drop_at(tmp_path):

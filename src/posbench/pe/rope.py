@@ -14,6 +14,7 @@ frequency rule and any length extension, and transformers treats it as a paramet
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 from torch import nn
@@ -138,19 +139,25 @@ class LearnableRoPE(RotaryBase):
 
 @PES.register("prope")
 class PartialRoPE(RotaryBase):
-    summary = "p-RoPE: only the highest `fraction` of frequencies rotate; the rest are position-free"
+    summary = "p-RoPE: only the highest `kept_frequencies` share of frequencies rotate; the rest are position-free"
 
     @dataclass
     class Config(RopeConfig):
-        fraction: float = 0.75
+        # the share of RoPE's frequencies that keep rotating, the highest (Barbero et al.'s p); every channel stays,
+        # the lowest frequencies' pairs are not rotated. Not `rotary_fraction`, which rotates fewer channels with
+        # frequencies rebuilt over them
+        kept_frequencies: float = 0.75
+        replaced_keys: ClassVar[dict[str, str]] = {
+            "fraction": "p-RoPE's share of rotating frequencies is pe.kept_frequencies (pe.rotary_fraction is "
+                        "the share of channels that rotate, another thing)"}
 
         def check(self) -> None:
             super().check()
-            if not 0.0 <= self.fraction <= 1.0:
-                raise ConfigError(f"pe.fraction must be in [0, 1], got {self.fraction}")
+            if not 0.0 <= self.kept_frequencies <= 1.0:
+                raise ConfigError(f"pe.kept_frequencies must be in [0, 1], got {self.kept_frequencies}")
 
     def initial_inv_freq(self):
         inv_F = super().initial_inv_freq()
-        keep = round(self.cfg.fraction * inv_F.shape[0])
+        keep = round(self.cfg.kept_frequencies * inv_F.shape[0])
         inv_F[keep:] = 0.0  # zero frequency: angle 0 at every position, the pair is not rotated
         return inv_F

@@ -133,7 +133,9 @@ def upgrade_saved(config: dict) -> dict:
     """A checkpoint's config.yaml (as read, in place) in this version's settings, so a checkpoint written before a
     setting moved still loads and resumes. A drop point under `schedule` (key drop_pe_at), which older checkpoints
     carry (DroPE's drop point is `pe.drop_at`): null, as every run that did not set it saved it, is dropped; a value
-    overrode pe.drop_at in that run, so it becomes pe.drop_at."""
+    overrode pe.drop_at in that run, so it becomes pe.drop_at. p-RoPE's `fraction` is `kept_frequencies` (the
+    name says which fraction: of frequencies, not of channels as pe.rotary_fraction), at any depth (a hybrid's
+    member)."""
     if not isinstance(config, dict):  # not a mapping: the caller refuses it
         return config
     schedule, pe = config.get("schedule"), config.get("pe")
@@ -141,4 +143,17 @@ def upgrade_saved(config: dict) -> dict:
         share = schedule.pop("drop_pe_at")
         if share is not None and isinstance(pe, dict):
             pe["drop_at"] = share
+    rename_prope_fraction(config)
     return config
+
+
+def rename_prope_fraction(node) -> None:
+    """p-RoPE's saved `fraction` as `kept_frequencies`, in place, wherever a prope config sits in `node`."""
+    if isinstance(node, dict):
+        if node.get("name") == "prope" and "fraction" in node:
+            node["kept_frequencies"] = node.pop("fraction")
+        for value in node.values():
+            rename_prope_fraction(value)
+    elif isinstance(node, list):
+        for value in node:
+            rename_prope_fraction(value)

@@ -9,6 +9,7 @@ the directory of the same identity. Rank 0 chooses and claims the directory and 
 from __future__ import annotations
 
 import contextlib
+import copy
 import json
 import re
 import shutil
@@ -21,6 +22,7 @@ from posbench.config_loader import to_dict
 from posbench.errors import ConfigError, DataError, PosbenchError, user_path_error, user_paths
 from posbench.fileio import DirLock, write_text
 from posbench.training import distributed as dist
+from posbench.training.checkpoint_read import rename_prope_fraction
 
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
 # PE options that say when, not what: DroPE's drop point (pe.drop_at) is a point of the schedule like the LR decay,
@@ -128,10 +130,13 @@ def identity(cfg: RunConfig, data_fingerprint: str) -> dict:
 
 def comparable(ident: dict) -> dict:
     """An identity (this run's, or one recorded in an identity.json or meta.json) as identities are compared:
-    without the PE's SCHEDULE_OPTIONS, which one recorded before they were left out still holds."""
+    without the PE's SCHEDULE_OPTIONS, which one recorded before they were left out still holds, and with the PE's
+    settings under their current names (checkpoint_read.rename_prope_fraction)."""
     pe = ident.get("pe")
     if not isinstance(pe, dict):
         return ident
+    pe = copy.deepcopy(pe)
+    rename_prope_fraction(pe)
     return {**ident, "pe": {k: v for k, v in pe.items() if k not in SCHEDULE_OPTIONS}}
 
 

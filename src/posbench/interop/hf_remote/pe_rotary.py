@@ -96,13 +96,13 @@ class LearnedRotary(Rotary):
 
 @register("prope")
 class PartialRotary(Rotary):
-    """p-RoPE: the lowest (1 - fraction) of the frequencies are zero, i.e. not rotated."""
+    """p-RoPE: the lowest (1 - kept_frequencies) of the frequencies are zero, i.e. not rotated."""
 
-    options = Rotary.options | {"fraction"}
+    options = Rotary.options | {"kept_frequencies"}
 
     def inv_freq(self):
         inv_F = super().inv_freq()
-        inv_F[round(self.cfg["fraction"] * inv_F.shape[0]):] = 0.0
+        inv_F[round(self.cfg["kept_frequencies"] * inv_F.shape[0]):] = 0.0
         return inv_F
 
 
