@@ -77,6 +77,23 @@ def test_a_rerun_with_other_settings_is_refused_not_reported_as_the_old_cells(tm
     assert run_study(load_study(str(report_only)), out, progress=False)["ran"] == 0
 
 
+def test_a_prope_cell_recorded_with_the_old_option_name_is_reused(tmp_path):
+    """A spec written when p-RoPE's option was `fraction` describes the same cell as `kept_frequencies` now."""
+    out = tmp_path / "out"
+    spec = tmp_path / "prope.yaml"
+    spec.write_text(MINI.replace("SEEDS", "0").replace("{name: learned}", "{name: prope, kept_frequencies: 0.5}"))
+    run_study(load_study(str(spec)), out, progress=False)
+    recorded = out / "specs" / "k_back_prope_s0.json"
+    old = json.loads(recorded.read_text())
+    old["pe"]["fraction"] = old["pe"].pop("kept_frequencies")
+    recorded.write_text(json.dumps(old, sort_keys=True))
+    assert run_study(load_study(str(spec)), out, progress=False)["ran"] == 0
+    old["pe"]["fraction"] = 0.25  # another value is another cell
+    recorded.write_text(json.dumps(old, sort_keys=True))
+    with pytest.raises(ConfigError, match=r"k_back_prope_s0 \(pe\)"):
+        run_study(load_study(str(spec)), out, progress=False)
+
+
 def test_a_damaged_cell_file_is_run_again_not_read(tmp_path, capsys):
     """A truncated or foreign cell file (cells are written atomically, so only damage or a hand edit makes one) was a
     JSONDecodeError naming no file at report time; now it is said, by name, and the cell runs again."""

@@ -30,6 +30,7 @@ from posbench.studies.seed_groups import seed_groups
 from posbench.studies.study_plots import all_plots
 from posbench.studies.study_report import write_outputs
 from posbench.studies.study_spec import Cell, StudyConfig, expand
+from posbench.training.checkpoint_read import rename_prope_fraction
 
 
 def cell_path(out_dir: Path, cell: Cell) -> Path:
@@ -92,9 +93,9 @@ def check_finished_cells(out_dir: Path, cells: list[Cell]) -> None:
         path = spec_path(out_dir, cell)
         if not (cell_path(out_dir, cell).is_file() and path.is_file()):
             continue
-        recorded, now = path.read_text(), cell_spec(cell)
-        if recorded != now:
-            old, new = json.loads(recorded), json.loads(now)
+        old, new = json.loads(path.read_text()), json.loads(cell_spec(cell))
+        rename_prope_fraction(old)  # a spec recorded before a setting was renamed names it as it is now
+        if old != new:
             stale.append(f"{cell.cell_id} ({', '.join(k for k in sorted(new) if old.get(k) != new[k])})")
     if stale:
         more = f" and {len(stale) - 3} more" if len(stale) > 3 else ""
