@@ -147,3 +147,41 @@ def test_a_config_file_with_an_equals_sign_in_its_name_is_read_as_a_file(tmp_pat
     assert _config(_parser().parse_args(["info", "root=here.yaml"])).root == "here"
     with pytest.raises(ConfigError, match="unknown config key `nothere"):
         config_from_args(config_parser("t").parse_args(["nothere=1.yaml"]))  # no such file: an override
+
+
+def _config_classes():
+    import dataclasses
+    import importlib
+    import pkgutil
+
+    import posbench
+
+    for info in pkgutil.walk_packages(posbench.__path__, "posbench."):
+        if ".app" in info.name:  # the Streamlit pages import streamlit at module level
+            continue
+        module = importlib.import_module(info.name)
+        for value in vars(module).values():
+            for cls in [value, *vars(value).values()] if isinstance(value, type) else []:
+                if isinstance(cls, type) and dataclasses.is_dataclass(cls) and cls.__module__ == info.name:
+                    yield cls
+
+
+def test_every_config_validates_in_check_alone():
+    """One validation hook: a config's own fields are checked in `check()` (Checked runs it when the value is built),
+    never in a `__post_init__` of its own; what needs the model is `check_model` on PEs and architectures."""
+    from posbench.config_loader import Checked
+
+    checked = [cls for cls in _config_classes() if issubclass(cls, Checked)]
+    assert {"ModelConfig", "TrainConfig", "PEConfig", "TaskConfig", "ArchConfig", "ScalingConfig"} <= \
+        {c.__name__ for c in checked}
+    own = [c.__qualname__ for c in _config_classes() if "__post_init__" in vars(c)]
+    assert own == [], f"validate in check(), not __post_init__: {own}"
+    assert not any(hasattr(c, "validate") for c in checked)
+
+
+def test_a_task_with_its_own_check_still_checks_its_ranges():
+    from posbench.data.tasks import get_task_class
+
+    for name in ("copy_distance", "addition", "mqar"):  # each overrides check() and calls super().check()
+        with pytest.raises(ConfigError, match="ood_range"):
+            get_task_class(name).Config(id_range=(4, 8), ood_range=(6, 12))

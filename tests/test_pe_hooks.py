@@ -117,7 +117,7 @@ def test_the_wrapper_base_relays_every_model_hook(hook):
 
 def test_every_hook_reaches_a_wrappers_inner_pe():
     """Hooks not relayed by name reach the inner PE otherwise: "layer" hooks through the relayed layer_pe,
-    "module" hooks through the inner PE being a submodule, `validate` through the inner config; `drop` and
+    "module" hooks through the inner PE being a submodule, `check_model` through the inner config; `drop` and
     `data_positions` are not relayed, as each decides a derived property (a wrapper cannot drop; only coupled,
     which says so itself, reads the data's ids)."""
     for name in ("randomized", "coupled"):

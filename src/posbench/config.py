@@ -55,8 +55,8 @@ class RunConfig:
 
     def resolve(self) -> RunConfig:
         """Cross-field checks and derived values, once, before any work is done."""
-        PES.get(self.pe.name).validate(self.pe, self.model.pe_context())
-        self.model.arch.validate(self.model.pe_context(), self.pe)
+        PES.get(self.pe.name).check_model(self.pe, self.model.pe_context())
+        self.model.arch.check_model(self.model.pe_context(), self.pe)
         if self.train.compile and self.model.matmul != "torch":  # inductor asserts oneDNN linears' weights are frozen
             raise ConfigError(f"train.compile=true cannot compile model.matmul={self.model.matmul}: inductor lowers "
                               "oneDNN's linear only for frozen (inference) weights. Use model.matmul=torch with "

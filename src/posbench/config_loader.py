@@ -28,6 +28,19 @@ import yaml
 from posbench.errors import ConfigError, brief, brief_key, clip
 from posbench.yaml_io import YAMLLimitError, load_yaml, parse_yaml, yaml_problem
 
+
+class Checked:
+    """The one validation hook of a config value: `check()` raises ConfigError saying what to change when the value's
+    own fields are wrong. It runs when the value is built (dataclass `__post_init__`), so no invalid config exists; a
+    subclass's `check` calls `super().check()` first. What needs more than the value (the model's dimensions, the run's
+    PE) is `check_model`, on PEs and architectures, run once by `RunConfig.resolve()`."""
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Nothing to check beyond the fields' types (the loader checks those)."""
+
 MAX_INT = 2**63
 
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar
 
+from posbench.config_loader import Checked
 from posbench.data import hub
 from posbench.data.manifest import Manifest
 from posbench.data.readers import reader_for
@@ -28,15 +29,12 @@ RAW_MANIFEST = "manifest.json"
 
 
 @dataclass(frozen=True)
-class SourceConfig:
+class SourceConfig(Checked):
     """Base of every source's `Config`; `name` selects the registered source."""
 
     default_name: ClassVar[str] = "hub"  # used when a mapping overrides fields but gives no `name`
     name: str = "hub"
     text_field: str = "text"
-
-    def __post_init__(self):
-        self.check()
 
     def check(self) -> None:
         """Validate this source's own fields; raise ConfigError with what to change."""

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from posbench.config_loader import Checked
 from posbench.data import hub
 from posbench.data.corpus_sources import HubShards, SourceConfig
 from posbench.data.readers import MAX_ROW_GROUP_BYTES
@@ -19,7 +20,7 @@ from posbench.errors import ConfigError
 
 
 @dataclass
-class DownloadConfig:
+class DownloadConfig(Checked):
     workers: int = 8  # parallel HTTP downloads
     retries: int = 5  # per file, on dropped connections / timeouts / 429 / 5xx
     backoff_s: float = 1.0  # first retry delay, doubled each retry
@@ -32,7 +33,7 @@ class DownloadConfig:
     max_listing_bytes: int = hub.MAX_LISTING_BYTES  # a tree listing's JSON over all pages; more is refused
     max_train_shards: int | None = None  # first N train shards (val + filler always); None = all
 
-    def __post_init__(self):
+    def check(self) -> None:
         if self.workers <= 0 or self.retries < 0 or self.timeout_s <= 0:
             raise ConfigError("data.download needs workers > 0, retries >= 0 and timeout_s > 0")
         if self.min_bytes_per_s < 0 or self.slow_grace_s < 0 or self.max_listing_bytes <= 0:
@@ -45,7 +46,7 @@ class DownloadConfig:
 
 
 @dataclass
-class TokenizeConfig:
+class TokenizeConfig(Checked):
     workers: int = 0  # worker processes; 0 = one per CPU core
     batch_rows: int = 1024  # documents per parquet row batch (bounds memory per worker)
     # a longer document is split into pieces of at most this many characters, each its own document (the
@@ -53,7 +54,7 @@ class TokenizeConfig:
     max_doc_chars: int = 1_000_000
     max_row_group_bytes: int = MAX_ROW_GROUP_BYTES  # a parquet row group's text, decompressed; more is refused
 
-    def __post_init__(self):
+    def check(self) -> None:
         if self.workers < 0 or self.batch_rows <= 0:
             raise ConfigError("data.tokenize needs workers >= 0 (0 = all cores) and batch_rows > 0")
         if self.max_doc_chars <= 0 or self.max_row_group_bytes <= 0:
@@ -61,14 +62,14 @@ class TokenizeConfig:
 
 
 @dataclass
-class LoaderConfig:
+class LoaderConfig(Checked):
     seed: int = 0  # sample order = f(seed, global sample index)
     val_tokens: int = 10_485_760  # size of the fixed validation set (20 x 512Ki tokens)
     # ids < vocab: every shard once before training (a sequential read of the train and val shards) and
     # every batch (about 20us per 64x1024 batch); false skips both, for data verified with `info --verify`
     check_tokens: bool = True
 
-    def __post_init__(self):
+    def check(self) -> None:
         if self.val_tokens <= 0:
             raise ConfigError("data.loader.val_tokens must be > 0")
 
@@ -85,7 +86,7 @@ def default_mix() -> TaskMixConfig:
 
 
 @dataclass
-class DataConfig:
+class DataConfig(Checked):
     root: str = "data"  # downloads, tokenizers and token shards live under here (git-ignored)
     source: SourceConfig = field(default_factory=HubShards.Config)
     splits: SplitsConfig = field(default_factory=SplitsConfig)
@@ -95,7 +96,7 @@ class DataConfig:
     loader: LoaderConfig = field(default_factory=LoaderConfig)
     mix: TaskMixConfig = field(default_factory=default_mix)  # task documents in the train shards
 
-    def __post_init__(self):
+    def check(self) -> None:
         count = self.source.known_count()
         if count is not None:
             self.splits.check_count(count, f"data.source ({self.source.name}, num_shards={count})")

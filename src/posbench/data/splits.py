@@ -15,17 +15,18 @@ from collections import defaultdict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from posbench.config_loader import Checked
 from posbench.errors import ConfigError, DataError
 
 SPLITS = ("train", "val", "filler")
 
 
 @dataclass
-class SplitRange:
+class SplitRange(Checked):
     start: int = 0
     stop: int | None = None  # exclusive; None = to the last file of the source
 
-    def __post_init__(self):
+    def check(self) -> None:
         if self.start < 0 or (self.stop is not None and self.stop < self.start):
             raise ConfigError(f"split range [{self.start}, {self.stop}) is invalid: need 0 <= start <= stop")
 
@@ -40,12 +41,12 @@ class SplitRange:
 
 
 @dataclass
-class SplitsConfig:
+class SplitsConfig(Checked):
     val: SplitRange = field(default_factory=lambda: SplitRange(0, 1))
     filler: SplitRange = field(default_factory=lambda: SplitRange(1, 2))
     train: SplitRange = field(default_factory=lambda: SplitRange(2, None))
 
-    def __post_init__(self):
+    def check(self) -> None:
         for name in ("train", "val"):
             if self.ranges()[name].is_empty():
                 raise ConfigError(f"data.splits.{name} is empty; give it at least one shard (stop > start)")

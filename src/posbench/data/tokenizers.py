@@ -19,7 +19,7 @@ from typing import ClassVar
 import numpy as np
 import tiktoken
 
-from posbench.config_loader import from_dict, to_dict
+from posbench.config_loader import Checked, from_dict, to_dict
 from posbench.data import rankfile
 from posbench.errors import ConfigError, DataError
 from posbench.registry import Registry
@@ -31,14 +31,11 @@ GPT4_PATTERN = (r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,3}| 
 
 
 @dataclass
-class TokenizerConfig:
+class TokenizerConfig(Checked):
     """Base of every tokenizer kind's `Config`; `name` selects the registered kind."""
 
     default_name: ClassVar[str] = "bpe"  # used when a mapping overrides fields but gives no `name`
     name: str = "bpe"
-
-    def __post_init__(self):
-        self.check()
 
     def check(self) -> None:
         """Validate this kind's own fields; raise ConfigError with what to change."""

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, make_dataclass
 from typing import Literal
 
-from posbench.config_loader import Override, load, to_dict
+from posbench.config_loader import Checked, Override, load, to_dict
 from posbench.errors import ConfigError
 from posbench.evaluation.lengths import check_lengths
 from posbench.evaluation.suites import ALL, SUITES, get_suite, suite_names
@@ -19,7 +19,7 @@ from posbench.pe.rope_scaling import ScalingConfig
 
 
 @dataclass
-class EvalOptions:
+class EvalOptions(Checked):
     """eval.py's options shared by every suite; EvalConfig adds one field per suite (its `options`)."""
 
     suites: list[str] = field(default_factory=lambda: ["all"])  # ppl, algorithmic, passkey, niah, lambada, or all
@@ -40,7 +40,7 @@ class EvalOptions:
     # run, as lm-eval's --limit (a quick look: `--suite all` on a nano model at 3 lengths asks ~6,700 items)
     limit: int = 0
 
-    def __post_init__(self):
+    def check(self) -> None:
         for name in self.suites:
             if name != "all":
                 get_suite(name)  # unknown names fail here, with the nearest valid one

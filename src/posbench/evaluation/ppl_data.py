@@ -26,6 +26,7 @@ from typing import ClassVar
 
 import numpy as np
 
+from posbench.config_loader import Checked
 from posbench.data.layout import DataLayout
 from posbench.data.loader import split_shards
 from posbench.data.readers import reader_for
@@ -37,7 +38,7 @@ from posbench.registry import Registry
 
 
 @dataclass(frozen=True)
-class PplDataConfig:
+class PplDataConfig(Checked):
     default_name: ClassVar[str] = "shards"
     name: str = "shards"
 
@@ -142,7 +143,7 @@ class TextFiles(PplData):
         paths: list[str] = field(default_factory=list)  # files or globs, read in sorted order
         text_field: str = "text"
 
-        def __post_init__(self):
+        def check(self) -> None:
             if not self.paths:
                 raise ConfigError("ppl.data.paths is empty: name the text files (--ppl-text FILE ...)")
 

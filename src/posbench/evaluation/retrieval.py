@@ -29,6 +29,7 @@ from typing import ClassVar, Literal
 
 import numpy as np
 
+from posbench.config_loader import Checked
 from posbench.data.layout import DataLayout
 from posbench.data.loader import split_shards
 from posbench.data.shards import open_shard
@@ -45,14 +46,14 @@ SCAN_MISSES, SCAN_MAX = 8, 64  # fit(): stop the upward scan after 8 misses in a
 
 
 @dataclass(frozen=True)
-class GridConfig:
+class GridConfig(Checked):
     lengths: list[int] = field(default_factory=list)  # [] = the evaluation's --lengths
     depths: list[float] = field(default_factory=lambda: [0.0, 0.25, 0.5, 0.75, 1.0])
     n_samples: int = 8  # prompts per cell
     filler: Literal["auto", "task", "corpus"] = "auto"
     task_name: ClassVar[str] = ""
 
-    def __post_init__(self):
+    def check(self) -> None:
         if self.n_samples < 1 or not self.depths or any(not 0.0 <= d <= 1.0 for d in self.depths):
             raise ConfigError(f"{self.task_name}: need n_samples >= 1 and depths in [0, 1], got {brief(self.depths)}")
         check_lengths(self.lengths, f"{self.task_name}.lengths")

@@ -21,6 +21,7 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import ClassVar
 
+from posbench.config_loader import Checked
 from posbench.errors import ConfigError
 from posbench.pe.encoding import PEConfig, PEContext
 from posbench.pe.none import NoPE
@@ -28,7 +29,7 @@ from posbench.registry import Registry
 
 
 @dataclass
-class ArchConfig:
+class ArchConfig(Checked):
     """Base of every architecture's Config; `name` selects the registered architecture."""
 
     name: str = "decoder"
@@ -39,13 +40,10 @@ class ArchConfig:
     # why eval.py (text in, next token out) cannot score it; "" for a language model
     not_a_language_model: ClassVar[str] = ""
 
-    def __post_init__(self):
-        self.check()
-
     def check(self) -> None:
         """Validate this architecture's own fields; raise ConfigError with what to change."""
 
-    def validate(self, ctx: PEContext, pe_cfg: PEConfig) -> None:
+    def check_model(self, ctx: PEContext, pe_cfg: PEConfig) -> None:
         """Checks that need the model's dimensions or the run's PE (config.resolve(), before any work)."""
 
     def for_task(self, source_end: int | None, ood_len: int) -> ArchConfig:
@@ -98,11 +96,11 @@ class EncoderDecoderArch(ArchConfig):
         if self.n_decoder_layers < 0:
             raise ConfigError(f"model.arch.n_decoder_layers must be >= 0, got {self.n_decoder_layers}")
 
-    def validate(self, ctx, pe_cfg):
+    def check_model(self, ctx, pe_cfg):
         from posbench.pe import PES
         from posbench.pe.encoding import reads_tokens
 
-        PES.get(self.decoder_pe.name).validate(self.decoder_pe, ctx)
+        PES.get(self.decoder_pe.name).check_model(self.decoder_pe, ctx)
         for member in [pe_cfg, *getattr(pe_cfg, "pattern", [])]:
             if reads_tokens(PES.get(member.name)):  # FoX's decay and CoPE's counts run over earlier keys only
                 raise ConfigError(f"pe `{member.name}` is defined for causal self-attention, not the bidirectional "
@@ -140,7 +138,7 @@ class MambaArch(ArchConfig):
         if self.dt_rank < 0:
             raise ConfigError(f"model.arch.dt_rank must be >= 0 (0: auto), got {self.dt_rank}")
 
-    def validate(self, ctx, pe_cfg):
+    def check_model(self, ctx, pe_cfg):
         if pe_cfg.name != "none":
             raise ConfigError(f"model.arch.name=mamba takes no positional encoding (its recurrence orders the "
                               f"tokens); set pe.name=none, not `{pe_cfg.name}`")

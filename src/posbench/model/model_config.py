@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from posbench.config_loader import Checked
 from posbench.errors import ConfigError
 from posbench.model.arch import ArchConfig, DecoderArch
 from posbench.model.embedding import EMBED_SCALES
@@ -24,7 +25,7 @@ MatmulChoice = Literal[tuple(MATMULS)]  # torch | onednn | auto (model/matmul.py
 
 
 @dataclass
-class ModelConfig:
+class ModelConfig(Checked):
     size: str = "custom"  # preset label, used in run names
     d_model: int = 512
     n_layers: int = 6
@@ -50,7 +51,7 @@ class ModelConfig:
     attention_window: int | list[int | None] | None = None
     head_dim: int = field(init=False, default=0)  # derived
 
-    def __post_init__(self):
+    def check(self) -> None:
         for name in ("d_model", "n_layers", "n_heads", "d_ff", "seq_len", "vocab_size"):
             value = getattr(self, name)
             if value <= 0:

@@ -20,12 +20,13 @@ from typing import Literal
 
 import torch
 
+from posbench.config_loader import Checked
 from posbench.errors import ConfigError
 from posbench.model.masks import causal_mask, window_mask_mod
 
 
 @dataclass
-class PackingConfig:
+class PackingConfig(Checked):
     mask: Literal["causal", "document"] = "causal"
     positions: Literal["window", "document"] = "window"
     # the token that starts a document; None: the training data's <|bos|>, filled in when training starts
@@ -33,7 +34,7 @@ class PackingConfig:
     # tokens): each row is then one document and both switches change nothing.
     bos_id: int | None = None
 
-    def __post_init__(self):
+    def check(self) -> None:
         if self.bos_id is not None and self.bos_id < 0:
             raise ConfigError(f"model.packing.bos_id must be >= 0, got {self.bos_id}")
 

@@ -54,7 +54,7 @@ class DigitsPE(FixedTablePE):
         return self.digit_base ** self.cfg.n_digits
 
     @classmethod
-    def validate(cls, cfg, ctx):
+    def check_model(cls, cfg, ctx):
         require(cfg.layout == "reference" or cfg.n_digits <= ctx.d_model,
                 f"`{cfg.name}` writes {cfg.n_digits} digits into model.d_model={ctx.d_model} channels; "
                 f"lower pe.n_digits")

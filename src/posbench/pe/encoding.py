@@ -10,11 +10,11 @@ A PE overrides only the hooks it uses; model code calls the hooks and never asks
 object the model calls the hook on. The model's PE (`model.pe`) answers for the whole model: positions,
 embeddings, which PE each layer uses (`layer_pe`) and each layer's window. `layer_pe(layer)` answers for one
 layer's attention: everything between q, k and the softmax. Every PE module (hybrid members, a wrapper's inner
-PE) answers `decay_params`; the class answers `validate` before any instance exists.
+PE) answers `decay_params`; the class answers `check_model` before any instance exists.
 
   hook                                                called on        default
         overridden in
-  validate(cfg, ctx)                                  class            -
+  check_model(cfg, ctx)                               class            -
         DigitsPE, HybridPerLayer, ModdedNanoGPTRoPE, RNoPESWA, RotaryBase, SinInitPE, SinusoidalPE, WrapperPE
   max_positions                                       model.pe         None
         Abacus, CoupledPositions, DigitsPE, HybridPerLayer, IntegerPE, LearnedPE, RandomizedPositions, WrapperPE
@@ -83,6 +83,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
+from posbench.config_loader import Checked
 from posbench.pe.fast_bias import FastBias
 from posbench.registry import Registry
 
@@ -115,13 +116,10 @@ class PositionRangeError(ValueError):
 
 
 @dataclass
-class PEConfig:
+class PEConfig(Checked):
     """Base of every variant's `Config`; `name` selects the registered variant."""
 
     name: str = "rope"
-
-    def __post_init__(self):
-        self.check()
 
     def check(self) -> None:
         """Validate this variant's own fields; raise ConfigError with what to change."""
@@ -161,12 +159,12 @@ class PositionalEncoding(nn.Module):
 
     def __init__(self, cfg: PEConfig, ctx: PEContext):
         super().__init__()
-        self.validate(cfg, ctx)
+        self.check_model(cfg, ctx)
         self.cfg = cfg
         self.ctx = ctx
 
     @classmethod
-    def validate(cls, cfg: PEConfig, ctx: PEContext) -> None:
+    def check_model(cls, cfg: PEConfig, ctx: PEContext) -> None:
         """Checks that need the model's dimensions; called by config.resolve() before any work."""
 
     # None: defined at any length.
@@ -343,7 +341,7 @@ class Hook:
 
 
 HOOKS: tuple[Hook, ...] = (
-    Hook("validate(cfg, ctx)", "class", "-"),
+    Hook("check_model(cfg, ctx)", "class", "-"),
     Hook("max_positions", "model", "None"),
     Hook("is_relative", "model", "kind != absolute"),
     Hook("positions(T, device, offset)", "model", "offset .. offset+T-1"),

@@ -38,11 +38,11 @@ class HybridPerLayer(PositionalEncoding):
                                       "takes PEs that act inside attention (rotary, bias or none)")
 
     @classmethod
-    def validate(cls, cfg, ctx):
+    def check_model(cls, cfg, ctx):
         require(len(cfg.pattern) <= ctx.n_layers,
                 f"pe.pattern has {len(cfg.pattern)} entries but the model has {ctx.n_layers} layers")
         for member in cfg.pattern:
-            PES.get(member.name).validate(member, ctx)
+            PES.get(member.name).check_model(member, ctx)
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)

@@ -57,7 +57,7 @@ class SinInitPE(LearnedPE):
     summary = "Learned table initialised from the sinusoidal table (trainable)"
 
     @classmethod
-    def validate(cls, cfg, ctx):
+    def check_model(cls, cfg, ctx):
         require(ctx.d_model % 2 == 0, f"`sininit` needs an even model.d_model, got {ctx.d_model}")
 
     def reset_parameters(self) -> None:

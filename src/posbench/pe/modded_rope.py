@@ -35,8 +35,8 @@ class ModdedNanoGPTRoPE(RotaryBase):
         theta: float = 1024.0  # the lowest non-zero frequency is 1/theta (the records' base 1024)
 
     @classmethod
-    def validate(cls, cfg, ctx):
-        super().validate(cfg, ctx)
+    def check_model(cls, cfg, ctx):
+        super().check_model(cfg, ctx)
         R = int(ctx.head_dim * cfg.rotary_fraction)
         require(R % 4 == 0, f"`{cfg.name}` splits the {R} rotary channels into quarters (K/4 rotating frequencies, "
                             "K/4 zero): make the head dim (times pe.rotary_fraction) a multiple of 4")

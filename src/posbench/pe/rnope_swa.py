@@ -44,11 +44,11 @@ class RNoPESWA(HybridPerLayer):
             return [self.rope] * self.swa_layers + [NoPE.Config()]
 
     @classmethod
-    def validate(cls, cfg, ctx):
+    def check_model(cls, cfg, ctx):
         require(cfg.swa_layers + 1 <= ctx.n_layers,
                 f"pe.swa_layers={cfg.swa_layers} windowed layers and one full layer need at least "
                 f"{cfg.swa_layers + 1} layers, but the model has {ctx.n_layers} (model.n_layers); lower pe.swa_layers")
-        super().validate(cfg, ctx)
+        super().check_model(cfg, ctx)
 
     def layer_window(self, layer):
         return self.cfg.window if layer % (self.cfg.swa_layers + 1) < self.cfg.swa_layers else None

@@ -69,7 +69,7 @@ class RotaryBase(PositionalEncoding):
         self.set_scaling(cfg.scaling)
 
     @classmethod
-    def validate(cls, cfg, ctx):
+    def check_model(cls, cfg, ctx):
         require(ctx.d_model % ctx.n_heads == 0 and ctx.head_dim % 2 == 0,
                 f"`{cfg.name}` rotates channel pairs: head dim model.d_model/model.n_heads = "
                 f"{ctx.d_model}/{ctx.n_heads} must be an even integer")

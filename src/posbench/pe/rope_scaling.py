@@ -15,17 +15,18 @@ from typing import ClassVar
 import numpy as np
 import torch
 
+from posbench.config_loader import Checked
 from posbench.errors import ConfigError
 from posbench.registry import Registry
 
 
 @dataclass
-class ScalingConfig:
+class ScalingConfig(Checked):
     name: str = "none"
     factor: float = 1.0  # target length / training length
     original_max_positions: int | None = None  # None: the model's training length
 
-    def __post_init__(self):
+    def check(self) -> None:
         if self.factor < 1.0:
             raise ConfigError(f"pe.scaling.factor must be >= 1, got {self.factor}")
 
@@ -50,7 +51,7 @@ class RopeScaling:
         return inv_F, 1.0
 
     def check_frequencies(self, n_frequencies: int) -> None:
-        """Checks that need the number of rotary frequencies (R/2); called by the PE's validate()."""
+        """Checks that need the number of rotary frequencies (R/2); called by the PE's check_model()."""
 
 
 @SCALINGS.register("none")
@@ -117,8 +118,8 @@ class YaRN(RopeScaling):
         beta_slow: float = 1.0  # ... below which it is interpolated (divided by s)
         truncate: bool = True  # floor/ceil the correction range, as transformers does by default
 
-        def __post_init__(self):
-            super().__post_init__()
+        def check(self) -> None:
+            super().check()
             if not 0 < self.beta_slow < self.beta_fast:
                 raise ConfigError(f"yarn needs 0 < beta_slow < beta_fast, got {self.beta_slow}, {self.beta_fast}")
 
@@ -150,8 +151,8 @@ class YaRNPaper(RopeScaling):
         alpha: float = 1.0
         beta: float = 32.0
 
-        def __post_init__(self):
-            super().__post_init__()
+        def check(self) -> None:
+            super().check()
             if not 0 < self.alpha < self.beta:
                 raise ConfigError(f"yarn_paper needs 0 < alpha < beta, got {self.alpha}, {self.beta}")
 
@@ -175,8 +176,8 @@ class Llama3(RopeScaling):
         low_freq_factor: float = 1.0
         high_freq_factor: float = 4.0
 
-        def __post_init__(self):
-            super().__post_init__()
+        def check(self) -> None:
+            super().check()
             if not 0 < self.low_freq_factor < self.high_freq_factor:
                 raise ConfigError(f"llama3 needs 0 < low_freq_factor < high_freq_factor, got "
                                   f"{self.low_freq_factor}, {self.high_freq_factor}")
@@ -208,8 +209,8 @@ class LongRoPE(RopeScaling):
         long_factor: list[float] | None = None
         attention_factor: float | None = None  # None: sqrt(1 + ln(factor) / ln(original length)), 1 at factor 1
 
-        def __post_init__(self):
-            super().__post_init__()
+        def check(self) -> None:
+            super().check()
             for name in ("short_factor", "long_factor"):
                 values = getattr(self, name)
                 if values is None or not values or not all(v > 0 for v in values):

@@ -41,7 +41,7 @@ class SinusoidalPE(UnitWaveTable):
         base: float = 10000.0
 
     @classmethod
-    def validate(cls, cfg, ctx):
+    def check_model(cls, cfg, ctx):
         # sin and cos come in pairs per frequency (DESIGN: odd d_model is a config error)
         require(ctx.d_model % 2 == 0, f"`{cfg.name}` needs an even model.d_model, got {ctx.d_model}")
 

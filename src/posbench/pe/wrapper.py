@@ -2,7 +2,7 @@
 the model calls on the model's PE, generated from the contract's list (`HOOKS`, pe/encoding.py), so a hook added
 to the contract is relayed without anyone writing it; a wrapper overrides only the hooks it changes. The other
 hooks need no relay: "layer" hooks are called on `layer_pe(layer)`, which is relayed (the inner PE's layers),
-"module" hooks on every PE module, the inner PE among them, and `validate` below validates the inner config.
+"module" hooks on every PE module, the inner PE among them, and `check_model` below validates the inner config.
 
 Not relayed (`NOT_RELAYED`), because each decides a derived property of the class (pe/encoding.py `DERIVED`), which
 a relay would claim for every wrapper whatever its inner PE:
@@ -38,8 +38,8 @@ class WrapperPE(PositionalEncoding):
         return ctx
 
     @classmethod
-    def validate(cls, cfg, ctx):
-        PES.get(cfg.inner.name).validate(cfg.inner, cls.inner_context(cfg, ctx))
+    def check_model(cls, cfg, ctx):
+        PES.get(cfg.inner.name).check_model(cfg.inner, cls.inner_context(cfg, ctx))
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)

@@ -29,7 +29,7 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from posbench.config_loader import nearest
+from posbench.config_loader import Checked, nearest
 from posbench.errors import ConfigError
 from posbench.stats import DEFAULT_METHOD, Decision, Summary, decide, holm, interval, seeds_needed
 
@@ -42,7 +42,7 @@ _SPLIT = re.compile(r"\s*(>=|>|~)\s*")
 
 
 @dataclass(frozen=True)
-class ClaimConfig:
+class ClaimConfig(Checked):
     order: str = ""  # e.g. "none >= t5 > alibi > rope ~ learned"
     metric: str = "ood_beyond_acc"  # which per-seed value is compared
     tasks: list[str] = field(default_factory=list)  # studies: the tasks it is about ([] = every task)
@@ -50,7 +50,7 @@ class ClaimConfig:
     differences: str = ""  # how our setup differs from the source's, printed with a failed verdict
     margin: float | None = None  # in the metric's units; None: DEFAULT_MARGINS[metric]
 
-    def __post_init__(self):
+    def check(self) -> None:
         _, rels = parse_order(self.order)
         if self.margin is not None and not (math.isfinite(self.margin) and self.margin > 0):
             raise ConfigError(f"claim `{self.order}`: margin {self.margin} must be a positive number in the "

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from posbench.config import load_preset
-from posbench.config_loader import load, nested, to_dict
+from posbench.config_loader import Checked, load, nested, to_dict
 from posbench.data.tasks.task import TaskConfig
 from posbench.errors import ConfigError
 from posbench.model.arch import ArchConfig, DecoderArch
@@ -37,7 +37,7 @@ METRICS = ("id_acc", "ood_beyond_acc", "ood_acc", "ood_within_acc", "id_loss", "
 
 
 @dataclass
-class StudyTrain:
+class StudyTrain(Checked):
     steps: int = 300
     batch_size: int = 64
     lr: float = 3e-3
@@ -45,26 +45,26 @@ class StudyTrain:
     decay_frac: float = 0.2
     curve_points: int = 6  # checkpoints evaluated for the learning curves
 
-    def __post_init__(self):
+    def check(self) -> None:
         if self.steps < 2 or self.batch_size < 1 or not self.lr > 0 or self.curve_points < 1:
             raise ConfigError("study.train needs steps >= 2, batch_size >= 1, lr > 0, curve_points >= 1")
 
 
 @dataclass
-class StudyEval:
+class StudyEval(Checked):
     n_examples: int = 256  # per split (id, ood), the same examples for every cell: seeds are paired
     seed: int = 1234
     success_threshold: float = 0.9  # a seed "succeeds" when its accuracy reaches this
     confidence: float = 0.95
     n_boot: int = 10000
 
-    def __post_init__(self):
+    def check(self) -> None:
         if self.n_examples < 1 or not 0 < self.confidence < 1 or self.n_boot < 100:
             raise ConfigError("study.eval needs n_examples >= 1, 0 < confidence < 1, n_boot >= 100")
 
 
 @dataclass
-class StudyArm:
+class StudyArm(Checked):
     """One labelled row: an architecture, its PE (the encoder's for encoder_decoder) and its own overrides."""
 
     label: str = ""
@@ -73,14 +73,14 @@ class StudyArm:
     overrides: list[str] = field(default_factory=list)
     tasks: list[str] = field(default_factory=list)  # only these tasks (empty: every task of the study)
 
-    def __post_init__(self):
+    def check(self) -> None:
         if not self.label or not self.label.replace("_", "").replace("-", "").isalnum():
             raise ConfigError(f"study.arms: label {self.label!r} must be a non-empty name of letters, digits, "
                               f"`_` and `-` (it names the cell files)")
 
 
 @dataclass
-class StudyConfig:
+class StudyConfig(Checked):
     name: str = "study"
     tasks: list[TaskConfig] = field(default_factory=list)
     pes: list[PEConfig] = field(default_factory=list)
@@ -100,7 +100,7 @@ class StudyConfig:
     # published orderings judged on our seeds (studies/claims.py), each ending in a verdict line
     claims: list[ClaimConfig] = field(default_factory=list)
 
-    def __post_init__(self):
+    def check(self) -> None:
         if not self.tasks or not (self.pes or self.arms) or not self.seeds:
             raise ConfigError("a study needs at least one task, one PE (or arm) and one seed")
         names = {t.name for t in self.tasks}

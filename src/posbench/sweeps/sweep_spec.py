@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from posbench.config import RunConfig, preset_path
-from posbench.config_loader import load, nested, to_dict
+from posbench.config_loader import Checked, load, nested, to_dict
 from posbench.errors import ConfigError, brief
 from posbench.evaluation.eval_config import EvalConfig
 from posbench.pe import PEConfig
@@ -38,7 +38,7 @@ SWEEP_CLAIM_METRICS = ("ppl_slope",)  # what a sweep's claims can compare (sweep
 
 
 @dataclass
-class SweepConfig:
+class SweepConfig(Checked):
     name: str = "sweep"
     extends: str = ""  # a sweep preset (or YAML file) this one is merged over (load_sweep)
     sizes: list[str] = field(default_factory=lambda: ["nano"])
@@ -54,7 +54,7 @@ class SweepConfig:
     confidence: float = 0.95
     n_boot: int = 10000
 
-    def __post_init__(self):
+    def check(self) -> None:
         if not self.sizes or not self.pes or not self.seeds:
             raise ConfigError("a sweep needs at least one size, one PE and one seed")
         for key, values in self.vary.items():

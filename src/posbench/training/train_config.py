@@ -10,18 +10,19 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar, Literal
 
+from posbench.config_loader import Checked
 from posbench.errors import ConfigError, brief
 
 
 @dataclass
-class OptimConfig:
+class OptimConfig(Checked):
     lr: float = 1e-3  # peak learning rate (stable phase)
     beta1: float = 0.9
     beta2: float = 0.95
     eps: float = 1e-8
     weight_decay: float = 0.1  # matrices only; see training/optim.py
 
-    def __post_init__(self):
+    def check(self) -> None:
         if not self.lr > 0 or not 0 <= self.beta1 < 1 or not 0 <= self.beta2 < 1 or self.weight_decay < 0:
             raise ConfigError("optim: need lr > 0, 0 <= beta1, beta2 < 1, weight_decay >= 0")
 
@@ -30,7 +31,7 @@ DecayShape = Literal["linear", "1-sqrt", "cosine"]
 
 
 @dataclass
-class ScheduleConfig:
+class ScheduleConfig(Checked):
     """Warmup-stable-decay (Hu et al. 2024, MiniCPM; Hagele et al. 2024): the LR is a pure function of
     tokens seen and the budget, so resume and branching need no scheduler state."""
 
@@ -46,7 +47,7 @@ class ScheduleConfig:
         "drop_pe_at": "DroPE's drop point is pe.drop_at, the PE's own option (a share of the budget in (0, 1), "
                       "e.g. pe.name=drope pe.drop_at=0.875)"}
 
-    def __post_init__(self):
+    def check(self) -> None:
         if not (0 <= self.warmup_frac < 1 and 0 < self.decay_frac <= 1 and 0 <= self.min_lr_ratio <= 1):
             raise ConfigError("schedule: need 0 <= warmup_frac < 1, 0 < decay_frac <= 1, 0 <= min_lr_ratio <= 1")
         if self.warmup_tokens < 0:
@@ -54,7 +55,7 @@ class ScheduleConfig:
 
 
 @dataclass
-class TrainConfig:
+class TrainConfig(Checked):
     out_dir: str = "checkpoints"
     run_name: str = ""  # "": <size>_<pe>_<budget>_s<seed>
     target_budgets: list[float] = field(default_factory=lambda: [20.0, 40.0])
@@ -93,7 +94,7 @@ class TrainConfig:
     # run is: left out of the config.yaml saved with each checkpoint (training/meta.run_config_yaml)
     INVOCATION: ClassVar[tuple[str, ...]] = ("resume", "branch_from", "budget", "max_steps")
 
-    def __post_init__(self):
+    def check(self) -> None:
         if not self.target_budgets or any(b <= 0 for b in self.target_budgets):
             raise ConfigError(f"train.target_budgets must be positive numbers, got {brief(self.target_budgets)}")
         positive = ("global_batch_tokens", "micro_batch", "log_interval", "eval_batches", "loss_chunk_tokens")

@@ -52,6 +52,7 @@ class ArithmeticConfig(TaskConfig):
     pad: bool = False  # zero-pad the operands to equal length and the result to its longest (Cho et al. 2024)
 
     def check(self) -> None:
+        super().check()
         require(self.ood_range[1] <= 100, f"task `{self.name}`: ood_range={list(self.ood_range)} must end at "
                                           "<= 100 digits per operand")
 

@@ -29,6 +29,7 @@ class GapConfig(TaskConfig):
         return self.context - self.fixed_tokens()
 
     def check(self) -> None:
+        super().check()
         check_gap_config(self, self.fixed_tokens())
 
 

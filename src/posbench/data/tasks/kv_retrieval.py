@@ -36,6 +36,7 @@ class KeyValueRetrieval(LongContextTask):
         prompt: Literal["full", "short"] = "short"
 
         def check(self) -> None:
+            super().check()
             require(3 <= self.key_chars <= 12 or self.key_chars == 36,
                     f"task `{self.name}`: key_chars={self.key_chars} must be in [3, 12], or 36 (UUIDs)")
 

@@ -34,6 +34,7 @@ from typing import Literal
 
 import numpy as np
 
+from posbench.config_loader import Checked
 from posbench.data.tasks.filler import Filler
 from posbench.data.tasks.task import Task, TaskConfig, build_task, require
 from posbench.errors import brief, clip
@@ -43,7 +44,7 @@ CORPUS = "corpus"  # the kind of a document that is not a task document
 
 
 @dataclass
-class TaskMixConfig:
+class TaskMixConfig(Checked):
     """`data.mix`: which task documents go into the train shards, and how many (a share of tokens or of documents,
     `unit`)."""
 
@@ -54,7 +55,8 @@ class TaskMixConfig:
     # task name -> relative share of the task tokens (or documents); a task not named weighs 1
     weights: dict[str, float] = field(default_factory=dict)
 
-    def __post_init__(self):
+    def check(self) -> None:
+        super().check()
         require(0.0 <= self.ratio < 1.0, f"data.mix.ratio={self.ratio} must be in [0, 1) (0.1 = a tenth of the "
                                          f"train {self.unit} come from tasks)")
         names = [t.name for t in self.tasks]

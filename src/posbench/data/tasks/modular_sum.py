@@ -28,6 +28,7 @@ class ModularSum(Task):
         base: int = 10  # item values and sums are 0..base-1
 
         def check(self) -> None:
+            super().check()
             require(2 <= self.base <= 1000, f"task `{self.name}`: base={self.base} must be in [2, 1000]")
 
     def build_vocab(self) -> Vocab:

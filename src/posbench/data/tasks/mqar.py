@@ -55,6 +55,7 @@ class MQAR(Task):
         queries: int = 0  # keys asked per example; 0 asks every key once (Zoology)
 
         def check(self) -> None:
+            super().check()
             n_max = self.ood_range[1]
             require(self.vocab_size % 2 == 0 and self.vocab_size // 2 - 1 >= n_max,
                     f"task `{self.name}`: vocab_size={self.vocab_size} must be even with at least "

@@ -44,6 +44,7 @@ class Needle(Task):
         new_option_defaults: ClassVar[dict] = {"prompt": "full"}
 
         def check(self) -> None:
+            super().check()
             require(1 <= self.value_digits <= 18,
                     f"task `{self.name}`: value_digits={self.value_digits} must be in [1, 18]")
 

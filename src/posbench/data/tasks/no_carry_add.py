@@ -38,6 +38,7 @@ class NoCarryAdd(Task):
         new_option_defaults: ClassVar[dict] = {"format": "ours"}
 
         def check(self) -> None:
+            super().check()
             require(self.id_range[0] >= 2, f"task `{self.name}`: id_range must start at >= 2 numbers")
             require(1 <= self.digits <= 12, f"task `{self.name}`: digits={self.digits} must be in [1, 12]")
 

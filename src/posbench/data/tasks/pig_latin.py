@@ -76,6 +76,7 @@ class PigLatin(Task):
         word_list: str = DEFAULT_WORD_LIST  # with words=dictionary: one word per line (or whitespace)
 
         def check(self) -> None:
+            super().check()
             require(0.0 <= self.hyphen_prob <= 1.0,
                     f"task `{self.name}`: hyphen_prob={self.hyphen_prob} must be in [0, 1]")
             require(self.id_range[0] >= 2, f"task `{self.name}`: id_range must start at >= 2 letters")

@@ -54,6 +54,7 @@ class RulerNiah(LongContextTask):
         prompt: Literal["full", "short"] = "short"
 
         def check(self) -> None:
+            super().check()
             require(1 <= self.n_keys <= 16 and 1 <= self.n_values <= 16,
                     f"task `{self.name}`: n_keys={self.n_keys} and n_values={self.n_values} must be in [1, 16]")
             require(1 <= self.n_queries <= self.n_keys,

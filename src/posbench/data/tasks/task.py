@@ -29,7 +29,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from posbench.config_loader import require, to_dict
+from posbench.config_loader import Checked, require, to_dict
 from posbench.data.tasks.filler import Filler, GeneratedFiller
 from posbench.errors import ConfigError
 from posbench.registry import Registry
@@ -43,7 +43,7 @@ _MAX_ATTEMPTS = 64
 
 
 @dataclass
-class TaskConfig:
+class TaskConfig(Checked):
     """Base of every task's `Config`; `name` selects the registered task.
 
     Tasks with a length-like knob declare `id_range` and `ood_range` (inclusive [low, high]) in their
@@ -56,14 +56,14 @@ class TaskConfig:
     # of the fingerprint at that default, so existing shard directories (mix-<fingerprint>) stay valid
     new_option_defaults: ClassVar[dict] = {}
 
-    def __post_init__(self):
+    def check(self) -> None:
+        """The ranges every length-like task declares; a task's own `check` calls this first (super().check())."""
         if hasattr(self, "id_range"):
             self.id_range = self._check_range("id_range")
             self.ood_range = self._check_range("ood_range")
             require(self.ood_range[0] > self.id_range[1],
                     f"task `{self.name}`: ood_range={list(self.ood_range)} must start above id_range="
                     f"{list(self.id_range)} (OOD means outside the in-distribution range)")
-        self.check()
 
     def _check_range(self, field: str) -> tuple:
         r = getattr(self, field)
@@ -72,9 +72,6 @@ class TaskConfig:
         require(r[0] <= r[1], f"task `{self.name}`: {field}={list(r)} has low > high")
         require(r[0] >= self.range_min, f"task `{self.name}`: {field}={list(r)} must be >= {self.range_min}")
         return tuple(r)
-
-    def check(self) -> None:
-        """Validate this task's own fields; raise ConfigError with what to change."""
 
     def split_range(self, split: str) -> tuple:
         return self.ood_range if split == "ood" else self.id_range

@@ -34,6 +34,7 @@ class Template(Task):
         modulus: int = 64  # values 0..modulus-1 (64 x 63 progressions per length)
 
         def check(self) -> None:
+            super().check()
             require(self.id_range[0] >= 2, f"task `{self.name}`: id_range must start at >= 2 terms (a step "
                                            f"needs two terms to be seen)")
             require(self.continuation >= 1, f"task `{self.name}`: continuation={self.continuation} must be >= 1")

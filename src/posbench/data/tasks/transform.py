@@ -34,6 +34,7 @@ class TransformConfig(TaskConfig):
     new_option_defaults: ClassVar[dict] = {"alphabet": "own", "unique": False}
 
     def check(self) -> None:
+        super().check()
         require(2 <= self.n_symbols <= self.max_symbols,
                 f"task `{self.name}`: n_symbols={self.n_symbols} must be in [2, {self.max_symbols}]")
         if self.unique:

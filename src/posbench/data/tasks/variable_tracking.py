@@ -50,6 +50,7 @@ class VariableTracking(LongContextTask):
         prompt: Literal["full", "short"] = "short"
 
         def check(self) -> None:
+            super().check()
             require(1 <= self.n_hops <= 16 and 1 <= self.n_chains <= 8,
                     f"task `{self.name}`: n_hops={self.n_hops} must be in [1, 16] and n_chains={self.n_chains} "
                     "in [1, 8]")

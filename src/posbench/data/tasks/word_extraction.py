@@ -51,6 +51,7 @@ class CommonWords(LongContextTask):
         prompt: Literal["full", "short"] = "short"
 
         def check(self) -> None:
+            super().check()
             require(1 <= self.n_common <= 10, f"task `{self.name}`: n_common={self.n_common} must be in [1, 10]")
             require(1 <= self.freq_rare < self.freq_common,
                     f"task `{self.name}`: need 1 <= freq_rare < freq_common, got {self.freq_rare}, "
@@ -102,6 +103,7 @@ class FrequentWords(LongContextTask):
         prompt: Literal["full", "short"] = "short"
 
         def check(self) -> None:
+            super().check()
             require(1 <= self.n_answer <= 10, f"task `{self.name}`: n_answer={self.n_answer} must be in [1, 10]")
             require(1.0 < self.alpha <= 4.0, f"task `{self.name}`: alpha={self.alpha} must be in (1, 4]")
             require(2 <= self.syllables <= 4, f"task `{self.name}`: syllables={self.syllables} must be in [2, 4]")

@@ -20,6 +20,7 @@ class YesNoConfig(TaskConfig):
     ood_range: tuple[int, int] = (17, 32)
 
     def check(self) -> None:
+        super().check()
         require(2 <= self.n_symbols <= 26, f"task `{self.name}`: n_symbols={self.n_symbols} must be in [2, 26]")
 
 

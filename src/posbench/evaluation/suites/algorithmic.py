@@ -47,6 +47,7 @@ from typing import Literal, NamedTuple
 
 import numpy as np
 
+from posbench.config_loader import Checked
 from posbench.data.tasks import TaskConfig, build_task, get_task_class, task_names
 from posbench.data.token_positions import TEXT_ID
 from posbench.errors import ConfigError
@@ -83,7 +84,7 @@ def answer_chance(task, example) -> float:
 
 
 @dataclass(frozen=True)
-class AlgorithmicConfig:
+class AlgorithmicConfig(Checked):
     # [] = the tasks the checkpoint was pretrained with (its data.mix, same options), else every registered
     # task with its default ranges
     tasks: list[TaskConfig] = field(default_factory=list)
@@ -94,7 +95,7 @@ class AlgorithmicConfig:
     separator: str = "\n"  # after each demonstration
     samples_kept: int = 3  # predictions saved per cell in results.json, for reading failures
 
-    def __post_init__(self):
+    def check(self) -> None:
         if self.n_examples < 1 or not self.shots or min(self.shots) < 0 or not self.splits:
             raise ConfigError("algorithmic: need n_examples >= 1, shots >= 0 (e.g. [0, 3]) and at least one split")
         names = [t.name for t in self.tasks]

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
+from posbench.config_loader import Checked
 from posbench.data.readers import reader_for
 from posbench.errors import ConfigError, DataError
 from posbench.evaluation import data_ids
@@ -31,12 +32,12 @@ from posbench.evaluation.suite_registry import SUITES
 
 
 @dataclass(frozen=True)
-class LambadaConfig:
+class LambadaConfig(Checked):
     path: str = ""  # "" = the prepared download under the checkpoint's data.root
     text_field: str = "text"
     max_examples: int = 0  # 0 = all (5,153 in the OpenAI test set)
 
-    def __post_init__(self):
+    def check(self) -> None:
         if self.max_examples < 0:
             raise ConfigError(f"lambada.max_examples must be >= 0 (0 = all), got {self.max_examples}")
 

@@ -36,7 +36,7 @@ from typing import Literal
 
 import numpy as np
 
-from posbench.config_loader import to_dict
+from posbench.config_loader import Checked, to_dict
 from posbench.data.tasks import Example, GeneratedFiller, TaskConfig, get_task_class, task_names
 from posbench.data.tasks.long_context import LongContextTask
 from posbench.errors import ConfigError
@@ -59,7 +59,7 @@ def families() -> list[str]:
 
 
 @dataclass(frozen=True)
-class LongContextConfig:
+class LongContextConfig(Checked):
     # [] = the families the checkpoint was pretrained with (its data.mix), else every family with its defaults
     tasks: list[TaskConfig] = field(default_factory=list)
     lengths: list[int] = field(default_factory=list)  # [] = the evaluation's --lengths
@@ -72,7 +72,7 @@ class LongContextConfig:
     # tokens), so a cell's prompts share one length and decode as one batch
     exact_length: bool = True
 
-    def __post_init__(self):
+    def check(self) -> None:
         if self.n_samples < 1 or self.shots < 0 or not 0.0 < self.keep <= 1.0:
             raise ConfigError(f"long_context: need n_samples >= 1 (got {self.n_samples}), shots >= 0 (got "
                               f"{self.shots}) and keep in (0, 1] (got {self.keep})")

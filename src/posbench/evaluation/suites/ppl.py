@@ -28,6 +28,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from posbench.config_loader import Checked
 from posbench.data.token_positions import TEXT_ID
 from posbench.errors import ConfigError, DataError
 from posbench.evaluation import data_ids, eval_plots
@@ -40,7 +41,7 @@ from posbench.pe import PositionRangeError
 
 
 @dataclass(frozen=True)
-class PplConfig:
+class PplConfig(Checked):
     data: PplDataConfig = field(default_factory=ValidationShards.Config)
     protocols: list[Literal["nonoverlap", "sliding"]] = field(default_factory=lambda: ["nonoverlap", "sliding"])
     stride: int = 0  # sliding-window stride in tokens; 0 = half of each window
@@ -48,7 +49,7 @@ class PplConfig:
     curve_bins: int = 32  # points of the per-position loss curve
     max_windows: int = 0  # windows per length and protocol, the first ones (0: as many as max_tokens gives)
 
-    def __post_init__(self):
+    def check(self) -> None:
         if self.stride < 0 or self.max_tokens < 1 or self.curve_bins < 1 or self.max_windows < 0:
             raise ConfigError("ppl: need stride >= 0 (0 = half the window), max_tokens >= 1, curve_bins >= 1, "
                               "max_windows >= 0 (0 = no cap)")
