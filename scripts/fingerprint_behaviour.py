@@ -204,8 +204,17 @@ def cases(torchrun: bool) -> dict[str, Callable[[Path], dict]]:
     return out
 
 
+def read_fingerprints(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except FileNotFoundError:
+        raise ValueError(f"{path} does not exist; make it with --out {path}") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{path} is not a fingerprint file (not JSON: {e})") from None
+
+
 def compare(a: Path, b: Path) -> int:
-    old, new = json.loads(a.read_text()), json.loads(b.read_text())
+    old, new = read_fingerprints(a), read_fingerprints(b)
     differ = 0
     for case in sorted(set(old) | set(new)):
         if case not in old or case not in new:
@@ -220,15 +229,19 @@ def compare(a: Path, b: Path) -> int:
     return 1 if differ else 0
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, help="write the fingerprints here (JSON)")
     ap.add_argument("--only", nargs="*", default=[], help="case name prefixes to run (default: all)")
     ap.add_argument("--torchrun", action="store_true", help="also the 2-process DDP and FSDP cases (slower)")
     ap.add_argument("--compare", nargs=2, type=Path, metavar=("BEFORE", "AFTER"))
-    args = ap.parse_args()
+    args = ap.parse_args(argv)
     if args.compare:
-        return compare(*args.compare)
+        try:
+            return compare(*args.compare)
+        except ValueError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 2
     if args.out is None:
         ap.error("give --out FILE (or --compare BEFORE AFTER)")
     result = {}

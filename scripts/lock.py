@@ -41,9 +41,9 @@ PYTHONS = "3.10"  # the oldest Python the lock must serve (pyproject requires-py
 # Installed separately by the README (the build decides CPU/CUDA): never pinned by the lock.
 UNPINNED = re.compile(r"^(torch|triton|nvidia-[a-z0-9-]+|cuda-[a-z0-9-]+)$")
 CHECK_TESTS = [
-    "tests/test_hf_export.py",
-    "tests/test_hf_export_remote.py",
-    "tests/test_lm_eval_model.py",
+    "tests/interop/test_hf_export.py",
+    "tests/interop/test_hf_export_remote.py",
+    "tests/interop/test_lm_eval_model.py",
     "tests/app",
     "tests/data",
 ]

@@ -7,7 +7,7 @@ A fenced code block is tagged by an HTML comment (invisible when rendered) on th
     <!-- readme: install -->      sets up everything for the main job and the tests (CI runs it verbatim)
     <!-- readme: test -->         runs the fast tests (CI runs it verbatim)
     <!-- readme: test-slow -->    runs the slow integration tests (CI runs it verbatim, after the fast ones)
-    <!-- readme: runnable -->     needs no download; tests/test_readme.py runs each one and checks its exit code
+    <!-- readme: runnable -->     needs no download; tests/docs/test_readme.py runs each one and checks its exit code
 
     python scripts/readme_blocks.py install        # prints the block's text, for `bash -c`
 

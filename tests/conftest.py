@@ -2,10 +2,32 @@ import json
 import random
 from pathlib import Path
 
+import pytest
 import torch
 
 from posbench.config import load_config
 from posbench.model.transformer import Transformer
+
+TESTS = Path(__file__).resolve().parent
+# The smoke tier (`pytest tests -m "smoke and not slow" -n 2`, under a minute on 2 cores), for the edit-test loop:
+# the contracts an edit most often breaks (PE hooks, the kernels' plan and parity, tasks, configs, statistics,
+# the loop's stop-and-resume, shards, import direction). The fast tier (the README's) runs everything not slow.
+SMOKE = {
+    "pe/test_pe_contract.py", "pe/test_pe_hooks.py", "pe/test_pe_reference.py", "pe/test_pe_reference_rotary.py",
+    "model/test_attention_plan.py", "model/test_bias_attention.py", "model/test_kernels.py", "model/test_packing.py",
+    "tasks/test_task_contract.py", "tasks/test_task_solvers.py", "tasks/test_arithmetic.py",
+    "core/test_config.py", "core/test_registry.py", "core/test_stats_calibration.py", "studies/test_claims.py",
+    "training/test_schedule.py", "training/test_optim_groups.py", "training/test_function_length.py",
+    "training/test_loop.py", "data/test_shards.py", "data/test_loader.py", "evaluation/test_effective_length.py",
+    "repo/test_import_direction.py",
+}
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if Path(item.fspath).resolve().relative_to(TESTS).as_posix() in SMOKE:
+            item.add_marker(pytest.mark.smoke)
+
 
 # Per-PE options for the small contract-test model (4 layers so the default hybrid pattern fits).
 TEST_PE_OVERRIDES = {

@@ -6,7 +6,7 @@ The bottom layer: it imports nothing from posbench, so every stage can raise the
 `exit_code`. Every other exception is a bug in our code and keeps its traceback (exit code 1), a missing
 file inside our own code included: it is not the user's bad input.
 
-Exit codes, the same for every command (tests/test_exit_codes.py runs each kind through each command):
+Exit codes, the same for every command (tests/cli/test_exit_codes.py runs each kind through each command):
     2  bad input: a config, flag, path, data file or YAML the user gave is wrong
     3  training diverged (a non-finite loss while training)
     4  checkpoint missing, corrupt or incompatible: truncated or not a PyTorch file, Python objects other than

@@ -26,7 +26,7 @@ from posbench.data.readers import BATCH_BYTES, reader_for
 from posbench.data.shards import read_header
 from posbench.data.tokenize_shards import tokenize
 from posbench.errors import DataError
-from tests.test_procpool import alive, children_of
+from tests.core.test_procpool import alive, children_of
 
 SRC = Path(posbench.__file__).resolve().parents[1]  # the code under test, for subprocesses
 

@@ -8,7 +8,7 @@
     lm_eval.py     lm-eval (posbench-lm-eval)
     errors_cli.py  the one error handler: a PosbenchError -> `error: ...` and its exit code; anything else a bug
 
-Nothing outside this package imports it (tests/test_import_direction.py), except the shims that keep an old
+Nothing outside this package imports it (tests/repo/test_import_direction.py), except the shims that keep an old
 `python -m` path working (posbench/data/prepare_fineweb.py, posbench/evaluation/prepare_data.py,
 posbench/app/__main__.py, posbench/__main__.py).
 """

@@ -2,7 +2,7 @@
 
 `model.arch` is a config type (model/arch.py); `BUILDERS` pairs each with the class it builds. The model
 classes read `ModelConfig`, which names the architecture configs, so neither side may import the other at
-run time (tests/test_import_direction.py forbids import cycles): this module sits above both.
+run time (tests/repo/test_import_direction.py forbids import cycles): this module sits above both.
 
 Settings of the run that shape the module but are not `model.*` keys arrive typed as arguments here and
 are fixed for the model's life (design rule: nothing is set on a model after it is built):

@@ -2,7 +2,7 @@
 
 Lives in `model/` (not in the top-level `posbench.config`) so that building a model needs nothing from
 the data or training stages: `model/` and `pe/` import only each other, `config_loader` and `registry`
-(tests/test_import_direction.py reads the imports and enforces it).
+(tests/repo/test_import_direction.py reads the imports and enforces it).
 """
 
 from __future__ import annotations

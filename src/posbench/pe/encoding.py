@@ -6,7 +6,7 @@ packed window; every hook takes both.
 
 A PE overrides only the hooks it uses; model code calls the hooks and never asks which PE it has.
 `HOOKS` below is the contract as data; the table is it, with the classes in pe/ that override each hook
-(tests/test_pe_hooks.py holds this table, and docs/architecture.md's copy, to the code). "Called on": the
+(tests/pe/test_pe_hooks.py holds this table, and docs/architecture.md's copy, to the code). "Called on": the
 object the model calls the hook on. The model's PE (`model.pe`) answers for the whole model: positions,
 embeddings, which PE each layer uses (`layer_pe`) and each layer's window. `layer_pe(layer)` answers for one
 layer's attention: everything between q, k and the softmax. Every PE module (hybrid members, a wrapper's inner
@@ -372,7 +372,7 @@ CALLED_ON = {"model": "model.pe", "layer": "layer_pe(layer)", "module": "each PE
 def contract_table(overriders: dict[str, list[str]], markdown: bool = True) -> str:
     """The contract, one row per hook: as a Markdown table (docs/architecture.md), or as this module's docstring
     has it (`markdown=False`: the classes that override a hook wrapped under it, within 116 columns).
-    `overriders`: hook name -> the classes that override it (tests/test_pe_hooks.py passes the classes found in
+    `overriders`: hook name -> the classes that override it (tests/pe/test_pe_hooks.py passes the classes found in
     pe/ and checks both texts)."""
     if markdown:
         rows = ["| hook | called on | default | overridden in |", "|---|---|---|---|"]

@@ -1,0 +1,129 @@
+"""scripts/gpu_check.py: the budget, the isolated rows and the tables that every mode shares (hand-checked), the
+kernels mode's error measures against hand-computed values, and its --dry-run end to end on the CPU with only the
+packages of the GPU machine's image importable (a slow test: the same code the GPU call runs, at toy sizes)."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from posbench.gpucheck.common import Budget, Report, markdown_table
+from posbench.gpucheck.correctness import grad_error, rel
+
+ROOT = Path(__file__).resolve().parents[2]
+# on the GPU machine's image these are absent (the device tool's package list): the check must not need them
+NOT_ON_GPU_IMAGE = ["wandb", "datasets", "rustbpe", "mambapy", "streamlit", "plotly", "lm_eval", "selenium"]
+
+
+class Clock:
+    def __init__(self):
+        self.now = 100.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_budget_parts_are_shares_of_what_is_left():
+    clock = Clock()
+    b = Budget(100, clock)
+    clock.now += 40
+    assert b.left() == 60 and b.elapsed() == 40
+    part = b.part(0.5)
+    assert part.left() == 30 and part.allows(30) and not part.allows(30.5)
+    clock.now += 100
+    assert b.left() == -40 and b.part(0.5).left() == 0
+
+
+def test_a_failing_row_is_a_row_and_json_is_written_after_each(tmp_path, capsys):
+    report = Report("demo", tmp_path)
+    report.attempt("t", {"k": 1}, lambda: {"x": 2.0})
+    report.attempt("t", {"k": 2}, lambda: 1 / 0)
+    report.attempt("t", {"k": 3}, lambda: {"x": 1.0, "pass": False})
+    report.attempt("t", {"k": 4}, lambda: {"x": 1.0}, Budget(5), need_s=10)
+    rows = json.loads((tmp_path / "demo.json").read_text())["tables"]["t"]
+    assert [r["status"] for r in rows] == ["ok", "error", "FAIL", "skipped"]
+    assert rows[1]["error"] == "ZeroDivisionError: division by zero"
+    assert rows[3]["error"].startswith("budget:") and "needs ~10 s" in rows[3]["error"]
+    text = markdown_table("T", rows, [("k", "key", ""), ("x", "x", ".1f")])
+    lines = text.splitlines()
+    assert lines[0] == "## T" and lines[1].split("|")[1:3] == [" key ", " x   "]
+    assert lines[3].rstrip().endswith("| 2.0 |") and "error: ZeroDivisionError" in lines[4]
+    assert "n/a" in lines[4] and "FAIL" in lines[5] and "skipped: budget" in lines[6]
+
+
+def test_relative_errors_by_hand():
+    ref = torch.tensor([3.0, 4.0])  # norm 5
+    assert rel(torch.tensor([3.0, 5.0]), ref) == pytest.approx(1 / 5)
+    ref_g = {"a": torch.tensor([3.0, 4.0]), "b": torch.tensor([1.0, 0.0]), "zero": torch.zeros(2)}
+    got = {"a": torch.tensor([3.0, 4.5]), "b": torch.tensor([1.0, 0.5]), "zero": torch.ones(2)}
+    assert grad_error(got, ref_g) == pytest.approx(0.5)  # b's 0.5 / 1 is the worst; a zero reference is skipped
+    # all gradients as one vector: ||(0, .5, 0, .5, 1, 1)|| / ||(3, 4, 1, 0, 0, 0)|| = sqrt(2.5) / sqrt(26)
+    assert grad_error(got, ref_g, worst_parameter=False) == pytest.approx((2.5 / 26) ** 0.5)
+    assert grad_error({"a": got["a"]}, ref_g) == 1.0  # a parameter without a gradient is a whole error
+
+
+def test_kernel_kinds_by_name():
+    from posbench.gpucheck.profile import OTHER, kind_of
+
+    names = {
+        "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64": "matmul",
+        "nvjet_tst_128x256_64x4_2x1_v_bz_coopB_TNT": "matmul",
+        "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128>>": "attention",
+        "triton_tem_fused_flex_attention_backward_0": "attention",
+        "triton_red_fused__to_copy_add_mean_mul_pow_rsqrt_1": "fused elementwise/reduction",
+        "void at::native::(anonymous namespace)::multi_tensor_apply_kernel<FusedAdamMathFunctor>": "optimizer",
+        "aten::mm": "matmul",
+        "Memcpy HtoD (Pageable -> Device)": "copy/cast",
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL": OTHER,
+    }
+    assert {n: kind_of(n) for n in names} == names
+
+
+def run_isolated(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess:
+    """gpu_check.py in a fresh interpreter where the packages absent from the GPU image cannot be imported."""
+    blocker = (
+        "import importlib.abc, runpy, sys\n"
+        f"BLOCKED = {NOT_ON_GPU_IMAGE!r}\n"
+        "class Block(importlib.abc.MetaPathFinder):\n"
+        "    def find_spec(self, name, path, target=None):\n"
+        "        if name.split('.')[0] in BLOCKED:\n"
+        "            raise ImportError(f'{name} is not on the GPU image')\n"
+        "sys.meta_path.insert(0, Block())\n"
+        f"sys.argv = ['gpu_check.py', *{args!r}]\n"
+        f"runpy.run_path({str(ROOT / 'scripts' / 'gpu_check.py')!r}, run_name='__main__')\n")
+    return subprocess.run([sys.executable, "-c", blocker], cwd=tmp_path, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_kernels_dry_run_end_to_end(tmp_path):
+    """The whole kernels mode on the CPU, every row (a budget that a busy machine cannot run out of): each passes;
+    the tables print last."""
+    done = run_isolated(["kernels", "--dry-run", "--budget-s", "900", "--out", str(tmp_path / "out")], tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    tables = json.loads((tmp_path / "out" / "kernels.json").read_text())["tables"]
+    assert tables["tests"][0]["status"] == "ok" and "skipped" in tables["tests"][0]["summary"]  # no CUDA here
+    rows = tables["correctness"]
+    assert {r["status"] for r in rows} == {"ok"}, [r for r in rows if r["status"] != "ok"]
+    ran = rows
+    assert len(ran) >= 60 and all(r["pass"] for r in ran)
+    assert {"sdpa", "flex", "sdpa_bias", "kv-cache"} <= {r["kernel"] for r in ran}
+    assert any(r["kernel"].startswith("compiled(") for r in ran)
+    assert tables["resume"][0]["pass"] is True
+    assert [r["pe"] for r in tables["throughput"]] == ["rope", "alibi"]
+    assert all(r["tok_s"] > 0 and r["status"] == "ok" for r in tables["throughput"])
+    (prof,) = tables["profile"]
+    assert prof["status"] == "ok" and prof["step_ms"] > 0 and sum(prof["shares"].values()) == pytest.approx(1.0)
+    assert prof["shares"]["matmul"] > 0 and len(prof["top"]) == 8
+    out = done.stdout
+    assert out.index("## Kernel correctness") > out.index("# gpu_check kernels (dry run)")
+    assert "## Where a training step's time goes: nano rope" in out
+
+
+def test_no_gpu_without_dry_run_is_a_usage_error(tmp_path):
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is visible")
+    done = run_isolated(["kernels"], tmp_path)
+    assert done.returncode == 2 and "no CUDA device is visible" in done.stderr
