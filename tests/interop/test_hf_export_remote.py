@@ -320,3 +320,16 @@ def test_a_dropped_drope_checkpoint_exports_as_standard_qwen3(tmp_path):
     config = json.loads((out / "config.json").read_text())
     assert config["architectures"] == ["Qwen3ForCausalLM"] and not (out / "modeling_posbench.py").exists()
     assert "DroPE after its drop" in (out / "README.md").read_text()
+
+
+@pytest.mark.parametrize("cfg, where", [
+    ({"name": "randomized", "inner": {"name": "rope", "bogus": 1}}, "pe.inner"),
+    ({"name": "rnope_swa", "window": 4, "swa_layers": 3, "rope": {"name": "rope", "bogus": 1}}, "pe.rope"),
+    ({"name": "rope", "scaling": {"name": "pi", "factor": 2.0, "bogus": 1}}, "pe.scaling"),
+    ({"name": "hybrid", "pattern": [{"name": "rope"}, {"name": "alibi", "bogus": 1}]}, r"pe.pattern\[1\]"),
+])
+def test_the_remote_code_refuses_an_option_it_lacks_inside_a_nested_config(cfg, where):
+    from posbench.interop.hf_remote.modeling_posbench import check_pe_config
+
+    with pytest.raises(ValueError, match=rf"{where}: option\(s\) \['bogus'\]"):
+        check_pe_config(cfg)

@@ -79,6 +79,7 @@ def score_grids(B: int, H: int, T: int, S: int, device) -> tuple[torch.Tensor, .
 
 class PositionalEncoding(nn.Module):
     options: frozenset = frozenset()  # config fields besides `name` this class implements
+    nested: dict = {}  # option -> the function checking the config it holds (check_pe_config, check_scaling)
     whole_sequence = False  # positions depend on the whole sequence: no KV cache
 
     def __init__(self, cfg: dict, ctx: PEContext):
@@ -87,11 +88,15 @@ class PositionalEncoding(nn.Module):
 
     @classmethod
     def check_config(cls, cfg: dict, where: str) -> None:
-        """ValueError for a config field this class does not implement (nested configs: the classes override)."""
+        """ValueError for a config field this class does not implement; the options in `nested` hold configs of
+        their own, checked by the function named there (a list of them: the class overrides)."""
         unknown = set(cfg) - {"name"} - cls.options
         if unknown:
             raise ValueError(f"{where}: option(s) {sorted(unknown)} of `{cfg['name']}` are not implemented by "
                              "posbench's remote code; loading would compute a different model")
+        for key, check in cls.nested.items():
+            if key in cfg:
+                check(cfg[key], f"{where}.{key}")
 
     @property
     def name(self) -> str:

@@ -31,12 +31,7 @@ class Rotary(PositionalEncoding):
     pairs with j + R/2 at frequency inv_F[j mod R/2]; channels R.. pass unrotated (partial rotary)."""
 
     options = frozenset(("theta", "scaling", "rotary_fraction"))
-
-    @classmethod
-    def check_config(cls, cfg, where):
-        super().check_config(cfg, where)
-        if "scaling" in cfg:
-            check_scaling(cfg["scaling"], f"{where}.scaling")
+    nested = {"scaling": check_scaling}
 
     @property
     def pads_ok(self):

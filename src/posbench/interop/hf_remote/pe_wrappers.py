@@ -46,12 +46,7 @@ class RNoPESWA(Hybrid):
     """RNoPE-SWA: `swa_layers` RoPE layers with a sliding window of `window` keys, then one NoPE layer, cycling."""
 
     options = frozenset(("window", "swa_layers", "rope"))
-
-    @classmethod
-    def check_config(cls, cfg, where):
-        super().check_config(cfg, where)
-        if "rope" in cfg:
-            check_pe_config(cfg["rope"], f"{where}.rope")
+    nested = {"rope": check_pe_config}
 
     def __init__(self, cfg, ctx):
         pattern = [cfg["rope"]] * cfg["swa_layers"] + [{"name": "none"}]
@@ -68,12 +63,7 @@ class Randomized(PositionalEncoding):
     from a generator seeded by (eval_seed, T), so a sequence's positions depend on its length: no KV cache."""
 
     options = frozenset(("inner", "max_positions", "sample_at_eval", "eval_seed"))
-
-    @classmethod
-    def check_config(cls, cfg, where):
-        super().check_config(cfg, where)
-        if "inner" in cfg:
-            check_pe_config(cfg["inner"], f"{where}.inner")
+    nested = {"inner": check_pe_config}
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
