@@ -85,6 +85,33 @@ def test_coupled_learned_looks_up_its_ids_and_shifts_all_of_them_in_training():
     assert pe.inner.table.num_embeddings == 64 + 7
 
 
+def test_coupled_offset_fit_draws_the_authors_start_for_each_row():
+    """offset=fit, as position coupling's authors draw the start: every shift that keeps the row's largest id inside
+    the table (ids 0..max_positions-1), uniformly, one per row; a short row can reach the last rows, a long one less
+    far; evaluation does not shift."""
+    pe = build_test_model("coupled", overrides=["pe.inner={name: learned}", "pe.offset=fit",
+                                                "pe.max_positions=20"]).pe
+    short = torch.tensor([[1, 2, 0, 1, 2, 0, 1, 2, 3, 0]])  # largest id 3: shifts 0..16
+    long = torch.tensor([[5, 4, 3, 2, 1, 0, 5, 4, 3, 2, 1, 0, 1, 2, 3, 4, 5, 6, 0]])  # largest id 6: shifts 0..13
+    pe.eval()
+    assert torch.equal(pe.data_positions(short, nothing), short.float())
+    pe.train()
+    torch.manual_seed(0)
+    for ids, top in ((short, 16), (long, 13)):
+        shifted = pe.data_positions(ids.expand(4000, -1), nothing)
+        s = shifted - ids
+        assert (s == s[:, :1]).all()  # one shift per row, operators included
+        counts = torch.bincount(s[:, 0].long(), minlength=top + 1)
+        assert len(counts) == top + 1 and counts.min() > 4000 / (top + 1) * 0.7  # every start, about uniformly
+        assert shifted.max() == 19  # the table's last row is reached and never passed
+    assert pe.inner.table.num_embeddings == 20
+
+
+def test_coupled_offset_fit_refuses_a_fixed_offset_beside_it():
+    with pytest.raises(ConfigError, match="pe.offset=fit draws each row's shift from pe.max_positions"):
+        build_test_model("coupled", overrides=["pe.offset=fit", "pe.max_offset=8"])
+
+
 @pytest.mark.parametrize("name", ["rope", "none", "fire", "alibi"])
 def test_pes_that_do_not_read_data_ids_ignore_them(name):
     assert not PES.get(name).reads_data_positions()
