@@ -3,8 +3,8 @@
 Each stage declares its settings beside its code (model/model_config.py, training/train_config.py, data/data_config.py,
 pe/ variants' nested Configs); this module only puts them together, so nothing below it imports it.
 
-    python train.py configs/model/tiny.yaml pe.name=alibi model.dropout=0.1
-    python train.py --model-size tiny --pe-type alibi          # the same fields, familiar flags
+    posbench train configs/model/tiny.yaml pe.name=alibi model.dropout=0.1
+    posbench train --model-size tiny --pe-type alibi          # the same fields, familiar flags
 
 Sources merge left to right: dataclass defaults <- --model-size preset <- YAML files <- --pe-type <-
 dotted overrides <- typed flags (--resume, --branch-from, --budget). The size preset comes first because

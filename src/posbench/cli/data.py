@@ -1,9 +1,9 @@
 """Data preparation CLI: download, tokenize (training the BPE first if needed), info; the evaluation sets.
 
-    python -m posbench.data.prepare_fineweb download --max-shards 100
-    python -m posbench.data.prepare_fineweb tokenize
-    python -m posbench.data.prepare_fineweb info
-    python -m posbench.data.prepare_fineweb tokenize --data fineweb_edu data.tokenizer.name=gpt2
+    posbench data download --max-shards 100
+    posbench data tokenize
+    posbench data info
+    posbench data tokenize --data fineweb_edu data.tokenizer.name=gpt2
 
 Any command takes config sources after it: YAML files (with a top-level `data:` mapping) and dotted
 overrides such as `data.root=/scratch/data` or `data.source.name=local data.source.paths=[my/*.jsonl]`.
@@ -23,7 +23,7 @@ from posbench.cli.errors_cli import cli_entry
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m posbench.data.prepare_fineweb", description=__doc__,
+    p = argparse.ArgumentParser(prog="posbench data", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = p.add_subparsers(dest="command", required=True)
 

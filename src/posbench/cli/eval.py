@@ -1,9 +1,9 @@
 """`posbench eval` / eval.py: checkpoints and familiar flags, mapped onto EvalConfig fields.
 
-    python eval.py checkpoints/tiny_rope_2.35B_s42/latest --suite all
-    python eval.py ckpt_a ckpt_b ckpt_c --suite ppl --lengths 512,1024,2048,4096,8192
-    python eval.py ckpt --suite ppl --rope-scaling yarn --rope-factor 4 --ppl-text notes/*.txt
-    python eval.py ckpt --suite algorithmic --tasks reverse,sort --set algorithmic.shots=[0,5]
+    posbench eval checkpoints/tiny_rope_2.35B_s42/latest --suite all
+    posbench eval ckpt_a ckpt_b ckpt_c --suite ppl --lengths 512,1024,2048,4096,8192
+    posbench eval ckpt --suite ppl --rope-scaling yarn --rope-factor 4 --ppl-text notes/*.txt
+    posbench eval ckpt --suite algorithmic --tasks reverse,sort --set algorithmic.shots=[0,5]
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """`posbench train` / train.py: pretrain a model from YAML presets, dotted overrides and familiar flags.
 
-    python train.py --list-pe-types
-    python train.py --model-size tiny --pe-type rope --print-config
-    python train.py configs/model/nano.yaml pe.name=alibi model.dropout=0.1 --print-config
+    posbench train --list-pe-types
+    posbench train --model-size tiny --pe-type rope --print-config
+    posbench train configs/model/nano.yaml pe.name=alibi model.dropout=0.1 --print-config
 """
 
 from __future__ import annotations

@@ -159,7 +159,7 @@ def default_out(planned: list[Planned]) -> Path:
 def run_eval(paths: list[str], cfg: EvalConfig, out: str | Path | None = None, log=print) -> dict:
     """Evaluate checkpoints; returns {"out": dir, "checkpoints": {label: written files}, "comparison": ...}."""
     if not paths:
-        raise ConfigError("no checkpoint given: python eval.py CKPT [CKPT ...]")
+        raise ConfigError("no checkpoint given: posbench eval CKPT [CKPT ...]")
     device = choose_device(cfg.device)
     torch.set_num_threads(choose_threads(cfg.threads)[0])  # a setting, never the load (posbench/threads.py)
     planned = plan(paths, cfg, device)

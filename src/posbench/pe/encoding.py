@@ -398,4 +398,4 @@ def _check(name: str, cls) -> None:
 # Name -> PositionalEncoding class. Variants register with `@PES.register("name")` in their own file;
 # pe/__init__.py imports every variant file explicitly, so `grep PES.register` finds them all.
 PES = Registry("positional encoding", _check, where="pe.name",
-               hint=". List them with `python train.py --list-pe-types`.")
+               hint=". List them with `posbench train --list-pe-types`.")
