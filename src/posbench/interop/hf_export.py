@@ -48,13 +48,14 @@ from posbench.config_loader import dump_yaml
 from posbench.data.tokenizers import BOS, Tokenizer
 from posbench.errors import BadInputError, ConfigError, user_paths
 from posbench.fileio import fsync_dir, link_error, remove_tree
+from posbench.interop.hf_qwen3_next import qwen3_next_config, qwen3_next_reason, qwen3_next_state_dict
 from posbench.interop.hf_verify import VERIFY_TOLERANCE, check_prompt, uses_dynamic_scaling, verify
 
 NOPE_FACTOR = 1e30  # linear RoPE scaling that makes every angle vanish (see the module docstring)
 REMOTE_DIR = Path(__file__).parent / "hf_remote"
 # every module of hf_remote/ but its __init__: what transformers loads from the export directory
 REMOTE_FILES = tuple(sorted(p.name for p in REMOTE_DIR.glob("*.py") if p.name != "__init__.py"))
-QWEN3, REMOTE = "Qwen3ForCausalLM", "PosbenchForCausalLM"
+QWEN3, QWEN3_NEXT, REMOTE = "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "PosbenchForCausalLM"
 
 
 def position_free(run_cfg: RunConfig) -> bool:
@@ -119,6 +120,8 @@ def qwen3_reason(run_cfg: RunConfig) -> str | None:
                 f"at token {m.packing.bos_id}; Qwen3 attends across them and counts positions from the row's start")
     if m.attention_window is not None:
         return f"model.attention_window={m.attention_window} is exported with posbench's remote code"
+    if m.attention_gate != "none":
+        return f"model.attention_gate={m.attention_gate} has no counterpart in Qwen3 (it never gates attention)"
     try:
         rope_parameters(run_cfg)
     except ConfigError as e:
@@ -164,6 +167,11 @@ def remote_pe_config(run_cfg: RunConfig) -> dict:
     if arch != "decoder":
         raise ConfigError(f"model.arch={arch} is not a decoder-only transformer; neither transformers' Qwen3 nor "
                           "posbench's remote modeling code computes it. Nothing was exported")
+    gate = run_cfg.model.attention_gate
+    if gate != "none":
+        raise ConfigError(f"model.attention_gate={gate} has no counterpart in posbench's remote code, and the model "
+                          f"does not map onto {QWEN3_NEXT} ({qwen3_next_reason(run_cfg.model, run_cfg.pe)}). "
+                          "Nothing was exported")
     pe = dataclasses.asdict(run_cfg.pe)
     try:
         check_pe_config(pe)
@@ -341,6 +349,8 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print, overwrite: bo
     run_cfg, model = loaded.cfg, loaded.model
     refuse_data_positions(run_cfg)  # before any file is written
     why_remote = qwen3_reason(run_cfg)
+    if why_remote and qwen3_next_reason(run_cfg.model, run_cfg.pe) is None:
+        why_remote = None  # the gated-attention recipe: a standard Qwen3NextForCausalLM (interop/hf_qwen3_next.py)
     pe = remote_pe_config(run_cfg) if why_remote else None  # refuses before any file is written
     packing = remote_packing(run_cfg, pe) if why_remote else None  # likewise
     tokenizer = DataLayout.from_config(run_cfg.data).tokenizer.build()
@@ -355,6 +365,12 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print, overwrite: bo
             state = remote_state_dict(model)
             for name in REMOTE_FILES:
                 shutil.copyfile(REMOTE_DIR / name, tmp / name)
+        elif run_cfg.model.attention_gate != "none":
+            kind = QWEN3_NEXT
+            m = run_cfg.model
+            qwen3_next_config(m, run_cfg.pe, bos_token_id=tokenizer.bos_id, eos_token_id=tokenizer.bos_id,
+                              architectures=[QWEN3_NEXT]).save_pretrained(tmp)
+            state = qwen3_next_state_dict(model.state_dict(), m.n_layers, m.n_heads, m.tie_embeddings)
         else:
             kind = QWEN3
             qwen3_config(run_cfg, tokenizer).save_pretrained(tmp)
@@ -376,7 +392,7 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print, overwrite: bo
             place(tmp, out, overwrite)
     finally:
         remove_tree(tmp)  # gone already when it was renamed into place
-    how = f"{REMOTE} (remote code: {why_remote})" if why_remote else QWEN3
+    how = f"{REMOTE} (remote code: {why_remote})" if why_remote else kind
     kinds = "uncached" if whole_sequence else "cached and uncached"
     log(f"exported {loaded.path} ({run_cfg.pe.name}) as {how} to {out}; max |logit difference| on random ids "
         f"{diff:.2g}; greedy generation ({n_new} tokens, {kinds}) as posbench's, max |score difference| "

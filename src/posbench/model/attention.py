@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from posbench.model.attention_gate import GATES
 from posbench.model.kernels import AttentionKernel, EagerKernel
 from posbench.model.norms import RMSNorm
 from posbench.model.packing import Documents, DocumentState
@@ -53,7 +54,7 @@ class KVCache:
 
 class Attention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, layer: int, kernel: AttentionKernel,
-                 qk_norm: bool = True, norm_eps: float = 1e-6, dropout: float = 0.0):
+                 qk_norm: bool = True, norm_eps: float = 1e-6, dropout: float = 0.0, gate: str = "none"):
         super().__init__()
         self.n_heads, self.head_dim, self.layer = n_heads, d_model // n_heads, layer
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
@@ -64,6 +65,7 @@ class Attention(nn.Module):
         self.k_norm = RMSNorm(self.head_dim, norm_eps) if qk_norm else nn.Identity()
         self.resid_dropout = nn.Dropout(dropout)
         self.kernel = kernel
+        self.gate = GATES.get(gate)(d_model, n_heads)  # model.attention_gate (model/attention_gate.py)
 
     def _qkv(self, x_BTD, pos_T, pe: PositionalEncoding, cache: LayerCache | None):
         B, T, D = x_BTD.shape
@@ -87,7 +89,8 @@ class Attention(nn.Module):
         mod = attention_bias(pe, self.layer, pos_T, pos_S, self._features(x_BTD, pe, cache))
         fast = pe.fast_bias(self.layer, pos_T, pos_S)
         out_BHTK = self.kernel(q, k, v, mod, self.training, docs, fast)
-        return self.resid_dropout(self.proj(out_BHTK.transpose(1, 2).reshape(B, T, D)))
+        out_BTHK = self.gate(x_BTD, out_BHTK.transpose(1, 2))
+        return self.resid_dropout(self.proj(out_BTHK.reshape(B, T, D)))
 
     def scores(self, x_BTD, pos_T, pe: PositionalEncoding, docs: Documents | None = None) -> torch.Tensor:
         """Pre-softmax logits (B, H, T, T), float32, from the eager reference: for analysis and tests."""

@@ -13,6 +13,7 @@ from typing import Literal
 from posbench.config_loader import Checked
 from posbench.errors import ConfigError
 from posbench.model.arch import ArchConfig, DecoderArch
+from posbench.model.attention_gate import GATES
 from posbench.model.embedding import EMBED_SCALES
 from posbench.model.matmul import MATMULS
 from posbench.model.packing import PackingConfig
@@ -20,6 +21,7 @@ from posbench.pe import PEContext
 from posbench.pe.window import check_window
 
 AttentionChoice = Literal["auto", "sdpa", "flex", "flash_alibi", "eager", "sdpa_bias"]
+AttentionGate = Literal[tuple(GATES)]  # none | elementwise | headwise (model/attention_gate.py)
 EmbedScale = Literal[tuple(EMBED_SCALES)]  # the names are written once, in model/embedding.py
 MatmulChoice = Literal[tuple(MATMULS)]  # torch | onednn | auto (model/matmul.py)
 
@@ -49,6 +51,8 @@ class ModelConfig(Checked):
     # sliding-window attention: None (full), W for every layer, or a per-layer list cycling over the layers
     # ([512, 512, 512, null]: three windowed layers, then a full one); query i sees keys i-W+1 .. i (model/masks.py)
     attention_window: int | list[int | None] | None = None
+    # a sigmoid gate on each head's attention output (Qiu et al. 2025; Qwen3-Next): none | elementwise | headwise
+    attention_gate: AttentionGate = "none"
     head_dim: int = field(init=False, default=0)  # derived
 
     def check(self) -> None:
@@ -74,6 +78,9 @@ class ModelConfig(Checked):
                               f"implemented for the decoder only; model.arch={self.arch.name} needs "
                               "model.packing.mask=causal and model.packing.positions=window")
         self._check_window()
+        if self.attention_gate != "none" and type(self.arch) is not DecoderArch:
+            raise ConfigError(f"model.attention_gate={self.attention_gate} is implemented for the decoder only; "
+                              f"model.arch={self.arch.name} needs model.attention_gate=none")
 
     def _check_window(self) -> None:
         w = self.attention_window

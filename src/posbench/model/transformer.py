@@ -37,7 +37,8 @@ class Block(nn.Module):
     def __init__(self, cfg: ModelConfig, layer: int, kernel):
         super().__init__()
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.attn = Attention(cfg.d_model, cfg.n_heads, layer, kernel, cfg.qk_norm, cfg.norm_eps, cfg.dropout)
+        self.attn = Attention(cfg.d_model, cfg.n_heads, layer, kernel, cfg.qk_norm, cfg.norm_eps, cfg.dropout,
+                              cfg.attention_gate)
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.mlp = SwiGLU(cfg.d_model, cfg.d_ff, cfg.dropout)
 
@@ -88,7 +89,8 @@ class Transformer(nn.Module):
         std = self.cfg.init_std
         init_embeddings(self.tok_emb, self.lm_head, self.cfg.tie_embeddings, std)
         for block in self.blocks:  # two residual writes per block
-            init_residual_block(std, 2 * self.cfg.n_layers, [block.attn.qkv, block.mlp.gate, block.mlp.up],
+            init_residual_block(std, 2 * self.cfg.n_layers,
+                                [block.attn.qkv, block.mlp.gate, block.mlp.up, *block.attn.gate.linears()],
                                 [block.attn.proj, block.mlp.down])
 
     def positions(self, T: int, device, offset: int = 0) -> torch.Tensor:

@@ -1,0 +1,129 @@
+"""Recipe parity with transformers (issue 45 item 3): a posbench model built with a recipe preset
+(configs/recipe/) and the transformers model that defines the recipe, tiny, random weights loaded from posbench's
+state dict, give the same fp32 logits (within 1e-5 of the largest |logit|) and the same greedy generation with
+transformers' KV cache and posbench's. Each test also removes one piece of the recipe and shows the parity fails,
+so the comparison sees that piece."""
+
+import pytest
+import torch
+
+transformers = pytest.importorskip("transformers")
+
+from posbench.config import load_config  # noqa: E402
+from posbench.interop.hf_qwen3_next import qwen3_next_config, qwen3_next_state_dict  # noqa: E402
+from posbench.model.build import build_model  # noqa: E402
+from posbench.presets import preset_path  # noqa: E402
+
+TOLERANCE = 1e-5  # of the largest |logit|
+T = 40
+
+
+def recipe_model(recipe: str, *overrides):
+    cfg = load_config([preset_path("recipe", recipe)], ["model.n_layers=3", "model.seq_len=64", *overrides],
+                      model_size="nano")
+    torch.manual_seed(0)
+    model = build_model(cfg.model, cfg.pe, "cpu").eval()
+    g = torch.Generator().manual_seed(1)
+    with torch.no_grad():  # norms away from 1 and every weight perturbed: a mapping error cannot hide
+        for p in model.parameters():
+            p.add_(0.05 * torch.randn(p.shape, generator=g))
+    return cfg, model
+
+
+def max_rel_diff(ours, theirs, ids) -> float:
+    with torch.no_grad():
+        want, got = ours(ids).logits, theirs(ids).logits
+    return ((got - want).abs().max() / want.abs().max()).item()
+
+
+def greedy(model, ids, n: int) -> list[int]:
+    """posbench's greedy loop with its KV cache."""
+    cache = model.new_cache()
+    out, x = [], ids
+    with torch.no_grad():
+        for _ in range(n):
+            nxt = model(x, cache=cache).logits[:, -1].argmax(-1, keepdim=True)
+            out.append(int(nxt))
+            x = nxt
+    return out
+
+
+def assert_generation_parity(ours, theirs, ids, n: int = 10):
+    with torch.no_grad():
+        theirs_gen = theirs.generate(ids, max_new_tokens=n, min_new_tokens=n, do_sample=False, use_cache=True,
+                                     eos_token_id=None, pad_token_id=0)[0, ids.shape[1]:].tolist()
+    assert theirs_gen == greedy(ours, ids, n)
+
+
+def qwen3_next_pair(*overrides):
+    cfg, ours = recipe_model("qwen3_next", *overrides)
+    hf_cfg = qwen3_next_config(cfg.model, cfg.pe)
+    hf_cfg._attn_implementation = "eager"
+    theirs = transformers.Qwen3NextForCausalLM(hf_cfg).eval()
+    state = qwen3_next_state_dict(ours.state_dict(), cfg.model.n_layers, cfg.model.n_heads, cfg.model.tie_embeddings)
+    missing, unexpected = theirs.load_state_dict(state, strict=False)
+    assert not unexpected and set(missing) <= {"lm_head.weight"}  # the tied head is the embedding
+    return cfg, ours, theirs
+
+
+def test_qwen3_next_recipe_sets_gate_and_partial_rotary():
+    cfg, model = recipe_model("qwen3_next")
+    assert cfg.model.attention_gate == "elementwise" and cfg.pe.rotary_fraction == 0.25 and cfg.pe.theta == 1e7
+    assert model.blocks[0].attn.gate.proj.weight.shape == (cfg.model.d_model, cfg.model.d_model)
+
+
+def test_qwen3_next_logits_and_cached_generation_match_transformers():
+    cfg, ours, theirs = qwen3_next_pair()
+    ids = torch.randint(0, cfg.model.vocab_size, (2, T), generator=torch.Generator().manual_seed(0))
+    assert max_rel_diff(ours, theirs, ids) <= TOLERANCE
+    assert_generation_parity(ours, theirs, ids[:1, :12])
+
+
+def test_qwen3_next_parity_fails_without_the_gate():
+    """The same weights without the gate's sigmoid in posbench: transformers' logits no longer match."""
+    cfg, ours, theirs = qwen3_next_pair()
+    for block in ours.blocks:
+        block.attn.gate.forward = lambda x, out: out
+    ids = torch.randint(0, cfg.model.vocab_size, (2, T), generator=torch.Generator().manual_seed(0))
+    assert max_rel_diff(ours, theirs, ids) > 100 * TOLERANCE
+
+
+def test_qwen3_next_parity_fails_with_full_rotary():
+    """Partial rotary matters: transformers rotating every channel differs from the recipe's 25%."""
+    cfg, ours, theirs = qwen3_next_pair()
+    hf_cfg = qwen3_next_config(cfg.model, cfg.pe)
+    hf_cfg.rope_parameters["partial_rotary_factor"] = 1.0
+    hf_cfg._attn_implementation = "eager"
+    full = transformers.Qwen3NextForCausalLM(hf_cfg).eval()
+    full.load_state_dict(theirs.state_dict())
+    ids = torch.randint(0, cfg.model.vocab_size, (2, T), generator=torch.Generator().manual_seed(0))
+    assert max_rel_diff(ours, full, ids) > 100 * TOLERANCE
+
+
+QWEN3_NEXT_OVERRIDES = ["model.attention_gate=elementwise", "pe.name=rope", "pe.rotary_fraction=0.25", "pe.theta=1e7"]
+
+
+def test_qwen3_next_recipe_exports_as_qwen3_next_with_parity(tmp_path):
+    from posbench.evaluation.loading import load_model
+    from posbench.interop.hf_export import QWEN3_NEXT, export
+    from tests.interop.test_hf_export_remote import random_checkpoint
+
+    run = random_checkpoint(tmp_path, *QWEN3_NEXT_OVERRIDES)
+    out = export(run, tmp_path / "hf", log=lambda *_: None)  # verifies logits and cached/uncached generation
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32).eval()
+    assert type(hf).__name__ == QWEN3_NEXT
+    ours = load_model(run, "cpu").model
+    ids = torch.randint(0, 257, (2, T), generator=torch.Generator().manual_seed(0))
+    assert max_rel_diff(ours, hf, ids) <= TOLERANCE
+
+
+@pytest.mark.parametrize("override", ["model.attention_gate=headwise", "pe.name=alibi"])
+def test_a_gate_qwen3_next_cannot_carry_is_refused_by_the_export(tmp_path, override):
+    from posbench.errors import ConfigError
+    from posbench.interop.hf_export import export
+    from tests.interop.test_hf_export_remote import random_checkpoint
+
+    run = random_checkpoint(tmp_path, *QWEN3_NEXT_OVERRIDES, override)
+    with pytest.raises(ConfigError, match="attention_gate=.* has no counterpart in posbench's remote code"):
+        export(run, tmp_path / "hf", log=lambda *_: None)
+    assert not (tmp_path / "hf").exists()
