@@ -62,8 +62,15 @@ class Randomized(PositionalEncoding):
     """Ruoss et al. 2023: T sorted positions drawn from [0, range) for a sequence of T tokens; at evaluation
     from a generator seeded by (eval_seed, T), so a sequence's positions depend on its length: no KV cache."""
 
-    options = frozenset(("inner", "max_positions", "sample_at_eval", "eval_seed"))
+    options = frozenset(("inner", "max_positions", "sample_at_eval", "eval_seed", "positions"))
     nested = {"inner": check_pe_config}
+    # positions=integer: distinct integers of [0, range); float: random float sampling (Shimizu et al. 2026),
+    # uniform reals on [0, range); both sorted, drawn with the generator's calls posbench makes
+    draws = {
+        "integer": lambda S, n, gen: torch.randperm(n, generator=gen)[:S].sort().values.to(torch.float32),
+        "float": lambda S, n, gen: (torch.rand(S, generator=gen, dtype=torch.float64) * n).sort().values.to(
+            torch.float32),
+    }
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
@@ -89,7 +96,7 @@ class Randomized(PositionalEncoding):
             raise ValueError("randomized positions are drawn for a whole unpadded sequence; decode without a KV "
                              "cache")
         gen = None if self.training else torch.Generator().manual_seed(self.cfg.get("eval_seed", 0) * 1_000_003 + S)
-        drawn_S = torch.randperm(self.range, generator=gen)[:S].sort().values
+        drawn_S = self.draws[self.cfg.get("positions", "integer")](S, self.range, gen)
         return drawn_S.to(device=index_BS.device, dtype=torch.float32)[None]
 
     def embed(self, x_BTD, pos_BT):
