@@ -26,6 +26,11 @@ class ForgetGate(PositionalEncoding):
     kind = "bias"
     summary = "FoX: data-dependent forget gates, logit bias sum of log f between key and query (Lin et al. 2025)"
 
+    @staticmethod
+    def log_gate(logit_BTH):
+        """log f_t from the gate's logit: FoX's log sigmoid (a subclass with another gate, CABLE, replaces it)."""
+        return F.logsigmoid(logit_BTH)
+
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
         # one Linear(d_model, n_heads) per layer, stacked; the weight is decayed, the bias not (decay_params)
@@ -44,7 +49,7 @@ class ForgetGate(PositionalEncoding):
     def token_features(self, layer, x_BTD):
         """log f_t (B, H, T), float32: the forget gates in log space, so the cumulative sum cannot underflow."""
         logit_BTH = x_BTD.float() @ self.weight_LHD[layer].float().t() + self.bias_LH[layer].float()
-        return F.logsigmoid(logit_BTH).transpose(1, 2)
+        return self.log_gate(logit_BTH).transpose(1, 2)
 
     def score_mod(self, layer, pos_q_T, pos_k_S, feats_BHS=None):
         # c over every key (cached ones included: the cache keeps each key's log f). Only differences c_i - c_j

@@ -40,7 +40,8 @@ FLOAT_POSITION_PES = ("sinusoidal", "rope", "alibi")
 
 @PES.register("randomized")
 class RandomizedPositions(WrapperPE):
-    summary = "Wrapper: sorted random positions from a larger range (Ruoss et al. 2023) around any PE"
+    summary = ("Wrapper: sorted random positions from a larger range (Ruoss et al. 2023; pe.positions=float: RFS, "
+               "Shimizu et al. 2026) around any PE")
 
     @dataclass
     class Config(WrapperConfig):

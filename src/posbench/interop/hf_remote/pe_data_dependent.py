@@ -24,7 +24,11 @@ class ForgetGate(PositionalEncoding):
 
     def token_features(self, layer, x_BTD):
         logit_BTH = x_BTD.float() @ self.weight_LHD[layer].float().t() + self.bias_LH[layer].float()
-        return F.logsigmoid(logit_BTH).transpose(1, 2)
+        return self.log_gate(logit_BTH).transpose(1, 2)
+
+    @staticmethod
+    def log_gate(logit_BTH):
+        return F.logsigmoid(logit_BTH)
 
     def score_mod(self, layer, pos_q_BT, pos_k_BS, feats_BHS=None):
         # left pads come first: a real query's and key's c differ by real tokens' gates only
@@ -35,6 +39,15 @@ class ForgetGate(PositionalEncoding):
             # future keys get c_i - c_j >= 0, finite: they are masked anyway
             return score + (c_BHT[b, h, q_idx] - c_BHS[b, h, kv_idx])
         return mod
+
+
+@register("cable")
+class Cable(ForgetGate):
+    """CABLE (Veisi et al. 2025): FoX's bias with per-token terms -softplus(w.x_t + b): c = cumsum(-softplus)."""
+
+    @staticmethod
+    def log_gate(logit_BTH):
+        return -F.softplus(logit_BTH)
 
 
 @register("cope")
