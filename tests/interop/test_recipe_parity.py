@@ -127,3 +127,70 @@ def test_a_gate_qwen3_next_cannot_carry_is_refused_by_the_export(tmp_path, overr
     with pytest.raises(ConfigError, match="attention_gate=.* has no counterpart in posbench's remote code"):
         export(run, tmp_path / "hf", log=lambda *_: None)
     assert not (tmp_path / "hf").exists()
+
+
+class SwiGLUForGptOss(torch.nn.Module):
+    """posbench's SwiGLU where gpt-oss's decoder layer calls its mixture of experts (which returns a pair)."""
+
+    def __init__(self, mlp):
+        super().__init__()
+        self.mlp = mlp
+
+    def forward(self, x):
+        return self.mlp(x), None
+
+
+def gpt_oss_pair(*overrides):
+    from posbench.interop.hf_gpt_oss import gpt_oss_attention_state_dict, gpt_oss_config
+
+    # a window of 8 keys: the inputs cross its edge many times
+    cfg, ours = recipe_model("gpt_oss", "model.attention_window=[8,null]", "model.n_layers=4", *overrides)
+    with torch.no_grad():  # sinks of both signs, large enough to matter
+        for block in ours.blocks:
+            block.attn.sinks.copy_(torch.linspace(-2, 2, cfg.model.n_heads))
+    hf_cfg = gpt_oss_config(cfg.model, cfg.pe)
+    hf_cfg._attn_implementation = "eager"
+    theirs = transformers.GptOssForCausalLM(hf_cfg).eval()
+    missing, unexpected = theirs.load_state_dict(
+        gpt_oss_attention_state_dict(ours.state_dict(), cfg.model.n_layers, cfg.model.tie_embeddings), strict=False)
+    assert not unexpected and all(".mlp." in k or k == "lm_head.weight" for k in missing)
+    for hf_layer, block in zip(theirs.model.layers, ours.blocks, strict=True):
+        hf_layer.mlp = SwiGLUForGptOss(block.mlp)
+    return cfg, ours, theirs
+
+
+@pytest.mark.parametrize("kernel", ["sdpa", "eager"])
+def test_gpt_oss_logits_and_cached_generation_match_transformers(kernel):
+    cfg, ours, theirs = gpt_oss_pair(f"model.attention={kernel}")
+    assert cfg.pe.scaling.name == "yarn" and cfg.model.attention_sinks and not cfg.model.qk_norm
+    ids = torch.randint(0, cfg.model.vocab_size, (2, T), generator=torch.Generator().manual_seed(0))
+    assert max_rel_diff(ours, theirs, ids) <= TOLERANCE
+    assert_generation_parity(ours, theirs, ids[:1, :12], n=12)  # past the window of 8 while generating
+
+
+def test_gpt_oss_parity_fails_without_the_sinks():
+    cfg, ours, theirs = gpt_oss_pair()
+    with torch.no_grad():
+        for block in ours.blocks:
+            block.attn.sinks.fill_(-1e4)  # exp(-1e4) = 0: the softmax without its sink
+    ids = torch.randint(0, cfg.model.vocab_size, (2, T), generator=torch.Generator().manual_seed(0))
+    assert max_rel_diff(ours, theirs, ids) > 100 * TOLERANCE
+
+
+def test_gpt_oss_parity_fails_without_the_sliding_window():
+    cfg, ours, theirs = gpt_oss_pair()
+    for block in ours.blocks:
+        block.attn.kernel.window = None
+    ids = torch.randint(0, cfg.model.vocab_size, (2, T), generator=torch.Generator().manual_seed(0))
+    assert max_rel_diff(ours, theirs, ids) > 100 * TOLERANCE
+
+
+def test_gpt_oss_recipe_is_refused_by_the_export(tmp_path):
+    from posbench.errors import ConfigError
+    from posbench.interop.hf_export import export
+    from tests.interop.test_hf_export_remote import random_checkpoint
+
+    run = random_checkpoint(tmp_path, "model.attention_sinks=true", "model.qk_norm=false")
+    with pytest.raises(ConfigError, match="attention_sinks=True has no counterpart in posbench's remote code"):
+        export(run, tmp_path / "hf", log=lambda *_: None)
+    assert not (tmp_path / "hf").exists()

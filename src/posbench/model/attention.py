@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from posbench.errors import ConfigError
 from posbench.model.attention_gate import GATES
 from posbench.model.kernels import AttentionKernel, EagerKernel
 from posbench.model.norms import RMSNorm
@@ -54,7 +55,8 @@ class KVCache:
 
 class Attention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, layer: int, kernel: AttentionKernel,
-                 qk_norm: bool = True, norm_eps: float = 1e-6, dropout: float = 0.0, gate: str = "none"):
+                 qk_norm: bool = True, norm_eps: float = 1e-6, dropout: float = 0.0, gate: str = "none",
+                 sinks: bool = False):
         super().__init__()
         self.n_heads, self.head_dim, self.layer = n_heads, d_model // n_heads, layer
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
@@ -66,6 +68,11 @@ class Attention(nn.Module):
         self.resid_dropout = nn.Dropout(dropout)
         self.kernel = kernel
         self.gate = GATES.get(gate)(d_model, n_heads)  # model.attention_gate (model/attention_gate.py)
+        # model.attention_sinks: one sink logit per head, 0 at init (model/attention_sinks.py); no parameter without
+        self.sinks = nn.Parameter(torch.zeros(n_heads)) if sinks else None
+        if sinks and not kernel.carries_sinks:
+            raise ConfigError(f"model.attention={kernel.name} cannot carry model.attention_sinks; use auto, sdpa, "
+                              "eager, sdpa_bias or flex")
 
     def _qkv(self, x_BTD, pos_T, pe: PositionalEncoding, cache: LayerCache | None):
         B, T, D = x_BTD.shape
@@ -88,7 +95,7 @@ class Attention(nn.Module):
         q, k, v, pos_S = self._qkv(x_BTD, pos_T, pe, cache)
         mod = attention_bias(pe, self.layer, pos_T, pos_S, self._features(x_BTD, pe, cache))
         fast = pe.fast_bias(self.layer, pos_T, pos_S)
-        out_BHTK = self.kernel(q, k, v, mod, self.training, docs, fast)
+        out_BHTK = self.kernel(q, k, v, mod, self.training, docs, fast, sinks_H=self.sinks)
         out_BTHK = self.gate(x_BTD, out_BHTK.transpose(1, 2))
         return self.resid_dropout(self.proj(out_BTHK.reshape(B, T, D)))
 

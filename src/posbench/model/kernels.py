@@ -52,6 +52,7 @@ from posbench.model.attention_plan import (
     plan_bias_call,
     static_fast_bias,
 )
+from posbench.model.attention_sinks import rescale_by_sinks, sdpa_with_sinks, softmax_with_sinks
 from posbench.model.bias_attention import (
     block_rows,
     block_spans,
@@ -94,6 +95,8 @@ def materialize_bias(score_mod, H: int, T: int, S: int, device, B: int | None = 
 
 class AttentionKernel:
     name: ClassVar[str] = ""
+    # takes `sinks_H`, model.attention_sinks' per-head logits (model/attention_sinks.py); Attention refuses the rest
+    carries_sinks: ClassVar[bool] = False
 
     def __init__(self, pe: PositionalEncoding, device_type: str, attn_dropout: float, window: int | None = None):
         self.pe = pe
@@ -113,14 +116,17 @@ class AttentionKernel:
         return None
 
     def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training: bool, docs: Documents | None = None,
-                 fast: FastBias | None = None):
+                 fast: FastBias | None = None, sinks_H: torch.Tensor | None = None):
         """Attention of one call: `score_mod` what `attention_bias` made (a score_mod, a LogitsMod or None),
-        `fast` the layer PE's `fast_bias` of the call (speed only: a kernel may ignore it)."""
+        `fast` the layer PE's `fast_bias` of the call (speed only: a kernel may ignore it), `sinks_H` the layer's
+        sink logits (None: no sink; only kernels that carry them get them)."""
         raise NotImplementedError
 
 
 @KERNELS.register("eager")
 class EagerKernel(AttentionKernel):
+    carries_sinks = True
+
     def scores(self, q_BHTK, k_BHSK, score_mod, docs: Documents | None = None):
         """Pre-softmax logits in float32 with the bias added and future keys (and, with docs.masked, keys of
         other documents) at -inf."""
@@ -153,8 +159,9 @@ class EagerKernel(AttentionKernel):
             peak = 2 * E  # q k^T and its scaled copy; masked_fill and softmax hold two as well
         return peak + mask + call.out
 
-    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None, fast=None):
-        p_BHTS = torch.softmax(self.scores(q_BHTK, k_BHSK, score_mod, docs), dim=-1)
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None, fast=None, sinks_H=None):
+        s_BHTS = self.scores(q_BHTK, k_BHSK, score_mod, docs)
+        p_BHTS = torch.softmax(s_BHTS, dim=-1) if sinks_H is None else softmax_with_sinks(s_BHTS, sinks_H)
         p_BHTS = F.dropout(p_BHTS, self.attn_dropout, training)
         return (p_BHTS @ v_BHSK.float()).to(q_BHTK.dtype)
 
@@ -166,7 +173,7 @@ class BlockedBiasKernel(EagerKernel):
     one float mask (model/bias_attention.py). Under autograd, and with attention dropout in training, the eager
     reference runs: SDPA's gradient w.r.t. a float mask is not what CPU training is tested against."""
 
-    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None, fast=None):
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None, fast=None, sinks_H=None):
         """Executes the path `plan_bias_call` chooses (model/attention_plan.py says when each applies)."""
         H, T, S = q_BHTK.shape[1], q_BHTK.shape[-2], k_BHSK.shape[-2]
         table = functools.cache(lambda: fast.table(H) if fast is not None and fast.table is not None else None)
@@ -174,10 +181,10 @@ class BlockedBiasKernel(EagerKernel):
                         docs is not None, self.pe.has_token_features, self.window is not None, q_BHTK.device.type,
                         H, T, S, lambda: table().rows if table() is not None else 0,
                         far_field=fast is not None and fast.far_field is not None,
-                        rows_bias=fast is not None and fast.rows_bias is not None)
+                        rows_bias=fast is not None and fast.rows_bias is not None, sinks=sinks_H is not None)
         path = plan_bias_call(call)
         if path is BiasPath.EAGER:
-            return super().__call__(q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs)
+            return super().__call__(q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs, sinks_H=sinks_H)
         return self.PATHS[path](self, q_BHTK, k_BHSK, v_BHSK, score_mod, docs, fast, table())
 
     def _bias_block(self, score_mod, H: int, device, per_row: int | None):
@@ -277,6 +284,8 @@ def _causal_blocks(T: int, S: int, device: torch.device, window: int | None, row
 
 @KERNELS.register("sdpa")
 class SDPAKernel(AttentionKernel):
+    carries_sinks = True
+
     @classmethod
     def supports(cls, pe, device_type, attn_dropout, packing=None):
         return "the PE adds a logit bias (score_mod)" if pe.has_score_mod else None
@@ -292,12 +301,15 @@ class SDPAKernel(AttentionKernel):
             return 2 * call.scores + (mask or 5 * call.T * call.S) + call.out
         return mask + call.out
 
-    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None, fast=None):
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None, fast=None, sinks_H=None):
         if score_mod is not None:  # SDPA has no place for a bias: running anyway would drop the PE
             raise RuntimeError(f"the sdpa kernel got a score_mod from PE `{self.pe.name}`; select a kernel "
                                "that applies it (model.attention=auto, eager or flex)")
         T, S = q_BHTK.shape[-2], k_BHSK.shape[-2]
         dropout = self.attn_dropout if training else 0.0
+        if sinks_H is not None:  # a zero key with the sink's logit in a float mask (model/attention_sinks.py)
+            allowed = docs.allowed(self.window) if docs is not None else causal_mask(T, S, q_BHTK.device, self.window)
+            return sdpa_with_sinks(q_BHTK, k_BHSK, v_BHSK, allowed, sinks_H, dropout)
         if docs is not None and (docs.masked or self.window is not None):
             return F.scaled_dot_product_attention(q_BHTK, k_BHSK, v_BHSK, attn_mask=docs.allowed(self.window),
                                                   dropout_p=dropout)
@@ -323,6 +335,8 @@ def _compiled_flex():
 
 @KERNELS.register("flex")
 class FlexKernel(AttentionKernel):
+    carries_sinks = True
+
     @classmethod
     def supports(cls, pe, device_type, attn_dropout, packing=None):
         if attn_dropout > 0:
@@ -338,7 +352,7 @@ class FlexKernel(AttentionKernel):
         # the masked matrix, and the probabilities; not measured (scripts/bench_eval_memory.py has no CPU flex row)
         return 3 * call.scores + call.out
 
-    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None, fast=None):
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None, fast=None, sinks_H=None):
         from torch.nn.attention.flex_attention import flex_attention
 
         T, S = q_BHTK.shape[-2], k_BHSK.shape[-2]
@@ -348,6 +362,12 @@ class FlexKernel(AttentionKernel):
         # Compiled on CUDA (fused kernel, never a (B,H,T,S) bias); eager elsewhere, which is an
         # unfused reference used for parity tests.
         fn = _compiled_flex() if device.type == "cuda" else flex_attention
+        if sinks_H is not None:  # the sink from the log-sum-exp over the real keys (model/attention_sinks.py)
+            from torch.nn.attention.flex_attention import AuxRequest
+
+            out_BHTK, aux = fn(q_BHTK, k_BHSK, v_BHSK, score_mod=score_mod, block_mask=block_mask,
+                               return_aux=AuxRequest(lse=True))
+            return rescale_by_sinks(out_BHTK, aux.lse, sinks_H)
         return fn(q_BHTK, k_BHSK, v_BHSK, score_mod=score_mod, block_mask=block_mask)
 
 
@@ -367,7 +387,7 @@ class FlashAlibiKernel(AttentionKernel):
             return "flash-attn is not installed (pip install -e '.[gpu]')"
         return None
 
-    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None, fast=None):
+    def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None, fast=None, sinks_H=None):
         """`fast`: the ALiBi PE's fast_bias of the call, whose `alibi_slopes` flash-attn applies."""
         if docs is not None and docs.masked:
             return self._varlen(q_BHTK, k_BHSK, v_BHSK, docs, training, fast.alibi_slopes)

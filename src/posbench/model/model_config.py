@@ -53,6 +53,8 @@ class ModelConfig(Checked):
     attention_window: int | list[int | None] | None = None
     # a sigmoid gate on each head's attention output (Qiu et al. 2025; Qwen3-Next): none | elementwise | headwise
     attention_gate: AttentionGate = "none"
+    # a learned per-head sink logit in every softmax, a virtual key of value 0 (gpt-oss; model/attention_sinks.py)
+    attention_sinks: bool = False
     head_dim: int = field(init=False, default=0)  # derived
 
     def check(self) -> None:
@@ -78,9 +80,10 @@ class ModelConfig(Checked):
                               f"implemented for the decoder only; model.arch={self.arch.name} needs "
                               "model.packing.mask=causal and model.packing.positions=window")
         self._check_window()
-        if self.attention_gate != "none" and type(self.arch) is not DecoderArch:
-            raise ConfigError(f"model.attention_gate={self.attention_gate} is implemented for the decoder only; "
-                              f"model.arch={self.arch.name} needs model.attention_gate=none")
+        for option, off in (("attention_gate", "none"), ("attention_sinks", False)):
+            if getattr(self, option) != off and type(self.arch) is not DecoderArch:
+                raise ConfigError(f"model.{option}={getattr(self, option)} is implemented for the decoder only; "
+                                  f"model.arch={self.arch.name} needs model.{option}={str(off).lower()}")
 
     def _check_window(self) -> None:
         w = self.attention_window

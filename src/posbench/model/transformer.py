@@ -38,7 +38,7 @@ class Block(nn.Module):
         super().__init__()
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.attn = Attention(cfg.d_model, cfg.n_heads, layer, kernel, cfg.qk_norm, cfg.norm_eps, cfg.dropout,
-                              cfg.attention_gate)
+                              cfg.attention_gate, cfg.attention_sinks)
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.mlp = SwiGLU(cfg.d_model, cfg.d_ff, cfg.dropout)
 
