@@ -194,3 +194,63 @@ def test_gpt_oss_recipe_is_refused_by_the_export(tmp_path):
     with pytest.raises(ConfigError, match="attention_sinks=True has no counterpart in posbench's remote code"):
         export(run, tmp_path / "hf", log=lambda *_: None)
     assert not (tmp_path / "hf").exists()
+
+
+def gemma3_pair(*overrides, hf_edit=lambda c: None):
+    from posbench.interop.hf_gemma3 import gemma3_config, gemma3_state_dict
+
+    # a window of 8 keys and 6 layers: five local layers and the global one
+    cfg, ours = recipe_model("gemma3", "model.attention_window=[8,8,8,8,8,null]", "model.n_layers=6", *overrides)
+    hf_cfg = gemma3_config(cfg.model, cfg.pe)
+    hf_edit(hf_cfg)
+    hf_cfg._attn_implementation = "eager"
+    theirs = transformers.Gemma3ForCausalLM(hf_cfg).eval()
+    missing, unexpected = theirs.load_state_dict(
+        gemma3_state_dict(ours.state_dict(), cfg.model.n_layers, cfg.model.tie_embeddings), strict=False)
+    assert not unexpected
+    assert all("post_attention_layernorm" in k or "post_feedforward_layernorm" in k or k == "lm_head.weight"
+               for k in missing)
+    for layer in theirs.model.layers:  # Gemma's sandwich norms: no posbench twin (interop/hf_gemma3.py)
+        layer.post_attention_layernorm = layer.post_feedforward_layernorm = torch.nn.Identity()
+    return cfg, ours, theirs
+
+
+def test_gemma3_logits_and_cached_generation_match_transformers():
+    cfg, ours, theirs = gemma3_pair()
+    assert [m.theta for m in cfg.pe.pattern] == [1e4] * 5 + [1e6] and cfg.pe.pattern[-1].scaling.factor == 8
+    ids = torch.randint(0, cfg.model.vocab_size, (2, T), generator=torch.Generator().manual_seed(0))
+    assert max_rel_diff(ours, theirs, ids) <= TOLERANCE
+    assert_generation_parity(ours, theirs, ids[:1, :12], n=12)
+
+
+@pytest.mark.parametrize("piece", ["local base", "global scaling"])
+def test_gemma3_parity_fails_without_a_piece(piece):
+    def edit(c):
+        if piece == "local base":  # every layer with the global base: no per-layer base
+            c.rope_parameters["sliding_attention"]["rope_theta"] = 1e6
+        else:
+            c.rope_parameters["full_attention"] = {"rope_type": "default", "rope_theta": 1e6}
+
+    cfg, ours, theirs = gemma3_pair(hf_edit=edit)
+    ids = torch.randint(0, cfg.model.vocab_size, (2, T), generator=torch.Generator().manual_seed(0))
+    assert max_rel_diff(ours, theirs, ids) > 100 * TOLERANCE
+
+
+def test_gemma3_recipe_exports_with_remote_code_and_cached_generation(tmp_path):
+    """No Gemma3ForCausalLM (sandwich norms, GeGLU): posbench's remote code, which export() loads back and holds to
+    posbench's logits and to its own uncached generation."""
+    from posbench.config_loader import dump_yaml
+    from posbench.interop.hf_export import REMOTE, export
+    from posbench.training import checkpoint as ckpt
+    from tests.interop.test_hf_export_remote import TINY
+
+    cfg = load_config([preset_path("recipe", "gemma3")], [*TINY, "model.n_layers=6",
+                                                          "model.attention_window=[8,8,8,8,8,null]"],
+                      model_size="nano")
+    model = build_model(cfg.model, cfg.pe, "cpu")
+    run = tmp_path / "run"
+    run.mkdir()
+    ckpt.save(run, 0, model.state_dict(), {}, {"step": 0, "tokens": 0}, dump_yaml(cfg))
+    out = export(run, tmp_path / "hf", log=lambda *_: None)
+    assert (out / "modeling_posbench.py").exists()
+    assert transformers.AutoConfig.from_pretrained(out, trust_remote_code=True).architectures == [REMOTE]
