@@ -37,6 +37,8 @@ PE_COLOURS = {
     "modded_rope": "#5c722e", "pope": "#5cdac5", "prope": "#83b979", "xpos": "#a29127",
     # context, hybrids, wrappers
     "cope": "#782072", "hybrid": "#3e3b92", "rnope_swa": "#c63429", "coupled": "#d1c97c", "randomized": "#eb8156",
+    # stick_breaking's slot by rule was cable's: a fixed colour from the same LCh search, far from every slot too
+    "stick_breaking": "#ab39f9",
 }
 # for every name without a fixed colour (the rule above): picked greedily from a CIE LCh grid (lightness 25..85,
 # chroma 15..95, hue 0..355, steps of 5, in that order), each colour kept when it is at least 20 delta-E from every

@@ -31,10 +31,10 @@ OVERRIDES = ["model.tie_embeddings=false", "model.n_layers=4"]
 LOGIT_TOLERANCE = 1e-5  # of the largest |logit|: fp32 kernel noise is ~1e-7 of it, a wrong bias far above
 
 # what the remote code implements today: it may gain names, never lose one silently
-SHIPPED_REMOTE = {"alibi", "binary", "cable", "binary_norm", "cope", "decimal", "decimal_norm", "drope", "fire", "fope", "fox",
-                  "hope", "hybrid", "integer", "kerple_log", "kerple_power", "learned", "lrope", "modded_rope", "none",
-                  "pope", "prope", "randomized", "relative_learned", "rnope_swa", "rope", "sininit", "sinonly",
-                  "sinusoidal", "t5", "xpos"}
+SHIPPED_REMOTE = {"alibi", "binary", "binary_norm", "cable", "cope", "decimal", "decimal_norm", "drope", "fire",
+                  "fope", "fox", "hope", "hybrid", "integer", "kerple_log", "kerple_power", "learned", "lrope",
+                  "modded_rope", "none", "pope", "prope", "randomized", "relative_learned", "rnope_swa", "rope",
+                  "sininit", "sinonly", "sinusoidal", "stick_breaking", "t5", "xpos"}
 
 
 DATA_POSITIONS = {"abacus", "coupled"}  # read a task's per-token ids, which generate() cannot hand a model

@@ -43,15 +43,15 @@ PE) answers `decay_params`; the class answers `check_model` before any instance 
   token_features(layer, x_BTD)                        layer_pe(layer)  None
         ForgetGate
   logits_mod(layer, q_BHTK, s_BHTS)                   layer_pe(layer)  identity, never called
-        CoPE
+        CoPE, StickBreaking
   fast_bias(layer, pos_q_T, pos_k_S)                  layer_pe(layer)  None: no fast form
         ALiBi, BiasPE, FIRE, RelativeLearnedBias, T5Bias
   qk_dim(head_dim)                                    layer_pe(layer)  head_dim
         PoPE
   logits_mod_bytes(B, H, T, S)                        layer_pe(layer)  0
-        CoPE
+        CoPE, StickBreaking
   layer_flops(layer, seq_len)                         layer_pe(layer)  (0, 0)
-        CoPE, FoPE, FoPELayer, ForgetGate, PoPE
+        CoPE, FoPE, FoPELayer, ForgetGate, PoPE, StickBreaking
 
 What each hook means (each method's docstring has the details):
   max_positions / positions / document_positions: float32 positions (bf16 cannot hold ints > 256), per row when

@@ -1,5 +1,6 @@
 """The data-dependent PEs of posbench's remote code (torch only): FoX's forget gates (token_features +
-score_mod) and CoPE's contextual positions (logits_mod), with posbench's hooks and shapes (pe_contract.py).
+score_mod; CABLE, the same with its own gate), CoPE's contextual positions and stick-breaking attention (logits_mod),
+with posbench's hooks and shapes (pe_contract.py).
 """
 
 from __future__ import annotations
@@ -71,3 +72,23 @@ class CoPE(PositionalEncoding):
         w_BHTS = p_BHTS - lo_BHTS
         z = z_BHTN.gather(-1, lo_BHTS.long()) * (1 - w_BHTS) + z_BHTN.gather(-1, p_BHTS.ceil().long()) * w_BHTS
         return s_BHTS + z / math.sqrt(q_BHTK.shape[-1])
+
+
+@register("stick_breaking")
+class StickBreaking(PositionalEncoding):
+    """Tan et al. 2025: A_ij = sigmoid(z_ij) prod_{j<k<i} (1 - sigmoid(z_ik)), the leftover stick on the query's own
+    key (with attend_current that key also takes sigmoid(z_ii)); rows sum to 1, so softmax(log A) = A."""
+
+    options = frozenset(("attend_current",))
+
+    def logits_mod(self, layer, q_BHTK, s_BHTS):
+        T, S = s_BHTS.shape[-2:]
+        own_TS = torch.arange(S, device=s_BHTS.device)[None, :] == (
+            S - T + torch.arange(T, device=s_BHTS.device))[:, None]
+        current = bool(self.cfg.get("attend_current", False))
+        log_rest = F.logsigmoid(-s_BHTS)
+        if not current:
+            log_rest = log_rest.masked_fill(own_TS, 0.0)
+        log_a = F.logsigmoid(s_BHTS) + log_rest.flip(-1).cumsum(-1).flip(-1) - log_rest
+        leftover = log_rest.sum(-1, keepdim=True)
+        return torch.where(own_TS, torch.logaddexp(log_a, leftover) if current else leftover, log_a)
