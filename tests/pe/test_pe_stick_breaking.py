@@ -1,8 +1,9 @@
 """Stick-breaking attention (Tan et al. 2025) against the authors' semantics re-derived by hand: the attention weights
 the model applies (softmax of its rewritten logits) equal A_ij = beta_ij prod_{j<k<i} (1 - beta_ik), beta =
 sigmoid(q.k / sqrt(K)), with the leftover stick on the query's own value (shawntan/stickbreaking-attention sb_ref.py
-and tests/test_attn.py `ref_fwd`), in float64 loops over i, j, k; the layer's output equals the authors' form
-sum_j A_ij v_j + rem_i v_i; cached decoding equals the full forward; eager is the only kernel; training and export."""
+and the reference forward in shawntan/stickbreaking-attention/tests/test_attn.py), in float64 loops over i, j, k;
+the layer's output equals the authors' form sum_j A_ij v_j + rem_i v_i; cached decoding equals the full forward;
+eager is the only kernel; training and export."""
 
 import math
 

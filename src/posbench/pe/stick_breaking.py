@@ -6,11 +6,12 @@ breaks a stick from its nearest key backwards: key j takes the share beta_ij of 
 and the stick left over, prod_{k<i} (1 - beta_ik) = 1 - sum_j A_ij, goes to the query's own value. Semantics from
 the authors' code (shawntan/stickbreaking-attention, commit 3147a38): the reference `stickbreaking`
 (`stickbreaking_attention/sb_ref.py` lines 12-25: logits scaled by 1/sqrt(K), log A = log sigmoid(z) plus the sum of
-log sigmoid(-z) over the keys after j, the remainder returned as `1 - att.sum(-1)`), its test's `ref_fwd`
-(`tests/test_attn.py` lines 10-17: the query's own key masked unless `attend_current`, the remainder added as
-`rem * v`), and `sb_attn`'s defaults (`stickbreaking_attention/sb_attn/__init__.py`: inv_temp 1/sqrt(K),
-attend_current False). With pe.attend_current the query's own key takes a share too, A_ii = beta_ii, and the product
-runs over j < k <= i; the remainder still goes to v_i.
+log sigmoid(-z) over the keys after j, the remainder returned as `1 - att.sum(-1)`), the reference forward of their
+tests (shawntan/stickbreaking-attention/tests/test_attn.py lines 10-17: the query's own key masked unless
+`attend_current`, the remainder added as `rem * v`), and sb_attn's defaults
+(`stickbreaking_attention/sb_attn/__init__.py`: inv_temp 1/sqrt(K), attend_current False). With pe.attend_current
+the query's own key takes a share too, A_ii = beta_ii, and the product runs over j < k <= i; the remainder still
+goes to v_i.
 
 The weights of a row sum to 1, so softmax(log A) = A: the PE is a `logits_mod` that rewrites the masked logit matrix
 into log A (the leftover stick on the query's own key), which only the eager kernel runs (like CoPE). Masked keys
