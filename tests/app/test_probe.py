@@ -11,7 +11,7 @@ from posbench.evaluation.generate import greedy_recompute
 from tests.evaluation.helpers import small_model
 
 
-@pytest.mark.parametrize("pe", ["rope", "alibi", "learned"])
+@pytest.mark.parametrize("pe", ["rope", "alibi", "learned", "cable", "stick_breaking"])
 def test_continuation_and_its_attention(pe):
     model, _ = small_model(pe, vocab=40)
     prompt = [3, 1, 4, 1, 5, 9, 2, 6]
