@@ -1,4 +1,4 @@
-"""Recipe parity with transformers (issue 45 item 3): a posbench model built with a recipe preset
+"""Recipe parity with transformers: a posbench model built with a recipe preset
 (configs/recipe/) and the transformers model that defines the recipe, tiny, random weights loaded from posbench's
 state dict, give the same fp32 logits (within 1e-5 of the largest |logit|) and the same greedy generation with
 transformers' KV cache and posbench's. Each test also removes one piece of the recipe and shows the parity fails,
@@ -254,3 +254,46 @@ def test_gemma3_recipe_exports_with_remote_code_and_cached_generation(tmp_path):
     out = export(run, tmp_path / "hf", log=lambda *_: None)
     assert (out / "modeling_posbench.py").exists()
     assert transformers.AutoConfig.from_pretrained(out, trust_remote_code=True).architectures == [REMOTE]
+
+
+def llama4_pair(*overrides, temperature=True):
+    from posbench.interop.hf_llama4 import llama4_config, llama4_state_dict
+
+    # floor_scale 8: the temperature steps at positions 7, 15, 23, 31, 39 of the inputs
+    cfg, ours = recipe_model("llama4_irope", "model.n_layers=4", "model.attention_temperature.floor_scale=8",
+                             "model.attention_temperature.scale=0.5", *overrides)
+    hf_cfg = llama4_config(cfg.model, cfg.pe)
+    hf_cfg.attn_temperature_tuning = temperature
+    hf_cfg._attn_implementation = "eager"
+    theirs = transformers.Llama4ForCausalLM(hf_cfg).eval()
+    missing, unexpected = theirs.load_state_dict(
+        llama4_state_dict(ours.state_dict(), cfg.model.n_layers, cfg.model.n_heads, cfg.model.tie_embeddings),
+        strict=False)
+    assert not unexpected and set(missing) <= {"lm_head.weight"}
+    return cfg, ours, theirs
+
+
+@pytest.mark.parametrize("kernel", ["sdpa", "eager"])
+def test_llama4_irope_logits_and_cached_generation_match_transformers(kernel):
+    cfg, ours, theirs = llama4_pair(f"model.attention={kernel}")
+    assert [m.name for m in cfg.pe.pattern] == ["rope", "rope", "rope", "none"]
+    ids = torch.randint(0, cfg.model.vocab_size, (2, T), generator=torch.Generator().manual_seed(0))
+    assert max_rel_diff(ours, theirs, ids) <= TOLERANCE
+    assert_generation_parity(ours, theirs, ids[:1, :12], n=12)  # crosses the steps at 15 and 23 while decoding
+
+
+def test_llama4_irope_parity_fails_without_the_temperature():
+    cfg, ours, theirs = llama4_pair(temperature=False)
+    ids = torch.randint(0, cfg.model.vocab_size, (2, T), generator=torch.Generator().manual_seed(0))
+    assert max_rel_diff(ours, theirs, ids) > 100 * TOLERANCE
+
+
+def test_llama4_irope_recipe_is_refused_by_the_export(tmp_path):
+    from posbench.errors import ConfigError
+    from posbench.interop.hf_export import export
+    from tests.interop.test_hf_export_remote import random_checkpoint
+
+    run = random_checkpoint(tmp_path, "model.attention_temperature.name=llama4", "pe.name=hybrid", "model.n_layers=4")
+    with pytest.raises(ConfigError, match="attention_temperature=llama4 has no counterpart in posbench's remote code"):
+        export(run, tmp_path / "hf", log=lambda *_: None)
+    assert not (tmp_path / "hf").exists()

@@ -84,5 +84,5 @@ def test_no_gate_adds_no_parameter_and_a_gate_changes_the_output():
 
 
 def test_gate_is_refused_outside_the_decoder():
-    with pytest.raises(ConfigError, match="attention_gate=elementwise is implemented for the decoder only"):
+    with pytest.raises(ConfigError, match="model.attention_gate is implemented for the decoder only"):
         load_config(overrides=["model.attention_gate=elementwise", "model.arch.name=mamba"], model_size="nano")

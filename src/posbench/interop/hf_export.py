@@ -56,9 +56,17 @@ REMOTE_DIR = Path(__file__).parent / "hf_remote"
 # every module of hf_remote/ but its __init__: what transformers loads from the export directory
 REMOTE_FILES = tuple(sorted(p.name for p in REMOTE_DIR.glob("*.py") if p.name != "__init__.py"))
 QWEN3, QWEN3_NEXT, REMOTE = "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "PosbenchForCausalLM"
-# model options (and their off values) that neither Qwen3 nor the remote code computes: a model with one on exports
-# only where a transformers architecture carries it (the gate: Qwen3NextForCausalLM), else it is refused
-REMOTE_LACKS = (("attention_gate", "none"), ("attention_sinks", False))
+# model options that neither Qwen3 nor the remote code computes, each with its value when off: a model with one on
+# exports only where a transformers architecture carries it (the gate: Qwen3NextForCausalLM), else it is refused
+REMOTE_LACKS = {"attention_gate": lambda m: m.attention_gate, "attention_sinks": lambda m: m.attention_sinks,
+                "attention_temperature": lambda m: m.attention_temperature.name}
+REMOTE_LACKS_OFF = {"attention_gate": "none", "attention_sinks": False, "attention_temperature": "none"}
+
+
+def options_remote_lacks(m) -> list[str]:
+    """`model.<option>=<value>` of each option on that neither Qwen3 nor the remote code computes."""
+    return [f"model.{option}={value(m)}" for option, value in REMOTE_LACKS.items()
+            if value(m) != REMOTE_LACKS_OFF[option]]
 
 
 def position_free(run_cfg: RunConfig) -> bool:
@@ -123,9 +131,9 @@ def qwen3_reason(run_cfg: RunConfig) -> str | None:
                 f"at token {m.packing.bos_id}; Qwen3 attends across them and counts positions from the row's start")
     if m.attention_window is not None:
         return f"model.attention_window={m.attention_window} is exported with posbench's remote code"
-    for option, off in REMOTE_LACKS:
-        if getattr(m, option) != off:
-            return f"model.{option}={getattr(m, option)} has no counterpart in Qwen3"
+    lacking = options_remote_lacks(m)
+    if lacking:
+        return f"{lacking[0]} has no counterpart in Qwen3"
     try:
         rope_parameters(run_cfg)
     except ConfigError as e:
@@ -171,12 +179,11 @@ def remote_pe_config(run_cfg: RunConfig) -> dict:
     if arch != "decoder":
         raise ConfigError(f"model.arch={arch} is not a decoder-only transformer; neither transformers' Qwen3 nor "
                           "posbench's remote modeling code computes it. Nothing was exported")
-    for option, off in REMOTE_LACKS:
-        value = getattr(run_cfg.model, option)
-        if value != off:
-            raise ConfigError(f"model.{option}={value} has no counterpart in posbench's remote code, and the model "
-                              f"does not map onto {QWEN3_NEXT} ({qwen3_next_reason(run_cfg.model, run_cfg.pe)}). "
-                              "Nothing was exported")
+    lacking = options_remote_lacks(run_cfg.model)
+    if lacking:
+        raise ConfigError(f"{', '.join(lacking)} has no counterpart in posbench's remote code, and the model does "
+                          f"not map onto {QWEN3_NEXT} ({qwen3_next_reason(run_cfg.model, run_cfg.pe)}). "
+                          "Nothing was exported")
     pe = dataclasses.asdict(run_cfg.pe)
     try:
         check_pe_config(pe)

@@ -12,10 +12,11 @@ from torch import nn
 
 from posbench.errors import ConfigError
 from posbench.model.attention_gate import GATES
+from posbench.model.attention_temperature import NoTemperature, Temperature, tempered_score_mod
 from posbench.model.kernels import AttentionKernel, EagerKernel
 from posbench.model.norms import RMSNorm
 from posbench.model.packing import Documents, DocumentState
-from posbench.pe.encoding import PositionalEncoding, attention_bias
+from posbench.pe.encoding import LogitsMod, PositionalEncoding, attention_bias
 
 
 @dataclass
@@ -56,7 +57,7 @@ class KVCache:
 class Attention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, layer: int, kernel: AttentionKernel,
                  qk_norm: bool = True, norm_eps: float = 1e-6, dropout: float = 0.0, gate: str = "none",
-                 sinks: bool = False):
+                 sinks: bool = False, temperature: Temperature | None = None):
         super().__init__()
         self.n_heads, self.head_dim, self.layer = n_heads, d_model // n_heads, layer
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
@@ -70,6 +71,8 @@ class Attention(nn.Module):
         self.gate = GATES.get(gate)(d_model, n_heads)  # model.attention_gate (model/attention_gate.py)
         # model.attention_sinks: one sink logit per head, 0 at init (model/attention_sinks.py); no parameter without
         self.sinks = nn.Parameter(torch.zeros(n_heads)) if sinks else None
+        # model.attention_temperature (model/attention_temperature.py); `none` holds nothing and does nothing
+        self.temperature = temperature if temperature is not None else NoTemperature(NoTemperature.Config(), 0, 0)
         if sinks and not kernel.carries_sinks:
             raise ConfigError(f"model.attention={kernel.name} cannot carry model.attention_sinks; use auto, sdpa, "
                               "eager, sdpa_bias or flex")
@@ -95,6 +98,8 @@ class Attention(nn.Module):
         q, k, v, pos_S = self._qkv(x_BTD, pos_T, pe, cache)
         mod = attention_bias(pe, self.layer, pos_T, pos_S, self._features(x_BTD, pe, cache))
         fast = pe.fast_bias(self.layer, pos_T, pos_S)
+        if self.temperature.applies(pe.kind == "none"):
+            q, mod, fast = self._temper(q, mod, pos_T, pe)
         out_BHTK = self.kernel(q, k, v, mod, self.training, docs, fast, sinks_H=self.sinks)
         out_BTHK = self.gate(x_BTD, out_BHTK.transpose(1, 2))
         return self.resid_dropout(self.proj(out_BTHK.reshape(B, T, D)))
@@ -103,8 +108,19 @@ class Attention(nn.Module):
         """Pre-softmax logits (B, H, T, T), float32, from the eager reference: for analysis and tests."""
         q, k, _, _ = self._qkv(x_BTD, pos_T, pe, None)
         mod = attention_bias(pe, self.layer, pos_T, pos_T, self._features(x_BTD, pe, None))
+        if self.temperature.applies(pe.kind == "none"):
+            q, mod, _ = self._temper(q, mod, pos_T, pe)
         eager = EagerKernel(pe, "cpu", 0.0, self.kernel.window)  # this layer's sliding window, if any
         return eager.scores(q, k, mod, docs)
+
+    def _temper(self, q_BHTK, mod, pos_T, pe: PositionalEncoding):
+        """q times the temperature of its position, the bias (if any) likewise; no fast forms of the bias."""
+        if isinstance(mod, LogitsMod):
+            raise ConfigError(f"model.attention_temperature={self.temperature.cfg.name} cannot scale PE `{pe.name}`'s "
+                              "logits_mod (it rewrites whole rows of logits); use model.attention_temperature=none")
+        f_BHT1 = self.temperature.factor_BHT1(pos_T)
+        q_BHTK = (q_BHTK.float() * f_BHT1).to(q_BHTK.dtype)
+        return q_BHTK, None if mod is None else tempered_score_mod(mod, f_BHT1), None
 
     def _features(self, x_BTD, pe: PositionalEncoding, cache: LayerCache | None):
         """The PE's token features of every key (None for position-only PEs), cached ones first."""

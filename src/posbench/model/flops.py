@@ -65,9 +65,9 @@ def stats_of(model: torch.nn.Module, cfg: ModelConfig, seq_len: int | None = Non
     pe_params = {id(p): p for m in model.modules() if isinstance(m, PositionalEncoding) for p in m.parameters()}
     pe = sum(p.numel() for p in pe_params.values())
     head = cfg.vocab_size * cfg.d_model
-    # norms and attention sinks (one logit per head, model/attention_sinks.py) scale or add, never multiply a matrix
+    # norms, attention sinks and SSMax scales (one number per head) scale or add, never multiply a matrix
     matmul = total - emb - pe + head - sum(p.numel() for n, p in model.named_parameters()
-                                           if "norm" in n or n.endswith("attn.sinks"))
+                                           if "norm" in n or n.endswith(("attn.sinks", "attn.temperature.s")))
     T = seq_len or cfg.seq_len
     # keys scored per query, per attention module: T, or a layer's sliding window when shorter
     # (the encoder's self-attention has no causal kernel: kernel None, full rows)

@@ -14,6 +14,7 @@ from posbench.config_loader import Checked
 from posbench.errors import ConfigError
 from posbench.model.arch import ArchConfig, DecoderArch
 from posbench.model.attention_gate import GATES
+from posbench.model.attention_temperature import NoTemperature, TemperatureConfig
 from posbench.model.embedding import EMBED_SCALES
 from posbench.model.matmul import MATMULS
 from posbench.model.packing import PackingConfig
@@ -55,6 +56,9 @@ class ModelConfig(Checked):
     attention_gate: AttentionGate = "none"
     # a learned per-head sink logit in every softmax, a virtual key of value 0 (gpt-oss; model/attention_sinks.py)
     attention_sinks: bool = False
+    # logits times a factor growing with the query's position: none | log_n | ssmax | llama4
+    # (model/attention_temperature.py)
+    attention_temperature: TemperatureConfig = field(default_factory=NoTemperature.Config)
     head_dim: int = field(init=False, default=0)  # derived
 
     def check(self) -> None:
@@ -80,10 +84,12 @@ class ModelConfig(Checked):
                               f"implemented for the decoder only; model.arch={self.arch.name} needs "
                               "model.packing.mask=causal and model.packing.positions=window")
         self._check_window()
-        for option, off in (("attention_gate", "none"), ("attention_sinks", False)):
-            if getattr(self, option) != off and type(self.arch) is not DecoderArch:
-                raise ConfigError(f"model.{option}={getattr(self, option)} is implemented for the decoder only; "
-                                  f"model.arch={self.arch.name} needs model.{option}={str(off).lower()}")
+        on = {"attention_gate": self.attention_gate != "none", "attention_sinks": self.attention_sinks,
+              "attention_temperature": self.attention_temperature.name != "none"}
+        refused = [option for option, is_on in on.items() if is_on and type(self.arch) is not DecoderArch]
+        if refused:
+            raise ConfigError(f"model.{refused[0]} is implemented for the decoder only; model.arch={self.arch.name} "
+                              "needs it off (the default)")
 
     def _check_window(self) -> None:
         w = self.attention_window

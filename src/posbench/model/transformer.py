@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from posbench.model.attention import Attention, KVCache
+from posbench.model.attention_temperature import build_temperature
 from posbench.model.embedding import TokenEmbedding
 from posbench.model.init import init_embeddings, init_residual_block
 from posbench.model.kernels import select_kernel
@@ -38,7 +39,8 @@ class Block(nn.Module):
         super().__init__()
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.attn = Attention(cfg.d_model, cfg.n_heads, layer, kernel, cfg.qk_norm, cfg.norm_eps, cfg.dropout,
-                              cfg.attention_gate, cfg.attention_sinks)
+                              cfg.attention_gate, cfg.attention_sinks,
+                              build_temperature(cfg.attention_temperature, cfg.n_heads, cfg.seq_len))
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.mlp = SwiGLU(cfg.d_model, cfg.d_ff, cfg.dropout)
 

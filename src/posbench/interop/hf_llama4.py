@@ -1,0 +1,71 @@
+"""A posbench decoder built with the llama4_irope recipe (configs/recipe/llama4_irope.yaml) beside transformers'
+`Llama4ForCausalLM`: its config and its weights, for the parity test of the recipe.
+
+What maps one to one: the NoPE-every-k pattern (pe.pattern's none members = no_rope_layers' zeros), RoPE's base,
+the attention temperature of the NoPE layers (model.attention_temperature llama4: floor_scale, scale =
+attn_temperature_tuning, floor_scale, attn_scale), dense SwiGLU MLPs (moe_layers [] with intermediate_size_mlp), the
+norms, the tied head. Llama 4 rotates interleaved channel pairs (2i, 2i + 1) where posbench rotates halves (i,
+i + K/2): each head's q and k rows are permuted to match, which leaves q . k unchanged on every layer. What does not
+map: chunked local attention (attention_chunk_size, set None here: posbench has no chunked mask) and the weightless L2
+QK-norm after RoPE on the RoPE layers only (use_qk_norm False; posbench's QK-norm is before RoPE, weighted, on every
+layer), and the mixture of experts. No posbench checkpoint is exported as Llama4ForCausalLM; the export refuses the
+temperature (no remote-code counterpart).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from posbench.errors import ConfigError
+
+
+def llama4_config(model_cfg, pe_cfg):
+    from transformers import Llama4TextConfig
+
+    m, t = model_cfg, model_cfg.attention_temperature
+    pattern = getattr(pe_cfg, "pattern", None)
+    if not (pattern and t.name == "llama4" and t.nope_layers_only and not m.qk_norm
+            and all(p.name in ("rope", "none") for p in pattern) and m.n_layers % len(pattern) == 0
+            and len({p.theta for p in pattern if p.name == "rope"}) == 1
+            and all(p.scaling.name == "none" and p.rotary_fraction == 1 for p in pattern if p.name == "rope")):
+        raise ConfigError("Llama 4's recipe is a pattern of plain RoPE (one base) and NoPE layers, the llama4 "
+                          "temperature on the NoPE layers and no QK-norm; the model differs")
+    theta = next(p.theta for p in pattern if p.name == "rope")
+    return Llama4TextConfig(
+        vocab_size=m.vocab_size, hidden_size=m.d_model, intermediate_size=m.d_ff, intermediate_size_mlp=m.d_ff,
+        num_hidden_layers=m.n_layers, num_attention_heads=m.n_heads, num_key_value_heads=m.n_heads,
+        head_dim=m.d_model // m.n_heads, max_position_embeddings=m.seq_len, rms_norm_eps=m.norm_eps,
+        tie_word_embeddings=m.tie_embeddings, rope_parameters={"rope_type": "default", "rope_theta": float(theta)},
+        moe_layers=[], no_rope_layers=[int(pattern[i % len(pattern)].name == "rope") for i in range(m.n_layers)],
+        attention_chunk_size=None, use_qk_norm=False, attn_temperature_tuning=True,
+        floor_scale=t.floor_scale, attn_scale=t.scale, pad_token_id=None)
+
+
+def interleave_rows(w: torch.Tensor, n_heads: int) -> torch.Tensor:
+    """Each head's rows from posbench's half layout (i pairs with i + K/2) to the interleaved one (2i with 2i + 1)."""
+    D = w.shape[1]
+    K = w.shape[0] // n_heads
+    half = torch.arange(K // 2)
+    perm = torch.stack((half, half + K // 2), dim=-1).flatten()
+    return w.view(n_heads, K, D)[:, perm].reshape(n_heads * K, D)
+
+
+def llama4_state_dict(state: dict[str, torch.Tensor], n_layers: int, n_heads: int,
+                      tied: bool) -> dict[str, torch.Tensor]:
+    out = {"model.embed_tokens.weight": state["tok_emb.weight"], "model.norm.weight": state["norm.weight"]}
+    if not tied:
+        out["lm_head.weight"] = state["lm_head.weight"]
+    for i in range(n_layers):
+        p, q = f"blocks.{i}.", f"model.layers.{i}."
+        wq, wk, wv = state[p + "attn.qkv.weight"].chunk(3, dim=0)
+        out.update({
+            q + "input_layernorm.weight": state[p + "attn_norm.weight"],
+            q + "self_attn.q_proj.weight": interleave_rows(wq, n_heads),
+            q + "self_attn.k_proj.weight": interleave_rows(wk, n_heads),
+            q + "self_attn.v_proj.weight": wv, q + "self_attn.o_proj.weight": state[p + "attn.proj.weight"],
+            q + "post_attention_layernorm.weight": state[p + "mlp_norm.weight"],
+            q + "feed_forward.gate_proj.weight": state[p + "mlp.gate.weight"],
+            q + "feed_forward.up_proj.weight": state[p + "mlp.up.weight"],
+            q + "feed_forward.down_proj.weight": state[p + "mlp.down.weight"],
+        })
+    return {k: v.detach().to(torch.float32).contiguous().clone() for k, v in out.items()}
