@@ -102,7 +102,7 @@ def test_only_the_eager_kernel_runs_it_and_flops_count_the_row_sums():
     with pytest.raises(ConfigError, match="adds a logit bias"):
         select_kernel("sdpa", pe, "cpu")
     assert pe.layer_flops(0, 100) == (4 * 4 * 100, 3 * 4 * 4 * 100)
-    assert pe.logits_mod_bytes(2, 4, 8, 16) == 4 * 2 * 4 * 8 * 8 * 16
+    assert pe.logits_mod_bytes(2, 4, 8, 16) == 4 * 2 * 4 * 8 * 5 * 16
 
 
 def test_trains_with_finite_gradients_decodes_with_its_cache_and_exports_with_parity(tmp_path):
