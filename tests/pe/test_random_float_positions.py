@@ -120,10 +120,11 @@ def test_inner_pes_that_would_floor_a_real_position_are_refused(inner):
         load_config(overrides=[*FLOAT, f"pe.inner.name={inner}"], pe_type="randomized")
 
 
-def test_rfs_trains_evaluates_and_exports_with_parity(tmp_path):
+@pytest.mark.parametrize("inner", ["alibi", "rope", "sinusoidal"])
+def test_rfs_trains_and_exports_with_parity(tmp_path, inner):
     from tests.interop.test_hf_export import checkpoint
 
-    run = checkpoint(tmp_path, "randomized", *FLOAT, "pe.inner.name=alibi")  # trains on random tokens
+    run = checkpoint(tmp_path, "randomized", *FLOAT, f"pe.inner.name={inner}")  # trains on random tokens
     pytest.importorskip("transformers")
     from tests.interop.test_hf_export_parity import assert_exports_with_parity
 
