@@ -259,8 +259,9 @@ def test_gemma3_recipe_exports_with_remote_code_and_cached_generation(tmp_path):
 def llama4_pair(*overrides, temperature=True):
     from posbench.interop.hf_llama4 import llama4_config, llama4_state_dict
 
-    # floor_scale 8: the temperature steps at positions 7, 15, 23, 31, 39 of the inputs
+    # floor_scale 8: the temperature steps at positions 7, 15, 23, 31, 39 of the inputs; chunks of 6 keys
     cfg, ours = recipe_model("llama4_irope", "model.n_layers=4", "model.attention_temperature.floor_scale=8",
+                             "model.attention_chunk=[6,6,6,null]",
                              "model.attention_temperature.scale=0.5", *overrides)
     hf_cfg = llama4_config(cfg.model, cfg.pe)
     hf_cfg.attn_temperature_tuning = temperature
@@ -288,12 +289,22 @@ def test_llama4_irope_parity_fails_without_the_temperature():
     assert max_rel_diff(ours, theirs, ids) > 100 * TOLERANCE
 
 
+def test_llama4_irope_parity_fails_without_the_chunks():
+    cfg, ours, theirs = llama4_pair()
+    for block in ours.blocks:
+        block.attn.kernel.chunk = None
+    ids = torch.randint(0, cfg.model.vocab_size, (2, T), generator=torch.Generator().manual_seed(0))
+    assert max_rel_diff(ours, theirs, ids) > 100 * TOLERANCE
+
+
 def test_llama4_irope_recipe_is_refused_by_the_export(tmp_path):
     from posbench.errors import ConfigError
     from posbench.interop.hf_export import export
     from tests.interop.test_hf_export_remote import random_checkpoint
 
-    run = random_checkpoint(tmp_path, "model.attention_temperature.name=llama4", "pe.name=hybrid", "model.n_layers=4")
-    with pytest.raises(ConfigError, match="attention_temperature=llama4 has no counterpart in posbench's remote code"):
+    run = random_checkpoint(tmp_path, "model.attention_temperature.name=llama4", "pe.name=hybrid", "model.n_layers=4",
+                            "model.attention_chunk=[8,8,8,null]")
+    with pytest.raises(ConfigError, match=r"attention_temperature=llama4, model.attention_chunk=\[8, 8, 8, None\] has "
+                       "no counterpart in posbench's remote code"):
         export(run, tmp_path / "hf", log=lambda *_: None)
     assert not (tmp_path / "hf").exists()

@@ -59,8 +59,10 @@ QWEN3, QWEN3_NEXT, REMOTE = "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Posbenc
 # model options that neither Qwen3 nor the remote code computes, each with its value when off: a model with one on
 # exports only where a transformers architecture carries it (the gate: Qwen3NextForCausalLM), else it is refused
 REMOTE_LACKS = {"attention_gate": lambda m: m.attention_gate, "attention_sinks": lambda m: m.attention_sinks,
-                "attention_temperature": lambda m: m.attention_temperature.name}
-REMOTE_LACKS_OFF = {"attention_gate": "none", "attention_sinks": False, "attention_temperature": "none"}
+                "attention_temperature": lambda m: m.attention_temperature.name,
+                "attention_chunk": lambda m: m.attention_chunk}
+REMOTE_LACKS_OFF = {"attention_gate": "none", "attention_sinks": False, "attention_temperature": "none",
+                    "attention_chunk": None}
 
 
 def options_remote_lacks(m) -> list[str]:

@@ -2,14 +2,14 @@
 `Llama4ForCausalLM`: its config and its weights, for the parity test of the recipe.
 
 What maps one to one: the NoPE-every-k pattern (pe.pattern's none members = no_rope_layers' zeros), RoPE's base,
-the attention temperature of the NoPE layers (model.attention_temperature llama4: floor_scale, scale =
-attn_temperature_tuning, floor_scale, attn_scale), dense SwiGLU MLPs (moe_layers [] with intermediate_size_mlp), the
-norms, the tied head. Llama 4 rotates interleaved channel pairs (2i, 2i + 1) where posbench rotates halves (i,
-i + K/2): each head's q and k rows are permuted to match, which leaves q . k unchanged on every layer. What does not
-map: chunked local attention (attention_chunk_size, set None here: posbench has no chunked mask) and the weightless L2
-QK-norm after RoPE on the RoPE layers only (use_qk_norm False; posbench's QK-norm is before RoPE, weighted, on every
-layer), and the mixture of experts. No posbench checkpoint is exported as Llama4ForCausalLM; the export refuses the
-temperature (no remote-code counterpart).
+chunked local attention on the RoPE layers (model.attention_chunk = attention_chunk_size), the attention temperature
+of the NoPE layers (model.attention_temperature llama4: floor_scale, scale = attn_temperature_tuning, floor_scale,
+attn_scale), dense SwiGLU MLPs (moe_layers [] with intermediate_size_mlp), the norms, the tied head. Llama 4 rotates
+interleaved channel pairs (2i, 2i + 1) where posbench rotates halves (i, i + K/2): each head's q and k rows are
+permuted to match, which leaves q . k unchanged on every layer. What does not map: the weightless L2 QK-norm after
+RoPE on the RoPE layers only (use_qk_norm False; posbench's QK-norm is before RoPE, weighted, on every layer), and
+the mixture of experts. No posbench checkpoint is exported as Llama4ForCausalLM; the export refuses the temperature
+and the chunks (no remote-code counterpart).
 """
 
 from __future__ import annotations
@@ -31,13 +31,18 @@ def llama4_config(model_cfg, pe_cfg):
         raise ConfigError("Llama 4's recipe is a pattern of plain RoPE (one base) and NoPE layers, the llama4 "
                           "temperature on the NoPE layers and no QK-norm; the model differs")
     theta = next(p.theta for p in pattern if p.name == "rope")
+    rope_layers = [pattern[i % len(pattern)].name == "rope" for i in range(m.n_layers)]
+    chunks = {m.layer_chunk(i) for i, rope in enumerate(rope_layers) if rope}
+    if len(chunks) != 1 or any(m.layer_chunk(i) is not None for i, rope in enumerate(rope_layers) if not rope):
+        raise ConfigError("Llama 4 chunks the keys of every RoPE layer alike and of no NoPE layer; "
+                          f"model.attention_chunk={m.attention_chunk} differs")
     return Llama4TextConfig(
         vocab_size=m.vocab_size, hidden_size=m.d_model, intermediate_size=m.d_ff, intermediate_size_mlp=m.d_ff,
         num_hidden_layers=m.n_layers, num_attention_heads=m.n_heads, num_key_value_heads=m.n_heads,
         head_dim=m.d_model // m.n_heads, max_position_embeddings=m.seq_len, rms_norm_eps=m.norm_eps,
         tie_word_embeddings=m.tie_embeddings, rope_parameters={"rope_type": "default", "rope_theta": float(theta)},
-        moe_layers=[], no_rope_layers=[int(pattern[i % len(pattern)].name == "rope") for i in range(m.n_layers)],
-        attention_chunk_size=None, use_qk_norm=False, attn_temperature_tuning=True,
+        moe_layers=[], no_rope_layers=[int(rope) for rope in rope_layers], attention_chunk_size=chunks.pop(),
+        use_qk_norm=False, attn_temperature_tuning=True,
         floor_scale=t.floor_scale, attn_scale=t.scale, pad_token_id=None)
 
 

@@ -111,6 +111,7 @@ class Attention(nn.Module):
         if self.temperature.applies(pe.kind == "none"):
             q, mod, _ = self._temper(q, mod, pos_T, pe)
         eager = EagerKernel(pe, "cpu", 0.0, self.kernel.window)  # this layer's sliding window, if any
+        eager.chunk = self.kernel.chunk
         return eager.scores(q, k, mod, docs)
 
     def _temper(self, q_BHTK, mod, pos_T, pe: PositionalEncoding):

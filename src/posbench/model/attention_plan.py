@@ -69,6 +69,7 @@ class BiasCall:
     far_field: bool = False
     rows_bias: bool = False
     sinks: bool = False  # model.attention_sinks: the eager kernel's softmax carries them
+    chunk: bool = False  # model.attention_chunk: the eager kernel's allowed mask carries it
 
     @property
     def one_block(self) -> bool:
@@ -104,7 +105,8 @@ class BiasRule:
 # the sdpa_bias kernel's paths, in order: the first that applies runs (`plan_bias_call`)
 BIAS_PATHS = (
     BiasRule(BiasPath.EAGER, "autograd on, attention dropout in training, no bias or a logits_mod, attention "
-             "sinks: the eager reference", lambda c: c.bias != "score" or c.grad or c.dropout or c.sinks),
+             "sinks or chunks: the eager reference",
+             lambda c: c.bias != "score" or c.grad or c.dropout or c.sinks or c.chunk),
     BiasRule(BiasPath.DOCUMENTS, "documents reach the kernel: blocked SDPA, the score_mod per block and row, the "
              "documents' mask", lambda c: c.documents),
     BiasRule(BiasPath.PER_ROW, "a bias read from token features (FoX): blocked SDPA, the score_mod per block and "

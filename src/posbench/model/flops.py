@@ -69,9 +69,10 @@ def stats_of(model: torch.nn.Module, cfg: ModelConfig, seq_len: int | None = Non
     matmul = total - emb - pe + head - sum(p.numel() for n, p in model.named_parameters()
                                            if "norm" in n or n.endswith(("attn.sinks", "attn.temperature.s")))
     T = seq_len or cfg.seq_len
-    # keys scored per query, per attention module: T, or a layer's sliding window when shorter
+    # keys scored per query, per attention module: T, or a layer's sliding window or chunk when shorter
     # (the encoder's self-attention has no causal kernel: kernel None, full rows)
-    keys = [min(m.kernel.window or T, T) if isinstance(m, Attention) and m.kernel is not None else T
+    keys = [min(m.kernel.window or T, m.kernel.chunk or T, T) if isinstance(m, Attention) and m.kernel is not None
+            else T
             for m in model.modules() if isinstance(m, (Attention, CrossAttention))]
     attn = 12 * cfg.d_model * sum(keys)
     windows = [m.kernel.window for m in model.modules() if isinstance(m, Attention) and m.kernel is not None]

@@ -62,7 +62,7 @@ from posbench.model.bias_attention import (
     one_block_attention,
     split_blocks,
 )
-from posbench.model.masks import causal_mask, window_mask_mod
+from posbench.model.masks import causal_mask, chunk_mask, window_mask_mod
 from posbench.model.packing import Documents, PackingConfig
 from posbench.pe.encoding import LogitsMod, PositionalEncoding
 from posbench.pe.fast_bias import DistanceTable, FastBias
@@ -97,12 +97,21 @@ class AttentionKernel:
     name: ClassVar[str] = ""
     # takes `sinks_H`, model.attention_sinks' per-head logits (model/attention_sinks.py); Attention refuses the rest
     carries_sinks: ClassVar[bool] = False
+    # applies a layer's chunked local attention (model.attention_chunk); select_kernel refuses the rest
+    carries_chunks: ClassVar[bool] = False
 
     def __init__(self, pe: PositionalEncoding, device_type: str, attn_dropout: float, window: int | None = None):
         self.pe = pe
         self.device_type = device_type
         self.attn_dropout = attn_dropout
         self.window = window  # None: full causal attention; W: keys i-W+1 .. i (this kernel's layer)
+        self.chunk: int | None = None  # C: keys of the query's own chunk of C (model.attention_chunk; select_kernel)
+
+    def allowed(self, T: int, S: int, device, docs: Documents | None = None) -> torch.Tensor:
+        """(T, S) or, with documents, (B, 1, T, S) bool: True where attention is allowed (causal, this layer's
+        window and chunk, the query's document)."""
+        allowed = causal_mask(T, S, device, self.window) if docs is None else docs.allowed(self.window)
+        return allowed if self.chunk is None else allowed & chunk_mask(T, S, device, self.chunk)
 
     def forward_bytes(self, call: AttentionCall) -> int:
         """Bytes held at once by one call without autograd (module doc). Default: a fused kernel, its output only."""
@@ -126,6 +135,7 @@ class AttentionKernel:
 @KERNELS.register("eager")
 class EagerKernel(AttentionKernel):
     carries_sinks = True
+    carries_chunks = True
 
     def scores(self, q_BHTK, k_BHSK, score_mod, docs: Documents | None = None):
         """Pre-softmax logits in float32 with the bias added and future keys (and, with docs.masked, keys of
@@ -140,11 +150,6 @@ class EagerKernel(AttentionKernel):
             s_BHTS = s_BHTS + materialize_bias(score_mod, q_BHTK.shape[1], T, S, q_BHTK.device, B)
         s_BHTS = s_BHTS.masked_fill(~self.allowed(T, S, q_BHTK.device, docs), float("-inf"))
         return s_BHTS if logits_mod is None else logits_mod(q_BHTK.float(), s_BHTS)
-
-    def allowed(self, T: int, S: int, device, docs: Documents | None = None) -> torch.Tensor:
-        """(T, S) or, with documents, (B, 1, T, S) bool: True where attention is allowed (causal, this layer's
-        window, the query's document)."""
-        return causal_mask(T, S, device, self.window) if docs is None else docs.allowed(self.window)
 
     def forward_bytes(self, call: AttentionCall) -> int:
         E = call.scores
@@ -181,7 +186,8 @@ class BlockedBiasKernel(EagerKernel):
                         docs is not None, self.pe.has_token_features, self.window is not None, q_BHTK.device.type,
                         H, T, S, lambda: table().rows if table() is not None else 0,
                         far_field=fast is not None and fast.far_field is not None,
-                        rows_bias=fast is not None and fast.rows_bias is not None, sinks=sinks_H is not None)
+                        rows_bias=fast is not None and fast.rows_bias is not None,
+                        sinks=sinks_H is not None, chunk=self.chunk is not None)
         path = plan_bias_call(call)
         if path is BiasPath.EAGER:
             return super().__call__(q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs, sinks_H=sinks_H)
@@ -285,6 +291,7 @@ def _causal_blocks(T: int, S: int, device: torch.device, window: int | None, row
 @KERNELS.register("sdpa")
 class SDPAKernel(AttentionKernel):
     carries_sinks = True
+    carries_chunks = True
 
     @classmethod
     def supports(cls, pe, device_type, attn_dropout, packing=None):
@@ -307,8 +314,10 @@ class SDPAKernel(AttentionKernel):
                                "that applies it (model.attention=auto, eager or flex)")
         T, S = q_BHTK.shape[-2], k_BHSK.shape[-2]
         dropout = self.attn_dropout if training else 0.0
-        if sinks_H is not None:  # a zero key with the sink's logit in a float mask (model/attention_sinks.py)
-            allowed = docs.allowed(self.window) if docs is not None else causal_mask(T, S, q_BHTK.device, self.window)
+        if sinks_H is not None or self.chunk is not None:  # masks the rules below have no form for
+            allowed = self.allowed(T, S, q_BHTK.device, docs)
+            if sinks_H is None:
+                return F.scaled_dot_product_attention(q_BHTK, k_BHSK, v_BHSK, attn_mask=allowed, dropout_p=dropout)
             return sdpa_with_sinks(q_BHTK, k_BHSK, v_BHSK, allowed, sinks_H, dropout)
         if docs is not None and (docs.masked or self.window is not None):
             return F.scaled_dot_product_attention(q_BHTK, k_BHSK, v_BHSK, attn_mask=docs.allowed(self.window),
@@ -430,11 +439,18 @@ class FlashAlibiKernel(AttentionKernel):
 
 
 def select_kernel(requested: str, pe: PositionalEncoding, device_type: str, attn_dropout: float = 0.0,
-                  packing: PackingConfig | None = None, window: int | None = None) -> AttentionKernel:
-    """The kernel of one layer; `window`: that layer's sliding window (None: full causal attention)."""
+                  packing: PackingConfig | None = None, window: int | None = None,
+                  chunk: int | None = None) -> AttentionKernel:
+    """The kernel of one layer; `window`: that layer's sliding window (None: full causal attention); `chunk`: its
+    chunked local attention (None: none)."""
     name = auto_kernel_name(pe, device_type) if requested == "auto" else requested
     kernel = KERNELS.get(name)
     reason = kernel.supports(pe, device_type, attn_dropout, packing)
     if reason:
         raise ConfigError(f"model.attention={name} cannot run PE `{pe.name}` on {device_type}: {reason}")
-    return kernel(pe, device_type, attn_dropout, window)
+    if chunk is not None and not kernel.carries_chunks:
+        raise ConfigError(f"model.attention={name} cannot apply model.attention_chunk; use auto, sdpa, eager or "
+                          "sdpa_bias")
+    built = kernel(pe, device_type, attn_dropout, window)
+    built.chunk = chunk
+    return built

@@ -19,6 +19,13 @@ def causal_mask(T: int, S: int, device, window: int | None = None) -> torch.Tens
     return allowed
 
 
+def chunk_mask(T: int, S: int, device, chunk: int) -> torch.Tensor:
+    """(T, S) bool, True where the query's key index and the key's fall in the same chunk of `chunk` keys (chunked
+    local attention, Llama 4: key index j in chunk j // chunk); `causal_mask` & this is the chunked causal rule."""
+    q_chunk = torch.arange(S - T, S, device=device)[:, None] // chunk
+    return q_chunk == torch.arange(S, device=device)[None, :] // chunk
+
+
 def window_mask_mod(offset: int, window: int | None):
     """FlexAttention's mask_mod of `causal_mask` (the same rule), for keys `offset` = S - T ahead of the queries."""
     if window is None:

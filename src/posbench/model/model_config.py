@@ -52,6 +52,10 @@ class ModelConfig(Checked):
     # sliding-window attention: None (full), W for every layer, or a per-layer list cycling over the layers
     # ([512, 512, 512, null]: three windowed layers, then a full one); query i sees keys i-W+1 .. i (model/masks.py)
     attention_window: int | list[int | None] | None = None
+    # chunked local attention (Llama 4): None, C for every layer, or a per-layer list cycling over the layers
+    # ([8192, 8192, 8192, null]: three chunked layers, then a full one); query i sees keys j <= i with
+    # j // C == i // C, i and j counted from the start of the window (model/masks.py); beside attention_window
+    attention_chunk: int | list[int | None] | None = None
     # a sigmoid gate on each head's attention output (Qiu et al. 2025; Qwen3-Next): none | elementwise | headwise
     attention_gate: AttentionGate = "none"
     # a learned per-head sink logit in every softmax, a virtual key of value 0 (gpt-oss; model/attention_sinks.py)
@@ -84,7 +88,9 @@ class ModelConfig(Checked):
                               f"implemented for the decoder only; model.arch={self.arch.name} needs "
                               "model.packing.mask=causal and model.packing.positions=window")
         self._check_window()
+        self._check_chunk()
         on = {"attention_gate": self.attention_gate != "none", "attention_sinks": self.attention_sinks,
+              "attention_chunk": self.attention_chunk is not None,
               "attention_temperature": self.attention_temperature.name != "none"}
         refused = [option for option, is_on in on.items() if is_on and type(self.arch) is not DecoderArch]
         if refused:
@@ -105,6 +111,21 @@ class ModelConfig(Checked):
         if w is not None and type(self.arch) is not DecoderArch:
             raise ConfigError(f"model.attention_window is implemented for the decoder only; model.arch="
                               f"{self.arch.name} needs model.attention_window=null")
+
+    def _check_chunk(self) -> None:
+        c = self.attention_chunk
+        entries = c if isinstance(c, list) else [c]
+        if not entries or len(entries) > self.n_layers:
+            raise ConfigError(f"model.attention_chunk={c} must list 1 .. model.n_layers={self.n_layers} entries (a "
+                              "chunk of keys, or null for a layer without chunks)")
+        for x in entries:
+            if x is not None and not (isinstance(x, int) and x >= 1):
+                raise ConfigError(f"model.attention_chunk entries must be positive integers or null, got {x}")
+
+    def layer_chunk(self, layer: int) -> int | None:
+        """Layer `layer`'s chunk of keys from model.attention_chunk (None: no chunks)."""
+        c = self.attention_chunk
+        return c[layer % len(c)] if isinstance(c, list) else c
 
     def layer_window(self, layer: int) -> int | None:
         """Layer `layer`'s sliding window from model.attention_window (None: full attention)."""

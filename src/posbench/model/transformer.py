@@ -61,7 +61,7 @@ def causal_blocks(cfg: ModelConfig, pe: PositionalEncoding, n_layers: int, devic
     blocks, names = [], []
     for layer in range(n_layers):
         kernel = select_kernel(cfg.attention, pe.layer_pe(layer), device_type, cfg.attn_dropout, cfg.packing,
-                               layer_window(cfg, pe, layer))
+                               layer_window(cfg, pe, layer), chunk=cfg.layer_chunk(layer))
         names.append(kernel.name)
         blocks.append(block_cls(cfg, layer, kernel))
     return nn.ModuleList(blocks), names
