@@ -256,7 +256,7 @@ def test_gemma3_recipe_exports_with_remote_code_and_cached_generation(tmp_path):
     assert transformers.AutoConfig.from_pretrained(out, trust_remote_code=True).architectures == [REMOTE]
 
 
-def llama4_pair(*overrides, temperature=True):
+def llama4_pair(*overrides, temperature=True, qk_norm=True):
     from posbench.interop.hf_llama4 import llama4_config, llama4_state_dict
 
     # floor_scale 8: the temperature steps at positions 7, 15, 23, 31, 39 of the inputs; chunks of 6 keys
@@ -265,6 +265,7 @@ def llama4_pair(*overrides, temperature=True):
                              "model.attention_temperature.scale=0.5", *overrides)
     hf_cfg = llama4_config(cfg.model, cfg.pe)
     hf_cfg.attn_temperature_tuning = temperature
+    hf_cfg.use_qk_norm = qk_norm
     hf_cfg._attn_implementation = "eager"
     theirs = transformers.Llama4ForCausalLM(hf_cfg).eval()
     missing, unexpected = theirs.load_state_dict(
@@ -285,6 +286,12 @@ def test_llama4_irope_logits_and_cached_generation_match_transformers(kernel):
 
 def test_llama4_irope_parity_fails_without_the_temperature():
     cfg, ours, theirs = llama4_pair(temperature=False)
+    ids = torch.randint(0, cfg.model.vocab_size, (2, T), generator=torch.Generator().manual_seed(0))
+    assert max_rel_diff(ours, theirs, ids) > 100 * TOLERANCE
+
+
+def test_llama4_irope_parity_fails_without_the_l2_qk_norm():
+    cfg, ours, theirs = llama4_pair(qk_norm=False)
     ids = torch.randint(0, cfg.model.vocab_size, (2, T), generator=torch.Generator().manual_seed(0))
     assert max_rel_diff(ours, theirs, ids) > 100 * TOLERANCE
 

@@ -60,9 +60,10 @@ QWEN3, QWEN3_NEXT, REMOTE = "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "Posbenc
 # exports only where a transformers architecture carries it (the gate: Qwen3NextForCausalLM), else it is refused
 REMOTE_LACKS = {"attention_gate": lambda m: m.attention_gate, "attention_sinks": lambda m: m.attention_sinks,
                 "attention_temperature": lambda m: m.attention_temperature.name,
-                "attention_chunk": lambda m: m.attention_chunk}
+                "attention_chunk": lambda m: m.attention_chunk, "qk_norm_weight": lambda m: m.qk_norm_weight,
+                "qk_norm_layers": lambda m: m.qk_norm_layers}
 REMOTE_LACKS_OFF = {"attention_gate": "none", "attention_sinks": False, "attention_temperature": "none",
-                    "attention_chunk": None}
+                    "attention_chunk": None, "qk_norm_weight": True, "qk_norm_layers": "all"}
 
 
 def options_remote_lacks(m) -> list[str]:

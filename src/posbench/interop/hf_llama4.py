@@ -6,10 +6,11 @@ chunked local attention on the RoPE layers (model.attention_chunk = attention_ch
 of the NoPE layers (model.attention_temperature llama4: floor_scale, scale = attn_temperature_tuning, floor_scale,
 attn_scale), dense SwiGLU MLPs (moe_layers [] with intermediate_size_mlp), the norms, the tied head. Llama 4 rotates
 interleaved channel pairs (2i, 2i + 1) where posbench rotates halves (i, i + K/2): each head's q and k rows are
-permuted to match, which leaves q . k unchanged on every layer. What does not map: the weightless L2 QK-norm after
-RoPE on the RoPE layers only (use_qk_norm False; posbench's QK-norm is before RoPE, weighted, on every layer), and
-the mixture of experts. No posbench checkpoint is exported as Llama4ForCausalLM; the export refuses the temperature
-and the chunks (no remote-code counterpart).
+permuted to match, which leaves q . k unchanged on every layer. The L2 QK-norm (use_qk_norm: weightless, after
+RoPE, on the RoPE layers only) is model.qk_norm_weight=false with model.qk_norm_layers=positional: posbench
+normalises before RoPE, which equals normalising after it because RoPE keeps each head's RMS. What does not map: the
+mixture of experts. No posbench checkpoint is exported as Llama4ForCausalLM; the export refuses the temperature and
+the chunks (no remote-code counterpart).
 """
 
 from __future__ import annotations
@@ -24,12 +25,14 @@ def llama4_config(model_cfg, pe_cfg):
 
     m, t = model_cfg, model_cfg.attention_temperature
     pattern = getattr(pe_cfg, "pattern", None)
-    if not (pattern and t.name == "llama4" and t.nope_layers_only and not m.qk_norm
+    l2_norm = m.qk_norm and not m.qk_norm_weight and m.qk_norm_layers == "positional"
+    if not (pattern and t.name == "llama4" and t.nope_layers_only and (l2_norm or not m.qk_norm)
             and all(p.name in ("rope", "none") for p in pattern) and m.n_layers % len(pattern) == 0
             and len({p.theta for p in pattern if p.name == "rope"}) == 1
             and all(p.scaling.name == "none" and p.rotary_fraction == 1 for p in pattern if p.name == "rope")):
         raise ConfigError("Llama 4's recipe is a pattern of plain RoPE (one base) and NoPE layers, the llama4 "
-                          "temperature on the NoPE layers and no QK-norm; the model differs")
+                          "temperature on the NoPE layers and a weightless QK-norm on the RoPE layers or none; the "
+                          "model differs")
     theta = next(p.theta for p in pattern if p.name == "rope")
     rope_layers = [pattern[i % len(pattern)].name == "rope" for i in range(m.n_layers)]
     chunks = {m.layer_chunk(i) for i, rope in enumerate(rope_layers) if rope}
@@ -42,7 +45,7 @@ def llama4_config(model_cfg, pe_cfg):
         head_dim=m.d_model // m.n_heads, max_position_embeddings=m.seq_len, rms_norm_eps=m.norm_eps,
         tie_word_embeddings=m.tie_embeddings, rope_parameters={"rope_type": "default", "rope_theta": float(theta)},
         moe_layers=[], no_rope_layers=[int(rope) for rope in rope_layers], attention_chunk_size=chunks.pop(),
-        use_qk_norm=False, attn_temperature_tuning=True,
+        use_qk_norm=l2_norm, attn_temperature_tuning=True,
         floor_scale=t.floor_scale, attn_scale=t.scale, pad_token_id=None)
 
 

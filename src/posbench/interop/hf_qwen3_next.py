@@ -23,6 +23,8 @@ def qwen3_next_reason(model_cfg, pe_cfg) -> str | None:
         return f"model.attention_gate={m.attention_gate}: Qwen3-Next gates every channel (elementwise)"
     if m.attention_sinks:
         return "model.attention_sinks=true: Qwen3-Next's softmax has no sink"
+    if not m.qk_norm_weight or m.qk_norm_layers != "all":
+        return "a weightless or partial QK-norm: Qwen3-Next's q and k norms are weighted, on every layer"
     if m.attention_chunk is not None:
         return f"model.attention_chunk={m.attention_chunk}: Qwen3-Next has no chunked attention"
     if m.attention_temperature.name != "none":

@@ -14,7 +14,7 @@ from posbench.errors import ConfigError
 from posbench.model.attention_gate import GATES
 from posbench.model.attention_temperature import NoTemperature, Temperature, tempered_score_mod
 from posbench.model.kernels import AttentionKernel, EagerKernel
-from posbench.model.norms import RMSNorm
+from posbench.model.norms import RMSNorm, UnitRMSNorm
 from posbench.model.packing import Documents, DocumentState
 from posbench.pe.encoding import LogitsMod, PositionalEncoding, attention_bias
 
@@ -57,15 +57,18 @@ class KVCache:
 class Attention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, layer: int, kernel: AttentionKernel,
                  qk_norm: bool = True, norm_eps: float = 1e-6, dropout: float = 0.0, gate: str = "none",
-                 sinks: bool = False, temperature: Temperature | None = None):
+                 sinks: bool = False, temperature: Temperature | None = None, qk_norm_weight: bool = True):
         super().__init__()
         self.n_heads, self.head_dim, self.layer = n_heads, d_model // n_heads, layer
         self.qkv = nn.Linear(d_model, 3 * d_model, bias=False)
         self.proj = nn.Linear(d_model, d_model, bias=False)
         # QK-norm (Dehghani et al. 2023): RMSNorm of each head's q and k, before the PE rotates them,
         # bounds logits and keeps bf16 training stable.
-        self.q_norm = RMSNorm(self.head_dim, norm_eps) if qk_norm else nn.Identity()
-        self.k_norm = RMSNorm(self.head_dim, norm_eps) if qk_norm else nn.Identity()
+        # Without its weight (model.qk_norm_weight=false) the norm is Llama 4's L2Norm: RoPE rotates channel pairs,
+        # which keeps a head's RMS, so normalising before the rotation equals Llama 4's normalising after it.
+        norm = RMSNorm if qk_norm_weight else UnitRMSNorm
+        self.q_norm = norm(self.head_dim, norm_eps) if qk_norm else nn.Identity()
+        self.k_norm = norm(self.head_dim, norm_eps) if qk_norm else nn.Identity()
         self.resid_dropout = nn.Dropout(dropout)
         self.kernel = kernel
         self.gate = GATES.get(gate)(d_model, n_heads)  # model.attention_gate (model/attention_gate.py)

@@ -40,6 +40,9 @@ class ModelConfig(Checked):
     dropout: float = 0.0  # embeddings and residual branches
     attn_dropout: float = 0.0
     qk_norm: bool = True
+    qk_norm_weight: bool = True  # false: no learned scale, x / rms(x) (Llama 4's L2Norm)
+    # which layers normalise q and k: all, or positional (not those whose PE is position-free: Llama 4's NoPE layers)
+    qk_norm_layers: Literal["all", "positional"] = "all"
     norm_eps: float = 1e-6
     init_std: float = 0.02
     attention: AttentionChoice = "auto"
@@ -90,7 +93,8 @@ class ModelConfig(Checked):
         self._check_window()
         self._check_chunk()
         on = {"attention_gate": self.attention_gate != "none", "attention_sinks": self.attention_sinks,
-              "attention_chunk": self.attention_chunk is not None,
+              "attention_chunk": self.attention_chunk is not None, "qk_norm_weight": not self.qk_norm_weight,
+              "qk_norm_layers": self.qk_norm_layers != "all",
               "attention_temperature": self.attention_temperature.name != "none"}
         refused = [option for option, is_on in on.items() if is_on and type(self.arch) is not DecoderArch]
         if refused:

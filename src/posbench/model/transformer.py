@@ -34,13 +34,19 @@ if TYPE_CHECKING:  # annotations only: model/build.py is what pairs a config wit
     from posbench.model.model_config import ModelConfig
 
 
+# model.qk_norm_layers: which layers (by their PE) normalise q and k when model.qk_norm is on
+QK_NORM_LAYERS = {"all": lambda pe: True, "positional": lambda pe: pe.kind != "none"}
+
+
 class Block(nn.Module):
     def __init__(self, cfg: ModelConfig, layer: int, kernel):
         super().__init__()
         self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.attn = Attention(cfg.d_model, cfg.n_heads, layer, kernel, cfg.qk_norm, cfg.norm_eps, cfg.dropout,
+        qk_norm = cfg.qk_norm and QK_NORM_LAYERS[cfg.qk_norm_layers](kernel.pe)
+        self.attn = Attention(cfg.d_model, cfg.n_heads, layer, kernel, qk_norm, cfg.norm_eps, cfg.dropout,
                               cfg.attention_gate, cfg.attention_sinks,
-                              build_temperature(cfg.attention_temperature, cfg.n_heads, cfg.seq_len))
+                              build_temperature(cfg.attention_temperature, cfg.n_heads, cfg.seq_len),
+                              cfg.qk_norm_weight)
         self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
         self.mlp = SwiGLU(cfg.d_model, cfg.d_ff, cfg.dropout)
 
