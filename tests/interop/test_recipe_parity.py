@@ -117,16 +117,27 @@ def test_qwen3_next_recipe_exports_as_qwen3_next_with_parity(tmp_path):
     assert max_rel_diff(ours, hf, ids) <= TOLERANCE
 
 
-@pytest.mark.parametrize("override", ["model.attention_gate=headwise", "pe.name=alibi"])
-def test_a_gate_qwen3_next_cannot_carry_is_refused_by_the_export(tmp_path, override):
-    from posbench.errors import ConfigError
-    from posbench.interop.hf_export import export
+def export_remote_with_parity(tmp_path, *overrides):
+    """export() writes posbench's remote code and keeps it only when its logits match posbench's and its cached
+    greedy generation equals its uncached one and posbench's (interop/hf_verify.py); the logits are checked here
+    once more on the test's own ids."""
+    from posbench.evaluation.loading import load_model
+    from posbench.interop.hf_export import REMOTE, export
     from tests.interop.test_hf_export_remote import random_checkpoint
 
-    run = random_checkpoint(tmp_path, *QWEN3_NEXT_OVERRIDES, override)
-    with pytest.raises(ConfigError, match="attention_gate=.* has no counterpart in posbench's remote code"):
-        export(run, tmp_path / "hf", log=lambda *_: None)
-    assert not (tmp_path / "hf").exists()
+    run = random_checkpoint(tmp_path, *overrides)
+    out = export(run, tmp_path / "hf", log=lambda *_: None)
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32, trust_remote_code=True).eval()
+    assert type(hf).__name__ == REMOTE
+    ours = load_model(run, "cpu").model
+    ids = torch.randint(0, 257, (2, T), generator=torch.Generator().manual_seed(0))
+    assert max_rel_diff(ours, hf, ids) <= TOLERANCE
+    return ours, hf
+
+
+@pytest.mark.parametrize("override", ["model.attention_gate=headwise", "pe.name=alibi"])
+def test_a_gate_qwen3_next_cannot_carry_exports_with_remote_code(tmp_path, override):
+    export_remote_with_parity(tmp_path, *QWEN3_NEXT_OVERRIDES, override)
 
 
 class SwiGLUForGptOss(torch.nn.Module):
@@ -185,15 +196,12 @@ def test_gpt_oss_parity_fails_without_the_sliding_window():
     assert max_rel_diff(ours, theirs, ids) > 100 * TOLERANCE
 
 
-def test_gpt_oss_recipe_is_refused_by_the_export(tmp_path):
-    from posbench.errors import ConfigError
-    from posbench.interop.hf_export import export
-    from tests.interop.test_hf_export_remote import random_checkpoint
-
-    run = random_checkpoint(tmp_path, "model.attention_sinks=true", "model.qk_norm=false")
-    with pytest.raises(ConfigError, match="attention_sinks=True has no counterpart in posbench's remote code"):
-        export(run, tmp_path / "hf", log=lambda *_: None)
-    assert not (tmp_path / "hf").exists()
+def test_gpt_oss_recipe_exports_with_remote_code(tmp_path):
+    ours, hf = export_remote_with_parity(tmp_path, "model.attention_sinks=true", "model.qk_norm=false",
+                                         "model.attention_window=[8,null]", "pe.name=rope", "pe.scaling.name=yarn",
+                                         "pe.scaling.factor=4")
+    with torch.no_grad():  # the sinks came through: nonzero after the checkpoint's perturbation
+        assert hf.blocks[0].attn.sinks.abs().sum() > 0
 
 
 def gemma3_pair(*overrides, hf_edit=lambda c: None):
@@ -304,14 +312,9 @@ def test_llama4_irope_parity_fails_without_the_chunks():
     assert max_rel_diff(ours, theirs, ids) > 100 * TOLERANCE
 
 
-def test_llama4_irope_recipe_is_refused_by_the_export(tmp_path):
-    from posbench.errors import ConfigError
-    from posbench.interop.hf_export import export
-    from tests.interop.test_hf_export_remote import random_checkpoint
-
-    run = random_checkpoint(tmp_path, "model.attention_temperature.name=llama4", "pe.name=hybrid", "model.n_layers=4",
-                            "model.attention_chunk=[8,8,8,null]")
-    with pytest.raises(ConfigError, match=r"attention_temperature=llama4, model.attention_chunk=\[8, 8, 8, None\] has "
-                       "no counterpart in posbench's remote code"):
-        export(run, tmp_path / "hf", log=lambda *_: None)
-    assert not (tmp_path / "hf").exists()
+@pytest.mark.parametrize("temperature", ["llama4", "ssmax", "log_n"])
+def test_llama4_irope_and_other_temperatures_export_with_remote_code(tmp_path, temperature):
+    export_remote_with_parity(tmp_path, f"model.attention_temperature.name={temperature}", "pe.name=hybrid",
+                              "model.n_layers=4", "model.attention_chunk=[8,8,8,null]", "model.qk_norm_weight=false",
+                              "model.qk_norm_layers=positional", "model.attention_temperature.nope_layers_only=false",
+                              *(["model.attention_temperature.floor_scale=4"] if temperature == "llama4" else []))

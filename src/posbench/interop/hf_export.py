@@ -1,13 +1,17 @@
 """A posbench checkpoint as a Hugging Face `transformers` model directory.
 
-Two paths, chosen by what transformers can express:
+Three paths, chosen by what transformers can express:
 - Qwen3 (no remote code). posbench's decoder is Qwen3's architecture (RMSNorm, SwiGLU, per-head QK RMSNorm
   before half-split RoPE, tied embeddings, no biases), so a RoPE checkpoint becomes a standard
   `Qwen3ForCausalLM` by renaming weights. RoPE scaling maps to transformers' `rope_parameters` only where
   the formulas are the same (none; pi = `linear`; yarn, computed as transformers does, docs/pe_defaults.md).
   NoPE is Qwen3 with `linear` scaling by 1e30: every angle is below 1e-25 rad, no rotation in fp32.
+- Qwen3-Next (no remote code), for the gated-attention recipe (configs/recipe/qwen3_next.yaml: an elementwise gate
+  and partial rotary): `Qwen3NextForCausalLM` with every layer full attention and dense MLPs, weights one to one
+  (interop/hf_qwen3_next.py).
 - Remote code, for every other PE (ALiBi, T5, KERPLE, FIRE, absolute tables, xPos, hybrids, ...), other
-  RoPE scalings, untied embeddings, no QK-norm or rows split into documents (model.packing): posbench's own
+  RoPE scalings, untied embeddings, no QK-norm or rows split into documents (model.packing), and the attention
+  options of docs/recipes.md (gates, sinks, temperatures, chunks, weightless or positional-only QK-norm): posbench's own
   parameter names, plus the files of hf_remote/ (torch + transformers only: `modeling_posbench.py`, the decoder,
   `configuration_posbench.py`, and one file per PE family), loaded with `trust_remote_code=True` through
   `auto_map`. A PE with no class there is refused with the reason.
@@ -56,20 +60,20 @@ REMOTE_DIR = Path(__file__).parent / "hf_remote"
 # every module of hf_remote/ but its __init__: what transformers loads from the export directory
 REMOTE_FILES = tuple(sorted(p.name for p in REMOTE_DIR.glob("*.py") if p.name != "__init__.py"))
 QWEN3, QWEN3_NEXT, REMOTE = "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "PosbenchForCausalLM"
-# model options that neither Qwen3 nor the remote code computes, each with its value when off: a model with one on
-# exports only where a transformers architecture carries it (the gate: Qwen3NextForCausalLM), else it is refused
-REMOTE_LACKS = {"attention_gate": lambda m: m.attention_gate, "attention_sinks": lambda m: m.attention_sinks,
+# model options that Qwen3 does not compute, each with its value when off: a model with one on exports as
+# Qwen3NextForCausalLM where that carries it (interop/hf_qwen3_next.py), else with the remote code (which has them all)
+QWEN3_LACKS = {"attention_gate": lambda m: m.attention_gate, "attention_sinks": lambda m: m.attention_sinks,
                 "attention_temperature": lambda m: m.attention_temperature.name,
                 "attention_chunk": lambda m: m.attention_chunk, "qk_norm_weight": lambda m: m.qk_norm_weight,
                 "qk_norm_layers": lambda m: m.qk_norm_layers}
-REMOTE_LACKS_OFF = {"attention_gate": "none", "attention_sinks": False, "attention_temperature": "none",
+QWEN3_LACKS_OFF = {"attention_gate": "none", "attention_sinks": False, "attention_temperature": "none",
                     "attention_chunk": None, "qk_norm_weight": True, "qk_norm_layers": "all"}
 
 
-def options_remote_lacks(m) -> list[str]:
-    """`model.<option>=<value>` of each option on that neither Qwen3 nor the remote code computes."""
-    return [f"model.{option}={value(m)}" for option, value in REMOTE_LACKS.items()
-            if value(m) != REMOTE_LACKS_OFF[option]]
+def options_qwen3_lacks(m) -> list[str]:
+    """`model.<option>=<value>` of each option on that Qwen3 does not compute."""
+    return [f"model.{option}={value(m)}" for option, value in QWEN3_LACKS.items()
+            if value(m) != QWEN3_LACKS_OFF[option]]
 
 
 def position_free(run_cfg: RunConfig) -> bool:
@@ -134,9 +138,9 @@ def qwen3_reason(run_cfg: RunConfig) -> str | None:
                 f"at token {m.packing.bos_id}; Qwen3 attends across them and counts positions from the row's start")
     if m.attention_window is not None:
         return f"model.attention_window={m.attention_window} is exported with posbench's remote code"
-    lacking = options_remote_lacks(m)
+    lacking = options_qwen3_lacks(m)
     if lacking:
-        return f"{lacking[0]} has no counterpart in Qwen3"
+        return f"{', '.join(lacking)} has no counterpart in Qwen3"
     try:
         rope_parameters(run_cfg)
     except ConfigError as e:
@@ -182,11 +186,6 @@ def remote_pe_config(run_cfg: RunConfig) -> dict:
     if arch != "decoder":
         raise ConfigError(f"model.arch={arch} is not a decoder-only transformer; neither transformers' Qwen3 nor "
                           "posbench's remote modeling code computes it. Nothing was exported")
-    lacking = options_remote_lacks(run_cfg.model)
-    if lacking:
-        raise ConfigError(f"{', '.join(lacking)} has no counterpart in posbench's remote code, and the model does "
-                          f"not map onto {QWEN3_NEXT} ({qwen3_next_reason(run_cfg.model, run_cfg.pe)}). "
-                          "Nothing was exported")
     pe = dataclasses.asdict(run_cfg.pe)
     try:
         check_pe_config(pe)
@@ -209,6 +208,10 @@ def remote_config(run_cfg: RunConfig, tokenizer: Tokenizer, pe: dict, whole_sequ
                           num_hidden_layers=m.n_layers, num_attention_heads=m.n_heads,
                           max_position_embeddings=m.seq_len, rms_norm_eps=m.norm_eps, qk_norm=m.qk_norm,
                           init_std=m.init_std, pe=pe, embed_scale=m.embed_scale, attention_window=m.attention_window,
+                          attention_gate=m.attention_gate, attention_sinks=m.attention_sinks,
+                          attention_temperature=dataclasses.asdict(m.attention_temperature),
+                          attention_chunk=m.attention_chunk, qk_norm_weight=m.qk_norm_weight,
+                          qk_norm_layers=m.qk_norm_layers,
                           tie_word_embeddings=m.tie_embeddings, packing=packing, bos_token_id=tokenizer.bos_id,
                           eos_token_id=tokenizer.bos_id, use_cache=not whole_sequence, architectures=[REMOTE],
                           auto_map={"AutoConfig": "configuration_posbench.PosbenchConfig",

@@ -7,8 +7,8 @@ query head), the per-head sinks (attn.sinks = self_attn.sinks), the alternating 
 yarn, its factor, betas, truncate and original length), the norms (RMSNorm scaling by w in both). What does not:
 gpt-oss's MLP is a mixture of experts whose experts are a clamped GLU (gate * sigmoid(1.702 gate), times up + 1,
 both clamped at 7, with biases), which no posbench MLP computes; even one expert chosen top-1 is not a SwiGLU. So
-no posbench checkpoint is a GptOssForCausalLM, and the export refuses it (model.attention_sinks has no remote-code
-counterpart either); the parity test swaps each reference layer's MLP for posbench's SwiGLU and compares the rest.
+no posbench checkpoint is a GptOssForCausalLM: a gpt_oss-recipe checkpoint exports with posbench's remote code; the
+parity test swaps each reference layer's MLP for posbench's SwiGLU and compares the rest.
 """
 
 from __future__ import annotations

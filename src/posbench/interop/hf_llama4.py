@@ -9,8 +9,7 @@ interleaved channel pairs (2i, 2i + 1) where posbench rotates halves (i, i + K/2
 permuted to match, which leaves q . k unchanged on every layer. The L2 QK-norm (use_qk_norm: weightless, after
 RoPE, on the RoPE layers only) is model.qk_norm_weight=false with model.qk_norm_layers=positional: posbench
 normalises before RoPE, which equals normalising after it because RoPE keeps each head's RMS. What does not map: the
-mixture of experts. No posbench checkpoint is exported as Llama4ForCausalLM; the export refuses the temperature and
-the chunks (no remote-code counterpart).
+mixture of experts. A llama4_irope-recipe checkpoint exports with posbench's remote code, not as Llama4ForCausalLM.
 """
 
 from __future__ import annotations

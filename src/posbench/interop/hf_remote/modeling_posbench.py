@@ -46,6 +46,7 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 
 # every PE family is imported here for its register() calls (the names marked F401): transformers copies exactly
 # the files a remote module imports as `from .file import name`, recursively
+from .attention_options import GATES, TEMPERATURES, Gate, Temperature, UnitRMSNorm
 from .configuration_posbench import PosbenchConfig
 from .packing import DOCUMENTS_ATTR, Documents, check_packing, split_documents
 from .pe_absolute import Table  # noqa: F401
@@ -74,14 +75,22 @@ class RMSNorm(nn.Module):
 
 
 class Attention(nn.Module):
-    def __init__(self, cfg: PosbenchConfig):
+    def __init__(self, cfg: PosbenchConfig, qk_norm: bool):
         super().__init__()
         D = cfg.hidden_size
         self.n_heads, self.head_dim = cfg.num_attention_heads, D // cfg.num_attention_heads
         self.qkv = nn.Linear(D, 3 * D, bias=False)
         self.proj = nn.Linear(D, D, bias=False)
-        self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else nn.Identity()
-        self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps) if cfg.qk_norm else nn.Identity()
+        norm = RMSNorm if getattr(cfg, "qk_norm_weight", True) else UnitRMSNorm
+        self.q_norm = norm(self.head_dim, cfg.rms_norm_eps) if qk_norm else nn.Identity()
+        self.k_norm = norm(self.head_dim, cfg.rms_norm_eps) if qk_norm else nn.Identity()
+        gate = getattr(cfg, "attention_gate", "none")
+        if gate != "none":
+            self.gate = Gate(D, self.n_heads, gate)
+        if getattr(cfg, "attention_sinks", False):
+            self.sinks = nn.Parameter(torch.zeros(self.n_heads))
+        self.temperature = Temperature(getattr(cfg, "attention_temperature", None) or {"name": "none"}, self.n_heads,
+                                       cfg.max_position_embeddings)
 
     def forward(self, x_BTD, pos_BT, pos_BS, allowed_BTS, pe: PositionalEncoding, layer: int, cache):
         """pos_BS: the positions of every key, cached and new; allowed_BTS: which keys each query sees."""
@@ -102,14 +111,26 @@ class Attention(nn.Module):
             # a cache that returns preallocated slots (StaticCache) would have the padding slots attended
             raise ValueError(f"the cache returned {k.shape[2]} keys for {S} tokens; modeling_posbench.py supports "
                              "transformers' DynamicCache only (leave cache_implementation unset)")
+        tempered = self.temperature.applies(pe.cfg["name"] == "none")
+        f_BHT1 = self.temperature.factor_BHT1(pos_BT) if tempered else None
+        if tempered:  # q times its position's factor: q . k scaled, the keys (cached) untouched
+            q = (q.float() * f_BHT1).to(q.dtype)
         s_BHTS = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(self.head_dim)
         mod = pe.score_mod(layer, pos_BT, pos_BS, feats_BHS)
         if mod is not None:  # evaluated on broadcast index grids, as posbench's eager kernel does
-            s_BHTS = mod(s_BHTS, *score_grids(B, self.n_heads, T, S, s_BHTS.device))
+            biased = mod(s_BHTS, *score_grids(B, self.n_heads, T, S, s_BHTS.device))
+            # a temperature scales the bias too
+            s_BHTS = biased if not tempered else s_BHTS + (biased - s_BHTS) * f_BHT1
         s_BHTS = pe.logits_mod(layer, q, s_BHTS.masked_fill(~allowed_BTS[:, None], float("-inf")))
-        p_BHTS = torch.softmax(s_BHTS, dim=-1)
-        out_BHTK = (p_BHTS @ v.float()).to(x_BTD.dtype)
-        return self.proj(out_BHTK.transpose(1, 2).reshape(B, T, D))
+        if hasattr(self, "sinks"):  # a virtual key of logit sinks[h] and value 0 (posbench's attention_sinks.py)
+            sink_BHT1 = self.sinks.float().view(1, -1, 1, 1).expand(B, self.n_heads, T, 1)
+            p_BHTS = torch.softmax(torch.cat((s_BHTS, sink_BHT1), dim=-1), dim=-1)[..., :-1]
+        else:
+            p_BHTS = torch.softmax(s_BHTS, dim=-1)
+        out_BTHK = (p_BHTS @ v.float()).to(x_BTD.dtype).transpose(1, 2)
+        if hasattr(self, "gate"):
+            out_BTHK = self.gate(x_BTD, out_BTHK)
+        return self.proj(out_BTHK.reshape(B, T, D))
 
 
 class SwiGLU(nn.Module):
@@ -124,10 +145,10 @@ class SwiGLU(nn.Module):
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: PosbenchConfig):
+    def __init__(self, cfg: PosbenchConfig, qk_norm: bool):
         super().__init__()
         self.attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.attn = Attention(cfg)
+        self.attn = Attention(cfg, qk_norm)
         self.mlp_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.mlp = SwiGLU(cfg)
 
@@ -157,11 +178,28 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
             raise ValueError(f"embed_scale={config.embed_scale!r} is not implemented by modeling_posbench.py")
         self.embed_scale = EMBED_SCALES[config.embed_scale](config.hidden_size)
         self.tok_emb = nn.Embedding(config.vocab_size, config.hidden_size)
-        self.blocks = nn.ModuleList(Block(config) for _ in range(config.num_hidden_layers))
+        self.check_attention_options(config)
+        positional_only = getattr(config, "qk_norm_layers", "all") == "positional"
+        self.blocks = nn.ModuleList(
+            Block(config, config.qk_norm and not (positional_only and self.pe.layer_pe(layer).cfg["name"] == "none"))
+            for layer in range(config.num_hidden_layers))
         self.norm = RMSNorm(config.hidden_size, config.rms_norm_eps)
         self.lm_head = nn.Linear(config.hidden_size, config.vocab_size, bias=False)
         self.windows = [self.layer_window(config, layer) for layer in range(config.num_hidden_layers)]
+        chunk = getattr(config, "attention_chunk", None)
+        self.chunks = [chunk[layer % len(chunk)] if isinstance(chunk, (list, tuple)) else chunk
+                       for layer in range(config.num_hidden_layers)]
         self.post_init()
+
+    @staticmethod
+    def check_attention_options(config: PosbenchConfig) -> None:
+        gate = getattr(config, "attention_gate", "none")
+        temperature = (getattr(config, "attention_temperature", None) or {"name": "none"})["name"]
+        if gate not in GATES | {"none"} or temperature not in TEMPERATURES:
+            raise ValueError(f"attention_gate={gate!r} or attention_temperature={temperature!r} is not implemented "
+                             "by modeling_posbench.py")
+        if getattr(config, "qk_norm_layers", "all") not in ("all", "positional"):
+            raise ValueError(f"qk_norm_layers={config.qk_norm_layers!r} is not implemented by modeling_posbench.py")
 
     def layer_window(self, config: PosbenchConfig, layer: int) -> int | None:
         """A layer's sliding window: config.attention_window's and the PE's, the smaller when both set one."""
@@ -227,11 +265,18 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
         x = self.pe.embed(x * self.embed_scale if self.embed_scale != 1.0 else x, pos_BT)
         # per sliding window: the keys within the last W slots (left pads come first, so a slot distance between
         # real tokens is their token distance); made once per call and window
-        by_window = {None: allowed_BTS}
-        for w in set(self.windows) - {None}:
-            by_window[w] = allowed_BTS & (query_T[:, None] - slot_S[None, :] < w)[None]
+        by_window = {(None, None): allowed_BTS}
+        # chunks (attention_chunk) by token index from the row's start, as posbench counts them in its window
+        tok_BS = torch.arange(S, device=input_ids.device)[None] if keep_BS is None else \
+            (keep_BS.long().cumsum(-1) - 1).clamp_min(0)
+        for w, c in set(zip(self.windows, self.chunks, strict=True)) - {(None, None)}:
+            allowed = allowed_BTS if w is None else allowed_BTS & (query_T[:, None] - slot_S[None, :] < w)[None]
+            if c is not None:
+                allowed = allowed & ((tok_BS[:, offset:, None] // c) == (tok_BS[:, None, :] // c))
+            by_window[w, c] = allowed
         for layer, block in enumerate(self.blocks):
-            x = block(x, pos_BT, pos_BS, by_window[self.windows[layer]], self.pe.layer_pe(layer), layer, cache)
+            x = block(x, pos_BT, pos_BS, by_window[self.windows[layer], self.chunks[layer]], self.pe.layer_pe(layer),
+                      layer, cache)
         h = self.norm(x)
         if isinstance(logits_to_keep, int) and logits_to_keep > 0:
             h = h[:, -logits_to_keep:]
