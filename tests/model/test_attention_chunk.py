@@ -27,7 +27,7 @@ def model_with(*overrides):
 
 
 @pytest.mark.parametrize("pe,kernel", [("rope", "sdpa"), ("rope", "eager"), ("alibi", "sdpa_bias"),
-                                       ("alibi", "eager")])
+                                       ("alibi", "eager"), ("alibi", "flex")])
 @pytest.mark.parametrize("window", ["null", "3"])
 def test_each_kernel_equals_the_float64_softmax_over_the_chunk(pe, kernel, window):
     cfg, model = model_with(f"pe.name={pe}", f"model.attention={kernel}", "model.attention_chunk=5",
@@ -50,7 +50,7 @@ def test_each_kernel_equals_the_float64_softmax_over_the_chunk(pe, kernel, windo
     assert (got.double() - want).abs().max() < 1e-5
 
 
-@pytest.mark.parametrize("pe,kernel", [("rope", "sdpa"), ("alibi", "sdpa_bias"), ("hybrid", "auto")])
+@pytest.mark.parametrize("pe,kernel", [("rope", "sdpa"), ("alibi", "sdpa_bias"), ("hybrid", "auto"), ("rope", "flex")])
 def test_cached_decoding_equals_the_full_forward_with_chunks(pe, kernel):
     cfg, model = model_with(f"pe.name={pe}", f"model.attention={kernel}", "model.n_layers=4",
                             "model.attention_chunk=[6,6,6,null]", "model.attention_sinks=true")
@@ -63,10 +63,11 @@ def test_cached_decoding_equals_the_full_forward_with_chunks(pe, kernel):
     assert (torch.cat(steps, 1) - full).abs().max() < 1e-5
 
 
-def test_chunks_within_documents():
+@pytest.mark.parametrize("kernel", ["auto", "flex"])
+def test_chunks_within_documents(kernel):
     """Document masking and chunks together: a document placed at a chunk boundary of the row gives its own logits."""
     over = ["model.attention_chunk=10", "model.packing.mask=document", "model.packing.positions=document",
-            "model.packing.bos_id=1"]
+            "model.packing.bos_id=1", f"model.attention={kernel}"]
     cfg, model = model_with(*over)
     doc = torch.randint(2, cfg.model.vocab_size, (1, 10), generator=torch.Generator().manual_seed(0))
     doc[0, 0] = 1
@@ -75,9 +76,14 @@ def test_chunks_within_documents():
         assert (model(row).logits[:, 10:] - model(doc).logits).abs().max() < 1e-5
 
 
-def test_refusals_and_flops():
-    with pytest.raises(ConfigError, match="model.attention=flex cannot apply model.attention_chunk"):
-        model_with("model.attention=flex", "model.attention_chunk=8")
+def test_refusals_and_flops(monkeypatch):
+    from posbench.model.kernels import FlashAlibiKernel, select_kernel
+    from posbench.pe import PES
+
+    pe = PES.build(PES.get("alibi").Config(), load_config(model_size="nano").model.pe_context())
+    monkeypatch.setattr(FlashAlibiKernel, "supports", classmethod(lambda cls, *a: None))  # as if on CUDA
+    with pytest.raises(ConfigError, match="model.attention=flash_alibi cannot apply model.attention_chunk"):
+        select_kernel("flash_alibi", pe, "cpu", chunk=8)
     with pytest.raises(ConfigError, match="model.attention_chunk entries must be positive integers"):
         load_config(overrides=["model.attention_chunk=[0]"], model_size="nano")
     with pytest.raises(ConfigError, match="model.attention_chunk is implemented for the decoder only"):

@@ -329,10 +329,10 @@ class SDPAKernel(AttentionKernel):
 
 
 @functools.lru_cache(maxsize=32)
-def _flex_block_mask(T: int, S: int, device: str, window: int | None = None):
+def _flex_block_mask(T: int, S: int, device: str, window: int | None = None, chunk: int | None = None):
     from torch.nn.attention.flex_attention import create_block_mask
 
-    return create_block_mask(window_mask_mod(S - T, window), None, None, T, S, device=device)
+    return create_block_mask(window_mask_mod(S - T, window, chunk), None, None, T, S, device=device)
 
 
 @functools.lru_cache(maxsize=1)
@@ -345,6 +345,7 @@ def _compiled_flex():
 @KERNELS.register("flex")
 class FlexKernel(AttentionKernel):
     carries_sinks = True
+    carries_chunks = True
 
     @classmethod
     def supports(cls, pe, device_type, attn_dropout, packing=None):
@@ -367,7 +368,8 @@ class FlexKernel(AttentionKernel):
         T, S = q_BHTK.shape[-2], k_BHSK.shape[-2]
         device = q_BHTK.device
         masked = docs is not None and docs.masked
-        block_mask = docs.block_mask(self.window) if masked else _flex_block_mask(T, S, str(device), self.window)
+        block_mask = (docs.block_mask(self.window, self.chunk) if masked
+                      else _flex_block_mask(T, S, str(device), self.window, self.chunk))
         # Compiled on CUDA (fused kernel, never a (B,H,T,S) bias); eager elsewhere, which is an
         # unfused reference used for parity tests.
         fn = _compiled_flex() if device.type == "cuda" else flex_attention
@@ -449,8 +451,8 @@ def select_kernel(requested: str, pe: PositionalEncoding, device_type: str, attn
     if reason:
         raise ConfigError(f"model.attention={name} cannot run PE `{pe.name}` on {device_type}: {reason}")
     if chunk is not None and not kernel.carries_chunks:
-        raise ConfigError(f"model.attention={name} cannot apply model.attention_chunk; use auto, sdpa, eager or "
-                          "sdpa_bias")
+        raise ConfigError(f"model.attention={name} cannot apply model.attention_chunk; use auto, sdpa, eager, "
+                          "sdpa_bias or flex")
     built = kernel(pe, device_type, attn_dropout, window)
     built.chunk = chunk
     return built

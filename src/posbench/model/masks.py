@@ -26,8 +26,12 @@ def chunk_mask(T: int, S: int, device, chunk: int) -> torch.Tensor:
     return q_chunk == torch.arange(S, device=device)[None, :] // chunk
 
 
-def window_mask_mod(offset: int, window: int | None):
-    """FlexAttention's mask_mod of `causal_mask` (the same rule), for keys `offset` = S - T ahead of the queries."""
+def window_mask_mod(offset: int, window: int | None, chunk: int | None = None):
+    """FlexAttention's mask_mod of `causal_mask` (the same rule), for keys `offset` = S - T ahead of the queries;
+    with `chunk`, also `chunk_mask`'s."""
+    if chunk is not None:
+        unchunked = window_mask_mod(offset, window)
+        return lambda b, h, q, kv: unchunked(b, h, q, kv) & ((q + offset) // chunk == kv // chunk)
     if window is None:
         return lambda b, h, q, kv: q + offset >= kv
     return lambda b, h, q, kv: (q + offset >= kv) & (q + offset - kv < window)

@@ -78,22 +78,23 @@ class Documents:
         same_BTS = self.doc_q_BT[:, :, None] == self.doc_k_BS[:, None, :]
         return (same_BTS & causal_TS)[:, None]
 
-    def block_mask(self, window: int | None = None):
-        """FlexAttention's BlockMask of `allowed(window)`, from a mask_mod over document ids; built on first use."""
-        if window not in self._block_mask:
+    def block_mask(self, window: int | None = None, chunk: int | None = None):
+        """FlexAttention's BlockMask of `allowed(window)` (and, with `chunk`, model.attention_chunk's rule), from a
+        mask_mod over document ids; built on first use."""
+        if (window, chunk) not in self._block_mask:
             from torch.nn.attention.flex_attention import create_block_mask
 
             doc_q, doc_k = self.doc_q_BT, self.doc_k_BS
             B, T, S = doc_q.shape[0], doc_q.shape[1], doc_k.shape[1]
-            causal = window_mask_mod(S - T, window)
+            causal = window_mask_mod(S - T, window, chunk)
 
             def mask_mod(b, h, q_idx, kv_idx):
                 return causal(b, h, q_idx, kv_idx) & (doc_q[b, q_idx] == doc_k[b, kv_idx])
 
             # compiled on CUDA, so the (B, T, S) mask is never materialised there
-            self._block_mask[window] = create_block_mask(mask_mod, B, None, T, S, device=str(doc_q.device),
-                                                         _compile=doc_q.device.type == "cuda")
-        return self._block_mask[window]
+            self._block_mask[window, chunk] = create_block_mask(mask_mod, B, None, T, S, device=str(doc_q.device),
+                                                                _compile=doc_q.device.type == "cuda")
+        return self._block_mask[window, chunk]
 
 
 @dataclass
