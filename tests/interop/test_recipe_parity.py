@@ -314,7 +314,14 @@ def test_llama4_irope_parity_fails_without_the_chunks():
 
 @pytest.mark.parametrize("temperature", ["llama4", "ssmax", "log_n"])
 def test_llama4_irope_and_other_temperatures_export_with_remote_code(tmp_path, temperature):
-    export_remote_with_parity(tmp_path, f"model.attention_temperature.name={temperature}", "pe.name=hybrid",
-                              "model.n_layers=4", "model.attention_chunk=[8,8,8,null]", "model.qk_norm_weight=false",
-                              "model.qk_norm_layers=positional", "model.attention_temperature.nope_layers_only=false",
-                              *(["model.attention_temperature.floor_scale=4"] if temperature == "llama4" else []))
+    """Also a left-padded batch: each row generates as its prompt alone (chunks and temperatures count a row's
+    real tokens, as posbench counts the prompt's), with sinks and a gate beside."""
+    from tests.interop.test_hf_export_remote import assert_left_padding
+
+    llama4 = ["model.attention_temperature.floor_scale=4"] if temperature == "llama4" else []
+    ours, hf = export_remote_with_parity(
+        tmp_path, "model.attention_sinks=true", "model.attention_gate=headwise",
+        f"model.attention_temperature.name={temperature}", "pe.name=hybrid", "model.n_layers=4",
+        "model.attention_chunk=[8,8,8,null]", "model.qk_norm_weight=false", "model.qk_norm_layers=positional",
+        "model.attention_temperature.nope_layers_only=false", *llama4)
+    assert_left_padding(hf, ours, [list(range(3, 17)), list(range(20, 29))], 10)
