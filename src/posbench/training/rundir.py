@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import json
 import re
 import shutil
@@ -21,6 +22,7 @@ from posbench.config import RunConfig
 from posbench.config_loader import to_dict
 from posbench.errors import ConfigError, DataError, PosbenchError, user_path_error, user_paths
 from posbench.fileio import DirLock, write_text
+from posbench.model.model_config import ModelConfig
 from posbench.training import distributed as dist
 from posbench.training.checkpoint_read import rename_prope_fraction
 
@@ -112,20 +114,35 @@ def identity(cfg: RunConfig, data_fingerprint: str) -> dict:
     """What a run directory (and a resume) must agree on. `packing` (model.packing: what a position means in a
     packed window) is its own entry, and only when a switch is on: run directories made before it existed keep
     their identity, which is the default's (causal mask, window positions). `attention_window`
-    (model.attention_window) likewise, only when set. `matmul` (model.matmul) is left out: it picks the library of
+    (model.attention_window) likewise, only when set, and the attention options (`ATTENTION_OPTIONS`, docs/recipes.md)
+    each only when not at its default. `matmul` (model.matmul) is left out: it picks the library of
     the same products, so checkpoints are interchangeable and a resume may switch it. The PE's options that say
     when rather than what (`SCHEDULE_OPTIONS`) are left out too."""
     model = to_dict(cfg.model)
     model.pop("matmul", None)
     packing = model.pop("packing", None)
     window = model.pop("attention_window", None)
+    options = {name: model.pop(name) for name in ATTENTION_OPTIONS}
     ident = {"model": model, "pe": to_dict(cfg.pe), "data": data_fingerprint, "seed": cfg.seed}
     ident = comparable(ident)
     if not cfg.model.packing.is_default:
         ident["packing"] = packing
     if window is not None:
         ident["attention_window"] = window
+    ident.update({name: value for name, value in options.items() if value != attention_option_default(name)})
     return ident
+
+
+# model options a run's identity holds only when set, so that run directories made before they existed keep theirs
+ATTENTION_OPTIONS = ("attention_gate", "attention_sinks", "attention_temperature", "attention_chunk",
+                     "qk_norm_weight", "qk_norm_layers")
+
+
+def attention_option_default(name: str):
+    """The default of model.<name> as to_dict writes it."""
+    field = next(f for f in dataclasses.fields(ModelConfig) if f.name == name)
+    value = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
+    return to_dict(value) if dataclasses.is_dataclass(value) else value
 
 
 def comparable(ident: dict) -> dict:
@@ -144,7 +161,7 @@ def identity_diffs(saved: dict, ident: dict) -> str:
     """'model, data (checkpoint: X, this run: Y)': which parts differ, with both data fingerprints, since a
     different tokenizer or task mix is the usual cause and the fingerprint names which."""
     saved = comparable(saved)
-    diffs = [k for k in ("model", "pe", "data", "seed", "packing", "attention_window")
+    diffs = [k for k in ("model", "pe", "data", "seed", "packing", "attention_window", *ATTENTION_OPTIONS)
              if saved.get(k) != ident.get(k)]
     return ", ".join(f"data (checkpoint: {saved.get('data')}, this run: {ident['data']})" if k == "data" else k
                      for k in diffs)

@@ -1,0 +1,20 @@
+"""A run's identity (training/rundir.py) holds the attention options of docs/recipes.md only when set: a run
+directory made before they existed keeps its identity (resumable), and a changed option is named."""
+
+from posbench.config import load_config
+from posbench.training.rundir import ATTENTION_OPTIONS, identity, identity_diffs
+
+
+def test_defaults_leave_the_identity_as_before_the_options():
+    ident = identity(load_config(model_size="nano"), "data")
+    assert not set(ATTENTION_OPTIONS) & (set(ident) | set(ident["model"]))
+    # what a run directory made before the options recorded: the same identity
+    assert identity_diffs({**ident, "model": dict(ident["model"])}, ident) == ""
+
+
+def test_a_set_option_is_part_of_the_identity_and_named_when_it_changes():
+    plain = identity(load_config(model_size="nano"), "data")
+    sunk = identity(load_config(model_size="nano", overrides=["model.attention_sinks=true",
+                                                                "model.attention_temperature.name=log_n"]), "data")
+    assert sunk["attention_sinks"] is True and sunk["attention_temperature"]["name"] == "log_n"
+    assert identity_diffs(plain, sunk) == "attention_sinks, attention_temperature"
