@@ -69,6 +69,33 @@ def window_suffix(cfg: RunConfig) -> str:
     return "_win" + "-".join("full" if x is None else str(x) for x in (w if isinstance(w, list) else [w]))
 
 
+def _per_layer(value) -> str:
+    return "-".join("full" if x is None else str(x) for x in (value if isinstance(value, list) else [value]))
+
+
+# model.<option> -> its part of a run name when set (docs/recipes.md's attention options)
+ATTENTION_SUFFIXES = {
+    "attention_gate": lambda m: f"_gate-{m.attention_gate}",
+    "attention_sinks": lambda m: "_sinks",
+    "attention_temperature": lambda m: f"_temp-{m.attention_temperature.name}",
+    "attention_chunk": lambda m: f"_chunk{_per_layer(m.attention_chunk)}",
+    "qk_norm_weight": lambda m: "_qknorm-unit",
+    "qk_norm_layers": lambda m: f"_qknorm-{m.qk_norm_layers}",
+}
+
+
+def attention_suffix(cfg: RunConfig) -> str:
+    """`_sinks`, `_temp-llama4`, `_chunk8192-8192-8192-full`, ... for each attention option set ("" by default): runs
+    that differ only in them get names that say so."""
+    m = cfg.model
+    on = [name for name in ATTENTION_OPTIONS if to_dict_value(getattr(m, name)) != attention_option_default(name)]
+    return "".join(ATTENTION_SUFFIXES[name](m) for name in on)
+
+
+def to_dict_value(value):
+    return to_dict(value) if dataclasses.is_dataclass(value) else value
+
+
 def _atomic_json(path: Path, data: dict) -> None:
     write_text(path, json.dumps(data, indent=1, sort_keys=True))
 
@@ -180,7 +207,7 @@ def refuse_changed_identity(named_dir: Path, ident: dict) -> None:
 
 def choose_run_dir(cfg: RunConfig, end_tokens: int, ident: dict) -> tuple[Path, bool]:
     name = cfg.train.run_name or default_name(cfg.model.size, cfg.pe.name, end_tokens, cfg.seed) \
-        + packing_suffix(cfg) + window_suffix(cfg)
+        + packing_suffix(cfg) + window_suffix(cfg) + attention_suffix(cfg)
     check_run_name(name)
     out = Path(cfg.train.out_dir)
     if dist.is_main():
