@@ -94,6 +94,9 @@ CASES = {
     "fox": ["pe.name=fox"], "cope": ["pe.name=cope"], "cope_shared_clamped": ["pe.name=cope", "pe.npos_max=6",
                                                                               "pe.shared=true"],
     "hybrid_fox_cope": ["pe.name=hybrid", "pe.pattern=[{name: fox}, {name: cope}]"],
+    # CABLE's per-token terms ride in the cache as FoX's gates; stick-breaking's weights with the current key's beta
+    "cable": ["pe.name=cable"], "stick_breaking_attend_current": ["pe.name=stick_breaking", "pe.attend_current=true"],
+    "stick_breaking_window": ["pe.name=stick_breaking", "model.attention_window=5"],
 }
 
 
