@@ -5,7 +5,7 @@ tokenized ahead by posbench's own data stage into one folder (<= 55 MiB) that tr
     apt-get update && apt-get install -y python3.11-doc linux-doc postgresql-doc perl-doc \
         python-django-doc git-doc debian-handbook debian-reference-en        # as root; ~44 MB of prose
     python scripts/make_gpu_corpus.py          # -> data/gpu_corpus/ (carry it), data/gpu_corpus_text/ (the jsonl)
-    python train.py configs/data/gpu_corpus.yaml --model-size tiny --pe-type rope
+    posbench train configs/data/gpu_corpus.yaml --model-size tiny --pe-type rope
 
 Reads the packages' reStructuredText, POD, plain-text and HTML pages (gzipped or not), keeps the prose
 paragraphs, cuts each file into documents of about --doc-chars characters and splits the documents, in a

@@ -66,7 +66,9 @@ def test_one_colour_per_pe_on_every_chart():
     assert len(set(PE_COLOURS.values())) == len(PE_COLOURS) and not set(OTHER_COLOURS) & set(PE_COLOURS.values())
     from posbench.pe import PES as REGISTRY
 
-    assert set(REGISTRY.names()) <= set(PE_COLOURS)  # every registered PE has its own fixed colour
+    # every registered PE has a colour no other registered PE has: its fixed one, or its slot by rule
+    registered = {name: pe_colour(name) for name in REGISTRY.names()}
+    assert len(set(registered.values())) == len(registered)
     assert pe_colour("my_arm") == pe_colour("my_arm") in OTHER_COLOURS  # any other name: stable
     for name in ("learning_curves", "per_position", "loss"):
         for trace in spec(figure(name))["data"]:

@@ -159,7 +159,7 @@ def config_yaml(out: str | Path, text_out: str | Path, vocab_size: int, tag: str
     return f"""\
 # English prose from Debian's documentation packages, tokenized ahead so a machine without network trains on it:
 #   python scripts/make_gpu_corpus.py          # builds the data root below (carry that folder alone)
-#   python train.py configs/data/gpu_corpus.yaml --model-size tiny --pe-type rope
+#   posbench train configs/data/gpu_corpus.yaml --model-size tiny --pe-type rope
 # Everything training and eval.py read is under data.root: the BPE (tokenizers/{tag}/bpe{vocab_size}/) and the
 # token shards of the val, filler and train splits with their manifest (tokens/{tag}/). The jsonl text
 # under data.source.paths is only read to build them. model.vocab_size is the tokenizer's, so any
