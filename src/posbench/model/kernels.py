@@ -181,7 +181,13 @@ class BlockedBiasKernel(EagerKernel):
     def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None, fast=None, sinks_H=None):
         """Executes the path `plan_bias_call` chooses (model/attention_plan.py says when each applies)."""
         H, T, S = q_BHTK.shape[1], q_BHTK.shape[-2], k_BHSK.shape[-2]
-        table = functools.cache(lambda: fast.table(H) if fast is not None and fast.table is not None else None)
+        made: list = []  # the distance table, made once and only when a rule or the path asks for it
+
+        def table():
+            if not made:  # a list, not functools.cache: dynamo traces this call under torch.compile
+                made.append(fast.table(H) if fast is not None and fast.table is not None else None)
+            return made[0]
+
         call = BiasCall(bias_kind(score_mod), torch.is_grad_enabled(), training and self.attn_dropout > 0,
                         docs is not None, self.pe.has_token_features, self.window is not None, q_BHTK.device.type,
                         H, T, S, lambda: table().rows if table() is not None else 0,
