@@ -9,8 +9,8 @@ import torch
 
 from posbench.config import load_config
 from posbench.errors import ConfigError
-from posbench.model.build import build_model
 from posbench.model.masks import causal_mask, chunk_mask
+from tests.model.option_helpers import cached_minus_full, model_with
 
 
 def test_the_rule_by_hand():
@@ -18,12 +18,6 @@ def test_the_rule_by_hand():
     got = causal_mask(T, S, "cpu") & chunk_mask(T, S, "cpu", C)
     want = torch.tensor([[j <= i and j // C == i // C for j in range(S)] for i in range(S - T, S)])
     assert torch.equal(got, want)
-
-
-def model_with(*overrides):
-    cfg = load_config(overrides=["model.n_layers=2", "model.seq_len=64", *overrides], model_size="nano")
-    torch.manual_seed(0)
-    return cfg, build_model(cfg.model, cfg.pe, "cpu").eval()
 
 
 @pytest.mark.parametrize("pe,kernel", [("rope", "sdpa"), ("rope", "eager"), ("alibi", "sdpa_bias"),
@@ -54,13 +48,7 @@ def test_each_kernel_equals_the_float64_softmax_over_the_chunk(pe, kernel, windo
 def test_cached_decoding_equals_the_full_forward_with_chunks(pe, kernel):
     cfg, model = model_with(f"pe.name={pe}", f"model.attention={kernel}", "model.n_layers=4",
                             "model.attention_chunk=[6,6,6,null]", "model.attention_sinks=true")
-    ids = torch.randint(0, cfg.model.vocab_size, (2, 20), generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        full = model(ids).logits
-        cache = model.new_cache()
-        steps = [model(ids[:, :8], cache=cache).logits] + [model(ids[:, t:t + 1], cache=cache).logits
-                                                           for t in range(8, 20)]
-    assert (torch.cat(steps, 1) - full).abs().max() < 1e-5
+    assert cached_minus_full(model, cfg.model.vocab_size) < 1e-5
 
 
 @pytest.mark.parametrize("kernel", ["auto", "flex"])

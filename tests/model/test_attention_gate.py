@@ -8,13 +8,7 @@ import torch
 
 from posbench.config import load_config
 from posbench.errors import ConfigError
-from posbench.model.build import build_model
-
-
-def model_with(*overrides):
-    cfg = load_config(overrides=["model.n_layers=2", "model.seq_len=64", *overrides], model_size="nano")
-    torch.manual_seed(0)
-    return cfg, build_model(cfg.model, cfg.pe, "cpu").eval()
+from tests.model.option_helpers import cached_minus_full, model_with
 
 
 def attention_by_hand(attn, x_BTD, pos_T, pe):
@@ -51,13 +45,7 @@ def test_gated_block_equals_its_float64_derivation(gate):
                                        ("alibi", "eager")])
 def test_cached_decoding_equals_the_full_forward_with_a_gate(pe, kernel):
     cfg, model = model_with("model.attention_gate=elementwise", f"pe.name={pe}", f"model.attention={kernel}")
-    ids = torch.randint(0, cfg.model.vocab_size, (2, 20), generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        full = model(ids).logits
-        cache = model.new_cache()
-        steps = [model(ids[:, :8], cache=cache).logits] + [model(ids[:, t:t + 1], cache=cache).logits
-                                                           for t in range(8, 20)]
-    assert (torch.cat(steps, 1) - full).abs().max() < 1e-5
+    assert cached_minus_full(model, cfg.model.vocab_size) < 1e-5
 
 
 def test_gate_is_applied_within_documents():

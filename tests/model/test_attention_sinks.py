@@ -14,13 +14,12 @@ from posbench.model.build import build_model
 from posbench.model.kernels import KERNELS, FlashAlibiKernel
 from posbench.model.masks import causal_mask
 from posbench.pe import PES
+from tests.model.option_helpers import cached_minus_full
+from tests.model.option_helpers import model_with as nano_model_with
 
 
 def model_with(*overrides):
-    cfg = load_config(overrides=["model.n_layers=2", "model.seq_len=64", "model.attention_sinks=true", *overrides],
-                      model_size="nano")
-    torch.manual_seed(0)
-    model = build_model(cfg.model, cfg.pe, "cpu").eval()
+    cfg, model = nano_model_with("model.attention_sinks=true", *overrides)
     with torch.no_grad():
         for block in model.blocks:
             block.attn.sinks.copy_(torch.linspace(-3, 3, cfg.model.n_heads))
@@ -55,13 +54,7 @@ def test_each_kernel_equals_the_float64_sink_softmax(name, window):
                                        ("rope", "flex"), ("alibi", "eager")])
 def test_cached_decoding_equals_the_full_forward_with_sinks(pe, kernel):
     cfg, model = model_with(f"pe.name={pe}", f"model.attention={kernel}", "model.attention_window=[6,null]")
-    ids = torch.randint(0, cfg.model.vocab_size, (2, 20), generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        full = model(ids).logits
-        cache = model.new_cache()
-        steps = [model(ids[:, :8], cache=cache).logits] + [model(ids[:, t:t + 1], cache=cache).logits
-                                                           for t in range(8, 20)]
-    assert (torch.cat(steps, 1) - full).abs().max() < 1e-5
+    assert cached_minus_full(model, cfg.model.vocab_size) < 1e-5
 
 
 @pytest.mark.parametrize("kernel", ["sdpa", "eager"])

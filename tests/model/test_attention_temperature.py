@@ -11,7 +11,7 @@ import torch
 from posbench.config import load_config
 from posbench.errors import ConfigError
 from posbench.model.attention_temperature import TEMPERATURES, build_temperature
-from posbench.model.build import build_model
+from tests.model.option_helpers import cached_minus_full, model_with
 
 
 def temperature(name, n_heads=4, train_len=64, **fields):
@@ -33,13 +33,6 @@ def test_each_rule_by_hand():
     want = torch.tensor([math.log(math.floor((p + 1) / 8) + 1) * 0.1 + 1 for p in range(40)], dtype=torch.float64)
     assert torch.allclose(llama4, want, atol=1e-6)
     assert llama4[6] == 1.0 and llama4[7] > 1.0  # the first step, at p + 1 = floor_scale
-
-
-def model_with(*overrides):
-    cfg = load_config(overrides=["model.n_layers=2", "model.seq_len=64", *overrides], model_size="nano")
-    torch.manual_seed(0)
-    model = build_model(cfg.model, cfg.pe, "cpu").eval()
-    return cfg, model
 
 
 def tempered_by_hand(attn, x, pos, pe, f_T):
@@ -83,13 +76,7 @@ def test_tempered_attention_in_each_kernel_equals_the_float64_softmax(pe, kernel
 def test_cached_decoding_equals_the_full_forward_with_a_temperature(pe, rule):
     over = ["model.n_layers=4", "model.attention_temperature.floor_scale=4"] if rule == "llama4" else []
     cfg, model = model_with(f"pe.name={pe}", f"model.attention_temperature.name={rule}", *over)
-    ids = torch.randint(0, cfg.model.vocab_size, (2, 20), generator=torch.Generator().manual_seed(0))
-    with torch.no_grad():
-        full = model(ids).logits
-        cache = model.new_cache()
-        steps = [model(ids[:, :8], cache=cache).logits] + [model(ids[:, t:t + 1], cache=cache).logits
-                                                           for t in range(8, 20)]
-    assert (torch.cat(steps, 1) - full).abs().max() < 1e-5
+    assert cached_minus_full(model, cfg.model.vocab_size) < 1e-5
 
 
 def test_llama4_tempers_only_the_nope_layers():

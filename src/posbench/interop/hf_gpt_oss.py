@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from posbench.errors import ConfigError
+from posbench.interop.hf_weights import decoder_state_dict
 
 
 def gpt_oss_config(model_cfg, pe_cfg):
@@ -42,17 +43,11 @@ def gpt_oss_config(model_cfg, pe_cfg):
 
 def gpt_oss_attention_state_dict(state: dict[str, torch.Tensor], n_layers: int, tied: bool) -> dict[str, torch.Tensor]:
     """posbench parameter names -> GptOssForCausalLM's, every weight but the MLPs'."""
-    out = {"model.embed_tokens.weight": state["tok_emb.weight"], "model.norm.weight": state["norm.weight"]}
-    if not tied:
-        out["lm_head.weight"] = state["lm_head.weight"]
-    for i in range(n_layers):
-        p, q = f"blocks.{i}.", f"model.layers.{i}."
-        wq, wk, wv = state[p + "attn.qkv.weight"].chunk(3, dim=0)
-        out.update({
-            q + "input_layernorm.weight": state[p + "attn_norm.weight"],
-            q + "self_attn.q_proj.weight": wq, q + "self_attn.k_proj.weight": wk, q + "self_attn.v_proj.weight": wv,
-            q + "self_attn.o_proj.weight": state[p + "attn.proj.weight"],
-            q + "self_attn.sinks": state[p + "attn.sinks"],
-            q + "post_attention_layernorm.weight": state[p + "mlp_norm.weight"],
-        })
-    return {k: v.detach().to(torch.float32).contiguous().clone() for k, v in out.items()}
+    def layer(state, p, wq, wk, wv):
+        return {
+            "input_layernorm.weight": state[p + "attn_norm.weight"],
+            "self_attn.q_proj.weight": wq, "self_attn.k_proj.weight": wk, "self_attn.v_proj.weight": wv,
+            "self_attn.o_proj.weight": state[p + "attn.proj.weight"], "self_attn.sinks": state[p + "attn.sinks"],
+            "post_attention_layernorm.weight": state[p + "mlp_norm.weight"],
+        }
+    return decoder_state_dict(state, n_layers, tied, layer)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import torch
 
 from posbench.errors import ConfigError
+from posbench.interop.hf_weights import decoder_state_dict
 
 
 def llama4_config(model_cfg, pe_cfg):
@@ -59,20 +60,15 @@ def interleave_rows(w: torch.Tensor, n_heads: int) -> torch.Tensor:
 
 def llama4_state_dict(state: dict[str, torch.Tensor], n_layers: int, n_heads: int,
                       tied: bool) -> dict[str, torch.Tensor]:
-    out = {"model.embed_tokens.weight": state["tok_emb.weight"], "model.norm.weight": state["norm.weight"]}
-    if not tied:
-        out["lm_head.weight"] = state["lm_head.weight"]
-    for i in range(n_layers):
-        p, q = f"blocks.{i}.", f"model.layers.{i}."
-        wq, wk, wv = state[p + "attn.qkv.weight"].chunk(3, dim=0)
-        out.update({
-            q + "input_layernorm.weight": state[p + "attn_norm.weight"],
-            q + "self_attn.q_proj.weight": interleave_rows(wq, n_heads),
-            q + "self_attn.k_proj.weight": interleave_rows(wk, n_heads),
-            q + "self_attn.v_proj.weight": wv, q + "self_attn.o_proj.weight": state[p + "attn.proj.weight"],
-            q + "post_attention_layernorm.weight": state[p + "mlp_norm.weight"],
-            q + "feed_forward.gate_proj.weight": state[p + "mlp.gate.weight"],
-            q + "feed_forward.up_proj.weight": state[p + "mlp.up.weight"],
-            q + "feed_forward.down_proj.weight": state[p + "mlp.down.weight"],
-        })
-    return {k: v.detach().to(torch.float32).contiguous().clone() for k, v in out.items()}
+    def layer(state, p, wq, wk, wv):
+        return {
+            "input_layernorm.weight": state[p + "attn_norm.weight"],
+            "self_attn.q_proj.weight": interleave_rows(wq, n_heads),
+            "self_attn.k_proj.weight": interleave_rows(wk, n_heads),
+            "self_attn.v_proj.weight": wv, "self_attn.o_proj.weight": state[p + "attn.proj.weight"],
+            "post_attention_layernorm.weight": state[p + "mlp_norm.weight"],
+            "feed_forward.gate_proj.weight": state[p + "mlp.gate.weight"],
+            "feed_forward.up_proj.weight": state[p + "mlp.up.weight"],
+            "feed_forward.down_proj.weight": state[p + "mlp.down.weight"],
+        }
+    return decoder_state_dict(state, n_layers, tied, layer)

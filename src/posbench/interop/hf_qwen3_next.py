@@ -14,6 +14,7 @@ from __future__ import annotations
 import torch
 
 from posbench.errors import ConfigError
+from posbench.interop.hf_weights import decoder_state_dict, plus_one_norm
 
 
 def qwen3_next_reason(model_cfg, pe_cfg) -> str | None:
@@ -63,27 +64,20 @@ def qwen3_next_config(model_cfg, pe_cfg, **extra):
 def qwen3_next_state_dict(state: dict[str, torch.Tensor], n_layers: int, n_heads: int,
                           tied: bool) -> dict[str, torch.Tensor]:
     """posbench parameter names -> Qwen3NextForCausalLM's (q and its gate interleaved per head, norms as w - 1)."""
-    def norm(w):
-        return w - 1.0
+    norm = plus_one_norm
 
-    out = {"model.embed_tokens.weight": state["tok_emb.weight"], "model.norm.weight": norm(state["norm.weight"])}
-    if not tied:
-        out["lm_head.weight"] = state["lm_head.weight"]
-    for i in range(n_layers):
-        p, q = f"blocks.{i}.", f"model.layers.{i}."
-        wq, wk, wv = state[p + "attn.qkv.weight"].chunk(3, dim=0)  # rows: [q heads; k heads; v heads]
+    def layer(state, p, wq, wk, wv):
         D = wq.shape[1]
         wg = state[p + "attn.gate.proj.weight"]
         q_and_gate = torch.cat((wq.view(n_heads, -1, D), wg.view(n_heads, -1, D)), dim=1).reshape(-1, D)
-        out.update({
-            q + "input_layernorm.weight": norm(state[p + "attn_norm.weight"]),
-            q + "self_attn.q_proj.weight": q_and_gate, q + "self_attn.k_proj.weight": wk,
-            q + "self_attn.v_proj.weight": wv, q + "self_attn.o_proj.weight": state[p + "attn.proj.weight"],
-            q + "self_attn.q_norm.weight": norm(state[p + "attn.q_norm.weight"]),
-            q + "self_attn.k_norm.weight": norm(state[p + "attn.k_norm.weight"]),
-            q + "post_attention_layernorm.weight": norm(state[p + "mlp_norm.weight"]),
-            q + "mlp.gate_proj.weight": state[p + "mlp.gate.weight"],
-            q + "mlp.up_proj.weight": state[p + "mlp.up.weight"],
-            q + "mlp.down_proj.weight": state[p + "mlp.down.weight"],
-        })
-    return {k: v.detach().to(torch.float32).contiguous().clone() for k, v in out.items()}
+        return {
+            "input_layernorm.weight": norm(state[p + "attn_norm.weight"]),
+            "self_attn.q_proj.weight": q_and_gate, "self_attn.k_proj.weight": wk, "self_attn.v_proj.weight": wv,
+            "self_attn.o_proj.weight": state[p + "attn.proj.weight"],
+            "self_attn.q_norm.weight": norm(state[p + "attn.q_norm.weight"]),
+            "self_attn.k_norm.weight": norm(state[p + "attn.k_norm.weight"]),
+            "post_attention_layernorm.weight": norm(state[p + "mlp_norm.weight"]),
+            "mlp.gate_proj.weight": state[p + "mlp.gate.weight"], "mlp.up_proj.weight": state[p + "mlp.up.weight"],
+            "mlp.down_proj.weight": state[p + "mlp.down.weight"],
+        }
+    return decoder_state_dict(state, n_layers, tied, layer, norm)
