@@ -45,6 +45,17 @@ def build_test_model(pe_name: str, seed: int = 0, overrides=(), loss_chunk_token
     return Transformer(cfg.model, cfg.pe, loss_chunk_tokens=loss_chunk_tokens)
 
 
+def decode_in_parts(model, idx, prompt: int, singles: int):
+    """(logits through the KV cache, the cache): `idx[:, :prompt]` at once, then `singles` tokens one at a time,
+    then the rest at once (several new tokens after cached ones), without grad; compare with `model(idx)`."""
+    with torch.no_grad():
+        cache = model.new_cache()
+        parts = [model(idx[:, :prompt], cache=cache).logits]
+        parts += [model(idx[:, t:t + 1], cache=cache).logits for t in range(prompt, prompt + singles)]
+        parts += [model(idx[:, prompt + singles:], cache=cache).logits]
+    return torch.cat(parts, dim=1), cache
+
+
 WORDS = "the of and to in is was for on that with as by at from it an be this are".split()
 
 

@@ -12,7 +12,7 @@ from posbench.evaluation.generate import greedy_cached, greedy_recompute
 from posbench.evaluation.loading import load_model
 from posbench.model.kernels import FlexKernel, select_kernel
 from posbench.model.transformer import Transformer
-from tests.conftest import build_test_model
+from tests.conftest import build_test_model, decode_in_parts
 from tests.pe.test_pe_dynamic import layer0_qk, randomized
 
 
@@ -78,12 +78,10 @@ def test_cable_cached_decoding_and_flex_equal_the_full_forward():
     idx = torch.randint(0, 61, (2, 16), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         full = model(idx).logits
-        cache = model.new_cache()
-        parts = [model(idx[:, :9], cache=cache).logits]
-        parts += [model(idx[:, t:t + 1], cache=cache).logits for t in range(9, 13)]
-        parts += [model(idx[:, 13:], cache=cache).logits]
-        assert cache.layers[0].feats_BHS.shape == (2, 4, 16)  # every key's -softplus(h) is cached
-        torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=1e-4, atol=1e-4)
+    cached, cache = decode_in_parts(model, idx, 9, 4)
+    assert cache.layers[0].feats_BHS.shape == (2, 4, 16)  # every key's -softplus(h) is cached
+    torch.testing.assert_close(cached, full, rtol=1e-4, atol=1e-4)
+    with torch.no_grad():
         for block in model.blocks:
             block.attn.kernel = FlexKernel(model.pe, "cpu", 0.0)
         torch.testing.assert_close(model(idx).logits, full, rtol=1e-4, atol=1e-4)

@@ -8,7 +8,7 @@ import torch
 
 from posbench.errors import ConfigError
 from posbench.model.kernels import EagerKernel, FlexKernel, select_kernel
-from tests.conftest import build_test_model
+from tests.conftest import build_test_model, decode_in_parts
 
 
 def randomized(name, seed=0, overrides=()):
@@ -128,11 +128,8 @@ def test_cached_decoding_equals_the_full_forward(name, window):
     idx = torch.randint(0, 61, (2, 16))
     with torch.no_grad():
         full = model(idx).logits
-        cache = model.new_cache()
-        parts = [model(idx[:, :9], cache=cache).logits]
-        parts += [model(idx[:, t:t + 1], cache=cache).logits for t in range(9, 13)]
-        parts += [model(idx[:, 13:], cache=cache).logits]  # several new tokens after cached ones
-    torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=1e-4, atol=1e-4)
+    cached, cache = decode_in_parts(model, idx, 9, 4)
+    torch.testing.assert_close(cached, full, rtol=1e-4, atol=1e-4)
     if name == "fox":  # the cache keeps every key's log forget gate
         assert cache.layers[0].feats_BHS.shape == (2, 4, 16)
 

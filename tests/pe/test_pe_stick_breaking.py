@@ -15,7 +15,7 @@ from posbench.evaluation.generate import greedy_cached, greedy_recompute
 from posbench.evaluation.loading import load_model
 from posbench.model.kernels import select_kernel
 from posbench.pe.encoding import attention_bias
-from tests.conftest import build_test_model
+from tests.conftest import build_test_model, decode_in_parts
 from tests.pe.test_pe_dynamic import layer0_qk
 
 
@@ -87,11 +87,7 @@ def test_cached_decoding_equals_the_full_forward(window):
     idx = torch.randint(0, 61, (2, 16), generator=torch.Generator().manual_seed(0))
     with torch.no_grad():
         full = model(idx).logits
-        cache = model.new_cache()
-        parts = [model(idx[:, :9], cache=cache).logits]
-        parts += [model(idx[:, t:t + 1], cache=cache).logits for t in range(9, 13)]
-        parts += [model(idx[:, 13:], cache=cache).logits]
-    torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(decode_in_parts(model, idx, 9, 4)[0], full, rtol=1e-5, atol=1e-5)
 
 
 def test_only_the_eager_kernel_runs_it_and_flops_count_the_row_sums():
