@@ -3,6 +3,8 @@
     name: cpu_demo
     sizes: [nano]                                  # model presets, configs/model/<size>.yaml
     pes: [{name: rope}, {name: alibi}]             # any registered PE with its options
+    arms:                                          # labelled rows: a PE with run settings of their own
+      - {label: rope_gated, pe: {name: rope}, run: {model: {attention_gate: elementwise}}}
     seeds: [0, 1]
     run:                                           # a train.py config mapping applied to every run
       data: {source: {name: local, paths: [...]}, tokenizer: {name: bytes}}
@@ -12,7 +14,9 @@
 
 Every run's RunConfig is built here, typed, before anything trains: an unknown key or a bad value in any
 run stops the sweep at once with the nearest valid name. Settings travel as mappings merged into the
-typed config (never re-rendered as `key=value` text). The largest budget of `train.target_budgets` is the
+typed config (never re-rendered as `key=value` text). An arm is a row that is more than a PE (a recipe:
+model options with its PE, as the studies' arms): its `run` mapping is merged over the sweep's `run` for that row
+only, and its label names the row, its runs and the claims about it. The largest budget of `train.target_budgets` is the
 run itself; each smaller one is a branch run that finishes that budget's decay from the branch checkpoint.
 """
 
@@ -29,6 +33,7 @@ from posbench.config_loader import Checked, load, nested, to_dict
 from posbench.errors import ConfigError, brief
 from posbench.evaluation.eval_config import EvalConfig
 from posbench.pe import PEConfig
+from posbench.pe.none import NoPE
 from posbench.studies.claims import ClaimConfig, check_names
 from posbench.training.plan import budget_tokens, make_plan
 from posbench.training.rundir import check_run_name, format_tokens
@@ -38,11 +43,26 @@ SWEEP_CLAIM_METRICS = ("ppl_slope",)  # what a sweep's claims can compare (sweep
 
 
 @dataclass
+class SweepArm(Checked):
+    """One labelled row: a PE and the run settings (a train.py config mapping) that make it a recipe."""
+
+    label: str = ""
+    pe: PEConfig = field(default_factory=NoPE.Config)
+    run: dict[str, Any] = field(default_factory=dict)
+
+    def check(self) -> None:
+        if not self.label or not self.label.replace("_", "").isalnum():
+            raise ConfigError(f"sweep.arms: label {self.label!r} must be a non-empty name of letters, digits and `_` "
+                              f"(it names the runs)")
+
+
+@dataclass
 class SweepConfig(Checked):
     name: str = "sweep"
     extends: str = ""  # a sweep preset (or YAML file) this one is merged over (load_sweep)
     sizes: list[str] = field(default_factory=lambda: ["nano"])
     pes: list[PEConfig] = field(default_factory=list)
+    arms: list[SweepArm] = field(default_factory=list)
     seeds: list[int] = field(default_factory=lambda: [0])
     run: dict[str, Any] = field(default_factory=dict)
     vary: dict[str, Any] = field(default_factory=dict)
@@ -55,8 +75,10 @@ class SweepConfig(Checked):
     n_boot: int = 10000
 
     def check(self) -> None:
-        if not self.sizes or not self.pes or not self.seeds:
-            raise ConfigError("a sweep needs at least one size, one PE and one seed")
+        if not self.sizes or not (self.pes or self.arms) or not self.seeds:
+            raise ConfigError("a sweep needs at least one size, one PE (or arm) and one seed")
+        if len(set(self.row_names)) != len(self.row_names):
+            raise ConfigError(f"sweep rows {self.row_names} name one row twice: give each arm a label of its own")
         for key, values in self.vary.items():
             if not isinstance(values, list) or not values:
                 raise ConfigError(f"sweep.vary.{key} must be a non-empty list of values")
@@ -65,12 +87,21 @@ class SweepConfig(Checked):
         if self.workers < 1:
             raise ConfigError(f"sweep.workers={self.workers} must be >= 1")
         for claim in self.claims:
-            check_names(claim.names, [p.name for p in self.pes], f"claim `{claim.order}`", "PE")
+            check_names(claim.names, self.row_names, f"claim `{claim.order}`", "PE")
             if claim.metric not in SWEEP_CLAIM_METRICS:
                 raise ConfigError(f"claim `{claim.order}`: metric `{claim.metric}` is not one of a sweep's "
                                   f"{SWEEP_CLAIM_METRICS}")
         if not 0 < self.confidence < 1 or self.n_boot < 100:
             raise ConfigError("sweep needs 0 < confidence < 1 and n_boot >= 100")
+
+    @property
+    def rows(self) -> list[SweepArm]:
+        """Every row: each PE as an arm labelled by its name with no settings of its own, then the arms."""
+        return [SweepArm(label=p.name, pe=p) for p in self.pes] + list(self.arms)
+
+    @property
+    def row_names(self) -> list[str]:
+        return [row.label for row in self.rows]
 
 
 @dataclass
@@ -166,22 +197,22 @@ def plan_runs(sweep: SweepConfig, out_dir: Path) -> list[Run]:
     """Every run of the sweep in order (a main run, then its branch runs), configs typed and resolved."""
     keys = sorted(sweep.vary)
     runs: list[Run] = []
-    for size, values, pe, seed in itertools.product(sweep.sizes, itertools.product(*(sweep.vary[k] for k in keys)),
-                                                    sweep.pes, sweep.seeds):
+    for size, values, row, seed in itertools.product(sweep.sizes, itertools.product(*(sweep.vary[k] for k in keys)),
+                                                     sweep.rows, sweep.seeds):
         axes = dict(zip(keys, values))
         preset = load_yaml(preset_path("model", size))
         # the size preset, then typed mappings in order: the same loader as train.py's
-        common = [copy.deepcopy(sweep.run), {"pe": to_dict(pe), "seed": seed}]
+        common = [copy.deepcopy(sweep.run), copy.deepcopy(row.run), {"pe": to_dict(row.pe), "seed": seed}]
         try:
             base = load(RunConfig, overrides=copy.deepcopy(common), base=copy.deepcopy(preset)) if axes else None
-            name = _run_name(size, pe.name, axes, seed, base)
+            name = _run_name(size, row.label, axes, seed, base)
             settings = [*common, *(nested(key, value) for key, value in axes.items()),
                         {"train": {"out_dir": str(out_dir / "checkpoints"), "run_name": name, "resume": "auto"}}]
             cfg = load(RunConfig, overrides=settings, base=preset).resolve()
         except ConfigError as e:
-            raise ConfigError(f"sweep run {size}_{pe.name}_s{seed} ({_axes_text(axes)}): {e}") from None
+            raise ConfigError(f"sweep run {size}_{row.label}_s{seed} ({_axes_text(axes)}): {e}") from None
         plan = make_plan(cfg, 1, "cpu")  # budgets and batch arithmetic checked now, before any run starts
-        main = Run(name, cfg, size, pe.name, seed, axes, format_tokens(plan.budgets[-1]))
+        main = Run(name, cfg, size, row.label, seed, axes, format_tokens(plan.budgets[-1]))
         runs.append(main)
         for value in sorted(set(cfg.train.target_budgets))[:-1]:
             tokens = budget_tokens(cfg, value, plan.n_params)
@@ -189,7 +220,7 @@ def plan_runs(sweep: SweepConfig, out_dir: Path) -> list[Run]:
             branch.train.run_name = f"{name}_b{format_tokens(tokens)}"
             branch.train.branch_from = str(out_dir / "checkpoints" / name / f"branch_{format_tokens(tokens)}")
             branch.train.budget = value
-            runs.append(Run(branch.train.run_name, branch, size, pe.name, seed, axes, format_tokens(tokens), name))
+            runs.append(Run(branch.train.run_name, branch, size, row.label, seed, axes, format_tokens(tokens), name))
     names = [r.name for r in runs]
     if len(set(names)) != len(names):
         raise ConfigError("two runs of the sweep have the same name (duplicate size/PE/seed entries?)")
