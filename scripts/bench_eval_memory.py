@@ -36,6 +36,16 @@ ROWS = {
     "alibi": ("alibi", "auto", []),  # sdpa_bias: the far field, linear in T
     "alibi_eager": ("alibi", "eager", []),  # eager: the (H, T, S) bias and scores
     "kerple": ("kerple_log", "auto", []),  # sdpa_bias blocked: the (T, S) allowed mask and a block at a time
+    # the attention options (model/attention_sinks.py, masks.chunk_mask, attention_gate.py, attention_temperature.py)
+    "rope_sinks": ("rope", "auto", ["model.attention_sinks=true"]),  # SDPA: (H, T, S + 1) float mask, zero key
+    "rope_chunk": ("rope", "auto", ["model.attention_chunk=256"]),  # SDPA: the chunked bool mask, then float
+    "rope_gate": ("rope", "auto", ["model.attention_gate=elementwise"]),  # the gate's (T, D) projection
+    "rope_temperature": ("rope", "auto", ["model.attention_temperature.name=log_n"]),  # a tempered copy of q
+    "alibi_sinks": ("alibi", "auto", ["model.attention_sinks=true"]),  # sdpa_bias runs eager: scores + sink column
+    "alibi_chunk": ("alibi", "auto", ["model.attention_chunk=256"]),  # sdpa_bias runs eager: the chunk's masks
+    "alibi_temperature": ("alibi", "auto", ["model.attention_temperature.name=log_n"]),  # no fast bias: blocked
+    "alibi_eager_temperature": ("alibi", "eager", ["model.attention_temperature.name=log_n"]),  # the tempered grid
+    "nope_eager_sinks": ("none", "eager", ["model.attention_sinks=true"]),  # the logits with the sink's column
 }
 MEASURE_ENV = {"MALLOC_MMAP_THRESHOLD_": "65536", "MALLOC_TRIM_THRESHOLD_": "0"}
 

@@ -132,7 +132,7 @@ def test_generation_counts_the_cache_and_the_prompts_logits():
 
 @pytest.mark.slow
 def test_the_estimate_is_within_1_5x_of_measured_peak_rss():
-    """scripts/bench_eval_memory.py at 2,048 tokens, every row (~1 min on two busy cores)."""
+    """scripts/bench_eval_memory.py at 2,048 tokens, every row, attention options included (~2 min)."""
     sys.path.insert(0, str(ROOT / "scripts"))
     try:
         import bench_eval_memory

@@ -9,7 +9,9 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class AttentionCall:
     """The shape of one layer's attention call, for `forward_bytes`: B rows, H heads, T queries, S keys, K channels
-    of v, Q of q and k (the PE's `qk_dim`), `docs`: the batch's documents reach the kernel (model.packing)."""
+    of v, Q of q and k (the PE's `qk_dim`), `docs`: the batch's documents reach the kernel (model.packing),
+    `sinks`: the layer's sink logits do (model.attention_sinks), `tempered`: model.attention_temperature scales the
+    layer, whose kernel then gets the bias as a tempered score_mod and no fast form of it."""
 
     B: int
     H: int
@@ -18,6 +20,8 @@ class AttentionCall:
     K: int
     Q: int
     docs: bool = False
+    sinks: bool = False
+    tempered: bool = False
 
     @property
     def scores(self) -> int:

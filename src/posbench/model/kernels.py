@@ -153,15 +153,21 @@ class EagerKernel(AttentionKernel):
 
     def forward_bytes(self, call: AttentionCall) -> int:
         E = call.scores
-        # the allowed mask: ones, then tril (two at once), and ~allowed beside it while masking
+        # the allowed mask: ones, then tril (two at once), and ~allowed beside it while masking; with a chunk the
+        # causal mask, the chunk's and their conjunction, as many
         mask = 3 * call.mask
         if self.pe.has_logits_mod:  # the masked matrix handed to the PE, and what its logits_mod holds at its peak
             peak = max(2 * E, E + self.pe.logits_mod_bytes(call.B, call.H, call.T, call.S))
         elif self.pe.has_score_mod:  # materialize_bias: the bias and the (T, S) distance grids its score_mod makes
             bias = (call.B if call.docs or self.pe.has_token_features else 1) * call.H * call.T * call.S * 4
-            peak = max(E + 2 * bias + 8 * call.T * call.S, 2 * E + bias)  # then scores + bias beside both
+            grid = 2 * bias + 8 * call.T * call.S
+            # tempered (model/attention_temperature.py): the bias, its product with the factor and their sum at once
+            grid = max(grid, 3 * bias) if call.tempered else grid
+            peak = max(E + grid, 2 * E + bias)  # then scores + bias beside both
         else:
             peak = 2 * E  # q k^T and its scaled copy; masked_fill and softmax hold two as well
+        if call.sinks:  # softmax_with_sinks: the masked logits, them with the sink's column, and its softmax
+            peak = max(peak, 3 * E)
         return peak + mask + call.out
 
     def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None, fast=None, sinks_H=None):
@@ -261,13 +267,14 @@ class BlockedBiasKernel(EagerKernel):
         """What the planned path holds, planned as a call at consecutive positions (evaluation's): the PE's
         distance table, where it has one, serving every query."""
         pe = self.pe
-        fast = static_fast_bias(pe)
+        fast = None if call.tempered else static_fast_bias(pe)  # a tempered bias comes with no fast form
         bias = "none" if not pe.has_score_mod else "logits" if pe.has_logits_mod else "score"
         has_table = fast is not None and fast.table is not None
         plan = BiasCall(bias, False, False, call.docs, pe.has_token_features, self.window is not None,
                         self.device_type, call.H, call.T, call.S, lambda: call.T if has_table else 0,
                         far_field=fast is not None and fast.far_field is not None,
-                        rows_bias=fast is not None and fast.rows_bias is not None)
+                        rows_bias=fast is not None and fast.rows_bias is not None,
+                        sinks=call.sinks, chunk=self.chunk is not None)
         path = plan_bias_call(plan)
         B, H, T, S, K = call.B, call.H, call.T, call.S, call.K
         if path is BiasPath.EAGER:  # what __call__ hands to the eager kernel
@@ -304,10 +311,16 @@ class SDPAKernel(AttentionKernel):
         return "the PE adds a logit bias (score_mod)" if pe.has_score_mod else None
 
     def forward_bytes(self, call: AttentionCall) -> int:
-        # a bool mask (a window, documents, a cache) made as ones then tril/triu (two at once); torch's CPU SDPA
-        # turns it into a float mask beside it (4 bytes an entry): 5 bytes an entry at once, measured 5.3
-        masked = call.docs or self.window is not None or call.T != call.S
+        # a bool mask (a window, a chunk, documents, a cache) made as ones then tril/triu (two at once; a chunk's
+        # conjunction three); torch's CPU SDPA turns it into a float mask beside it (4 bytes an entry): 5 bytes an
+        # entry at once, measured 5.3
+        masked = call.docs or self.window is not None or self.chunk is not None or call.T != call.S or call.sinks
         mask = 5 * call.mask if masked else 0
+        if call.sinks:
+            # sdpa_with_sinks: the float mask broadcast to (H, T, S + 1) with the sink's column, k and v one zero key
+            # longer, and SDPA's math path for that mask (its scores and probabilities): measured 3.3 score matrices
+            sink_mask = (call.B if call.docs else 1) * 4 * call.H * call.T * (call.S + 1)
+            return sink_mask + 2 * call.scores + mask + 2 * 4 * call.B * call.H * (call.S + 1) * call.K + call.out
         if call.Q != call.K:
             # q and k wider than v (PoPE): torch leaves its fused kernels for the math path, which holds the scores
             # and the probabilities, and for is_causal a (T, S) mask made bool then float
@@ -362,11 +375,13 @@ class FlexKernel(AttentionKernel):
         return None
 
     def forward_bytes(self, call: AttentionCall) -> int:
+        # with sinks, rescale_by_sinks: the log-sum-exps' share and the rescaled output beside the output
+        sinks = call.out + 4 * call.B * call.H * call.T if call.sinks else 0
         if self.device_type == "cuda":  # compiled: fused, its output and log-sum-exps
-            return call.out + 4 * call.B * call.H * call.T
+            return call.out + 4 * call.B * call.H * call.T + sinks
         # uncompiled (CPU, the parity reference): flex_attention's eager form builds the scores, the score_mod's and
         # the masked matrix, and the probabilities; not measured (scripts/bench_eval_memory.py has no CPU flex row)
-        return 3 * call.scores + call.out
+        return 3 * call.scores + call.out + sinks
 
     def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None, fast=None, sinks_H=None):
         from torch.nn.attention.flex_attention import flex_attention

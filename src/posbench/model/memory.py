@@ -7,8 +7,10 @@ head (the PE's `qk_dim`), V vocabulary.
 Layers run one after another and free their temporaries, so the body's peak is its worst layer, not their sum:
 per layer, the larger of
   attention  the residual stream, its norm, qkv (3D), q and k normed and then rotated (4 HQ), RoPE's float
-             temporaries (2D), and the layer's kernel's `forward_bytes` (model/kernels.py: its (T, S) scores,
-             masks and a PE's `logits_mod_bytes` where its code path makes them)
+             temporaries (2D), and the larger of the layer's kernel's `forward_bytes` (model/kernels.py: its (T, S)
+             scores, masks and a PE's `logits_mod_bytes` where its code path makes them; the call says whether
+             model.attention_sinks and model.attention_temperature reach it, and the kernel knows its
+             model.attention_chunk) and, after it, its output and model.attention_gate's (`gate_bytes`)
   MLP        the residual stream before and after attention, the norm (3D) and gate, up, silu(gate) and their
              product (4F)
 at `elem` bytes an activation (kernels count their own float32). `kv_cache_bytes`: every layer's keys and values
@@ -20,7 +22,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+import torch
+
 from posbench.model.attention_call import AttentionCall
+from posbench.model.attention_gate import GATES
+from posbench.model.attention_temperature import build_temperature
 from posbench.model.kernels import AttentionKernel, select_kernel
 from posbench.model.transformer import layer_window
 from posbench.pe.encoding import PositionalEncoding
@@ -34,8 +40,17 @@ def layer_kernels(cfg: ModelConfig, pe: PositionalEncoding, device_type: str) ->
     """Per layer, its PE and the kernel the model would select on `device_type` (model/transformer.causal_blocks's
     choice, made again: a model inspected on the meta device chose for the CPU)."""
     return [(pe.layer_pe(layer), select_kernel(cfg.attention, pe.layer_pe(layer), device_type, cfg.attn_dropout,
-                                               cfg.packing, layer_window(cfg, pe, layer)))
+                                               cfg.packing, layer_window(cfg, pe, layer), cfg.layer_chunk(layer)))
             for layer in range(cfg.n_layers)]
+
+
+def gate_bytes(cfg: ModelConfig, N: int, elem: int) -> int:
+    """What model.attention_gate holds beside the kernel's output for N tokens: its projection (G wide: the gate's
+    own weights say how wide, read on the meta device), then its sigmoid beside the gated output (D wide).
+    0 without a gate."""
+    with torch.device("meta"):
+        G = sum(lin.out_features for lin in GATES.get(cfg.attention_gate)(cfg.d_model, cfg.n_heads).linears())
+    return N * max(2 * G, G + cfg.d_model) * elem if G else 0
 
 
 def forward_bytes(cfg: ModelConfig, pe: PositionalEncoding | None, device_type: str, B: int, T: int,
@@ -45,9 +60,13 @@ def forward_bytes(cfg: ModelConfig, pe: PositionalEncoding | None, device_type: 
     D, F, H, K = cfg.d_model, cfg.d_ff, cfg.n_heads, cfg.d_model // cfg.n_heads
     N = B * T
     worst = N * (3 * D + 4 * F) * elem  # the MLP
+    temperature = build_temperature(cfg.attention_temperature, H, cfg.seq_len)
+    gate = gate_bytes(cfg, N, elem)
     for layer_pe, kernel in (layer_kernels(cfg, pe, device_type) if pe is not None else []):
-        call = AttentionCall(B, H, T, T, K, layer_pe.qk_dim(K), docs=cfg.packing.active)
-        worst = max(worst, N * (7 * D + 4 * H * call.Q) * elem + kernel.forward_bytes(call))
+        call = AttentionCall(B, H, T, T, K, layer_pe.qk_dim(K), docs=cfg.packing.active, sinks=cfg.attention_sinks,
+                             tempered=temperature.applies(layer_pe.kind == "none"))
+        after = call.out + gate  # the kernel's temporaries are freed before the gate reads its output
+        worst = max(worst, N * (7 * D + 4 * H * call.Q) * elem + max(kernel.forward_bytes(call), after))
     return worst
 
 
