@@ -88,9 +88,26 @@ def kv_retrieval(task, text):
     return text[:m.end()], " " + json.dumps(pairs[key]), len(pairs) - 1
 
 
+def family_of(body: str):
+    """A mixed example's family solver, read from its wording (the short prompts)."""
+    for start, solve in (("Words: ", common_words), ("Text: ", frequent_words), ("{", kv_retrieval)):
+        if body.startswith(start):
+            return solve
+    return variable_tracking if "Which variables equal" in body else niah
+
+
+def ruler_mix(task, text):
+    """A ruler_mix example: spaces that pad it to its length, then one family's example; the measured length is
+    its tokens (bytes)."""
+    body = text.lstrip(" ")
+    pad = text[:len(text) - len(body)]
+    prompt, answer, _ = family_of(body)(task, body)
+    return pad + prompt, answer, len(text.encode())
+
+
 LONG_CONTEXT_SOLVERS = {
     "niah_single": byte_solver(niah), "niah_multikey": byte_solver(niah), "niah_multivalue": byte_solver(niah),
     "niah_multiquery": byte_solver(niah), "variable_tracking": byte_solver(variable_tracking),
     "common_words": byte_solver(common_words), "frequent_words": byte_solver(frequent_words),
-    "kv_retrieval": byte_solver(kv_retrieval),
+    "kv_retrieval": byte_solver(kv_retrieval), "ruler_mix": byte_solver(ruler_mix),
 }

@@ -20,6 +20,7 @@ from posbench.errors import NonFiniteError
 from posbench.evaluation.task_accuracy import attention_probs, generated_exact, score_rows
 from posbench.studies.batched_train import BatchedGroup, train_group, why_not_batched
 from posbench.studies.cell_config import cell_config
+from posbench.studies.length_grid import grid_result
 from posbench.studies.row_cache import CachedRows
 from posbench.studies.study_spec import Cell
 from posbench.training.loggers import read_metrics_text
@@ -104,6 +105,7 @@ class CellScoring:
         length = len(examples[0].tokens_T)
         pos = self.positions["id"]
         attn = attention_probs(model, x[:1, :length], None if pos is None else pos[:1, :length])
+        final.update(grid_result(model, task, cell.study.eval.length_grid, cell.study.eval.seed, cfg.model.seq_len))
         self.phases.lap("eval")
         return {"cell_id": cell.cell_id, "task": cell.task.name, "pe": cell.label, "seed": cell.seed,
                 "arch": cfg.model.arch.name, "data_note": task.data_note,

@@ -27,6 +27,7 @@ from posbench.stats import interval  # noqa: E402
 
 ACC = (0.0, 1.0)  # every plotted figure is an accuracy: intervals clipped to it
 from posbench.studies.digits_report import digit_groups, trained_digits  # noqa: E402
+from posbench.studies.long_context_plots import long_context_plots  # noqa: E402
 
 # (result key, label): the order every figure draws them in; the labels are the report table's
 BEYOND = ("ood_beyond_acc", "OOD beyond train length")
@@ -263,4 +264,5 @@ def all_plots(results, out_dir: Path, confidence: float) -> list[str]:
     names = [learning_curves(results, out_dir, confidence), id_ood_bars(results, out_dir, confidence),
              accuracy_vs_length(results, out_dir), accuracy_by_position(results, out_dir, confidence),
              exact_vs_digits(results, out_dir, confidence)]
+    names += long_context_plots(results, out_dir)
     return [n for n in names + [attention_maps(results, out_dir, t) for t in tasks] if n]

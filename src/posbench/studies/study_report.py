@@ -14,6 +14,7 @@ from posbench.fileio import write_text
 from posbench.stats import DEFAULT_METHOD, interval, interval_label, paired_diffs, pairwise, seeds_needed, success_rate
 from posbench.studies.claims import DEFAULT_MARGINS, check_claims, claims_markdown, family_note, rules_note
 from posbench.studies.digits_report import exact_by_digits_table
+from posbench.studies.long_context_report import long_context_section
 from posbench.studies.study_spec import METRICS, StudyConfig
 
 # what a metric cannot leave: intervals are clipped to it (an accuracy's t-interval can reach past 100%)
@@ -253,6 +254,7 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
     if by_digits:
         label = interval_label(DEFAULT_METHOD, study.eval.confidence, len(study.seeds))
         parts += [f"## Exact match per digit count ({label})", "", by_digits]
+    parts += long_context_section(results, study.eval.length_grid.keep, study.eval.confidence, study.eval.n_boot)
     if study.claims:
         parts += ["## Published claims, reproduced or not", "", claims_report(results, study), ""]
     parts += ["## Which PEs differ on OOD accuracy beyond the training length", "",

@@ -49,6 +49,9 @@ def cell_spec(cell: Cell) -> str:
     spec = {"task": to_dict(cell.task), "pe": to_dict(cell.pe), "seed": cell.seed, "axes": cell.axes,
             "arm": None if cell.arm is None else to_dict(cell.arm), "overrides": list(s.overrides),
             "train": to_dict(s.train), "eval": {"n_examples": s.eval.n_examples, "seed": s.eval.seed}}
+    grid = s.eval.length_grid
+    if grid.active:  # what the grid scores (its `keep` is the report's); studies without one keep their old specs
+        spec["eval"]["length_grid"] = {"multiples": grid.multiples, "depths": grid.depths, "per_cell": grid.per_cell}
     return json.dumps(spec, sort_keys=True, default=str)
 
 

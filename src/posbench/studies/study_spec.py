@@ -26,12 +26,14 @@ from typing import Any
 
 from posbench.config import load_preset
 from posbench.config_loader import Checked, load, nested, to_dict
-from posbench.data.tasks.task import TaskConfig
+from posbench.data.tasks.ruler_mix import RulerMix
+from posbench.data.tasks.task import TaskConfig, get_task_class
 from posbench.errors import ConfigError
 from posbench.model.arch import ArchConfig, DecoderArch
 from posbench.pe import PEConfig
 from posbench.pe.none import NoPE
 from posbench.studies.claims import ClaimConfig, check_names
+from posbench.studies.length_grid import LengthGridConfig
 
 METRICS = ("id_acc", "ood_beyond_acc", "ood_acc", "ood_within_acc", "id_loss", "ood_loss", "gap")  # per cell
 
@@ -57,6 +59,8 @@ class StudyEval(Checked):
     success_threshold: float = 0.9  # a seed "succeeds" when its accuracy reaches this
     confidence: float = 0.95
     n_boot: int = 10000
+    # exact match per (family, length, depth) at multiples of the training length (studies/length_grid.py)
+    length_grid: LengthGridConfig = field(default_factory=LengthGridConfig)
 
     def check(self) -> None:
         if self.n_examples < 1 or not 0 < self.confidence < 1 or self.n_boot < 100:
@@ -114,6 +118,10 @@ class StudyConfig(Checked):
                 raise ConfigError(f"study.vary.{key} must be a non-empty list of values")
         if self.workers < 1:
             raise ConfigError("study.workers must be >= 1")
+        not_mixed = [n for n in names if not issubclass(get_task_class(n), RulerMix)]
+        if self.eval.length_grid.active and not_mixed:
+            raise ConfigError(f"study.eval.length_grid scores the long-context families of a `ruler_mix` task; "
+                              f"tasks {sorted(not_mixed)} have none (drop length_grid or those tasks)")
         pes, tasks = [row.label for row in self.rows()], [t.name for t in self.tasks]
         for claim in self.claims:
             check_names(claim.names, pes, f"claim `{claim.order}`", "PE")
