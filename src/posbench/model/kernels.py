@@ -413,6 +413,9 @@ class FlashAlibiKernel(AttentionKernel):
         fast = static_fast_bias(pe)
         if fast is None or fast.alibi_slopes is None:
             return "the PE is not ALiBi"
+        if not pe.ctx.token_distances:  # flash-attn sees no positions: it would run ALiBi at token distances
+            return ("ALiBi's positions are set by a wrapper (pe.name=randomized or coupled), and flash-attn's ALiBi "
+                    "applies token distances instead; use model.attention=auto or sdpa_bias")
         if device_type != "cuda":
             return "flash-attn runs on CUDA only"
         if importlib.util.find_spec("flash_attn") is None:

@@ -143,6 +143,10 @@ class PEContext:
     n_layers: int
     seq_len: int  # training context length
     init_std: float = 0.02  # std of the token embeddings at init (fixed tables scale themselves to it)
+    # a difference of positions is the distance of the tokens (positions are token indices plus one offset per row
+    # or document); False inside a wrapper that sets the positions itself (pe/wrapper.py `sets_positions`:
+    # randomized draws, coupled ids), where a kernel applying a bias by token distance (flash_alibi) would be wrong
+    token_distances: bool = True
 
     @property
     def head_dim(self) -> int:

@@ -51,8 +51,10 @@ class FastBias:
     rows_bias(H, gather) -> BiasBlock       the other queries' rows, **last to first**, by the PE's own exact
                         no-grad evaluator (FIRE's piecewise-linear MLP); `gather` reads tables of its own by distance
     far_field(H)     -> FarField            where the bias is affine in the distance (ALiBi, T5, relative_learned)
-    alibi_slopes     (H,) float32           the bias is exactly ALiBi's -m_h (i - j) (flash-attn's fused ALiBi);
-                        it must not depend on the call (kernels read it at construction)
+    alibi_slopes     (H,) float32           the bias is exactly ALiBi's -m_h (p_i - p_j) (flash-attn's fused ALiBi,
+                        which sees no positions and applies token distances i - j: only where the PE's context says
+                        they are the same, PEContext.token_distances, model/kernels.py FlashAlibiKernel.supports); it
+                        must not depend on the call (kernels read it at construction)
     """
 
     table: Callable[[int], DistanceTable | None] | None = None

@@ -11,16 +11,24 @@ a relay would claim for every wrapper whatever its inner PE:
   data_positions  `reads_data_positions` (the HF export refuses such PEs): a wrapper reads the data's ids only
                   where it says so itself (coupled); the others ignore them (randomized: its draws are the
                   positions).
+
+A wrapper that overrides a position hook (`POSITION_HOOKS`: randomized, coupled) sets the inner PE's positions, so a
+difference of them is no longer a distance in tokens: the inner PE is built with `PEContext.token_distances` False
+(`sets_positions`, derived, never declared), and no kernel that reads token distances instead of positions runs it
+(flash_alibi refuses it at construction, model/kernels.py).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from posbench.pe.encoding import HOOKS, PES, PEConfig, PEContext, PositionalEncoding
 from posbench.pe.rope import RoPE
 
 NOT_RELAYED = ("drop", "data_positions")
+# the hooks that decide a PE's positions: a wrapper overriding one gives the inner PE positions of its own
+POSITION_HOOKS = ("positions", "document_positions", "data_positions")
 
 
 @dataclass
@@ -41,9 +49,18 @@ class WrapperPE(PositionalEncoding):
     def check_model(cls, cfg, ctx):
         PES.get(cfg.inner.name).check_model(cfg.inner, cls.inner_context(cfg, ctx))
 
+    @classmethod
+    def sets_positions(cls) -> bool:
+        """Whether this wrapper gives the inner PE positions of its own: derived from the class overriding a hook of
+        `POSITION_HOOKS` (module doc)."""
+        return any(getattr(cls, hook) is not getattr(WrapperPE, hook) for hook in POSITION_HOOKS)
+
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
-        self.inner = PES.build(cfg.inner, self.inner_context(cfg, ctx))
+        inner_ctx = self.inner_context(cfg, ctx)
+        if self.sets_positions():
+            inner_ctx = dataclasses.replace(inner_ctx, token_distances=False)
+        self.inner = PES.build(cfg.inner, inner_ctx)
         self.kind = self.inner.kind
 
 
