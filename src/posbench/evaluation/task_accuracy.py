@@ -108,5 +108,4 @@ def attention_probs(model, inputs_1T: torch.Tensor, positions_1T: torch.Tensor |
     """[layer][head][query][key] attention probabilities for one example (eager reference); `positions_1T`: the
     task's own position ids, as score_rows takes them."""
     ids = {} if positions_1T is None else {"data_pos_BT": positions_1T}
-    scores = model.attention_scores(inputs_1T, **ids)
-    return [torch.softmax(s[0], dim=-1).nan_to_num(0.0).tolist() for s in scores]
+    return [p[0].tolist() for p in model.attention_probs(inputs_1T, **ids)]

@@ -11,8 +11,9 @@ Each architecture is a registered Config dataclass with its own options (strict:
 
 Every architecture speaks the decoder's interface, so the training loop, the checkpoint loader and the
 study scorer need no branch on the name: `forward(idx_BT, targets_BT=None, *, logit_moments=False)` ->
-`ModelOutput` (model/output.py: loss, logits, logit moments), `new_cache()`, `attention_scores(idx_BT)` (a
-list, empty when there is no attention).
+`ModelOutput` (model/output.py: loss, logits, logit moments), `new_cache()`, `attention_scores(idx_BT)` and
+`attention_probs(idx_BT)` (lists per layer, empty when there is no attention; the probabilities leave out a learned
+sink's share).
 """
 
 from __future__ import annotations

@@ -12,6 +12,7 @@ from torch import nn
 
 from posbench.errors import ConfigError
 from posbench.model.attention_gate import GATES
+from posbench.model.attention_sinks import softmax_with_sinks
 from posbench.model.attention_temperature import NoTemperature, Temperature, tempered_score_mod
 from posbench.model.kernels import AttentionKernel, EagerKernel
 from posbench.model.norms import RMSNorm, UnitRMSNorm
@@ -116,6 +117,14 @@ class Attention(nn.Module):
         eager = EagerKernel(pe, "cpu", 0.0, self.kernel.window)  # this layer's sliding window, if any
         eager.chunk = self.kernel.chunk
         return eager.scores(q, k, mod, docs)
+
+    def probs(self, x_BTD, pos_T, pe: PositionalEncoding, docs: Documents | None = None) -> torch.Tensor:
+        """Attention probabilities (B, H, T, T) over the real keys, float32 (analysis): with sinks, a row sums to
+        what the keys keep beside the sink's share; a row with no key allowed is 0."""
+        s_BHTT = self.scores(x_BTD, pos_T, pe, docs)
+        if self.sinks is None:
+            return torch.softmax(s_BHTT, dim=-1).nan_to_num(0.0)
+        return softmax_with_sinks(s_BHTT, self.sinks.float()).nan_to_num(0.0)
 
     def _temper(self, q_BHTK, mod, pos_T, pe: PositionalEncoding):
         """q times the temperature of its position, the bias (if any) likewise; no fast forms of the bias."""

@@ -211,3 +211,7 @@ class EncoderDecoder(nn.Module):
             out.append(block.attn.scores(block.attn_norm(x_BSD), pos_S, pe, keep_BS))
             x_BSD = block(x_BSD, pos_S, pe, keep_BS)
         return out
+
+    def attention_probs(self, idx_BT, pos_T=None, data_pos_BT=None) -> list[torch.Tensor]:
+        """Per encoder layer, the source's self-attention probabilities (a padded key gets 0)."""
+        return [torch.softmax(s, dim=-1).nan_to_num(0.0) for s in self.attention_scores(idx_BT, pos_T, data_pos_BT)]

@@ -107,3 +107,6 @@ class MambaLM(nn.Module):
     def attention_scores(self, idx_BT, pos_T=None, data_pos_BT=None) -> list[torch.Tensor]:
         """A state-space model has no attention: nothing to show."""
         return []
+
+    def attention_probs(self, idx_BT, pos_T=None, data_pos_BT=None) -> list[torch.Tensor]:
+        return []

@@ -163,11 +163,19 @@ class Transformer(nn.Module):
     @torch.no_grad()
     def attention_scores(self, idx_BT, pos_T=None, data_pos_BT=None) -> list[torch.Tensor]:
         """Per layer, the pre-softmax logits (B, H, T, T) incl. PE bias and causal -inf (analysis)."""
+        return self._per_layer("scores", idx_BT, pos_T, data_pos_BT)
+
+    @torch.no_grad()
+    def attention_probs(self, idx_BT, pos_T=None, data_pos_BT=None) -> list[torch.Tensor]:
+        """Per layer, the attention probabilities (B, H, T, T) over the keys, a learned sink's share taken out."""
+        return self._per_layer("probs", idx_BT, pos_T, data_pos_BT)
+
+    def _per_layer(self, what: str, idx_BT, pos_T, data_pos_BT) -> list[torch.Tensor]:
         pos_T, docs = self.packed_positions(idx_BT, pos_T, data_pos_BT=data_pos_BT)
         x_BTD = self.pe.embed(self.tok_emb(idx_BT), pos_T)
         out = []
         for layer, block in enumerate(self.blocks):
             pe = self.pe.layer_pe(layer)
-            out.append(block.attn.scores(block.attn_norm(x_BTD), pos_T, pe, docs))
+            out.append(getattr(block.attn, what)(block.attn_norm(x_BTD), pos_T, pe, docs))
             x_BTD = block(x_BTD, pos_T, pe, None, docs)
         return out

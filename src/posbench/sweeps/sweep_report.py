@@ -92,7 +92,14 @@ def ppl_slope(ppl: dict[int, float | None], train_len: int) -> float | None:
 
 
 SLOPE = "ppl per doubling past the training length"
-CLAIM_TABLES = {"ppl_slope": ("slope", SLOPE)}  # a sweep claim's metric -> (table, column)
+FIRST_TOKEN = "first-token attention mass at the training length"
+# a sweep claim's metric -> (table, column); sweep_spec.SWEEP_CLAIM_METRICS lists the same names
+CLAIM_TABLES = {"ppl_slope": ("slope", SLOPE), "first_token_mass": ("first_token_train", FIRST_TOKEN)}
+
+
+def _first_token(results: dict) -> dict[int, float | None]:
+    rows = results["suites"].get("first_token", {}).get("rows", [])
+    return {r["length"]: r["mean"] for r in rows}
 
 
 def _algorithmic(results: dict) -> list[dict]:
@@ -111,7 +118,8 @@ def _retrieval(results: dict, suite: str) -> dict[int, float | None]:
 def build_tables(sweep: SweepConfig, runs: list[Run], results: dict[str, dict]) -> dict[str, Table]:
     positive, unit = (0.0, float("inf")), (0.0, 1.0)
     t = {k: Table(sweep, b) for k, b in (("loss", positive), ("ppl", positive), ("slope", None), ("algorithmic", unit),
-                                        ("passkey", unit), ("niah", unit), ("long_context", positive))}
+                                        ("passkey", unit), ("niah", unit), ("long_context", positive),
+                                        ("first_token", unit), ("first_token_train", unit))}
     for run in runs:
         res = results.get(run.name)
         rows = metrics_rows(run)
@@ -123,6 +131,10 @@ def build_tables(sweep: SweepConfig, runs: list[Run], results: dict[str, dict]) 
             t["ppl"].add(run.group, run.pe, f"{length}", ppl)
         if _ppl(res):
             t["slope"].add(run.group, run.pe, SLOPE, ppl_slope(_ppl(res), run.cfg.model.seq_len), run.seed)
+        for length, mass in _first_token(res).items():
+            t["first_token"].add(run.group, run.pe, f"{length}", mass)
+            if length == run.cfg.model.seq_len:
+                t["first_token_train"].add(run.group, run.pe, FIRST_TOKEN, mass, run.seed)
         for c in _algorithmic(res):
             split = "ID" if c["split"] == "id" else "OOD"
             t["algorithmic"].add(run.group, run.pe, f"{c['task']} {split} {c['shots']}-shot", c["accuracy"])
@@ -193,6 +205,10 @@ def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], 
         ("Perplexity slope past the training length", tables["slope"], False,
          "Least-squares slope of perplexity against log2(length / training length), lengths from the training "
          "length on: perplexity gained per doubling of the context (flat = 0)."),
+        ("Attention to the first token (mean over layers)", tables["first_token"], False,
+         "Columns: window length in tokens; the mean attention probability on each window's first token over "
+         "heads and queries 1..L-1 (eval suite `first_token`): the attention sink that gated attention removes "
+         "(Qiu et al. 2025)."),
         ("Algorithmic tasks, pretrained with the mix (exact match, %)", tables["algorithmic"], True,
          "Zero-shot in the mix's own prompt format; ID = the training range of the task, OOD = longer "
          "instances; exact match of whole answers, and, where answers reach past the training length, the share "

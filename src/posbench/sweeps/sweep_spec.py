@@ -39,7 +39,7 @@ from posbench.training.plan import budget_tokens, make_plan
 from posbench.training.rundir import check_run_name, format_tokens
 from posbench.yaml_io import load_yaml
 
-SWEEP_CLAIM_METRICS = ("ppl_slope",)  # what a sweep's claims can compare (sweeps/sweep_report.py)
+SWEEP_CLAIM_METRICS = ("ppl_slope", "first_token_mass")  # what a sweep's claims can compare (sweep_report.py)
 
 
 @dataclass
@@ -69,7 +69,7 @@ class SweepConfig(Checked):
     eval: dict[str, Any] = field(default_factory=dict)
     eval_branches: bool = True  # evaluate the branch runs' final checkpoints too
     workers: int = 1  # runs trained (then evaluated) at once on this machine, cores/workers threads each
-    # published orderings judged on our seeds (studies/claims.py); metric: ppl_slope
+    # published orderings judged on our seeds (studies/claims.py); metric: one of SWEEP_CLAIM_METRICS
     claims: list[ClaimConfig] = field(default_factory=list)
     confidence: float = 0.95
     n_boot: int = 10000

@@ -35,7 +35,7 @@ from posbench.evaluation import data_ids, eval_plots
 from posbench.evaluation.evaluator import Evaluator, Session, Target
 from posbench.evaluation.lengths import LOGIT_ELEMENTS  # float32 logits at once: the chunk the memory check counts
 from posbench.evaluation.markdown import fmt, md_table, short_reason
-from posbench.evaluation.ppl_data import PplDataConfig, ValidationShards, build_ppl_data
+from posbench.evaluation.ppl_data import PplData, PplDataConfig, ValidationShards, build_ppl_data
 from posbench.evaluation.suite_registry import SUITES
 from posbench.pe import PositionRangeError
 
@@ -98,6 +98,25 @@ class SlidingWindow(WindowProtocol):
 PROTOCOLS = {p.name: p for p in (NonOverlapping, SlidingWindow)}
 
 
+def text_stream(data_cfg: PplDataConfig, target: Target, need: int
+                ) -> tuple[PplData, np.ndarray, np.ndarray | None, str]:
+    """(source, its first `need` tokens, their position ids or None, which positions those are), loaded at plan
+    time so missing data fails before any work. A run that trained with the data's ids reads the stream with
+    them (TEXT_ID where the text has none)."""
+    data = build_ppl_data(data_cfg, target.run_cfg, target.tokenizer)
+    stream = data.tokens(need)
+    short = [L for L in target.lengths if len(stream) < L + 1]
+    if short:
+        raise DataError(f"perplexity data {data.describe()} has {len(stream)} tokens; length "
+                        f"{short[0]} needs at least {short[0] + 1}. Give more text or drop the longer lengths")
+    if not data_ids.trained_with_ids(target.run_cfg):
+        return data, stream, None, data_ids.OWN
+    ids = data.positions(len(stream))
+    if ids is None:
+        return data, stream, np.full(len(stream), TEXT_ID, np.int64), data_ids.TEXT_IDS
+    return data, stream, ids, data_ids.SHARD_IDS
+
+
 def token_losses(model, x_BL: torch.Tensor, y_BL: torch.Tensor, data_pos_BL: torch.Tensor | None = None
                  ) -> torch.Tensor:
     """Per-token cross-entropy (B, L) in float32; logits made a slice at a time to bound memory. `data_pos_BL`:
@@ -138,20 +157,8 @@ class Perplexity(Evaluator):
     def __init__(self, cfg: PplConfig, target: Target):
         super().__init__(cfg, target)
         self.protocols = [PROTOCOLS[name](cfg.stride) for name in cfg.protocols]
-        self.data = build_ppl_data(cfg.data, target.run_cfg, target.tokenizer)
         need = max(L * max(1, cfg.max_tokens // L) + 1 for L in target.lengths)
-        self.stream = self.data.tokens(need)  # loaded at plan time: missing data fails before any work
-        short = [L for L in target.lengths if len(self.stream) < L + 1]
-        if short:
-            raise DataError(f"perplexity data {self.data.describe()} has {len(self.stream)} tokens; length "
-                            f"{short[0]} needs at least {short[0] + 1}. Give more text or drop the longer lengths")
-        # a run that trained with the data's ids reads the stream with them (TEXT_ID where the text has none)
-        self.ids, self.positions_used = None, data_ids.OWN
-        if data_ids.trained_with_ids(target.run_cfg):
-            self.ids = self.data.positions(len(self.stream))
-            self.positions_used = data_ids.SHARD_IDS
-            if self.ids is None:
-                self.ids, self.positions_used = np.full(len(self.stream), TEXT_ID, np.int64), data_ids.TEXT_IDS
+        self.data, self.stream, self.ids, self.positions_used = text_stream(cfg.data, target, need)
 
     def plan(self, L: int, protocol: WindowProtocol) -> tuple[list[int], list[int]]:
         starts, skips = protocol.windows(L, self.cfg.max_tokens, len(self.stream))
