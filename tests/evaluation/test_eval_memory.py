@@ -17,8 +17,9 @@ from posbench.evaluation.eval_runner import footprint, plan
 from posbench.evaluation.evaluator import Target
 from posbench.evaluation.loading import inspect_checkpoint
 from posbench.model.attention_call import AttentionCall
-from posbench.model.kernels import BlockedBiasKernel, EagerKernel, SDPAKernel
+from posbench.model.kernels import EagerKernel, SDPAKernel
 from posbench.model.memory import forward_bytes
+from posbench.model.sdpa_bias_kernel import BlockedBiasKernel
 from posbench.pe import PES
 from tests.conftest import build_test_model
 from tests.evaluation.helpers import BYTES, model_config, nano_checkpoint

@@ -6,8 +6,9 @@ measured check, scripts/bench_eval_memory.py's option rows, is in test_eval_memo
 import pytest
 
 from posbench.model.attention_call import AttentionCall
-from posbench.model.kernels import BlockedBiasKernel, EagerKernel, FlexKernel, SDPAKernel
+from posbench.model.kernels import EagerKernel, FlexKernel, SDPAKernel
 from posbench.model.memory import forward_bytes
+from posbench.model.sdpa_bias_kernel import BlockedBiasKernel
 from tests.evaluation.helpers import small_model
 
 CALL = dict(B=2, H=4, T=8, S=8, K=8, Q=8)  # scores 2,048 bytes, mask 64, output 2,048

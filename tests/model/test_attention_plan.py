@@ -10,8 +10,9 @@ import torch
 
 from posbench.model import attention_plan, bias_attention, far_field
 from posbench.model.attention_plan import AUTO_KERNEL, BIAS_PATHS, BiasCall, BiasPath, auto_kernel_name, plan_bias_call
-from posbench.model.kernels import KERNELS, BlockedBiasKernel, select_kernel
+from posbench.model.kernels import KERNELS, select_kernel
 from posbench.model.packing import PackingConfig
+from posbench.model.sdpa_bias_kernel import BlockedBiasKernel
 from posbench.pe import PES
 from tests.conftest import build_test_model
 
@@ -138,11 +139,11 @@ def test_the_kernels_read_no_attribute_of_a_score_mod():
 
 def test_the_kernel_executes_the_planned_path(monkeypatch):
     """A spy on the plan: BlockedBiasKernel runs exactly the path plan_bias_call returned."""
-    from posbench.model import kernels
+    from posbench.model import sdpa_bias_kernel
 
     seen = []
     real = attention_plan.plan_bias_call
-    monkeypatch.setattr(kernels, "plan_bias_call", lambda c: seen.append(real(c)) or seen[-1])
+    monkeypatch.setattr(sdpa_bias_kernel, "plan_bias_call", lambda c: seen.append(real(c)) or seen[-1])
     ran = []
     monkeypatch.setattr(BlockedBiasKernel, "PATHS", {
         path: (lambda self, *a, _p=path, _m=method: ran.append(_p) or _m(self, *a))

@@ -7,9 +7,10 @@ import torch
 
 from posbench.model import bias_attention, far_field
 from posbench.model.bias_attention import block_spans, blocked_bias_attention
-from posbench.model.kernels import KERNELS, BlockedBiasKernel, EagerKernel, select_kernel
+from posbench.model.kernels import KERNELS, EagerKernel, select_kernel
 from posbench.model.masks import causal_mask
 from posbench.model.packing import Documents
+from posbench.model.sdpa_bias_kernel import BlockedBiasKernel
 from posbench.pe import PES
 from tests.conftest import build_test_model
 
@@ -201,11 +202,11 @@ def test_only_a_relative_bias_at_consecutive_positions_is_gathered(monkeypatch):
     """ALiBi at consecutive positions never evaluates the score_mod on a grid, nor does FIRE (a distance table
     before its threshold, its piecewise-linear `rows_bias` after); ALiBi at spread-out positions does; all three
     equal the eager kernel."""
-    from posbench.model import kernels
+    from posbench.model import sdpa_bias_kernel
 
     calls = []
-    real = kernels.materialize_bias
-    monkeypatch.setattr(kernels, "materialize_bias", lambda *a, **k: calls.append(1) or real(*a, **k))
+    real = sdpa_bias_kernel.materialize_bias
+    monkeypatch.setattr(sdpa_bias_kernel, "materialize_bias", lambda *a, **k: calls.append(1) or real(*a, **k))
     q, k, v = (torch.randn(2, 4, 30, 8) for _ in range(3))
     for name, pos, gathered in [("alibi", torch.arange(30.0), True), ("fire", torch.arange(30.0), True),
                                 ("alibi", torch.arange(30.0) * 2, False)]:

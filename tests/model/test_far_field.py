@@ -163,11 +163,11 @@ def test_one_block_calls_gather_the_mask_once(name, monkeypatch):
     """A call whose whole (H, T, S) mask fits one block (a short prompt, decoding steps) gathers it whole and calls
     SDPA once (one_block_attention): from the distance table, or FIRE's rows past its threshold from `rows_bias`;
     equal to eager."""
-    from posbench.model import kernels
+    from posbench.model import sdpa_bias_kernel
 
     calls = []
     real = bias_attention.one_block_attention
-    monkeypatch.setattr(kernels, "one_block_attention", lambda *a: calls.append(1) or real(*a))
+    monkeypatch.setattr(sdpa_bias_kernel, "one_block_attention", lambda *a: calls.append(1) or real(*a))
     model = randomized(build_test_model(name)).eval()
     idx = torch.randint(0, 61, (2, 24), generator=torch.Generator().manual_seed(7))
 

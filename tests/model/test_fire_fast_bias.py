@@ -13,8 +13,9 @@ import pytest
 import torch
 
 from posbench.model import bias_attention
-from posbench.model.kernels import KERNELS, BlockedBiasKernel, EagerKernel, materialize_bias
+from posbench.model.kernels import KERNELS, EagerKernel, materialize_bias
 from posbench.model.masks import causal_mask
+from posbench.model.sdpa_bias_kernel import BlockedBiasKernel
 from tests.conftest import build_test_model
 
 BOS = 60
@@ -170,7 +171,7 @@ def test_logits_equal_the_eager_kernels(threshold, T, small_blocks, monkeypatch)
     for t in range(model.pe.n_tables):
         awkward(model.pe, t, seed=t)
     used = {"table": 0, "rows": 0}
-    from posbench.model import kernels
+    from posbench.model import sdpa_bias_kernel
 
     def counting(kind, make):
         def wrapped(*args, **kw):
@@ -180,7 +181,7 @@ def test_logits_equal_the_eager_kernels(threshold, T, small_blocks, monkeypatch)
             return lambda *b: used.__setitem__(name, used.get(name, 0) + 1) or fn(*b)
         return wrapped
 
-    monkeypatch.setattr(kernels, "distance_blocks", counting("table", bias_attention.distance_blocks))
+    monkeypatch.setattr(sdpa_bias_kernel, "distance_blocks", counting("table", bias_attention.distance_blocks))
     monkeypatch.setattr(model.pe, "rows_bias", counting("rows", model.pe.rows_bias))
     idx = torch.randint(0, BOS, (2, T), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():

@@ -1,7 +1,7 @@
 """Which code path attention takes, as data: the kernel `model.attention=auto` gives a layer (once, at
 construction) and, inside the sdpa_bias kernel, the path of each call. Each path is one rule with one line saying
-when it applies; the first rule that applies is the plan, and the kernels execute it (model/kernels.py) without
-dispatch conditions of their own.
+when it applies; the first rule that applies is the plan, and the kernels execute it (model/kernels.py,
+model/sdpa_bias_kernel.py) without dispatch conditions of their own.
 
 Shape legend: H heads, T query length, S key length (S >= T with a KV cache).
 
