@@ -79,3 +79,14 @@ def test_options_that_cannot_fit_or_are_not_families_fail_clearly():
         get_task_class("ruler_mix").Config(families=[get_task_class("reverse").Config()])
     with pytest.raises(ConfigError, match="twice"):
         get_task_class("ruler_mix").Config(families=[big, big])
+
+
+def test_weights_set_each_familys_share():
+    task = mix(weights={"kv_retrieval": 3, "niah_multikey": 2})  # 3 + 2 + 6 x 1 = 11 parts
+    counts = Counter(ex.info["family"] for ex in task.examples(1, range(1100), "train"))
+    assert 240 <= counts["kv_retrieval"] <= 360 and 150 <= counts["niah_multikey"] <= 250  # 300 and 200 expected
+    assert all(60 <= counts[f] <= 140 for f in counts if f not in ("kv_retrieval", "niah_multikey"))
+    with pytest.raises(ConfigError, match=r"weights name \['passkey'\]"):
+        get_task_class("ruler_mix").Config(weights={"passkey": 2})
+    with pytest.raises(ConfigError, match="must be numbers > 0"):
+        get_task_class("ruler_mix").Config(weights={"kv_retrieval": 0})

@@ -1,13 +1,14 @@
 """ruler_mix: the RULER-style long-context families as one task whose lengths are counted in tokens, so a small model
 can be trained on all of them at once and tested at multiples of its training length (studies' `length_grid`).
 
-Each example comes from one family of `families` (uniformly), at a length L in tokens (uniform in the split's range)
-and a depth (uniform in [0, 1]): the family's example with the most units (filler words, pairs, list words) that
-fits in L tokens, then padded to exactly L tokens with spaces before it (fewer than one unit's bytes), so every
-example of a length has that length and a length's prompts decode as one batch. A family whose example with no
-units is longer than L keeps that length (its needles and question alone); one longer than the split's longest
-length is refused. Token form: the families' own, the UTF-8 bytes (ids 1..256, 0 is <pad>), targets on the
-answer's bytes. `info` is the family's, plus `family`, `length` (tokens) and `pad` (spaces before the text).
+Each example comes from one family of `families` (in the shares `weights` gives, equal by default), at a length L
+in tokens (uniform in the split's range) and a depth (uniform in [0, 1]): the family's example with the most units
+(filler words, pairs, list words) that fits in L tokens, then padded to exactly L tokens with spaces before it
+(fewer than one unit's bytes), so every example of a length has that length and a length's prompts decode as one
+batch. A family whose example with no units is longer than L keeps that length (its needles and question alone);
+one longer than the split's longest length is refused. Token form: the families' own, the UTF-8 bytes (ids 1..256,
+0 is <pad>), targets on the answer's bytes. `info` is the family's, plus `family`, `length` (tokens) and `pad`
+(spaces before the text).
 
 The defaults are each family's options shrunk to fit a 128-token context with room for a haystack (4-digit values,
 two values or queries where RULER asks four, a one-hop chain, two common or frequent words); multi-key NIAH keeps
@@ -47,6 +48,7 @@ class RulerMix(Task):
         id_range: tuple[int, int] = (64, 128)  # tokens (bytes)
         ood_range: tuple[int, int] = (129, 1024)
         families: list[TaskConfig] = field(default_factory=default_families)
+        weights: dict[str, float] = field(default_factory=dict)  # family -> relative share of examples (default 1)
         range_min: ClassVar[float] = 16
 
         def check(self) -> None:
@@ -58,10 +60,16 @@ class RulerMix(Task):
                 require(issubclass(get_task_class(name), LongContextTask),
                         f"task `{self.name}`: `{name}` is not a long-context family (niah_*, variable_tracking, "
                         "common_words, frequent_words, kv_retrieval)")
+            unknown = sorted(set(self.weights) - set(names))
+            require(not unknown, f"task `{self.name}`: weights name {unknown}, which families does not list ({names})")
+            require(all(isinstance(w, (int, float)) and w > 0 for w in self.weights.values()),
+                    f"task `{self.name}`: weights {self.weights} must be numbers > 0 (drop a family to leave it out)")
 
     def __init__(self, cfg: TaskConfig, filler=None):
         super().__init__(cfg, filler)
         self.families = [build_task(f, filler) for f in cfg.families]
+        w = np.array([float(cfg.weights.get(f.name, 1.0)) for f in cfg.families])
+        self.shares = w / w.sum()
 
     def build_vocab(self) -> Vocab:
         return Vocab(BYTE_SYMBOLS)
@@ -78,7 +86,7 @@ class RulerMix(Task):
 
     def generate(self, rng: np.random.Generator, split: str) -> Example:
         lo, hi = self.cfg.split_range(split)
-        family, length = int(rng.integers(len(self.families))), int(rng.integers(lo, hi + 1))
+        family, length = int(rng.choice(len(self.families), p=self.shares)), int(rng.integers(lo, hi + 1))
         return self.fitted(rng, family, length, float(rng.random()), split)
 
     def example_at(self, seed: int, index: int, family: int, length: int, depth: float, split: str) -> Example:
