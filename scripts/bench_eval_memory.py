@@ -33,6 +33,7 @@ ROWS = {
     "rnope_swa": ("rnope_swa", "auto", ["pe.swa_layers=1", "pe.window=256"]),  # SDPA with a (T, S) window mask
     "cope": ("cope", "auto", []),  # eager: CoPE's gates, positions and interpolation over (T, S)
     "stick_breaking": ("stick_breaking", "auto", []),  # eager: the log sticks' cumulative sums over (T, S)
+    "path": ("path", "auto", []),  # eager: PaTH's correction of the logits, assembled from its chunk blocks
     "alibi": ("alibi", "auto", []),  # sdpa_bias: the far field, linear in T
     "alibi_eager": ("alibi", "eager", []),  # eager: the (H, T, S) bias and scores
     "kerple": ("kerple_log", "auto", []),  # sdpa_bias blocked: the (T, S) allowed mask and a block at a time

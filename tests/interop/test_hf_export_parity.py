@@ -33,7 +33,7 @@ LOGIT_TOLERANCE = 1e-5  # of the largest |logit|: fp32 kernel noise is ~1e-7 of 
 # what the remote code implements today: it may gain names, never lose one silently
 SHIPPED_REMOTE = {"alibi", "binary", "binary_norm", "cable", "cope", "decimal", "decimal_norm", "drope", "fire",
                   "fope", "fox", "hope", "hybrid", "integer", "kerple_log", "kerple_power", "learned", "lrope",
-                  "modded_rope", "none", "pope", "prope", "randomized", "relative_learned", "rnope_swa", "rope",
+                  "modded_rope", "none", "path", "pope", "prope", "randomized", "relative_learned", "rnope_swa", "rope",
                   "sininit", "sinonly", "sinusoidal", "stick_breaking", "t5", "xpos"}
 
 

@@ -97,6 +97,8 @@ CASES = {
     # CABLE's per-token terms ride in the cache as FoX's gates; stick-breaking's weights with the current key's beta
     "cable": ["pe.name=cable"], "stick_breaking_attend_current": ["pe.name=stick_breaking", "pe.attend_current=true"],
     "stick_breaking_window": ["pe.name=stick_breaking", "model.attention_window=5"],
+    # PaTH: each token's w projection and beta ride in the cache as K + 1 channels beside its key
+    "path": ["pe.name=path"], "path_window": ["pe.name=path", "model.attention_window=5"],
 }
 
 
@@ -106,8 +108,9 @@ NO_CACHE = {"randomized"}
 # old rotation (posbench's model and transformers' own dynamic RoPE alike): its cached decoding is compared with
 # posbench's cached loop, its uncached with posbench's recomputing loop, not with each other
 CACHE_INCONSISTENT = {"rope_dynamic", "rope_longrope"}
-# the PEs whose positions or frequencies are set by the whole sequence: a padded batch is refused
-NO_PADS = NO_CACHE | CACHE_INCONSISTENT
+# the PEs whose positions or frequencies are set by the whole sequence, and PaTH, whose w convolution would read
+# a row's left pads: a padded batch is refused
+NO_PADS = NO_CACHE | CACHE_INCONSISTENT | {"path", "path_window"}
 
 
 def assert_left_padding(hf, ours, prompts: list[list[int]], n_new: int):

@@ -100,7 +100,7 @@ class Attention(nn.Module):
         are not split (the plain causal kernels)."""
         B, T, D = x_BTD.shape
         q, k, v, pos_S = self._qkv(x_BTD, pos_T, pe, cache)
-        mod = attention_bias(pe, self.layer, pos_T, pos_S, self._features(x_BTD, pe, cache))
+        mod = attention_bias(pe, self.layer, pos_T, pos_S, self._features(x_BTD, pe, cache), k)
         fast = pe.fast_bias(self.layer, pos_T, pos_S)
         if self.temperature.applies(pe.kind == "none"):
             q, mod, fast = self._temper(q, mod, pos_T, pe)
@@ -111,7 +111,7 @@ class Attention(nn.Module):
     def scores(self, x_BTD, pos_T, pe: PositionalEncoding, docs: Documents | None = None) -> torch.Tensor:
         """Pre-softmax logits (B, H, T, T), float32, from the eager reference: for analysis and tests."""
         q, k, _, _ = self._qkv(x_BTD, pos_T, pe, None)
-        mod = attention_bias(pe, self.layer, pos_T, pos_T, self._features(x_BTD, pe, None))
+        mod = attention_bias(pe, self.layer, pos_T, pos_T, self._features(x_BTD, pe, None), k)
         if self.temperature.applies(pe.kind == "none"):
             q, mod, _ = self._temper(q, mod, pos_T, pe)
         eager = EagerKernel(pe, "cpu", 0.0, self.kernel.window)  # this layer's sliding window, if any

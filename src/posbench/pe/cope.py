@@ -57,7 +57,7 @@ class CoPE(PositionalEncoding):
     def npos_max(self) -> int:
         return self.cfg.npos_max or self.ctx.seq_len + 1
 
-    def logits_mod(self, layer, q_BHTK, s_BHTS):
+    def logits_mod(self, layer, q_BHTK, s_BHTS, k_BHSK=None, feats_BHS=None):
         e_KN = self.table_LKN[0 if self.cfg.shared else layer].float()
         gates_BHTS = torch.sigmoid(s_BHTS)  # -inf (future, other documents) -> 0: those keys count nothing
         # p_ij = sum over t >= j of g_it: a cumulative sum from the right (keys after the query have g = 0)

@@ -41,17 +41,17 @@ PE) answers `decay_params`; the class answers `check_model` before any instance 
   score_mod(layer, pos_q_T, pos_k_S, feats_BHS=None)  layer_pe(layer)  None: no bias
         BiasPE, ForgetGate
   token_features(layer, x_BTD)                        layer_pe(layer)  None
-        ForgetGate
-  logits_mod(layer, q_BHTK, s_BHTS)                   layer_pe(layer)  identity, never called
-        CoPE, StickBreaking
+        ForgetGate, PaTH
+  logits_mod(layer, q_BHTK, s_BHTS, k_BHSK, feats_BHS)layer_pe(layer)  identity, never called
+        CoPE, PaTH, StickBreaking
   fast_bias(layer, pos_q_T, pos_k_S)                  layer_pe(layer)  None: no fast form
         ALiBi, BiasPE, FIRE, RelativeLearnedBias, T5Bias
   qk_dim(head_dim)                                    layer_pe(layer)  head_dim
         PoPE
   logits_mod_bytes(B, H, T, S)                        layer_pe(layer)  0
-        CoPE, StickBreaking
+        CoPE, PaTH, StickBreaking
   layer_flops(layer, seq_len)                         layer_pe(layer)  (0, 0)
-        CoPE, FoPE, FoPELayer, ForgetGate, PoPE, StickBreaking
+        CoPE, FoPE, FoPELayer, ForgetGate, PaTH, PoPE, StickBreaking
 
 What each hook means (each method's docstring has the details):
   max_positions / positions / document_positions: float32 positions (bf16 cannot hold ints > 256), per row when
@@ -61,7 +61,8 @@ What each hook means (each method's docstring has the details):
   score_mod: the logit bias as a FlexAttention score_mod fn(score, b, h, q_idx, kv_idx); a data-dependent bias
       (FoX) reads `feats_BHS`, the `token_features` of every key, which attention keeps in the KV cache.
   logits_mod: CoPE's positions sum gates over a whole row, which no elementwise score_mod can express, so it
-      rewrites the masked logit matrix, on the eager kernel only (`attention_bias` hands it over as a LogitsMod);
+      rewrites the masked logit matrix, on the eager kernel only (`attention_bias` hands it over as a LogitsMod
+      bound to the keys and their token features, which PaTH transforms per query);
       logits_mod_bytes: what it holds at its peak (model/memory.py).
   fast_bias: speed only, one typed object (pe/fast_bias.py `FastBias`: a table by distance, per-row evaluation,
       a far field, ALiBi's slopes) the kernels read instead of evaluating score_mod; None changes no result.
@@ -91,8 +92,8 @@ ScoreMod = Callable[..., torch.Tensor]
 
 
 class LogitsMod:
-    """A layer's `logits_mod` bound to its layer: fn(q_BHTK, s_BHTS) -> s_BHTS on the masked logit matrix. Handed to
-    kernels in place of a score_mod; only the eager kernel accepts it."""
+    """A layer's `logits_mod` bound to its layer, its keys and their token features: fn(q_BHTK, s_BHTS) -> s_BHTS on
+    the masked logit matrix. Handed to kernels in place of a score_mod; only the eager kernel accepts it."""
 
     def __init__(self, fn: Callable[[torch.Tensor, torch.Tensor], torch.Tensor]):
         self.fn = fn
@@ -233,14 +234,18 @@ class PositionalEncoding(nn.Module):
 
     def token_features(self, layer: int, x_BTD: torch.Tensor) -> torch.Tensor | None:
         """(B, H, T) float32 per head and token read from layer `layer`'s attention input (FoX's log forget gates),
-        kept in the KV cache beside the keys and handed to `score_mod` as `feats_BHS`; None: the bias reads no
+        or (B, H, F, T) with F channels per token (PaTH's w and beta), kept in the KV cache beside the keys (joined
+        along the last axis) and handed to `score_mod` or `logits_mod` as `feats_BHS`; None: the bias reads no
         token."""
         return None
 
-    def logits_mod(self, layer: int, q_BHTK: torch.Tensor, s_BHTS: torch.Tensor) -> torch.Tensor:
+    def logits_mod(self, layer: int, q_BHTK: torch.Tensor, s_BHTS: torch.Tensor, k_BHSK: torch.Tensor | None = None,
+                   feats_BHS: torch.Tensor | None = None) -> torch.Tensor:
         """Rewrite the whole (B, H, T, S) scaled logit matrix, future and masked keys already -inf, for a bias at
         (i, j) that reads other entries of the row (CoPE's positions sum gates over the keys): no elementwise
-        score_mod can express it, so only the eager kernel runs such a PE (derived: `has_logits_mod`)."""
+        score_mod can express it, so only the eager kernel runs such a PE (derived: `has_logits_mod`). `k_BHSK`: the
+        keys scored (cached ones included), `feats_BHS`: their `token_features`, for a PE that transforms the keys
+        per query (PaTH); None where a caller has none."""
         return s_BHTS
 
     def qk_dim(self, head_dim: int) -> int:
@@ -317,11 +322,12 @@ def reads_tokens(cls) -> bool:
 
 
 def attention_bias(pe: PositionalEncoding, layer: int, pos_q_T: torch.Tensor, pos_k_S: torch.Tensor,
-                   feats_BHS: torch.Tensor | None) -> ScoreMod | LogitsMod | None:
+                   feats_BHS: torch.Tensor | None, k_BHSK: torch.Tensor | None = None) -> ScoreMod | LogitsMod | None:
     """What attention hands its kernel for layer `layer` of `pe` (the layer's PE): the `logits_mod` bound to the
-    layer where the PE has one (only the eager kernel accepts it), else its `score_mod`."""
+    layer, the keys `k_BHSK` (cached ones included) and their token features, where the PE has one (only the eager
+    kernel accepts it), else its `score_mod`."""
     if pe.has_logits_mod:
-        return LogitsMod(lambda q_BHTK, s_BHTS: pe.logits_mod(layer, q_BHTK, s_BHTS))
+        return LogitsMod(lambda q_BHTK, s_BHTS: pe.logits_mod(layer, q_BHTK, s_BHTS, k_BHSK, feats_BHS))
     return pe.score_mod(layer, pos_q_T, pos_k_S, feats_BHS)
 
 
@@ -359,7 +365,7 @@ HOOKS: tuple[Hook, ...] = (
     Hook("rotate(q_BHTK, k_BHTK, pos_T)", "layer", "identity"),
     Hook("score_mod(layer, pos_q_T, pos_k_S, feats_BHS=None)", "layer", "None: no bias"),
     Hook("token_features(layer, x_BTD)", "layer", "None"),
-    Hook("logits_mod(layer, q_BHTK, s_BHTS)", "layer", "identity, never called"),
+    Hook("logits_mod(layer, q_BHTK, s_BHTS, k_BHSK, feats_BHS)", "layer", "identity, never called"),
     Hook("fast_bias(layer, pos_q_T, pos_k_S)", "layer", "None: no fast form"),
     Hook("qk_dim(head_dim)", "layer", "head_dim"),
     Hook("logits_mod_bytes(B, H, T, S)", "layer", "0"),

@@ -39,7 +39,7 @@ class StickBreaking(PositionalEncoding):
     class Config(PEConfig):
         attend_current: bool = False  # the authors' default: the query's own key only takes the leftover stick
 
-    def logits_mod(self, layer, q_BHTK, s_BHTS):
+    def logits_mod(self, layer, q_BHTK, s_BHTS, k_BHSK=None, feats_BHS=None):
         T, S = s_BHTS.shape[-2:]
         keys_S = torch.arange(S, device=s_BHTS.device)
         own_TS = keys_S[None, :] == (S - T + torch.arange(T, device=s_BHTS.device))[:, None]  # the query's own key

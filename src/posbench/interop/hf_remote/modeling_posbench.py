@@ -53,6 +53,7 @@ from .pe_absolute import Table  # noqa: F401
 from .pe_bias import BiasPE  # noqa: F401
 from .pe_contract import PE_CLASSES, PEContext, PositionalEncoding, build_pe, check_pe_config, score_grids
 from .pe_data_dependent import CoPE  # noqa: F401
+from .pe_path import PaTH  # noqa: F401
 from .pe_rotary import Rotary  # noqa: F401
 from .pe_wrappers import Hybrid  # noqa: F401
 
@@ -98,14 +99,17 @@ class Attention(nn.Module):
         qkv = self.qkv(x_BTD).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         q, k = pe.rotate(self.q_norm(qkv[0]), self.k_norm(qkv[1]), pos_BT)
         v = qkv[2]
-        feats_BHT = pe.token_features(layer, x_BTD)
-        if feats_BHT is not None:  # cached beside the keys, as one more channel
-            k = torch.cat((k, feats_BHT[..., None].to(k.dtype)), dim=-1)
+        feats_BHT = pe.token_features(layer, x_BTD)  # (B, H, T), or (B, H, F, T): F channels a token (PaTH)
+        if feats_BHT is not None:  # cached beside the keys, as one more channel each
+            per_token = feats_BHT[..., None] if feats_BHT.dim() == 3 else feats_BHT.transpose(-1, -2)
+            k = torch.cat((k, per_token.to(k.dtype)), dim=-1)
         if cache is not None:
             k, v = cache.update(k, v, layer)
         feats_BHS = None
         if feats_BHT is not None:
-            k, feats_BHS = k[..., :-1], k[..., -1]
+            n_feats = 1 if feats_BHT.dim() == 3 else feats_BHT.shape[2]
+            k, feats_BSF = k[..., :-n_feats], k[..., -n_feats:]
+            feats_BHS = feats_BSF[..., 0] if feats_BHT.dim() == 3 else feats_BSF.transpose(-1, -2)
         S = pos_BS.shape[-1]
         if k.shape[2] != S:
             # a cache that returns preallocated slots (StaticCache) would have the padding slots attended
@@ -121,7 +125,7 @@ class Attention(nn.Module):
             biased = mod(s_BHTS, *score_grids(B, self.n_heads, T, S, s_BHTS.device))
             # a temperature scales the bias too
             s_BHTS = biased if not tempered else s_BHTS + (biased - s_BHTS) * f_BHT1
-        s_BHTS = pe.logits_mod(layer, q, s_BHTS.masked_fill(~allowed_BTS[:, None], float("-inf")))
+        s_BHTS = pe.logits_mod(layer, q, s_BHTS.masked_fill(~allowed_BTS[:, None], float("-inf")), k, feats_BHS)
         if hasattr(self, "sinks"):  # a virtual key of logit sinks[h] and value 0 (posbench's attention_sinks.py)
             sink_BHT1 = self.sinks.float().view(1, -1, 1, 1).expand(B, self.n_heads, T, 1)
             p_BHTS = torch.softmax(torch.cat((s_BHTS, sink_BHT1), dim=-1), dim=-1)[..., :-1]
@@ -304,7 +308,8 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
             if not self.pe.pads_ok:
                 raise ValueError(f"PE `{self.config.pe['name']}` cannot take a padded batch: its positions "
                                  "(randomized) or frequencies (dynamic RoPE scaling) are set by the whole sequence, "
-                                 "not per row; pass unpadded sequences of equal length")
+                                 "not per row, or it reads the tokens before (PaTH's convolution); pass unpadded "
+                                 "sequences of equal length")
             index_BS = (keep_BS.long().cumsum(-1) - 1).clamp_min(0)
         docs = self.documents(input_ids, index_BS, keep_BS, offset, cache) if self.packing else None
         accepted = [index_BS[:, offset:]]  # what generate passes

@@ -14,7 +14,8 @@ Hooks, all identities by default, as posbench's:
       in FlexAttention's signature, evaluated on broadcast index grids (`score_grids`) as posbench's eager kernel
       does; a data-dependent bias (FoX) reads feats_BHS, the token features of every key
   token_features(layer, x_BTD)       -> feats_BHT | None  (FoX's log forget gates; cached beside the keys)
-  logits_mod(layer, q_BHTK, s_BHTS)  -> s_BHTS  on the masked logit matrix (CoPE)
+  logits_mod(layer, q_BHTK, s_BHTS, k_BHSK=None, feats_BHS=None) -> s_BHTS  on the masked logit matrix (CoPE;
+      PaTH transforms the keys k_BHSK per query, from its token features)
   layer_pe(layer), layer_window(layer), max_positions, check_positions(n)
 As in posbench, the decoder asks the model's PE for positions, embed, layer_pe and layer_window, and `layer_pe(layer)`
 for everything between q, k and the softmax (rotate, token_features, score_mod, logits_mod). posbench's speed-only
@@ -135,7 +136,7 @@ class PositionalEncoding(nn.Module):
     def token_features(self, layer: int, x_BTD):
         return None
 
-    def logits_mod(self, layer: int, q_BHTK, s_BHTS):
+    def logits_mod(self, layer: int, q_BHTK, s_BHTS, k_BHSK=None, feats_BHS=None):
         return s_BHTS
 
     def layer_pe(self, layer: int) -> PositionalEncoding:

@@ -64,7 +64,7 @@ class CoPE(PositionalEncoding):
         n_tables = 1 if cfg.get("shared") else ctx.n_layers
         self.table_LKN = nn.Parameter(torch.zeros(n_tables, ctx.head_dim, self.npos_max))
 
-    def logits_mod(self, layer, q_BHTK, s_BHTS):
+    def logits_mod(self, layer, q_BHTK, s_BHTS, k_BHSK=None, feats_BHS=None):
         e_KN = self.table_LKN[0 if self.cfg.get("shared") else layer].float()
         p_BHTS = torch.sigmoid(s_BHTS).flip(-1).cumsum(-1).flip(-1).clamp(max=self.npos_max - 1)
         z_BHTN = q_BHTK.float() @ e_KN
@@ -81,7 +81,7 @@ class StickBreaking(PositionalEncoding):
 
     options = frozenset(("attend_current",))
 
-    def logits_mod(self, layer, q_BHTK, s_BHTS):
+    def logits_mod(self, layer, q_BHTK, s_BHTS, k_BHSK=None, feats_BHS=None):
         T, S = s_BHTS.shape[-2:]
         own_TS = torch.arange(S, device=s_BHTS.device)[None, :] == (
             S - T + torch.arange(T, device=s_BHTS.device))[:, None]
