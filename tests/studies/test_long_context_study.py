@@ -128,6 +128,8 @@ def test_length_table_and_multikey_claims():
                         "**Verdict (niah_multikey 2x): not reproduced: `none > 0.25` refuted (none - 0.25 = "
                         + verdicts[1].split("= ", 1)[1]]
     assert "Holm over the 2 relations" in text
+    assert "| row | 1x (training length) | 2x |" in text  # each row's score in distribution beside its 2x score
+    assert "| none | 100.0 [100.0, 100.0] | 2.1 [0.0, 11.0] |" in text  # 2.1 +- t(0.975, 2) x sd / sqrt(3)
 
 
 @pytest.mark.slow

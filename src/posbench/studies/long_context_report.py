@@ -115,7 +115,16 @@ def multikey_claims(results: list[dict], confidence: float, n_boot: int, multipl
     jobs = [(ClaimConfig(order=f"{row} > {guess:g}", metric=metric), {f"{MULTIKEY} {multiple}x": by_row}, True,
              "pts") for row in rows]
     checks, size = check_claims(jobs, confidence, n_boot)
-    return "\n".join([rules_note(confidence), "", family_note(size, confidence), "", claims_markdown(checks)])
+    first = per_row(results, MULTIKEY, train_len)
+    lines = ["| row | 1x (training length) | " + f"{multiple}x |", "|---|---|---|"]
+    for row in rows:
+        cells = [interval(list(v[row].values()), confidence, DEFAULT_METHOD, n_boot, bounds=(0.0, 1.0)).fmt()
+                 for v in (first, by_row)]
+        lines.append(f"| {row} | {cells[0]} | {cells[1]} |")
+    context = [f"{MULTIKEY} exact match %, guess {100 * guess:g}%. A row not above the guess at 1x has not learned the "
+               "lookup in distribution, so its verdict at 2x says nothing about extrapolation.", "", *lines]
+    return "\n".join([*context, "", rules_note(confidence), "", family_note(size, confidence), "",
+                      claims_markdown(checks)])
 
 
 def long_context_section(results: list[dict], keep: float, confidence: float, n_boot: int) -> list[str]:
