@@ -21,7 +21,8 @@ from posbench.studies.long_context_report import (
 from posbench.studies.study_runner import cell_spec, run_study
 from posbench.studies.study_spec import expand, load_study
 
-ROWS = ["rope", "alibi", "none", "fire", "rnope_swa", "fox", "drope", "stick_breaking", "cable", "randomized"]
+ROWS = ["rope", "alibi", "none", "fire", "rnope_swa", "fox", "drope", "stick_breaking", "cable", "randomized",
+        "path"]
 
 
 def grid(scores: dict, train_len: int = 128, guess: float = 0.25) -> dict:
