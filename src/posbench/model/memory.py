@@ -71,8 +71,24 @@ def forward_bytes(cfg: ModelConfig, pe: PositionalEncoding | None, device_type: 
 
 
 def kv_cache_bytes(cfg: ModelConfig, pe: PositionalEncoding | None, B: int, T: int, elem: int = 4) -> int:
-    """Bytes of every layer's keys (the PE's qk_dim wide) and values for B rows of T tokens (greedy decoding)."""
+    """Bytes of every layer's keys (the PE's qk_dim wide), values and the PE's cached token features (FoX, CABLE:
+    one per head and token; PaTH: its w and beta) for B rows of T tokens (greedy decoding)."""
     if pe is None:
         return 0
     K = cfg.d_model // cfg.n_heads
-    return sum(B * T * cfg.n_heads * (pe.layer_pe(layer).qk_dim(K) + K) * elem for layer in range(cfg.n_layers))
+    total = 0
+    for layer in range(cfg.n_layers):
+        layer_pe = pe.layer_pe(layer)
+        per_head = layer_pe.qk_dim(K) + K + feature_channels(layer_pe, layer, cfg.d_model, cfg.n_heads)
+        total += B * T * cfg.n_heads * per_head * elem
+    return total
+
+
+def feature_channels(pe: PositionalEncoding, layer: int, d_model: int, n_heads: int) -> int:
+    """Floats per head and token the KV cache keeps for the PE's token features: measured on one zero token, so the
+    count is the PE's own (F channels of (B, H, F, T) features, 1 for (B, H, T)) and no PE has to declare it."""
+    if not pe.has_token_features:
+        return 0
+    with torch.no_grad():
+        feats = pe.token_features(layer, torch.zeros(1, 1, d_model))
+    return 0 if feats is None else feats.numel() // n_heads
