@@ -89,6 +89,7 @@ def feature_channels(pe: PositionalEncoding, layer: int, d_model: int, n_heads: 
     count is the PE's own (F channels of (B, H, F, T) features, 1 for (B, H, T)) and no PE has to declare it."""
     if not pe.has_token_features:
         return 0
+    device = next(pe.parameters(), torch.empty(0)).device  # the estimate may build the model on the meta device
     with torch.no_grad():
-        feats = pe.token_features(layer, torch.zeros(1, 1, d_model))
+        feats = pe.token_features(layer, torch.zeros(1, 1, d_model, device=device))
     return 0 if feats is None else feats.numel() // n_heads

@@ -42,9 +42,9 @@ from torch import nn
 
 from posbench.pe.encoding import PES, PositionalEncoding
 
-RANK = 32  # the w projection's bottleneck (path_attn.py line 64)
-CONV = 3  # the w convolution's width (path_attn.py line 40, conv_size)
-CHUNK = 64  # tokens per chunk of the UT form (naive.py's chunk_size default)
+RANK = 32  # the w projection's bottleneck (the authors' layer, line 64)
+CONV = 3  # the w convolution's width (the authors' layer, line 40, conv_size)
+CHUNK = 64  # tokens per chunk of the UT form (the authors' naive op's chunk_size default)
 
 
 @PES.register("path")
