@@ -6,6 +6,8 @@ import pytest
 import torch
 
 from posbench.config import load_config
+from posbench.errors import ConfigError
+from posbench.model.kernels import select_kernel
 from posbench.model.transformer import Transformer
 
 TESTS = Path(__file__).resolve().parent
@@ -81,3 +83,13 @@ def catch_saved_figures(monkeypatch, module) -> dict:
 
     monkeypatch.setattr(module, "_save", keep)
     return caught
+
+
+def assert_eager_only(pe) -> None:
+    """A PE that rewrites whole rows of logits (logits_mod) runs on the eager kernel only: auto picks it on every
+    device, flex and sdpa refuse it by name."""
+    assert select_kernel("auto", pe, "cuda").name == "eager" and select_kernel("auto", pe, "cpu").name == "eager"
+    with pytest.raises(ConfigError, match="logits_mod"):
+        select_kernel("flex", pe, "cuda")
+    with pytest.raises(ConfigError, match="adds a logit bias"):
+        select_kernel("sdpa", pe, "cpu")
