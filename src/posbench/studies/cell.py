@@ -26,6 +26,18 @@ from posbench.studies.study_spec import Cell
 from posbench.training.loggers import read_metrics_text
 from posbench.training.loop import train
 
+# Bytes one scoring forward may hold in a worker: two workers on a 24 GB machine stay clear of the OOM killer.
+SCORE_BYTES = 2 * 2**30
+# float32 (B, H, T, T) matrices a forward of the eager, logits_mod PEs holds at its peak: stick-breaking's 8 rows
+# of 1,024 tokens, 4 heads, peak at 1.08 GB resident, about 8; twice that leaves room for the others' temporaries
+SCORE_MATRICES = 16
+
+
+def scoring_rows(n_heads: int, T: int, most: int = 256) -> int:
+    """Rows per teacher-forced scoring forward: `most` for short rows; for long ones as many as keep SCORE_MATRICES
+    score matrices within SCORE_BYTES (an OOD split of 128 rows of 1,024 tokens in one forward took 12.4 GB)."""
+    return max(1, min(most, SCORE_BYTES // (SCORE_MATRICES * 4 * n_heads * T * T)))
+
 
 class CpuPhases:
     """CPU seconds of this process (all threads) per phase of a cell, for `scripts/bench_study.py`: each
@@ -69,7 +81,8 @@ class CellScoring:
         splits it by position)."""
         self.phases.lap("train")
         self.scores = {split: score_rows(model, x, y, train_len=self.cfg.model.seq_len,
-                                         positions_BT=self.positions[split])
+                                         positions_BT=self.positions[split],
+                                         batch_size=scoring_rows(self.cfg.model.n_heads, x.shape[1]))
                        for split, (_, x, y) in self.splits.items()}
         # beyond: OOD targets past the training length only, the headline metric, at every snapshot too
         self.curve.append({"step": step, **{f"{split}_acc": score.acc for split, score in self.scores.items()},
