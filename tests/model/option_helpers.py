@@ -24,3 +24,15 @@ def cached_minus_full(model, vocab_size: int) -> float:
         steps = [model(ids[:, :8], cache=cache).logits] + [model(ids[:, t:t + 1], cache=cache).logits
                                                            for t in range(8, 20)]
     return (torch.cat(steps, 1) - full).abs().max().item()
+
+
+def second_document_minus_alone(*overrides) -> float:
+    """Max |logits| difference between a 10-token document placed second in a packed row (after a rolled copy of
+    itself) and the same document alone, with document masking and positions plus `overrides`."""
+    packing = ["model.packing.mask=document", "model.packing.positions=document", "model.packing.bos_id=1"]
+    cfg, model = model_with(*overrides, *packing)
+    doc = torch.randint(2, cfg.model.vocab_size, (1, 10), generator=torch.Generator().manual_seed(0))
+    doc[0, 0] = 1
+    row = torch.cat((doc.roll(3, 1).clamp(min=2), doc), dim=1)
+    with torch.no_grad():
+        return float((model(row).logits[:, 10:] - model(doc).logits).abs().max())

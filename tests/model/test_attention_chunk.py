@@ -10,7 +10,7 @@ import torch
 from posbench.config import load_config
 from posbench.errors import ConfigError
 from posbench.model.masks import causal_mask, chunk_mask
-from tests.model.option_helpers import cached_minus_full, model_with
+from tests.model.option_helpers import cached_minus_full, model_with, second_document_minus_alone
 
 
 def test_the_rule_by_hand():
@@ -54,14 +54,7 @@ def test_cached_decoding_equals_the_full_forward_with_chunks(pe, kernel):
 @pytest.mark.parametrize("kernel", ["auto", "flex"])
 def test_chunks_within_documents(kernel):
     """Document masking and chunks together: a document placed at a chunk boundary of the row gives its own logits."""
-    over = ["model.attention_chunk=10", "model.packing.mask=document", "model.packing.positions=document",
-            "model.packing.bos_id=1", f"model.attention={kernel}"]
-    cfg, model = model_with(*over)
-    doc = torch.randint(2, cfg.model.vocab_size, (1, 10), generator=torch.Generator().manual_seed(0))
-    doc[0, 0] = 1
-    row = torch.cat((doc.roll(3, 1).clamp(min=2), doc), dim=1)
-    with torch.no_grad():
-        assert (model(row).logits[:, 10:] - model(doc).logits).abs().max() < 1e-5
+    assert second_document_minus_alone("model.attention_chunk=10", f"model.attention={kernel}") < 1e-5
 
 
 def test_refusals_and_flops(monkeypatch):

@@ -8,7 +8,7 @@ import torch
 
 from posbench.config import load_config
 from posbench.errors import ConfigError
-from tests.model.option_helpers import cached_minus_full, model_with
+from tests.model.option_helpers import cached_minus_full, model_with, second_document_minus_alone
 
 
 def attention_by_hand(attn, x_BTD, pos_T, pe):
@@ -51,14 +51,7 @@ def test_cached_decoding_equals_the_full_forward_with_a_gate(pe, kernel):
 def test_gate_is_applied_within_documents():
     """Packing splits attention at documents; the gate reads each token's own input, so a row of two documents
     gives the second document's logits as that document alone."""
-    over = ["model.attention_gate=headwise", "model.packing.mask=document", "model.packing.positions=document",
-            "model.packing.bos_id=1"]
-    cfg, model = model_with(*over)
-    doc = torch.randint(2, cfg.model.vocab_size, (1, 10), generator=torch.Generator().manual_seed(0))
-    doc[0, 0] = 1
-    row = torch.cat((doc.roll(3, 1).clamp(min=2), doc), dim=1)
-    with torch.no_grad():
-        assert (model(row).logits[:, 10:] - model(doc).logits).abs().max() < 1e-5
+    assert second_document_minus_alone("model.attention_gate=headwise") < 1e-5
 
 
 def test_no_gate_adds_no_parameter_and_a_gate_changes_the_output():

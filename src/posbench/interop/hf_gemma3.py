@@ -17,7 +17,7 @@ from __future__ import annotations
 import torch
 
 from posbench.errors import ConfigError
-from posbench.interop.hf_weights import decoder_state_dict, plus_one_norm
+from posbench.interop.hf_weights import decoder_state_dict, plus_one_norm, qk_norm_decoder_layer
 
 
 def gemma3_config(model_cfg, pe_cfg):
@@ -49,14 +49,5 @@ def gemma3_state_dict(state: dict[str, torch.Tensor], n_layers: int, tied: bool)
     norm = plus_one_norm
 
     def layer(state, p, wq, wk, wv):
-        return {
-            "input_layernorm.weight": norm(state[p + "attn_norm.weight"]),
-            "self_attn.q_proj.weight": wq, "self_attn.k_proj.weight": wk, "self_attn.v_proj.weight": wv,
-            "self_attn.o_proj.weight": state[p + "attn.proj.weight"],
-            "self_attn.q_norm.weight": norm(state[p + "attn.q_norm.weight"]),
-            "self_attn.k_norm.weight": norm(state[p + "attn.k_norm.weight"]),
-            "pre_feedforward_layernorm.weight": norm(state[p + "mlp_norm.weight"]),
-            "mlp.gate_proj.weight": state[p + "mlp.gate.weight"], "mlp.up_proj.weight": state[p + "mlp.up.weight"],
-            "mlp.down_proj.weight": state[p + "mlp.down.weight"],
-        }
+        return qk_norm_decoder_layer(state, p, norm, wq, wk, wv, "pre_feedforward_layernorm.weight")
     return decoder_state_dict(state, n_layers, tied, layer, norm)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import torch
 
 from posbench.errors import ConfigError
-from posbench.interop.hf_weights import decoder_state_dict, plus_one_norm
+from posbench.interop.hf_weights import decoder_state_dict, plus_one_norm, qk_norm_decoder_layer
 
 
 def qwen3_next_reason(model_cfg, pe_cfg) -> str | None:
@@ -70,14 +70,5 @@ def qwen3_next_state_dict(state: dict[str, torch.Tensor], n_layers: int, n_heads
         D = wq.shape[1]
         wg = state[p + "attn.gate.proj.weight"]
         q_and_gate = torch.cat((wq.view(n_heads, -1, D), wg.view(n_heads, -1, D)), dim=1).reshape(-1, D)
-        return {
-            "input_layernorm.weight": norm(state[p + "attn_norm.weight"]),
-            "self_attn.q_proj.weight": q_and_gate, "self_attn.k_proj.weight": wk, "self_attn.v_proj.weight": wv,
-            "self_attn.o_proj.weight": state[p + "attn.proj.weight"],
-            "self_attn.q_norm.weight": norm(state[p + "attn.q_norm.weight"]),
-            "self_attn.k_norm.weight": norm(state[p + "attn.k_norm.weight"]),
-            "post_attention_layernorm.weight": norm(state[p + "mlp_norm.weight"]),
-            "mlp.gate_proj.weight": state[p + "mlp.gate.weight"], "mlp.up_proj.weight": state[p + "mlp.up.weight"],
-            "mlp.down_proj.weight": state[p + "mlp.down.weight"],
-        }
+        return qk_norm_decoder_layer(state, p, norm, q_and_gate, wk, wv, "post_attention_layernorm.weight")
     return decoder_state_dict(state, n_layers, tied, layer, norm)

@@ -31,3 +31,18 @@ def decoder_state_dict(state: Tensors, n_layers: int, tied: bool, layer: LayerMa
 def plus_one_norm(w: torch.Tensor) -> torch.Tensor:
     """A gain stored as w - 1 (Gemma's and Qwen3-Next's RMSNorm multiply by 1 + weight)."""
     return w - 1.0
+
+
+def qk_norm_decoder_layer(state: Tensors, p: str, norm: Callable, wq, wk, wv, mlp_norm: str) -> Tensors:
+    """One layer of the QK-normed decoders (Gemma 3, Qwen3-Next) in transformers' names; `mlp_norm`: what the
+    architecture calls the norm before the MLP (its q rows may carry more than the queries: Qwen3-Next's gate)."""
+    return {
+        "input_layernorm.weight": norm(state[p + "attn_norm.weight"]),
+        "self_attn.q_proj.weight": wq, "self_attn.k_proj.weight": wk, "self_attn.v_proj.weight": wv,
+        "self_attn.o_proj.weight": state[p + "attn.proj.weight"],
+        "self_attn.q_norm.weight": norm(state[p + "attn.q_norm.weight"]),
+        "self_attn.k_norm.weight": norm(state[p + "attn.k_norm.weight"]),
+        mlp_norm: norm(state[p + "mlp_norm.weight"]),
+        "mlp.gate_proj.weight": state[p + "mlp.gate.weight"], "mlp.up_proj.weight": state[p + "mlp.up.weight"],
+        "mlp.down_proj.weight": state[p + "mlp.down.weight"],
+    }
