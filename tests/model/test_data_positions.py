@@ -56,6 +56,21 @@ def test_abacus_shifts_digit_places_in_training_only_and_never_non_digits():
     assert pe.table.num_embeddings == 64 + 49  # every shifted place has a row (model.seq_len places + offsets)
 
 
+def test_abacus_shift_batch_draws_one_offset_per_batch_as_the_authors_do():
+    """mcleish7/arithmetic's Abacus: `k = random.randint(0, max_k)` once per forward, max_k = 100 with both ends
+    included, added to every digit place (`output[output > 0] += k`): max_offset=101 with shift=batch here."""
+    pe = build_test_model("abacus", overrides=["pe.max_offset=101", "pe.shift=batch"]).pe.train()
+    places = torch.tensor([[1, 2, 3, 0, 1, 2, 0, 1, 2, 3, 0], [1, 0, 1, 2, 0, 1, 2, 0, 0, 0, 0]])
+    ks = set()
+    torch.manual_seed(0)
+    for _ in range(400):
+        shifted = pe.data_positions(places, nothing)
+        k = int(shifted[0, 0] - 1)
+        assert torch.equal(shifted, torch.where(places > 0, places + k, places).float())  # every row, one k
+        ks.add(k)
+    assert min(ks) == 0 and max(ks) == 100 and len(ks) > 90  # their randint(0, 100): 101 values, both ends
+
+
 def test_coupled_ids_are_the_inner_rope_positions():
     """Coupling on a hand example: the digits of equal significance share an id (the hundreds of 123 and of its
     result 168), and the coupled model computes what RoPE computes at those positions given explicitly."""

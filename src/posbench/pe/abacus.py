@@ -3,12 +3,19 @@ arXiv 2405.17399, section 3): a learned embedding indexed by each digit's place 
 least significant digit, in the reversed format), added to the token embeddings. The places come from the data
 (a task's per-token ids, `data_positions`); non-digit tokens carry id 0 and get row 0. In training every digit
 place of a row is shifted by one random offset k in [0, max_offset) (the paper's k ~ U[0, 100)), so rows past
-the trained places are trained too and longer numbers at test time find trained rows. Attention itself gets no
-positional signal here (the paper's NoPE base); rows without data ids use their token indices as places."""
+the trained places are trained too and longer numbers at test time find trained rows.
+
+`shift=batch` draws one k for the whole batch, as the authors' code does (mcleish7/arithmetic at 86022a5,
+cramming/architectures/embeddings.py:529-533: `k = random.randint(0, self.max_k)` once per forward, with max_k =
+`max_abacus_len` = 100 from cramming/config/arch/crammed-depthrecurrent.yaml, both ends included: their setting is
+max_offset=101 here); `shift=row` (the default) draws one k per row, so one batch trains many places at once.
+Attention itself gets no positional signal here (the paper's NoPE base); rows without data ids use their token
+indices as places."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import nn
@@ -26,6 +33,7 @@ class Abacus(PositionalEncoding):
     class Config(PEConfig):
         max_positions: int | None = None  # places (ids) defined at evaluation; None: model.seq_len
         max_offset: int = 100  # training shifts a row's digit places by k ~ U[0, max_offset); 0: no shift
+        shift: Literal["row", "batch"] = "row"  # one k per row, or one per batch (the authors' code)
         init_std: float = 0.02
 
         def check(self) -> None:
@@ -49,7 +57,8 @@ class Abacus(PositionalEncoding):
         if data_BT.numel():
             self.check_positions(int(data_BT.max().item()) + 1)
         if self.training and self.cfg.max_offset > 1:
-            k_B1 = torch.randint(0, self.cfg.max_offset, (data_BT.shape[0], 1), device=data_BT.device)
+            rows = data_BT.shape[0] if self.cfg.shift == "row" else 1
+            k_B1 = torch.randint(0, self.cfg.max_offset, (rows, 1), device=data_BT.device)
             data_BT = torch.where(data_BT > 0, data_BT + k_B1, data_BT)  # id 0 (not a digit) stays 0
         return data_BT
 

@@ -85,9 +85,23 @@ class CellScoring:
                                          batch_size=scoring_rows(self.cfg.model.n_heads, x.shape[1]))
                        for split, (_, x, y) in self.splits.items()}
         # beyond: OOD targets past the training length only, the headline metric, at every snapshot too
-        self.curve.append({"step": step, **{f"{split}_acc": score.acc for split, score in self.scores.items()},
-                           "ood_beyond_acc": self.scores["ood"].beyond})
+        point = {"step": step, **{f"{split}_acc": score.acc for split, score in self.scores.items()},
+                 "ood_beyond_acc": self.scores["ood"].beyond}
+        if self.task.length_bin is not None:
+            point["exact_by_digits"] = self.exact_by_bin()
+        self.curve.append(point)
         self.phases.lap("eval")
+
+    def exact_by_bin(self) -> dict[int, float]:
+        """Exact match per length bin (digits per operand) of this snapshot, from the teacher-forced scores: a
+        greedy decoder writes an answer right exactly when every answer token is the argmax given the right ones
+        before it, so this is greedy decoding's exact match without decoding (the final model is also decoded,
+        `generated_exact`, as a user would run it)."""
+        by_bin: dict[int, list[float]] = {}
+        for split, (examples, _, _) in self.splits.items():
+            for ex, acc in zip(examples, self.scores[split].per_example, strict=True):
+                by_bin.setdefault(int(ex.info[self.task.length_bin]), []).append(float(acc == 1.0))
+        return {k: float(np.mean(v)) for k, v in sorted(by_bin.items())}
 
     def result(self, model, train_loss: list[dict]) -> dict:
         """The cell's result from its final model (scored last by `score_snapshot`) and its loss rows."""

@@ -36,6 +36,7 @@ from posbench.stats import DEFAULT_METHOD, Decision, Summary, decide, holm, inte
 # What difference a claim's `>=` and `~` ignore, per metric, in its units: 2 accuracy points, 0.02 nats of
 # loss, 0.05 perplexity per doubling of the context. A statement of what matters, never read off the seeds.
 DEFAULT_MARGINS = {"id_acc": 0.02, "ood_beyond_acc": 0.02, "ood_acc": 0.02, "ood_within_acc": 0.02, "gap": 0.02,
+                   "id_exact": 0.02, "ood_exact": 0.02,
                    "id_loss": 0.02, "ood_loss": 0.02, "ppl_slope": 0.05}
 
 _SPLIT = re.compile(r"\s*(>=|>|~)\s*")

@@ -45,3 +45,34 @@ def exact_by_digits_table(results: list[dict], confidence: float, n_boot: int) -
                 lines.append(f"| {pe} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)
+
+
+def longest_by_step(results, task: str) -> tuple[int | None, dict[str, dict[int, list[float]]]]:
+    """The longest digit count the task's cells were tested at, and PE -> training step -> one exact-match share
+    per seed at that count (`exact_by_digits` of each learning-curve snapshot; JSON made the counts strings)."""
+    snapshots = [(r["pe"], int(p["step"]), {int(d): v for d, v in p["exact_by_digits"].items()})
+                 for r in results if r["task"] == task for p in r.get("curve") or [] if p.get("exact_by_digits")]
+    longest = max((d for _, _, by in snapshots for d in by), default=None)
+    out: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for pe, step, by in snapshots:
+        if longest in by:
+            out[pe][step].append(by[longest])
+    return longest, out
+
+
+def longest_curve_table(results: list[dict], confidence: float, n_boot: int) -> str:
+    """Markdown: per task, exact match % [CI] at the longest tested digit count after each curve checkpoint: does
+    more training move the far end, or has it stopped (the question behind a result short of a paper's)."""
+    lines = []
+    for task in dict.fromkeys(r["task"] for r in results):
+        longest, by_pe = longest_by_step(results, task)
+        if longest is None or not by_pe:
+            continue
+        steps = sorted({s for by in by_pe.values() for s in by})
+        lines += [f"**{task}** at {longest} digits per operand (the longest tested), by training step", "",
+                  "| PE | " + " | ".join(str(s) for s in steps) + " |", "|---|" + "---|" * len(steps)]
+        for pe, by in by_pe.items():
+            cells = [interval(by.get(s, []), confidence, n_boot=n_boot, bounds=(0.0, 1.0)).fmt() for s in steps]
+            lines.append(f"| {pe} | " + " | ".join(cells) + " |")
+        lines.append("")
+    return "\n".join(lines)

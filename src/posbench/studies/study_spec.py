@@ -10,11 +10,13 @@
       - {label: mamba, arch: {name: mamba}, overrides: [model.n_layers=4]}
       - {label: encdec_nope, pe: {name: sinusoidal}, arch: {name: encoder_decoder, decoder_pe: {name: none}},
          tasks: [reverse]}
+      - {label: no_pad, pe: {name: coupled}, task: {pad: false}}   # the tasks with one option changed
 
 Rows of the grid are `pes` (the decoder-only transformer with that PE) followed by `arms`: an arm fixes an
 architecture with its PE (and overrides of its own) under a label, so rows that are not a product (Mamba
 takes no PE; the encoder-decoder's decoder PE is its own axis) sit in the same table, seeds and report.
-An arm with `tasks` runs only on those tasks (the encoder-decoder needs a task with a source/target form).
+An arm with `tasks` runs only on those tasks (the encoder-decoder needs a task with a source/target form); an
+arm with `task` options runs its tasks with those options changed (an ablation of a format element).
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ from posbench.studies.claims import ClaimConfig, check_names
 from posbench.studies.length_grid import LengthGridConfig
 
 METRICS = ("id_acc", "ood_beyond_acc", "ood_acc", "ood_within_acc", "id_loss", "ood_loss", "gap")  # per cell
+# what a claim may compare: the per-cell metrics, and exact match (every answer token right, teacher-forced: greedy
+# decoding's exact match), what the arithmetic papers report
+CLAIM_METRICS = (*METRICS, "id_exact", "ood_exact")
 
 
 @dataclass
@@ -76,6 +81,9 @@ class StudyArm(Checked):
     arch: ArchConfig = field(default_factory=DecoderArch)
     overrides: list[str] = field(default_factory=list)
     tasks: list[str] = field(default_factory=list)  # only these tasks (empty: every task of the study)
+    # task options this row changes, on every task it runs (e.g. {pad: false}): one element of a recipe removed,
+    # the rest of the row's grid kept, so an ablation is a row of the same table (checked like the task's own)
+    task: dict[str, Any] = field(default_factory=dict)
 
     def check(self) -> None:
         if not self.label or not self.label.replace("_", "").replace("-", "").isalnum():
@@ -113,6 +121,8 @@ class StudyConfig(Checked):
             if unknown:
                 raise ConfigError(f"study.arms `{arm.label}`: tasks {unknown} are not in the study's tasks "
                                   f"{sorted(names)}")
+            for task in self.tasks:  # the changed options are checked now, before any cell trains
+                arm_task(arm, task)
         for key, values in self.vary.items():
             if not isinstance(values, list) or not values:
                 raise ConfigError(f"study.vary.{key} must be a non-empty list of values")
@@ -126,8 +136,8 @@ class StudyConfig(Checked):
         for claim in self.claims:
             check_names(claim.names, pes, f"claim `{claim.order}`", "PE")
             check_names(claim.tasks, tasks, f"claim `{claim.order}`", "task")
-            if claim.metric not in METRICS:
-                raise ConfigError(f"claim `{claim.order}`: metric `{claim.metric}` is not one of {METRICS}")
+            if claim.metric not in CLAIM_METRICS:
+                raise ConfigError(f"claim `{claim.order}`: metric `{claim.metric}` is not one of {CLAIM_METRICS}")
 
     def rows(self) -> list[StudyArm]:
         """Every row of the grid: one decoder arm per entry of `pes` (labelled by the PE), then `arms`."""
@@ -206,6 +216,18 @@ def _with_study_axes(study: StudyConfig, axes: dict) -> StudyConfig:
         raise ConfigError(f"study.vary: {e}") from None
 
 
+def arm_task(arm: StudyArm, task: TaskConfig) -> TaskConfig:
+    """`task` with the arm's task options, rebuilt through the strict loader (an unknown option names the
+    nearest valid one; a value is checked like one in the study's `tasks`)."""
+    if not arm.task:
+        return task
+    if "name" in arm.task:
+        raise ConfigError(f"study.arms `{arm.label}`: task options cannot change the task's name; list another "
+                          "task in the study's `tasks` (and the arm's `tasks`) instead")
+    return load(type(task), overrides=[nested(k, v) for k, v in arm.task.items()], base=to_dict(task),
+                where=f"study.arms `{arm.label}`.task")
+
+
 def expand(study: StudyConfig) -> list[Cell]:
     keys = sorted(study.vary)
     cells = []
@@ -217,7 +239,7 @@ def expand(study: StudyConfig) -> list[Cell]:
                 if arm.tasks and task.name not in arm.tasks:
                     continue
                 for seed in study.seeds:
-                    cells.append(Cell(task, arm.pe, seed, axes, sub, arm))
+                    cells.append(Cell(arm_task(arm, task), arm.pe, seed, axes, sub, arm))
     ids = [c.cell_id for c in cells]
     if len(set(ids)) != len(ids):
         raise ConfigError("two cells of the study have the same id (duplicate task/PE/arm label/seed entries?)")
