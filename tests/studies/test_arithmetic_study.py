@@ -44,7 +44,54 @@ def test_arithmetic_preset_reduced(tmp_path):
     cells = json.loads((tmp_path / "results.json").read_text())["cells"]
     assert len(cells) == 12 and all(set(c["exact_by_digits"]) == {"1", "2", "3", "4", "5"} for c in cells)
     assert all(c["id_digits"] == 2 for c in cells)
+    # every learning-curve snapshot keeps exact match per digit count; the report reads the longest by step
+    assert all(set(point["exact_by_digits"]) == {"1", "2", "3", "4", "5"} for c in cells for point in c["curve"])
+    assert "## Exact match at the longest digit count, by training step" in report
+    assert "**addition** at 5 digits per operand (the longest tested), by training step" in report
     # greedy decoding writes the answer exactly when every teacher-forced answer token is right: the same share
     for c in cells:
         for split in ("id", "ood"):
             assert c[f"{split}_generated_exact"] == pytest.approx(c[f"{split}_exact"], abs=1 / 24 + 1e-9), c["pe"]
+
+
+def row_setup(cell):
+    """What a row changes: its task options, PE config and overrides, as plain values."""
+    from posbench.config_loader import to_dict
+    return to_dict(cell.task), to_dict(cell.pe), tuple(cell.overrides)
+
+
+def test_coupling_preset_is_the_authors_recipe_and_each_ablation_removes_one_element():
+    study = load_study("arithmetic_coupling")
+    cells = {c.label: c for c in expand(study) if c.seed == study.seeds[0]}
+    recipe = cells["coupled"]
+    # HanseulJo/position-coupling: padded operands, the result reversed and padded (the carry place), coupled ids
+    # with a random start on a learned table, one layer
+    assert (recipe.task.reverse, recipe.task.pad) == ("answer", True)
+    assert (recipe.pe.name, recipe.pe.inner.name, recipe.pe.offset) == ("coupled", "learned", "fit")
+    assert "model.n_layers=1" in recipe.overrides and "model.qk_norm=false" in recipe.overrides
+    # every test id (up to the 31st place, the carry of 30 digits) has a table row
+    assert recipe.pe.max_positions > study.tasks[0].ood_range[1] + 1
+    task, pe, over = row_setup(recipe)
+    changed = {}
+    for label in ("no_pad", "rev_all", "no_offset", "rope_inner"):
+        t, p, o = row_setup(cells[label])
+        assert o == over, label  # the same model and training
+        changed[label] = {k for k in task if t[k] != task[k]} | {f"pe.{k}" for k in pe if p[k] != pe[k]}
+    assert changed == {"no_pad": {"pad"}, "rev_all": {"reverse"}, "no_offset": {"pe.offset"},
+                       "rope_inner": {"pe.inner", "pe.offset"}}  # RoPE has no table: nothing to start at random
+    assert cells["none"].pe.name == "none" and row_setup(cells["none"])[0] == task
+    assert {c.order for c in study.claims} == {"coupled > none", "coupled > no_offset", "coupled > no_pad"}
+    assert all(c.metric == "ood_exact" for c in study.claims)
+
+
+def test_abacus_preset_is_the_authors_offset_rule_and_its_variants():
+    study = load_study("arithmetic_abacus")
+    cells = {c.label: c for c in expand(study) if c.seed == study.seeds[0]}
+    # mcleish7/arithmetic: one k in 0..100 per batch, every number reversed, NoPE attention
+    assert (cells["abacus"].pe.shift, cells["abacus"].pe.max_offset) == ("batch", 101)
+    assert cells["abacus"].task.reverse == "all"
+    assert (cells["abacus_row"].pe.shift, cells["abacus_row"].pe.max_offset) == ("row", 101)
+    # the smallest per-row range that trains every place the tests reach: 10 trained digits + 1 carry + 20 = 31
+    k21 = cells["abacus_k21"].pe
+    assert k21.shift == "row" and study.tasks[0].id_range[1] + 1 + k21.max_offset - 1 == study.tasks[0].ood_range[1] + 1
+    assert len({row_setup(c)[2] for c in cells.values()}) == 1  # one model and training for every row
