@@ -230,10 +230,14 @@ def _t_stats(diffs) -> tuple[int, float, float] | None:
     vals = np.asarray([d for d in diffs if d is not None], dtype=np.float64)
     if vals.size < max(2, INTERVALS[DEFAULT_METHOD].min_seeds):
         return None
+    return int(vals.size), float(vals.mean()), spread(vals) / math.sqrt(vals.size)
+
+
+def spread(vals: np.ndarray) -> float:
+    """The sample standard deviation, 0 when it is rounding-level (seeds that agree up to float error, e.g. the
+    same share computed in two orders): the tests and the seed estimate then use the exact sign-flip rule."""
     sd = float(vals.std(ddof=1))
-    if sd <= 1e-12 * max(1.0, float(np.abs(vals).max())):  # rounding-level spread is none
-        sd = 0.0
-    return int(vals.size), float(vals.mean()), sd / math.sqrt(vals.size)
+    return 0.0 if sd <= 1e-12 * max(1.0, float(np.abs(vals).max())) else sd
 
 
 def p_above(diffs, bound: float) -> float | None:
@@ -353,7 +357,7 @@ def seeds_needed(diffs, confidence: float = 0.95, rel: str = ">", margin: float 
     vals = np.asarray([d for d in diffs if d is not None], dtype=np.float64)
     if vals.size < 2 or (rel != ">" and margin is None):
         return None
-    m, sd = float(vals.mean()), float(vals.std(ddof=1))
+    m, sd = float(vals.mean()), spread(vals)
     alpha = 1 - confidence
     if rel == "~":  # shown if |m| < margin (TOST at alpha), refuted if |m| > margin (two-sided)
         gap, q = abs(margin - abs(m)), (alpha if abs(m) < margin else alpha / 2)

@@ -143,6 +143,9 @@ def test_seeds_needed_uses_the_t_quantile():
     assert seeds_needed([0.1, -0.1]) is None  # mean exactly 0: no number of seeds orders them
     assert seeds_needed(diffs, rel="~") is None  # no margin
     assert seeds_needed([0.3, 0.3, 0.3]) == 6  # no spread: the sign-flip test's 6
+    # seeds equal up to float rounding (0.05 - 0.25 computed two ways) have no spread for the test either: the
+    # estimate agrees with the sign-flip rule decide() applies, not a t quantile of a 1e-17 spread
+    assert seeds_needed([0.05 - 0.25, (0.1 + 0.05 + 0.0) / 3 - 0.25, 0.05 - 0.25]) == 6
     assert seeds_needed([0.3, 0.31]) == 3  # never fewer than the 3 an interval needs
 
 
