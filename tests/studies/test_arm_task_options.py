@@ -48,3 +48,17 @@ def test_bad_task_options_are_refused_when_the_study_loads(options, message):
     with pytest.raises(ConfigError, match=message) as e:
         study({"label": "bad", "pe": BASE["pes"][0], "task": options})
     assert "study.arms `bad`" in str(e.value)
+
+
+def test_cell_specs_name_task_options_only_where_an_arm_has_them():
+    """A finished cell is reused only when its spec matches: arms without task options keep the spec they had
+    before the option existed (older study directories rerun without being refused), and an arm's options are
+    in its spec (a changed ablation is never mistaken for the old one)."""
+    import json
+
+    from posbench.studies.study_runner import cell_spec
+    cells = {c.cell_id: c for c in expand(study({"label": "plain", "pe": BASE["pes"][0]},
+                                                {"label": "no_pad", "pe": BASE["pes"][0], "task": {"pad": False}}))}
+    plain, no_pad = (json.loads(cell_spec(cells[k])) for k in ("addition_plain_s0", "addition_no_pad_s0"))
+    assert "task" not in plain["arm"] and plain["task"]["pad"] is True
+    assert no_pad["arm"]["task"] == {"pad": False} and no_pad["task"]["pad"] is False

@@ -46,8 +46,11 @@ def cell_spec(cell: Cell) -> str:
     trains and is scored with. Not the grid's lists (other PEs, tasks, seeds), the workers, the name, or what only
     the report reads (confidence, n_boot, success_threshold, references, claims)."""
     s = cell.study
+    arm = None if cell.arm is None else to_dict(cell.arm)
+    if arm is not None and not arm["task"]:  # an arm without task options keeps the spec it had before they existed
+        del arm["task"]
     spec = {"task": to_dict(cell.task), "pe": to_dict(cell.pe), "seed": cell.seed, "axes": cell.axes,
-            "arm": None if cell.arm is None else to_dict(cell.arm), "overrides": list(s.overrides),
+            "arm": arm, "overrides": list(s.overrides),
             "train": to_dict(s.train), "eval": {"n_examples": s.eval.n_examples, "seed": s.eval.seed}}
     grid = s.eval.length_grid
     if grid.active:  # what the grid scores (its `keep` is the report's); studies without one keep their old specs
