@@ -1,42 +1,51 @@
-"""The arithmetic report's tables from hand-built cells: exact match per digit count, and exact match at the
-longest tested digit count at each learning-curve checkpoint (both means with t-intervals over seeds)."""
+"""The arithmetic report's by-step table from hand-built cells: exact match on groups of untrained digit counts
+(up to the longest tested) at each learning-curve checkpoint, means with t-intervals over seeds."""
 
-from posbench.studies.digits_report import longest_by_step, longest_curve_table
+import pytest
+
+from posbench.studies.digits_report import beyond_by_step, beyond_curve_table, beyond_groups
 
 
 def cell(pe, seed, curve):
     # JSON keys, as results.json gives them back: digit counts are strings
-    return {"task": "addition", "pe": pe, "seed": seed,
+    return {"task": "addition", "pe": pe, "seed": seed, "id_digits": 2,
             "curve": [{"step": s, "exact_by_digits": {str(d): v for d, v in by.items()}} for s, by in curve]}
 
 
-RESULTS = [cell("coupled", 0, [(100, {2: 1.0, 8: 0.25}), (200, {2: 1.0, 8: 0.75})]),
-           cell("coupled", 1, [(100, {2: 1.0, 8: 0.5}), (200, {2: 1.0, 8: 1.0})]),
-           cell("no_pad", 0, [(100, {2: 0.5, 8: 0.0}), (200, {2: 1.0, 8: 0.0})]),
-           cell("no_pad", 1, [(100, {2: 0.5, 8: 0.0}), (200, {2: 1.0, 8: 0.0})]),
-           {"task": "addition", "pe": "old", "seed": 0, "curve": [{"step": 100, "id_acc": 0.5}]}]  # no digits
+RESULTS = [cell("coupled", 0, [(100, {2: 1.0, 3: 1.0, 4: 0.5, 5: 0.0, 6: 0.25}),
+                               (200, {2: 1.0, 3: 1.0, 4: 1.0, 5: 0.5, 6: 0.75})]),
+           cell("coupled", 1, [(100, {2: 1.0, 3: 0.0, 4: 0.5, 5: 0.0, 6: 0.5}),
+                               (200, {2: 1.0, 3: 1.0, 4: 0.0, 5: 0.5, 6: 1.0})]),
+           {"task": "addition", "pe": "old", "seed": 0, "id_digits": 2,
+            "curve": [{"step": 100, "id_acc": 0.5}]}]  # written before snapshots kept digits: no row
 
 
-def test_longest_by_step_takes_the_longest_count_of_every_snapshot():
-    longest, by = longest_by_step(RESULTS, "addition")
-    assert longest == 8
-    assert by["coupled"] == {100: [0.25, 0.5], 200: [0.75, 1.0]}
-    assert by["no_pad"] == {100: [0.0, 0.0], 200: [0.0, 0.0]}
-    assert "old" not in by  # a cell written before the curve kept digits has no row
+@pytest.mark.parametrize("trained,longest,groups", [
+    (10, 30, [(11, 11), (12, 15), (16, 20), (21, 30)]),  # 1.5x = 15, 2x = 20
+    (4, 16, [(5, 5), (6, 6), (7, 8), (9, 16)]),
+    (2, 6, [(3, 3), (4, 4), (5, 6)]),  # 1.5 x 2 = 3 is the first untrained count already: no group of its own
+    (10, 11, [(11, 11)]),
+])
+def test_beyond_groups(trained, longest, groups):
+    assert beyond_groups(trained, longest) == groups
 
 
-def test_longest_curve_table_means_per_step():
-    table = longest_curve_table(RESULTS, confidence=0.95, n_boot=200)
-    lines = table.splitlines()
-    assert lines[0] == "**addition** at 8 digits per operand (the longest tested), by training step"
-    assert lines[2] == "| PE | 100 | 200 |"
-    coupled = next(line for line in lines if line.startswith("| coupled |"))
-    # means of 0.25/0.5 and 0.75/1.0: 37.5% and 87.5%
-    assert coupled.split("|")[2].strip().startswith("37.5") and coupled.split("|")[3].strip().startswith("87.5")
-    assert next(line for line in lines if line.startswith("| no_pad |")).split("|")[2].strip().startswith("0.0")
+def test_beyond_by_step_means_each_group_per_seed():
+    groups, by = beyond_by_step(RESULTS, "addition")
+    assert groups == [(3, 3), (4, 4), (5, 6)]
+    assert by[("coupled", (3, 3))] == {100: [1.0, 0.0], 200: [1.0, 1.0]}
+    assert by[("coupled", (5, 6))] == {100: [0.125, 0.25], 200: [0.625, 0.75]}  # (0 + .25) / 2, ...
+    assert not any(pe == "old" for pe, _ in by)
+
+
+def test_beyond_curve_table_rows_per_group_columns_per_step():
+    lines = beyond_curve_table(RESULTS, confidence=0.95, n_boot=200).splitlines()
+    assert lines[2] == "| PE | digits | 100 | 200 |"
+    row = next(line for line in lines if line.startswith("| coupled | 5-6 |")).split("|")
+    # means over the two seeds: (0.125 + 0.25) / 2 = 18.75%, (0.625 + 0.75) / 2 = 68.75%
+    assert row[3].strip().startswith("18.8") and row[4].strip().startswith("68.8")
 
 
 def test_no_curve_digits_no_table():
-    assert longest_curve_table([RESULTS[-1]], 0.95, 200) == ""
-    assert longest_by_step([], "addition") == (None, {})
-    assert longest_curve_table([], 0.95, 200) == ""
+    assert beyond_curve_table([RESULTS[-1]], 0.95, 200) == ""
+    assert beyond_by_step([], "addition") == ([], {})

@@ -47,32 +47,55 @@ def exact_by_digits_table(results: list[dict], confidence: float, n_boot: int) -
     return "\n".join(lines)
 
 
-def longest_by_step(results, task: str) -> tuple[int | None, dict[str, dict[int, list[float]]]]:
-    """The longest digit count the task's cells were tested at, and PE -> training step -> one exact-match share
-    per seed at that count (`exact_by_digits` of each learning-curve snapshot; JSON made the counts strings)."""
+def beyond_groups(trained: int, longest: int) -> list[tuple[int, int]]:
+    """Digit-count groups past training, for the by-step table: the first untrained count, then up to 1.5x and 2x
+    the longest trained count, then the rest up to the longest tested (empty groups dropped), e.g. trained 10,
+    tested to 30: 11, 12-15, 16-20, 21-30."""
+    edges = [trained + 1, trained + 2, int(1.5 * trained) + 1, 2 * trained + 1, longest + 1]
+    groups = []
+    for lo, hi in zip(edges, edges[1:]):
+        lo, hi = max(lo, groups[-1][1] + 1 if groups else lo), min(hi - 1, longest)
+        if lo <= hi:
+            groups.append((lo, hi))
+    return groups
+
+
+def beyond_by_step(results, task: str) -> tuple[list[tuple[int, int]], dict[tuple[str, tuple[int, int]],
+                                                                                dict[int, list[float]]]]:
+    """The task's groups of untrained digit counts (`beyond_groups`), and (PE, group) -> training step -> one
+    exact-match share per seed: the mean over the group's counts of each learning-curve snapshot's
+    `exact_by_digits` (JSON made the counts strings)."""
+    trained = trained_digits(results, task)
     snapshots = [(r["pe"], int(p["step"]), {int(d): v for d, v in p["exact_by_digits"].items()})
                  for r in results if r["task"] == task for p in r.get("curve") or [] if p.get("exact_by_digits")]
     longest = max((d for _, _, by in snapshots for d in by), default=None)
-    out: dict[str, dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
+    if trained is None or longest is None or longest <= trained:
+        return [], {}
+    groups = beyond_groups(trained, longest)
+    out: dict[tuple[str, tuple[int, int]], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for pe, step, by in snapshots:
-        if longest in by:
-            out[pe][step].append(by[longest])
-    return longest, out
+        for lo, hi in groups:
+            counts = [by[d] for d in range(lo, hi + 1) if d in by]
+            if counts:
+                out[(pe, (lo, hi))][step].append(sum(counts) / len(counts))
+    return groups, out
 
 
-def longest_curve_table(results: list[dict], confidence: float, n_boot: int) -> str:
-    """Markdown: per task, exact match % [CI] at the longest tested digit count after each curve checkpoint: does
-    more training move the far end, or has it stopped (the question behind a result short of a paper's)."""
+def beyond_curve_table(results: list[dict], confidence: float, n_boot: int) -> str:
+    """Markdown: per task, exact match % [CI] over seeds on each group of untrained digit counts (the longest
+    tested among them) after each learning-curve checkpoint: does more training move the far end, or has it
+    stopped (the question behind a result short of a paper's)."""
     lines = []
     for task in dict.fromkeys(r["task"] for r in results):
-        longest, by_pe = longest_by_step(results, task)
-        if longest is None or not by_pe:
+        groups, by = beyond_by_step(results, task)
+        if not by:
             continue
-        steps = sorted({s for by in by_pe.values() for s in by})
-        lines += [f"**{task}** at {longest} digits per operand (the longest tested), by training step", "",
-                  "| PE | " + " | ".join(str(s) for s in steps) + " |", "|---|" + "---|" * len(steps)]
-        for pe, by in by_pe.items():
-            cells = [interval(by.get(s, []), confidence, n_boot=n_boot, bounds=(0.0, 1.0)).fmt() for s in steps]
-            lines.append(f"| {pe} | " + " | ".join(cells) + " |")
+        steps = sorted({s for per in by.values() for s in per})
+        lines += [f"**{task}** (digits per operand past the longest trained, {trained_digits(results, task)}; mean "
+                  "of the group's counts per seed)", "",
+                  "| PE | digits | " + " | ".join(str(s) for s in steps) + " |", "|---|---|" + "---|" * len(steps)]
+        for (pe, (lo, hi)), per in by.items():
+            cells = [interval(per.get(s, []), confidence, n_boot=n_boot, bounds=(0.0, 1.0)).fmt() for s in steps]
+            lines.append(f"| {pe} | {lo if lo == hi else f'{lo}-{hi}'} | " + " | ".join(cells) + " |")
         lines.append("")
     return "\n".join(lines)

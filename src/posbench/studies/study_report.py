@@ -13,7 +13,7 @@ from pathlib import Path
 from posbench.fileio import write_text
 from posbench.stats import DEFAULT_METHOD, interval, interval_label, paired_diffs, pairwise, seeds_needed, success_rate
 from posbench.studies.claims import DEFAULT_MARGINS, check_claims, claims_markdown, family_note, rules_note
-from posbench.studies.digits_report import exact_by_digits_table, longest_curve_table
+from posbench.studies.digits_report import beyond_curve_table, exact_by_digits_table
 from posbench.studies.long_context_report import long_context_section
 from posbench.studies.study_spec import METRICS, StudyConfig
 
@@ -254,12 +254,13 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
     if by_digits:
         label = interval_label(DEFAULT_METHOD, study.eval.confidence, len(study.seeds))
         parts += [f"## Exact match per digit count ({label})", "", by_digits]
-    by_step = longest_curve_table(results, study.eval.confidence, study.eval.n_boot)
+    by_step = beyond_curve_table(results, study.eval.confidence, study.eval.n_boot)
     if by_step:
-        parts += ["## Exact match at the longest digit count, by training step", "",
-                  "Teacher-forced exact match at each learning-curve checkpoint (the same as greedy decoding's: a "
-                  "greedy decoder writes the answer right exactly when every answer token is the argmax given the "
-                  "right ones before it), mean % [CI] over seeds.", "", by_step]
+        parts += ["## Exact match past the trained digit counts, by training step", "",
+                  "Teacher-forced exact match at each learning-curve checkpoint (greedy decoding's, up to float "
+                  "ties: a greedy decoder writes the answer right exactly when every answer token is the argmax given "
+                  "the right ones before it), on groups of untrained digit counts up to the longest tested, mean % "
+                  "[CI] over seeds.", "", by_step]
     parts += long_context_section(results, study.eval.length_grid.keep, study.eval.confidence, study.eval.n_boot)
     if study.claims:
         parts += ["## Published claims, reproduced or not", "", claims_report(results, study), ""]
