@@ -76,6 +76,7 @@ ELSEWHERE = {
     "eye_xavier_norm",  # TsinghuaC3I/Fourier-Position-Embedding
     "get_step_eye",
     "configs/task/addition_coupled.yaml",  # HanseulJo/position-coupling
+    "max_abacus_len",  # mcleish7/arithmetic
 }
 SKIP_DIRS = {".git", "__pycache__", ".pytest_cache", ".ruff_cache", ".venv", "node_modules"}
 RUN_TIME_ROOTS = ("data", "runs", "checkpoints", "wandb", "build", "dist")  # git-ignored, written by the tools
