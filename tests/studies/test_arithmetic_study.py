@@ -46,8 +46,9 @@ def test_arithmetic_preset_reduced(tmp_path):
     assert all(c["id_digits"] == 2 for c in cells)
     # every learning-curve snapshot keeps exact match per digit count; the report reads the longest by step
     assert all(set(point["exact_by_digits"]) == {"1", "2", "3", "4", "5"} for c in cells for point in c["curve"])
-    assert "## Exact match past the trained digit counts, by training step" in report
-    assert "| PE | digits | 6 |" in report and "| coupled | 5 | " in report  # counts 3, 4, 5 past 2 trained
+    assert "## Exact match at and past the trained digit counts, by training step" in report
+    assert "| PE | digits | 6 |" in report  # one checkpoint: the last step
+    assert "| coupled | 2 | " in report and "| coupled | 5 | " in report  # the longest trained, then 3, 4, 5
     # greedy decoding writes the answer exactly when every teacher-forced answer token is right: the same share
     for c in cells:
         for split in ("id", "ood"):

@@ -1,5 +1,6 @@
-"""The arithmetic report's by-step table from hand-built cells: exact match on groups of untrained digit counts
-(up to the longest tested) at each learning-curve checkpoint, means with t-intervals over seeds."""
+"""The arithmetic report's by-step table from hand-built cells: exact match at the longest trained digit count
+and on groups of untrained counts (up to the longest tested) at each learning-curve checkpoint, means with
+t-intervals over seeds."""
 
 import pytest
 
@@ -32,7 +33,8 @@ def test_beyond_groups(trained, longest, groups):
 
 def test_beyond_by_step_means_each_group_per_seed():
     groups, by = beyond_by_step(RESULTS, "addition")
-    assert groups == [(3, 3), (4, 4), (5, 6)]
+    assert groups == [(2, 2), (3, 3), (4, 4), (5, 6)]  # the longest trained count, then the groups past it
+    assert by[("coupled", (2, 2))] == {100: [1.0, 1.0], 200: [1.0, 1.0]}
     assert by[("coupled", (3, 3))] == {100: [1.0, 0.0], 200: [1.0, 1.0]}
     assert by[("coupled", (5, 6))] == {100: [0.125, 0.25], 200: [0.625, 0.75]}  # (0 + .25) / 2, ...
     assert not any(pe == "old" for pe, _ in by)

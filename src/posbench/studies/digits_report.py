@@ -62,16 +62,17 @@ def beyond_groups(trained: int, longest: int) -> list[tuple[int, int]]:
 
 def beyond_by_step(results, task: str) -> tuple[list[tuple[int, int]], dict[tuple[str, tuple[int, int]],
                                                                                 dict[int, list[float]]]]:
-    """The task's groups of untrained digit counts (`beyond_groups`), and (PE, group) -> training step -> one
-    exact-match share per seed: the mean over the group's counts of each learning-curve snapshot's
-    `exact_by_digits` (JSON made the counts strings)."""
+    """The task's longest trained digit count and its groups of untrained counts (`beyond_groups`), and (PE,
+    group) -> training step -> one exact-match share per seed: the mean over the group's counts of each
+    learning-curve snapshot's `exact_by_digits` (JSON made the counts strings). The trained count first: a far end
+    that does not move while it is still learning the trained lengths is short of training, not of extrapolation."""
     trained = trained_digits(results, task)
     snapshots = [(r["pe"], int(p["step"]), {int(d): v for d, v in p["exact_by_digits"].items()})
                  for r in results if r["task"] == task for p in r.get("curve") or [] if p.get("exact_by_digits")]
     longest = max((d for _, _, by in snapshots for d in by), default=None)
     if trained is None or longest is None or longest <= trained:
         return [], {}
-    groups = beyond_groups(trained, longest)
+    groups = [(trained, trained), *beyond_groups(trained, longest)]
     out: dict[tuple[str, tuple[int, int]], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for pe, step, by in snapshots:
         for lo, hi in groups:
@@ -82,16 +83,16 @@ def beyond_by_step(results, task: str) -> tuple[list[tuple[int, int]], dict[tupl
 
 
 def beyond_curve_table(results: list[dict], confidence: float, n_boot: int) -> str:
-    """Markdown: per task, exact match % [CI] over seeds on each group of untrained digit counts (the longest
-    tested among them) after each learning-curve checkpoint: does more training move the far end, or has it
-    stopped (the question behind a result short of a paper's)."""
+    """Markdown: per task, exact match % [CI] over seeds at the longest trained digit count and on each group of
+    untrained counts (the longest tested among them) after each learning-curve checkpoint: does more training
+    move the far end, or has it stopped (the question behind a result short of a paper's)."""
     lines = []
     for task in dict.fromkeys(r["task"] for r in results):
         groups, by = beyond_by_step(results, task)
         if not by:
             continue
         steps = sorted({s for per in by.values() for s in per})
-        lines += [f"**{task}** (digits per operand past the longest trained, {trained_digits(results, task)}; mean "
+        lines += [f"**{task}** (digits per operand: the longest trained, {groups[0][0]}, then groups past it; mean "
                   "of the group's counts per seed)", "",
                   "| PE | digits | " + " | ".join(str(s) for s in steps) + " |", "|---|---|" + "---|" * len(steps)]
         for (pe, (lo, hi)), per in by.items():

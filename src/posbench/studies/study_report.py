@@ -256,11 +256,11 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
         parts += [f"## Exact match per digit count ({label})", "", by_digits]
     by_step = beyond_curve_table(results, study.eval.confidence, study.eval.n_boot)
     if by_step:
-        parts += ["## Exact match past the trained digit counts, by training step", "",
+        parts += ["## Exact match at and past the trained digit counts, by training step", "",
                   "Teacher-forced exact match at each learning-curve checkpoint (greedy decoding's, up to float "
                   "ties: a greedy decoder writes the answer right exactly when every answer token is the argmax given "
-                  "the right ones before it), on groups of untrained digit counts up to the longest tested, mean % "
-                  "[CI] over seeds.", "", by_step]
+                  "the right ones before it), at the longest trained digit count and on groups of untrained counts up "
+                  "to the longest tested, mean % [CI] over seeds.", "", by_step]
     parts += long_context_section(results, study.eval.length_grid.keep, study.eval.confidence, study.eval.n_boot)
     if study.claims:
         parts += ["## Published claims, reproduced or not", "", claims_report(results, study), ""]
