@@ -62,3 +62,13 @@ def test_cell_specs_name_task_options_only_where_an_arm_has_them():
     plain, no_pad = (json.loads(cell_spec(cells[k])) for k in ("addition_plain_s0", "addition_no_pad_s0"))
     assert "task" not in plain["arm"] and plain["task"]["pad"] is True
     assert no_pad["arm"]["task"] == {"pad": False} and no_pad["task"]["pad"] is False
+
+
+def test_task_options_are_checked_only_on_the_tasks_the_arm_runs():
+    """An arm restricted to `addition` may set `pad`, an option the study's other task does not have."""
+    s = load(StudyConfig, base={**BASE, "tasks": BASE["tasks"] + [{"name": "k_back", "k": 2}],
+                                "arms": [{"label": "no_pad", "pe": BASE["pes"][0], "tasks": ["addition"],
+                                          "task": {"pad": False}}]})
+    cells = {c.cell_id: c.task for c in expand(s)}
+    assert cells["addition_no_pad_s0"].pad is False and "k_back_no_pad_s0" not in cells
+    assert cells["k_back_coupled_s0"].name == "k_back"

@@ -51,13 +51,9 @@ def beyond_groups(trained: int, longest: int) -> list[tuple[int, int]]:
     """Digit-count groups past training, for the by-step table: the first untrained count, then up to 1.5x and 2x
     the longest trained count, then the rest up to the longest tested (empty groups dropped), e.g. trained 10,
     tested to 30: 11, 12-15, 16-20, 21-30."""
-    edges = [trained + 1, trained + 2, int(1.5 * trained) + 1, 2 * trained + 1, longest + 1]
-    groups = []
-    for lo, hi in zip(edges, edges[1:]):
-        lo, hi = max(lo, groups[-1][1] + 1 if groups else lo), min(hi - 1, longest)
-        if lo <= hi:
-            groups.append((lo, hi))
-    return groups
+    starts = sorted({trained + 1, trained + 2, int(1.5 * trained) + 1, 2 * trained + 1, longest + 1})
+    starts = [s for s in starts if s <= longest + 1]
+    return [(lo, nxt - 1) for lo, nxt in zip(starts, starts[1:])]
 
 
 def beyond_by_step(results, task: str) -> tuple[list[tuple[int, int]], dict[tuple[str, tuple[int, int]],

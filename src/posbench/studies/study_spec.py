@@ -85,6 +85,9 @@ class StudyArm(Checked):
     # the rest of the row's grid kept, so an ablation is a row of the same table (checked like the task's own)
     task: dict[str, Any] = field(default_factory=dict)
 
+    def runs_on(self, task: TaskConfig) -> bool:
+        return not self.tasks or task.name in self.tasks
+
     def check(self) -> None:
         if not self.label or not self.label.replace("_", "").replace("-", "").isalnum():
             raise ConfigError(f"study.arms: label {self.label!r} must be a non-empty name of letters, digits, "
@@ -121,7 +124,7 @@ class StudyConfig(Checked):
             if unknown:
                 raise ConfigError(f"study.arms `{arm.label}`: tasks {unknown} are not in the study's tasks "
                                   f"{sorted(names)}")
-            for task in self.tasks:  # the changed options are checked now, before any cell trains
+            for task in filter(arm.runs_on, self.tasks):  # the changed options are checked before any cell trains
                 arm_task(arm, task)
         for key, values in self.vary.items():
             if not isinstance(values, list) or not values:
@@ -235,11 +238,9 @@ def expand(study: StudyConfig) -> list[Cell]:
         axes = dict(zip(keys, values))
         sub = _with_study_axes(study, axes)
         for task in study.tasks:
-            for arm in study.rows():
-                if arm.tasks and task.name not in arm.tasks:
-                    continue
-                for seed in study.seeds:
-                    cells.append(Cell(arm_task(arm, task), arm.pe, seed, axes, sub, arm))
+            for arm in filter(lambda a: a.runs_on(task), study.rows()):
+                row_task = arm_task(arm, task)  # once per row, not per seed: it goes through the strict loader
+                cells += [Cell(row_task, arm.pe, seed, axes, sub, arm) for seed in study.seeds]
     ids = [c.cell_id for c in cells]
     if len(set(ids)) != len(ids):
         raise ConfigError("two cells of the study have the same id (duplicate task/PE/arm label/seed entries?)")
