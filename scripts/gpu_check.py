@@ -9,6 +9,7 @@ fails alone, JSON goes under --out (default: $OUT) after each row, and the table
     python scripts/gpu_check.py pretrain --corpus data/gpu_corpus
     python scripts/gpu_check.py all --budget-s 560
     python scripts/gpu_check.py kernels --dry-run         # the same code on the CPU at toy sizes (a CI test)
+    python scripts/gpu_check.py studies --budget-s 540    # the long-context study and sweep on cuda, packed
 
 It imports only what the GPU machine's image has (torch, triton, transformers, pyarrow, pyyaml, tiktoken, numpy,
 safetensors, pytest): wandb is disabled, posbench comes from the source tree (src/ is put on sys.path).
@@ -29,10 +30,11 @@ import torch  # noqa: E402
 
 from posbench.cli.arg_types import nonnegative_float  # noqa: E402
 from posbench.cli.errors_cli import cli_entry  # noqa: E402
-from posbench.gpucheck import common, kernels, pretrain  # noqa: E402
+from posbench.gpucheck import common, kernels, pretrain, studies  # noqa: E402
 
-MODES = {"kernels": kernels, "pretrain": pretrain}
-# `all`: the share of the budget each mode gets, in order (the kernels' throughput sizes pretrain's run)
+MODES = {"kernels": kernels, "pretrain": pretrain, "studies": studies}
+# `all`: the modes it runs and the share of the budget each gets, in order (the kernels' throughput sizes
+# pretrain's run); `studies` runs posbench's own commands for results, not a check of the GPU path
 ALL_SHARES = {"kernels": 0.42, "pretrain": 1.0}
 
 
@@ -49,7 +51,7 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if not args.dry_run and not torch.cuda.is_available():
         p.error("no CUDA device is visible: run on a GPU machine, or add --dry-run for the CPU toy run")
-    modes = list(MODES) if args.mode == "all" else [args.mode]
+    modes = list(ALL_SHARES) if args.mode == "all" else [args.mode]
     total = args.budget_s or sum(MODES[m].default_budget_s(args.dry_run) for m in modes)
     common.allow_recompiles()
     budget = common.Budget(total)

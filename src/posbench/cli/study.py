@@ -3,6 +3,7 @@
     python scripts/study.py quickstart                        # built-in preset, minutes on a laptop CPU
     python scripts/study.py configs/study/full.yaml --out runs/full --workers 4
     python scripts/study.py quickstart --seeds 0 1 2 3 4      # any preset with other seeds
+    python scripts/study.py long_context --device cuda --workers 12   # cells side by side on one GPU
     POSBENCH_STUDY_SMOKE=1 python scripts/study.py quickstart # the same grid in seconds (CI; numbers meaningless)
 
 Re-running the same command skips finished cells. `posbench study ...` is the same command.
@@ -28,6 +29,13 @@ def main(argv=None) -> int:
     p.add_argument("--out", help="output directory (default runs/study_<name>)")
     p.add_argument("--workers", type=positive_int, help="parallel cell processes (default: the study's `workers`)")
     p.add_argument("--seeds", type=count, nargs="+", help="override the study's seeds")
+    p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
+                   help="where every cell trains and is scored (default cpu, where the presets' sizes and times were "
+                        "measured; auto: cuda when visible). On cuda the workers share the GPU, each training its "
+                        "cells one at a time; a cell run on another device than a finished one's is a different cell")
+    p.add_argument("--report-only", action="store_true",
+                   help="train nothing: write the report from finished cells (all of the grid, after --seeds), e.g. "
+                        "cells trained on a GPU machine and copied here (give the --device they ran with)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--batch-seeds", action="store_true",
                    help="train the cells that differ only in seed as one batched model (each seed as alone up to "
@@ -37,14 +45,21 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     from posbench.studies.study_runner import run_study
     from posbench.studies.study_spec import load_study, shrink_for_smoke
+    from posbench.training.device import pick_device
 
     study = load_study(args.study)  # bad input: one line `error: ...` from cli_entry
     if args.smoke or os.environ.get(SMOKE_ENV, "") not in ("", "0"):
         study = shrink_for_smoke(study)
     if args.seeds:
         study.seeds = args.seeds
+    # --report-only trains nothing: the device only names which finished cells are this study's
+    device = args.device if args.report_only else pick_device(
+        args.device, "--device cuda but no CUDA device is visible here: run where a GPU is, or leave --device out (cpu)")
+    if device != "cpu":  # an override like any other: it enters the cells' specs (results.json says the device)
+        study.overrides = [*study.overrides, f"train.device={device}"]
     out = Path(args.out or f"runs/study_{study.name}")
-    result = run_study(study, out, args.workers, progress=not args.no_progress, batch_seeds=args.batch_seeds)
+    result = run_study(study, out, args.workers, progress=not args.no_progress, batch_seeds=args.batch_seeds,
+                       report_only=args.report_only)
     print(result["table"])
     print(f"\n{result['cells']} cells ({result['ran']} run now) in {result['seconds']:.0f} s; "
           f"report: {out / 'report.md'}")

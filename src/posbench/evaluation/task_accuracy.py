@@ -24,6 +24,13 @@ from posbench.pe import PositionRangeError
 from posbench.targets import IGNORE
 
 
+def model_device(model) -> torch.device:
+    """Where the model's weights are (CPU for a stand-in without any): rows built on the CPU go there to be scored,
+    so a study or sweep trained on CUDA is scored where it trained."""
+    first = next(iter(model.parameters()), None) if hasattr(model, "parameters") else None
+    return torch.device("cpu") if first is None else first.device
+
+
 @dataclass
 class TaskScore:
     acc: float | None
@@ -45,21 +52,22 @@ def score_rows(model, inputs_BT: torch.Tensor, targets_BT: torch.Tensor, batch_s
                train_len: int | None = None, positions_BT: torch.Tensor | None = None) -> TaskScore:
     """`positions_BT`: the task's own position ids of the rows (`source.pad_positions`), fed as in training."""
     model.eval()
+    device = model_device(model)
     correct, total, loss_sum, per_example = 0, 0, 0.0, []
     hits_T = torch.zeros(inputs_BT.shape[1], dtype=torch.long)  # correct targets per position
     counts_T = torch.zeros(inputs_BT.shape[1], dtype=torch.long)  # targets per position
     try:
         for start in range(0, inputs_BT.shape[0], batch_size):
-            x, y = inputs_BT[start : start + batch_size], targets_BT[start : start + batch_size]
+            x, y = (t[start : start + batch_size].to(device) for t in (inputs_BT, targets_BT))
             # the keyword only with ids: a model with the plain forward (a stand-in, a wrapper) scores unchanged
-            ids = {} if positions_BT is None else {"data_pos_BT": positions_BT[start : start + batch_size]}
+            ids = {} if positions_BT is None else {"data_pos_BT": positions_BT[start : start + batch_size].to(device)}
             logits = model(x, **ids).logits.float()
             mask = y != IGNORE
             hit = (logits.argmax(-1) == y) & mask
             correct += int(hit.sum())
             total += int(mask.sum())
-            hits_T += hit.sum(0)
-            counts_T += mask.sum(0)
+            hits_T += hit.sum(0).cpu()
+            counts_T += mask.sum(0).cpu()
             loss_sum += float(F.cross_entropy(logits[mask], y[mask], reduction="sum"))
             per_example += (hit.sum(1).float() / mask.sum(1).clamp_min(1)).tolist()
     except PositionRangeError:
@@ -79,6 +87,7 @@ def generated_exact(model, task, examples, batch_size: int = 64) -> list[float] 
     by `task.answer_positions`. None ("n/a") when the PE cannot represent the lengths. Rows of one batch share
     their prompt and answer lengths (no padding)."""
     model.eval()
+    device = model_device(model)
     decode = greedy_cached if supports_cache(model) else greedy_recompute
     groups: dict[tuple[int, int], list[int]] = defaultdict(list)
     for i, ex in enumerate(examples):
@@ -89,10 +98,10 @@ def generated_exact(model, task, examples, batch_size: int = 64) -> list[float] 
         for (n_prompt, n_answer), rows in sorted(groups.items()):
             for start in range(0, len(rows), batch_size):
                 chunk = rows[start:start + batch_size]
-                prompt_BT = torch.from_numpy(np.stack([examples[i].tokens_T[:n_prompt] for i in chunk]))
+                prompt_BT = torch.from_numpy(np.stack([examples[i].tokens_T[:n_prompt] for i in chunk])).to(device)
                 positions = None
                 if examples[chunk[0]].positions_T is not None:
-                    pos_BT = torch.from_numpy(np.stack([examples[i].positions_T[:n_prompt] for i in chunk]))
+                    pos_BT = torch.from_numpy(np.stack([examples[i].positions_T[:n_prompt] for i in chunk])).to(device)
                     positions = DataPositions(pos_BT, task.answer_positions)
                 new_BN = decode(model, prompt_BT, n_answer, positions=positions)
                 for i, new in zip(chunk, new_BN.tolist(), strict=True):
@@ -107,5 +116,6 @@ def attention_probs(model, inputs_1T: torch.Tensor, positions_1T: torch.Tensor |
                     ) -> list[list[list[list[float]]]]:
     """[layer][head][query][key] attention probabilities for one example (eager reference); `positions_1T`: the
     task's own position ids, as score_rows takes them."""
-    ids = {} if positions_1T is None else {"data_pos_BT": positions_1T}
-    return [p[0].tolist() for p in model.attention_probs(inputs_1T, **ids)]
+    device = model_device(model)
+    ids = {} if positions_1T is None else {"data_pos_BT": positions_1T.to(device)}
+    return [p[0].tolist() for p in model.attention_probs(inputs_1T.to(device), **ids)]

@@ -17,12 +17,13 @@ import torch
 from posbench.data.tasks.source import TaskSource, eval_batch, pad_positions
 from posbench.data.tasks.task import build_task
 from posbench.errors import NonFiniteError
-from posbench.evaluation.task_accuracy import attention_probs, generated_exact, score_rows
+from posbench.evaluation.task_accuracy import attention_probs, generated_exact, model_device, score_rows
 from posbench.studies.batched_train import BatchedGroup, train_group, why_not_batched
 from posbench.studies.cell_config import cell_config
 from posbench.studies.length_grid import grid_result
 from posbench.studies.row_cache import CachedRows
 from posbench.studies.study_spec import Cell
+from posbench.training.device import device_name
 from posbench.training.loggers import read_metrics_text
 from posbench.training.loop import train
 
@@ -136,6 +137,7 @@ class CellScoring:
         self.phases.lap("eval")
         return {"cell_id": cell.cell_id, "task": cell.task.name, "pe": cell.label, "seed": cell.seed,
                 "arch": cfg.model.arch.name, "data_note": task.data_note,
+                "device": device_name(model_device(model)),
                 "axes": cell.axes, "chance": task.chance_accuracy, **final, "curve": self.curve,
                 "train_loss": train_loss,
                 "acc_by_length": {int(k): float(np.mean(v)) for k, v in sorted(by_length.items())},

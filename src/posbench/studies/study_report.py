@@ -6,7 +6,7 @@ from __future__ import annotations
 import csv
 import io
 import json
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
 
@@ -242,7 +242,8 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
              f"({interval_label(DEFAULT_METHOD, study.eval.confidence, len(study.seeds))}; docs/statistics.md says "
              "why this method). OOD examples are longer than "
              "any training example: *beyond train length* scores only their target positions past the "
-             "training length (extrapolation); *all positions* also counts the positions inside it.", "",
+             "training length (extrapolation); *all positions* also counts the positions inside it."
+             + devices_line(results), "",
              "## Summary", "", summary_table(rows, study), ""]
     ref = reference_table(rows, study)
     if ref:
@@ -280,6 +281,13 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
     write_text(out_dir / "results.json", json.dumps({"study": study.name, "cells": results}, indent=1, sort_keys=True))
     write_text(out_dir / "results.csv", to_csv(results))
     return summary_table(rows, study)
+
+
+def devices_line(results: list[dict]) -> str:
+    """Where the cells trained, e.g. " Trained on cuda: NVIDIA H100 80GB HBM3 (33 cells)." (results written before
+    cells recorded it count as cpu, the only device studies had then)."""
+    counts = Counter(r.get("device", "cpu") for r in results)
+    return " Trained on " + ", ".join(f"{d} ({n} cells)" for d, n in sorted(counts.items())) + "."
 
 
 def to_csv(results: list[dict]) -> str:

@@ -140,12 +140,14 @@ def _run_and_save(cells: list[Cell], out_dir: str) -> str:
 
 
 def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, progress: bool = True,
-              limit: int | None = None, batch_seeds: bool = False) -> dict:
+              limit: int | None = None, batch_seeds: bool = False, report_only: bool = False) -> dict:
     """`limit`: only the grid's first `limit` cells, reported on their own (scripts/bench_study.py).
     `batch_seeds`: cells that differ only in seed train as one batched model (studies/seed_groups.py), each
     seed as alone up to float rounding; off by default: on CPU at the presets' sizes it saves nothing
     measurable, and rounding differences grow over training into seed-sized differences of single cells
-    (docs/performance.md), so today's numbers stay byte-identical unless a study asks for it."""
+    (docs/performance.md), so today's numbers stay byte-identical unless a study asks for it.
+    `report_only`: train nothing; every cell must be finished already (e.g. trained on another machine, its
+    directory copied here), else a ConfigError names the missing ones."""
     out_dir = Path(out_dir)
     with user_paths():  # --out is the user's: a file in its way, no permission to write there
         for sub in ("cells", "specs", "logs", "work"):
@@ -153,6 +155,10 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
     cells = expand(study)[:limit]
     check_finished_cells(out_dir, cells)  # before any work: old cells are never reported as this study's
     todo = [c for c in cells if not finished(out_dir, c)]
+    if report_only and todo:
+        raise ConfigError(f"--report-only: {len(todo)} of {len(cells)} cells are not finished in {out_dir} (first: "
+                          f"{', '.join(c.cell_id for c in todo[:4])}); run without --report-only to train them, or "
+                          "narrow the grid (--seeds) to the finished ones")
     workers = min(workers or study.workers, max(1, len(todo)))
     groups = seed_groups(todo, workers, batch_seeds)
     separate = {}

@@ -26,6 +26,11 @@ def pick_device(requested: str, refusal: str) -> str:
     return requested
 
 
+def device_name(device: torch.device) -> str:
+    """What a result says it ran on: "cpu", or the GPU's name (e.g. "cuda: NVIDIA H100 80GB HBM3")."""
+    return f"cuda: {torch.cuda.get_device_name(device)}" if device.type == "cuda" else device.type
+
+
 def device_type_for(cfg: RunConfig) -> str:
     return pick_device(cfg.train.device, "train.device=cuda but no CUDA device is visible")
 
