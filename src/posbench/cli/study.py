@@ -54,7 +54,7 @@ def main(argv=None) -> int:
         study.seeds = args.seeds
     # --report-only trains nothing: the device only names which finished cells are this study's
     device = args.device if args.report_only else pick_device(
-        args.device, "--device cuda but no CUDA device is visible here: run where a GPU is, or leave --device out (cpu)")
+        args.device, "--device cuda but no CUDA device is visible here: run where a GPU is, or leave --device out")
     if device != "cpu":  # an override like any other: it enters the cells' specs (results.json says the device)
         study.overrides = [*study.overrides, f"train.device={device}"]
     out = Path(args.out or f"runs/study_{study.name}")

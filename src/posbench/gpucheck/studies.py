@@ -151,8 +151,8 @@ def run(args, budget: Budget, out: Path | None) -> ModeResult:
         packed = pack(job.out, (out or job.out.parent) / f"{name}.tar.gz") if job.out.exists() else 0
         status = "stopped at the budget" if stopped else ("ok" if proc.returncode == 0 else "error")
         note = {"error": "SIGTERM at the budget; its finished cells and runs are packed"} if stopped else {}
-        report.add("jobs", {"job": name, "status": status, **note, "returncode": proc.returncode, "wall_s": round(wall, 1),
-                            "cells": finished_cells(job.out), "files_packed": packed,
+        report.add("jobs", {"job": name, "status": status, **note, "returncode": proc.returncode,
+                            "wall_s": round(wall, 1), "cells": finished_cells(job.out), "files_packed": packed,
                             "commands": [" ".join(c) for c in job.commands]})
     text = common.markdown_table("studies: jobs on the device", report.tables["jobs"], [
         ("job", "job", ""), ("status", "status", ""), ("wall_s", "wall s", ".0f"), ("cells", "study cells", ""),
