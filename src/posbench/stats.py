@@ -31,7 +31,7 @@ DEFAULT_METHOD = "t_interval"
 class Summary:
     n: int
     mean: float | None
-    lo: float | None  # None with n >= 2: the method gives no interval at this many seeds
+    lo: float | None  # None: the method gives no interval at this many seeds (one seed never has one)
     hi: float | None
     method: str = ""  # the INTERVALS key that made lo/hi ("" when built by hand)
     confidence: float | None = None
@@ -174,9 +174,8 @@ def _interval(values, confidence: float, method: str, n_boot: int, seed: int) ->
     if vals.size == 0:
         return Summary(0, None, None, None, method, confidence)
     mean = float(vals.mean())
-    if vals.size == 1:
-        return Summary(1, mean, mean, mean, method, confidence)
-    if vals.size < spec.min_seeds:
+    # one seed has no spread, so no interval (lo = hi = the value would read as a verdict to a judge)
+    if vals.size < max(2, spec.min_seeds):
         return Summary(int(vals.size), mean, None, None, method, confidence)
     lo, hi = spec.fn(vals[None, :], confidence, n_boot, seed)
     if np.isnan(lo[0]) or np.isnan(hi[0]):

@@ -66,3 +66,10 @@ def test_section_and_heatmaps(tmp_path):
         r.cfg.train = SimpleNamespace(out_dir=str(tmp_path / "r"))
     paths = all_plots(RUNS, RESULTS, tmp_path)
     assert tmp_path / "plots" / "long_context_niah_multikey_heatmaps.png" in paths
+
+
+def test_one_seed_decides_nothing_against_the_random_needle():
+    """One seed far above the random needle's 25% (alibi's 90%) is still one seed: no interval, no verdict (the
+    report said "yes" from a single run)."""
+    text = lcr.multikey_at_2x(SWEEP, [RUNS[2]], RESULTS, ["nano"], ["alibi"])
+    assert text.splitlines()[2].endswith("| 80.0 | 0.0% | 25.0% | inconclusive (no interval) |")
