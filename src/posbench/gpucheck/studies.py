@@ -36,7 +36,7 @@ PACK_S = 20.0  # seconds kept at the end for stopping the jobs and packing their
 class Job:
     name: str
     out: Path  # the folder its commands write, packed at the end
-    commands: list[list[str]]  # posbench argument lists, run in order, each whatever the one before it did
+    commands: list[list[str]]  # posbench argument lists, run in order, a later one also after an earlier one failed
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
