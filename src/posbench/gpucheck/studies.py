@@ -77,7 +77,8 @@ def start(job: Job, out: Path | None) -> subprocess.Popen:
     script = " ; ".join(" ".join([python, "-m", "posbench", *(_quote(a) for a in cmd)]) for cmd in job.commands)
     log = (out or job.out) / f"{job.name}.log"
     log.parent.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([src, os.environ.get("PYTHONPATH", "")]),
+    paths = [src, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]  # no empty entry (= the cwd)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(paths),
            "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1", "WANDB_MODE": "disabled"}
     print(f"[studies] {job.name}: {script}", flush=True)
     return subprocess.Popen(["bash", "-c", script], stdout=log.open("w"), stderr=subprocess.STDOUT, env=env,
@@ -110,7 +111,7 @@ def kept(path: Path, folder: Path) -> bool:
     rel = path.relative_to(folder)
     if SKIP_DIRS & set(rel.parts) or any(path.match(p) for p in SKIP_FILES):
         return False
-    step = next((p for p in path.relative_to(folder).parents if p.name.startswith("step_")), None)
+    step = next((p for p in rel.parents if p.name.startswith("step_")), None)
     return step is None or step.name == max(d.name for d in (folder / step).parent.glob("step_*"))
 
 

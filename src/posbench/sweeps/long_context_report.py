@@ -84,9 +84,7 @@ def multikey_at_2x(sweep: SweepConfig, runs: list[Run], results: dict[str, dict]
             s = interval(vals[(g, pe)], sweep.confidence, n_boot=sweep.n_boot, bounds=(0.0, 1.0))
             pick = max((x for x in guess[(g, pe)] if x is not None), default=None)
             b = max((x for x in base[(g, pe)] if x is not None), default=None)
-            # one seed: `interval` shows the value alone (lo = hi = the value), which is no interval to judge by
-            no_interval = s.lo is None or s.n < 2
-            above = ("n/a" if s.mean is None or pick is None else "inconclusive (no interval)" if no_interval else
+            above = ("n/a" if s.mean is None or pick is None else "inconclusive (no interval)" if s.lo is None else
                      "yes" if s.lo > pick else "no" if s.hi <= pick else "inconclusive")
             rows.append([g, pe, s.fmt(True), pct(b), pct(pick), above])
     return table(["runs", "PE", "exact match % at 2x", "baseline (chance / commonest)", "random needle's value",
