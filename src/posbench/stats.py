@@ -13,6 +13,10 @@ reports.
 Decisions are three-valued: shown, refuted, or neither ("inconclusive"). `decide()` turns a relation
 (`>`, `>=` with a margin, `~` within a margin) into p-values for "shown" and for "refuted"; tables of many
 decisions adjust them with Holm (family-wise error) or Benjamini-Hochberg (false discovery rate).
+
+A value is None (n/a) or a finite real number: `value_problem` is the one rule, which every reader of results
+applies where it reads them (studies/cell_result.py for cells) and every function here applies to what it is given,
+so a NaN, an infinity or a string is refused (DataError), never turned into an interval or a p-value.
 """
 
 from __future__ import annotations
@@ -25,7 +29,33 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats as sps
 
+from posbench.errors import DataError, brief
+
 DEFAULT_METHOD = "t_interval"
+
+
+def value_problem(value) -> str | None:
+    """Why `value` is not a result value (None = n/a, or a finite real number; a bool is not one), or None when
+    it is one: "nan, not a finite number", "'0.5', not a number"."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return f"{brief(value, 40)}, not a number"
+    if not math.isfinite(value):
+        return f"{float(value)}, not a finite number"
+    return None
+
+
+def checked(values, what: str = "a per-seed value") -> list:
+    """`values` as a list, each checked by `value_problem`: DataError at the first that is not None or a finite
+    number (NaN differences would otherwise read as p = 1, a NaN mean as "no interval")."""
+    out = list(values)
+    for v in out:
+        problem = value_problem(v)
+        if problem is not None:
+            raise DataError(f"{what} is {problem}: a result that is not a finite number is refused, not judged; "
+                            "find the run or cell that gave it and run it again")
+    return out
 
 @dataclass
 class Summary:
@@ -170,7 +200,7 @@ def interval(values, confidence: float = 0.95, method: str = DEFAULT_METHOD, n_b
 
 def _interval(values, confidence: float, method: str, n_boot: int, seed: int) -> Summary:
     spec = INTERVALS[method]
-    vals = np.asarray([v for v in values if v is not None], dtype=np.float64)
+    vals = np.asarray([v for v in checked(values) if v is not None], dtype=np.float64)
     if vals.size == 0:
         return Summary(0, None, None, None, method, confidence)
     mean = float(vals.mean())
@@ -190,7 +220,7 @@ def bootstrap_ci(values, confidence: float = 0.95, n_boot: int = 10000, seed: in
 
 
 def success_rate(values, threshold: float) -> float | None:
-    vals = [v for v in values if v is not None]
+    vals = [v for v in checked(values) if v is not None]
     return None if not vals else sum(v >= threshold for v in vals) / len(vals)
 
 
@@ -209,6 +239,7 @@ class Comparison:
 
 def paired_diffs(a_by_seed: dict, b_by_seed: dict) -> list[float]:
     """a - b on the seeds both have a value for, in seed order."""
+    checked([*a_by_seed.values(), *b_by_seed.values()])
     seeds = sorted(s for s in a_by_seed if s in b_by_seed and a_by_seed[s] is not None and b_by_seed[s] is not None)
     return [a_by_seed[s] - b_by_seed[s] for s in seeds]
 
@@ -226,7 +257,7 @@ def paired(a_by_seed: dict, b_by_seed: dict, a: str, b: str, confidence: float, 
 
 def _t_stats(diffs) -> tuple[int, float, float] | None:
     """(n, mean, standard error) of the non-None values; None below the t-interval's minimum seeds."""
-    vals = np.asarray([d for d in diffs if d is not None], dtype=np.float64)
+    vals = np.asarray([d for d in checked(diffs, "a paired difference") if d is not None], dtype=np.float64)
     if vals.size < max(2, INTERVALS[DEFAULT_METHOD].min_seeds):
         return None
     return int(vals.size), float(vals.mean()), spread(vals) / math.sqrt(vals.size)
@@ -252,7 +283,7 @@ def p_above(diffs, bound: float) -> float | None:
 
 def p_below(diffs, bound: float) -> float | None:
     """One-sided t test p-value of "the mean difference is below `bound`" (H0: mean >= bound)."""
-    flipped = [None if d is None else -d for d in diffs]
+    flipped = [None if d is None else -d for d in checked(diffs, "a paired difference")]
     return p_above(flipped, -bound)
 
 
@@ -353,7 +384,7 @@ def seeds_needed(diffs, confidence: float = 0.95, rel: str = ">", margin: float 
     mean and standard deviation. None with fewer than two seeds, when no number of seeds decides it (a mean
     difference of exactly 0 for `>`, exactly on the margin for `>=`/`~`, or no margin), or beyond `limit`. Before any
     adjustment for many comparisons: a Holm-adjusted table may need more."""
-    vals = np.asarray([d for d in diffs if d is not None], dtype=np.float64)
+    vals = np.asarray([d for d in checked(diffs, "a paired difference") if d is not None], dtype=np.float64)
     if vals.size < 2 or (rel != ">" and margin is None):
         return None
     m, sd = float(vals.mean()), spread(vals)

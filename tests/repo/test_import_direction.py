@@ -210,8 +210,10 @@ def test_the_reader_sees_lazy_and_relative_imports(tmp_path):
 CLI = ("posbench.cli",)
 SHIMS = {"__main__.py", "data/prepare_fineweb.py", "evaluation/prepare_data.py", "app/__main__.py"}
 # The bottom layer (design rules: an error carries its exit code; say a thing once; bounded at every border):
-# errors carry exit codes, fileio writes atomically, stats summarises numbers, yaml_io reads YAML bounded.
-BOTTOM = {"errors.py": (), "fileio.py": ("posbench.errors",), "stats.py": (), "yaml_io.py": ("posbench.errors",)}
+# errors carry exit codes, fileio writes atomically, stats summarises numbers (and refuses a value that is not a
+# finite number with a DataError), yaml_io reads YAML bounded.
+BOTTOM = {"errors.py": (), "fileio.py": ("posbench.errors",), "stats.py": ("posbench.errors",),
+          "yaml_io.py": ("posbench.errors",)}
 
 
 def test_nothing_outside_cli_imports_a_command():

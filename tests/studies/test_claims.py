@@ -5,7 +5,7 @@ needs 6 seeds: hence 6 here); alternating signs straddle 0."""
 import pytest
 
 from posbench.config_loader import from_dict
-from posbench.errors import ConfigError
+from posbench.errors import ConfigError, DataError
 from posbench.studies.claims import ClaimConfig, check_claims, claims_section, judge, parse_order, verdict
 from posbench.studies.study_spec import StudyConfig
 
@@ -105,3 +105,21 @@ def test_a_claim_naming_what_the_study_lacks_stops_before_any_work():
         from_dict(StudyConfig, {**base, "claims": [{"order": "none > alibi", "metric": "ood_accuracy"}]})
     study = from_dict(StudyConfig, {**base, "claims": [{"order": "none >= alibi > rope ~ 0.5"}]})
     assert study.claims[0].names == ["none", "alibi", "rope"]
+
+
+@pytest.mark.parametrize("order", ["rope > rope", "rope >= rope", "rope > alibi > rope", "rope ~ 0 ~ rope"])
+def test_item13_a_claim_naming_a_pe_twice_is_refused(order):
+    """Item 13: a sweep claim `rope > rope` was accepted and judged (a PE against itself)."""
+    with pytest.raises(ConfigError, match="`rope` named twice"):
+        parse_order(order)
+    with pytest.raises(ConfigError, match="`rope` named twice"):
+        from_dict(ClaimConfig, {"order": order}, "claim")
+
+
+def test_item2_a_claim_on_a_value_that_is_not_a_finite_number_is_refused_not_judged():
+    """Item 2: NaN per-seed differences were judged (as p = 1.0)."""
+    by_pe = {"a": const(0.9), "b": {**const(0.5), 3: float("nan")}}
+    with pytest.raises(DataError, match="nan, not a finite number"):
+        judge(ClaimConfig("a > b"), by_pe, 0.95, 2000)
+    with pytest.raises(DataError, match="'x', not a number"):
+        judge(ClaimConfig("a > 0.5"), {"a": {**const(0.9), 0: "x"}}, 0.95, 2000)

@@ -31,7 +31,17 @@ from dataclasses import dataclass, field
 
 from posbench.config_loader import Checked, nearest
 from posbench.errors import ConfigError
-from posbench.stats import DEFAULT_METHOD, Decision, Summary, decide, holm, interval, seeds_needed
+from posbench.stats import (
+    DEFAULT_METHOD,
+    Decision,
+    Summary,
+    checked,
+    decide,
+    holm,
+    interval,
+    paired_diffs,
+    seeds_needed,
+)
 
 # What difference a claim's `>=` and `~` ignore, per metric, in its units: 2 accuracy points, 0.02 nats of
 # loss, 0.05 perplexity per doubling of the context. A statement of what matters, never read off the seeds.
@@ -87,6 +97,11 @@ def parse_order(order: str) -> tuple[list[str], list[str]]:
     if all(_is_number(t) for t in terms[:2]) or any(_is_number(a) and _is_number(b)
                                                     for a, b in zip(terms, terms[1:])):
         raise ConfigError(f"claim order {order!r}: two numbers side by side compare nothing")
+    names = [t for t in terms if not _is_number(t)]
+    twice = sorted({t for t in names if names.count(t) > 1})
+    if twice:  # `rope > rope` compares a PE with itself; `rope > alibi > rope` contradicts itself
+        raise ConfigError(f"claim order {order!r}: {', '.join(f'`{t}`' for t in twice)} named twice; a claim "
+                          "orders different PEs, each named once")
     return terms, rels
 
 
@@ -144,12 +159,11 @@ def judge(claim: ClaimConfig, by_pe: dict[str, dict], confidence: float, n_boot:
     for a, rel, b in zip(terms, rels, terms[1:]):
         va, vb = _values(a, by_pe), _values(b, by_pe)
         if isinstance(va, float):  # constant on the left: flip to keep "PE - constant"
-            diffs = [va - x for x in vb.values() if x is not None]
+            diffs = [va - x for x in checked(vb.values()) if x is not None]
         elif isinstance(vb, float):
-            diffs = [x - vb for x in va.values() if x is not None]
+            diffs = [x - vb for x in checked(va.values()) if x is not None]
         else:
-            seeds = sorted(s for s in va if s in vb and va[s] is not None and vb[s] is not None)
-            diffs = [va[s] - vb[s] for s in seeds]
+            diffs = paired_diffs(va, vb)
         out.append(Relation(a, rel, b, interval(diffs, confidence, DEFAULT_METHOD, n_boot),
                             decide(diffs, rel, margin), diffs, 1 - confidence))
     return out

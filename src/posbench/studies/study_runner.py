@@ -26,6 +26,7 @@ from posbench.config_loader import to_dict
 from posbench.errors import ConfigError, user_paths
 from posbench.fileio import write_text
 from posbench.procpool import call_logged, run_jobs
+from posbench.studies.cell_result import cell_problem, loads_cell
 from posbench.studies.seed_groups import seed_groups
 from posbench.studies.study_plots import all_plots
 from posbench.studies.study_report import write_outputs
@@ -58,48 +59,62 @@ def cell_spec(cell: Cell) -> str:
     return json.dumps(spec, sort_keys=True, default=str)
 
 
-CELL_KEYS = ("cell_id", "task", "pe", "seed", "axes")  # what every report reads of a cell result
-
-
-def cell_problem(text: str, cell_id: str | None = None) -> str | None:
-    """Why `text` is not a finished cell's result (None when it is): not JSON, not an object, a key missing,
-    or another cell's id. Cell files are written atomically, so this means a damaged or hand-edited file."""
-    try:
-        data = json.loads(text)
-    except ValueError as e:
-        return f"not JSON ({e})"
-    if not isinstance(data, dict):
-        return f"a JSON {type(data).__name__}, not a cell's result object"
-    missing = [k for k in CELL_KEYS if k not in data]
-    if missing:
-        return f"no {', '.join(missing)}"
-    if cell_id is not None and data["cell_id"] != cell_id:
-        return f"holds cell {data['cell_id']!r}, not {cell_id!r}"
-    return None
+def damage(out_dir: Path, cell: Cell) -> str | None:
+    """Why the cell's result file is not this cell's finished result (studies/cell_result.py), None when it is one
+    or when there is no file."""
+    path = cell_path(out_dir, cell)
+    return cell_problem(path.read_text(errors="replace"), cell.cell_id) if path.is_file() else None
 
 
 def finished(out_dir: Path, cell: Cell) -> bool:
-    """A cell whose result file exists and reads as its result; a damaged one is said and run again."""
+    """A cell whose result file exists and reads as its result. A damaged or foreign one is said and moved aside,
+    to `<cell_id>.json.damaged` (kept: nothing written is lost), and the cell runs again."""
     path = cell_path(out_dir, cell)
-    if not path.is_file():
-        return False
-    problem = cell_problem(path.read_text(errors="replace"), cell.cell_id)
+    problem = damage(out_dir, cell)
     if problem is not None:
-        tqdm.write(f"{path}: {problem}; running the cell again")
-        path.unlink()
-        return False
-    return True
+        kept = path.with_name(path.name + ".damaged")
+        os.replace(path, kept)
+        tqdm.write(f"{path}: {problem}; moved to {kept}, running the cell again")
+    return path.is_file()
+
+
+def report_only_refusal(out_dir: Path, cells: list[Cell]) -> str | None:
+    """Why `--report-only` cannot report these cells from `out_dir` (unfinished, damaged or foreign cells named),
+    None when every one is finished; it reads and changes nothing else."""
+    damaged = [f"{c.cell_id} ({problem})" for c in cells if (problem := damage(out_dir, c)) is not None]
+    missing = [c.cell_id for c in cells if not cell_path(out_dir, c).is_file()]
+    if damaged:
+        return (f"--report-only: {len(damaged)} of {len(cells)} cell files in {out_dir / 'cells'} are not their "
+                f"cells' results: {'; '.join(damaged[:3])}; nothing was changed. Move them aside, or run without "
+                "--report-only (which keeps each as <cell>.json.damaged and trains the cell again)")
+    if missing:
+        return (f"--report-only: {len(missing)} of {len(cells)} cells are not finished in {out_dir} (first: "
+                f"{', '.join(missing[:4])}); run without --report-only to train them, or narrow the grid (--seeds) "
+                "to the finished ones")
+    return None
+
+
+def recorded_spec(out_dir: Path, cell: Cell) -> dict | None:
+    """The settings a finished cell was made with: its spec file, else the spec the cell's result carries (cells
+    keep their own since specs/ can be lost); None for a cell from before either was kept, or a damaged one."""
+    path, result = spec_path(out_dir, cell), cell_path(out_dir, cell)
+    if not result.is_file():
+        return None
+    if path.is_file():
+        return json.loads(path.read_text())
+    if damage(out_dir, cell) is not None:
+        return None
+    return json.loads(result.read_text()).get("spec")
 
 
 def check_finished_cells(out_dir: Path, cells: list[Cell]) -> None:
     """ConfigError when a finished cell in `out_dir` was made with other settings than this study's cell of the
-    same name. A cell from before specs were kept (no spec file) is reused as it always was."""
+    same name. A cell from before specs were kept (no spec file, none in the result) is reused as it always was."""
     stale = []
     for cell in cells:
-        path = spec_path(out_dir, cell)
-        if not (cell_path(out_dir, cell).is_file() and path.is_file()):
+        old, new = recorded_spec(out_dir, cell), json.loads(cell_spec(cell))
+        if old is None:
             continue
-        old, new = json.loads(path.read_text()), json.loads(cell_spec(cell))
         rename_prope_fraction(old)  # a spec recorded before a setting was renamed names it as it is now
         if old != new:
             stale.append(f"{cell.cell_id} ({', '.join(k for k in sorted(new) if old.get(k) != new[k])})")
@@ -129,7 +144,9 @@ def _run_and_save(cells: list[Cell], out_dir: str) -> str:
     results = run_group(cells, out / "work", phases)
     for cell, result in zip(cells, results):
         write_text(spec_path(out, cell), cell_spec(cell))  # first: a cell file is never without its spec
-        write_text(cell_path(out, cell), json.dumps(result, sort_keys=True))
+        # the cell carries its spec too (specs/ can be lost); a NaN is never written (allow_nan: a ValueError)
+        write_text(cell_path(out, cell), json.dumps({**result, "spec": json.loads(cell_spec(cell))}, sort_keys=True,
+                                                    allow_nan=False))
     phases.lap("other")
     _cpu_after_last_cell = time.process_time()
     # a group's seconds are shared evenly by its cells (they trained as one model)
@@ -149,16 +166,14 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
     `report_only`: train nothing; every cell must be finished already (e.g. trained on another machine, its
     directory copied here), else a ConfigError names the missing ones."""
     out_dir = Path(out_dir)
-    with user_paths():  # --out is the user's: a file in its way, no permission to write there
-        for sub in ("cells", "specs", "logs", "work"):
-            (out_dir / sub).mkdir(parents=True, exist_ok=True)
-    cells = expand(study)[:limit]
+    cells = expand(study)[:limit]  # a grid that cannot expand is refused before any directory is made
     check_finished_cells(out_dir, cells)  # before any work: old cells are never reported as this study's
+    if report_only and (refusal := report_only_refusal(out_dir, cells)):  # it moves, deletes and makes nothing
+        raise ConfigError(refusal)
+    with user_paths():  # --out is the user's: a file in its way, no permission to write there
+        for sub in () if report_only else ("cells", "specs", "logs", "work"):
+            (out_dir / sub).mkdir(parents=True, exist_ok=True)
     todo = [c for c in cells if not finished(out_dir, c)]
-    if report_only and todo:
-        raise ConfigError(f"--report-only: {len(todo)} of {len(cells)} cells are not finished in {out_dir} (first: "
-                          f"{', '.join(c.cell_id for c in todo[:4])}); run without --report-only to train them, or "
-                          "narrow the grid (--seeds) to the finished ones")
     workers = min(workers or study.workers, max(1, len(todo)))
     groups = seed_groups(todo, workers, batch_seeds)
     separate = {}
@@ -185,7 +200,7 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
         raise RuntimeError(f"{len(failures)} jobs failed (logs in {out_dir / 'logs'}); re-run to retry them:\n"
                            + "\n".join(failures))
     report_cpu = time.process_time()
-    results = [json.loads(cell_path(out_dir, c).read_text()) for c in cells]
+    results = [loads_cell(cell_path(out_dir, c).read_text(), str(cell_path(out_dir, c)), c.cell_id) for c in cells]
     plots = all_plots(results, out_dir, study.eval.confidence)
     table = write_outputs(out_dir, results, study, plots)
     return {"table": table, "seconds": time.perf_counter() - t0, "ran": len(todo), "cells": len(cells),

@@ -30,7 +30,7 @@ from posbench.config import load_preset
 from posbench.config_loader import Checked, load, nested, to_dict
 from posbench.data.tasks.ruler_mix import RulerMix
 from posbench.data.tasks.task import TaskConfig, get_task_class
-from posbench.errors import ConfigError
+from posbench.errors import ConfigError, brief
 from posbench.model.arch import ArchConfig, DecoderArch
 from posbench.pe import PEConfig
 from posbench.pe.none import NoPE
@@ -118,6 +118,8 @@ class StudyConfig(Checked):
     def check(self) -> None:
         if not self.tasks or not (self.pes or self.arms) or not self.seeds:
             raise ConfigError("a study needs at least one task, one PE (or arm) and one seed")
+        if any(s < 0 for s in self.seeds):  # the task sources' seeds: refused here, before any cell's files exist
+            raise ConfigError(f"study.seeds must be integers >= 0, got {brief(self.seeds)}")
         names = {t.name for t in self.tasks}
         for arm in self.arms:
             unknown = sorted(set(arm.tasks) - names)
