@@ -7,7 +7,9 @@ Every PE pair's verdict on --metric as report.md gives it (paired t tests over s
 pairs: `>`/`<` shown to differ, `~` shown the same within the metric's margin, `?` inconclusive). The runs
 disagree (exit 1) when a pair is ordered one way in one run and the other way in the other, or when they hold
 different cells; verdicts decided in one run and not the other, and row means outside the other run's
-t-interval, are listed but are no contradiction (posbench/studies/study_compare.py).
+t-interval, are listed but are no contradiction (posbench/studies/study_compare.py). When no pair was judged in
+both runs (two seeds, one PE, PEs renamed) there is nothing to agree on: it says so and exits 1. A value that is not
+a finite number (NaN, inf, text) is bad input, exit 2, naming the file and the cell.
 """
 
 from __future__ import annotations
@@ -66,7 +68,11 @@ def main(argv=None) -> int:
                          (f"row means outside the other run's {args.confidence:.0%} t-interval", ag.numbers)):
         if lines:
             print(f"{title} ({len(lines)}):\n  " + "\n  ".join(lines))
-    print("same conclusions" if ag.same_conclusions else "the runs disagree")
+    if ag.nothing_judged:  # no verdict to agree on is not agreement: say so, and why it may be
+        print("no PE pair was judged in both runs (a pair needs 3 paired seeds and both PEs in both runs): "
+              "no conclusions to compare")
+    print("same conclusions" if ag.same_conclusions else
+          "not shown to reach the same conclusions" if ag.nothing_judged and not ag.cells else "the runs disagree")
     return 0 if ag.same_conclusions else 1
 
 

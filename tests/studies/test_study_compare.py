@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from posbench.errors import ConfigError
+from posbench.errors import ConfigError, DataError
 from posbench.studies.study_compare import compare, read_cells, verdicts
 
 
@@ -67,3 +67,56 @@ def test_a_damaged_results_file_is_bad_input_naming_it(tmp_path):
     bad.write_text(json.dumps({"cells": [{"cell_id": "x", "task": "t"}]}))
     with pytest.raises(ConfigError, match="cell 0 is not a cell's result \\(no pe, seed, axes\\)"):
         read_cells(bad)
+
+
+def write(tmp_path, name, cell_list):
+    (tmp_path / name).mkdir()
+    (tmp_path / name / "results.json").write_text(json.dumps({"study": "s", "cells": cell_list}))
+    return str(tmp_path / name)
+
+
+def test_item2_a_seed_that_is_not_a_finite_number_is_bad_input_not_same_conclusions(tmp_path, capsys):
+    """Item 2: with every RoPE seed NaN, compare_studies.py said "same conclusions" and exited 0."""
+    from scripts.compare_studies import main
+
+    nan = cells({**BASE, "a": [float("nan")] * 3})
+    before, after = write(tmp_path, "before", nan), write(tmp_path, "after", copy.deepcopy(nan))
+    assert main([before, after, "--n-boot", "200"]) == 2
+    err = capsys.readouterr().err
+    assert "cell 0" in err and "ood_beyond_acc is nan, not a finite number" in err
+    with pytest.raises(DataError, match="ood_beyond_acc is '0.9', not a number"):
+        compare(cells({**BASE, "a": ["0.9", 0.9, 0.9]}), cells(BASE), n_boot=200)
+
+
+def test_item3_no_pair_judged_in_both_runs_is_said_and_is_not_same_conclusions(tmp_path, capsys):
+    """Item 3: two seeds (no pair can be judged) gave "same conclusions", exit 0."""
+    from scripts.compare_studies import main
+
+    two = cells({pe: v[:2] for pe, v in BASE.items()})
+    ag = compare(two, copy.deepcopy(two), n_boot=200)
+    assert ag.pairs == 0 and not ag.same_conclusions
+    assert main([write(tmp_path, "a", two), write(tmp_path, "b", copy.deepcopy(two)), "--n-boot", "200"]) == 1
+    out = capsys.readouterr().out
+    assert "no PE pair was judged in both runs" in out
+    assert out.splitlines()[-1] == "not shown to reach the same conclusions"
+
+
+def test_item3_cells_are_matched_by_what_they_are_not_only_by_id():
+    """Item 3: cells were matched by id only: PEs renamed under the same ids gave "same conclusions" (no pair in
+    common was judged, and nothing said so)."""
+    before = cells(BASE)
+    after = copy.deepcopy(before)
+    for r in after:
+        r["pe"] = {"a": "x", "b": "y", "c": "z"}[r["pe"]]
+    ag = compare(before, after, n_boot=200)
+    assert not ag.same_conclusions
+    assert any("t a s0" in line and "t x s0" in line for line in ag.cells), ag.cells
+
+
+def test_item3_two_results_of_one_cell_are_refused(tmp_path):
+    """Item 3: a cell copied under another id was read as a second cell and overwrote the first's seed."""
+    dup = cells(BASE)
+    dup.append({**dup[0], "cell_id": "t_a_s0_copy"})
+    (tmp_path / "results.json").write_text(json.dumps({"cells": dup}))
+    with pytest.raises(ConfigError, match="cells 0 and 9 are both task t, PE a, seed 0"):
+        read_cells(tmp_path)

@@ -11,6 +11,11 @@ metric's margin) or `?` (inconclusive). Between two runs a pair's verdicts
   difference only some of the time;
 - and each row's mean of every metric in `NUMBERS` is checked against the other run's t-interval for that row
   (reported: a 95% interval misses a rerun's mean now and then by design).
+
+Cells are matched by what they are (task, PE, seed, axes), not only by id: runs whose cells differ (PEs renamed under
+the same ids, a seed missing) are said to. Runs in which no pair was judged in both (two seeds, one PE, PEs renamed)
+reach no conclusions to agree on: `Agreement.same_conclusions` is False and `nothing_judged` says why. Every cell is
+read through studies/cell_result.py, so a value that is not a finite number is refused, never compared.
 """
 
 from __future__ import annotations
@@ -20,11 +25,11 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from posbench.errors import ConfigError
+from posbench.errors import ConfigError, DataError
 from posbench.stats import DEFAULT_METHOD, interval, pairwise
+from posbench.studies.cell_result import problem_of
 from posbench.studies.claims import DEFAULT_MARGINS
 from posbench.studies.study_report import group_key
-from posbench.studies.study_runner import cell_problem
 
 NUMBERS = ("id_acc", "ood_beyond_acc", "ood_acc", "id_loss", "ood_loss")
 OPPOSITE = {">": "<", "<": ">"}
@@ -68,8 +73,35 @@ class Agreement:
     numbers: list[str] = field(default_factory=list)
 
     @property
+    def nothing_judged(self) -> bool:
+        """No PE pair was judged in both runs: there are no conclusions to agree on."""
+        return self.pairs == 0
+
+    @property
     def same_conclusions(self) -> bool:
-        return not self.cells and not self.contradictions
+        return not self.cells and not self.contradictions and not self.nothing_judged
+
+
+def identity(r: dict) -> str:
+    """What a cell is, whatever its id: "t a s0", with its axes."""
+    task, pe, axes = group_key(r)
+    return f"{task} {pe} s{r['seed']}" + "".join(f" {k}={v}" for k, v in axes)
+
+
+def check_cells(cells: list[dict], where: str) -> None:
+    """DataError naming the first cell that is not a cell's result (studies/cell_result.py: a value that is not a
+    finite number included), or two cells that are one (the same task, PE, seed and axes under two ids)."""
+    seen: dict[str, int] = {}
+    for i, cell in enumerate(cells):
+        problem = problem_of(cell)
+        if problem is not None:
+            raise DataError(f"{where}: cell {i} is not a cell's result ({problem}); rerun the study to rewrite it")
+        first = seen.setdefault(identity(cell), i)
+        if first != i:
+            task, pe, axes = group_key(cell)
+            raise DataError(f"{where}: cells {first} and {i} are both task {task}, PE {pe}, seed {cell['seed']}"
+                            f"{' at ' + str(dict(axes)) if axes else ''} ({cell['cell_id']!r}); one run holds each "
+                            "cell once: remove the copy")
 
 
 def compare(before: list[dict], after: list[dict], metric: str = "ood_beyond_acc", confidence: float = 0.95,
@@ -77,11 +109,14 @@ def compare(before: list[dict], after: list[dict], metric: str = "ood_beyond_acc
     """Every difference in conclusions between two runs of a study, sorted by kind. `slack`: how far outside an
     interval a mean may lie (an interval of identical seeds has width 0, and float rounding moves a loss in
     its 7th digit)."""
+    check_cells(before, "before")
+    check_cells(after, "after")
     out = Agreement()
-    ids_a, ids_b = {r["cell_id"] for r in before}, {r["cell_id"] for r in after}
-    if ids_a != ids_b:
-        out.cells.append(f"cells differ: only before {sorted(ids_a - ids_b)[:5]}, "
-                         f"only after {sorted(ids_b - ids_a)[:5]}")
+    for what, key in (("cell ids", lambda r: r["cell_id"]), ("cells (task, PE, seed)", identity)):
+        ids_a, ids_b = {key(r) for r in before}, {key(r) for r in after}
+        if ids_a != ids_b:
+            out.cells.append(f"{what} differ: only before {sorted(ids_a - ids_b)[:5]}, "
+                             f"only after {sorted(ids_b - ids_a)[:5]}")
     va, vb = verdicts(before, metric, confidence, n_boot), verdicts(after, metric, confidence, n_boot)
     for key in sorted(set(va) & set(vb), key=str):
         out.pairs += 1
@@ -122,8 +157,8 @@ def read_cells(path: str | Path) -> list[dict]:
     cells = data.get("cells") if isinstance(data, dict) else None
     if not isinstance(cells, list):
         raise ConfigError(f"{p}: not a study's results.json (no `cells` list)")
-    for i, cell in enumerate(cells):
-        problem = cell_problem(json.dumps(cell))
-        if problem is not None:
-            raise ConfigError(f"{p}: cell {i} is not a cell's result ({problem}); rerun the study to rewrite it")
+    try:
+        check_cells(cells, str(p))
+    except DataError as e:  # bad input as the file's other faults are (a ConfigError, exit 2)
+        raise ConfigError(str(e)) from None
     return cells
