@@ -26,10 +26,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from posbench.app.app_paths import LOCK, LOG, PID, SPEC, STATUS
+from posbench.app.app_paths import LOCK, LOG, PID, SPEC, START_LOCK, STATUS
 from posbench.app.runner_files import process_start, read_status, recorded_pid, write_pid
 from posbench.config_loader import from_dict, to_dict
-from posbench.errors import BadInputError
+from posbench.errors import BadInputError, user_paths
 from posbench.fileio import open_append, open_read, read_text_bounded, write_text
 from posbench.studies.study_runner import cell_path
 from posbench.studies.study_spec import StudyConfig, expand
@@ -73,25 +73,35 @@ def is_running(run_dir: Path) -> bool:
 def start(study: StudyConfig, run_dir: Path) -> bool:
     """Start (or resume) `study` in `run_dir` in a detached process; False when it is already running.
 
-    A directory that already holds a different study is refused: its finished cells belong to that one."""
+    A directory that already holds a different study is refused: its finished cells belong to that one. Atomic
+    against another Start of the same name (two tabs at once): the directory is created exclusively (os.mkdir),
+    and the check of its spec, the spec's writing and the worker's start happen under an exclusive lock on its
+    start.lock, so one Start starts the study and the other finds it there (running, or another study: refused)."""
     run_dir = Path(run_dir)
-    if _active(run_dir):
-        return False
-    spec = json.dumps(to_dict(study), sort_keys=True, indent=1)
-    # compared as typed configs: a spec.json written before a setting existed holds its default
-    if os.path.lexists(run_dir / SPEC) and json.dumps(to_dict(read_spec(run_dir)), sort_keys=True) != \
-            json.dumps(to_dict(study), sort_keys=True):
-        raise StudyNameTaken(f"{run_dir} already holds another study; choose another name")
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_text(run_dir / SPEC, spec)
-    (run_dir / STATUS).unlink(missing_ok=True)
-    with open_append(run_dir / LOG, "ab") as log:
-        # a new session: the worker is not in the page server's process group, so stopping or reloading
-        # the server, or a closed tab, does not signal it
-        proc = subprocess.Popen([sys.executable, "-m", "posbench.app.worker", str(run_dir)],
-                                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                close_fds=True)
-    write_pid(run_dir, proc.pid)  # "running" from now on, before the worker takes its lock
+    with user_paths(f"study directory {run_dir}"):
+        run_dir.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.mkdir(run_dir)
+        except FileExistsError:
+            if run_dir.is_symlink() or not run_dir.is_dir():
+                raise StudyNameTaken(f"{run_dir} exists and is not a study directory; choose another name") from None
+    with open_append(run_dir / START_LOCK) as lock:  # never through a link planted there (LinkError)
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes, also if this raises
+        # compared as typed configs: a spec.json written before a setting existed holds its default
+        if os.path.lexists(run_dir / SPEC) and json.dumps(to_dict(read_spec(run_dir)), sort_keys=True) != \
+                json.dumps(to_dict(study), sort_keys=True):
+            raise StudyNameTaken(f"{run_dir} already holds another study; choose another name")
+        if _active(run_dir):
+            return False
+        write_text(run_dir / SPEC, json.dumps(to_dict(study), sort_keys=True, indent=1))
+        (run_dir / STATUS).unlink(missing_ok=True)
+        with open_append(run_dir / LOG, "ab") as log:
+            # a new session: the worker is not in the page server's process group, so stopping or reloading
+            # the server, or a closed tab, does not signal it
+            proc = subprocess.Popen([sys.executable, "-m", "posbench.app.worker", str(run_dir)],
+                                    stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                    start_new_session=True, close_fds=True)
+        write_pid(run_dir, proc.pid)  # "running" from now on, before the worker takes its lock
     # the page server is the worker's parent: a thread waits for its exit status, so a study that finishes on its
     # own does not stay <defunct> under the server for as long as the server runs
     threading.Thread(target=proc.wait, name=f"reap-worker-{proc.pid}", daemon=True).start()

@@ -13,6 +13,7 @@ from posbench.app.app_paths import SPEC
 from posbench.app.background import read_spec
 from posbench.errors import DataError
 from posbench.fileio import read_text_bounded
+from posbench.studies.cell_result import problem_of
 from posbench.studies.study_spec import StudyConfig
 from posbench.training.loggers import read_metrics_text
 
@@ -68,9 +69,18 @@ def read_metrics(path: Path) -> list[dict]:
 
 
 def read_cells(study_dir: Path) -> list[dict]:
-    """The finished cells of a study, also while it runs (cells/*.json are written atomically)."""
+    """The finished cells of a study, also while it runs (cells/*.json are written atomically), each read by the
+    study's own cell reader (studies/cell_result.py): a value that is not a finite number is NotAnOutput naming it."""
     cells_dir = Path(study_dir) / "cells"
-    return [read_json(p, MAX_CELL_BYTES) for p in sorted(cells_dir.glob("*.json"))] if cells_dir.is_dir() else []
+    paths = sorted(cells_dir.glob("*.json")) if cells_dir.is_dir() else []
+    return [checked_cell(read_json(p, MAX_CELL_BYTES), str(p)) for p in paths]
+
+
+def checked_cell(data: dict, where: str) -> dict:
+    problem = problem_of(data)
+    if problem is not None:
+        raise NotAnOutput(f"{where}: {problem}; a cell's values are numbers or null (n/a), so this one is not shown")
+    return data
 
 
 def in_study_order(cells: list[dict], cell_ids: list[str]) -> list[dict]:
@@ -140,7 +150,8 @@ def open_output(path: str | Path) -> StudyOutput | EvalOutput:
     if results.is_file():
         data = read_json(results)
         if isinstance(data.get("cells"), list):
-            return StudyOutput(results.parent, str(data.get("study", results.parent.name)), data["cells"],
+            cells = [checked_cell(c, f"{results}: cell {i}") for i, c in enumerate(data["cells"])]
+            return StudyOutput(results.parent, str(data.get("study", results.parent.name)), cells,
                                _spec(results.parent))
         if isinstance(data.get("suites"), dict):
             return EvalOutput(results.parent, [data], {data.get("label", "?"): _run_losses(data)})

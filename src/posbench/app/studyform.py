@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -14,12 +15,16 @@ import yaml
 from posbench.config_loader import from_dict, parse_override, to_dict
 from posbench.cpu_speed import matmul_rate
 from posbench.data.tasks.task import build_task
-from posbench.errors import ConfigError
+from posbench.errors import ConfigError, clip
 from posbench.procpool import usable_cores
 from posbench.studies.cell_config import cell_config
 from posbench.studies.study_spec import StudyConfig, expand, load_study
 
 DIMS = ("d_model", "n_heads", "n_layers", "d_ff")  # model fields the form sets; other overrides are kept
+# a study's name is its run directory's: ASCII that every file system and URL takes as is, far below NAME_MAX (255
+# bytes), so a 300-character name is refused here and never reaches mkdir as `File name too long`
+MAX_NAME = 100
+NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_NAME - 1}}}")
 
 
 def defaults() -> dict:
@@ -62,8 +67,9 @@ def parse_seeds(text: str) -> list[int]:
 def build_study(form: dict) -> StudyConfig:
     """Raises ConfigError naming the field at fault."""
     name = str(form["name"]).strip()
-    if not name or any(c in name for c in "/\\") or name.startswith("."):
-        raise ConfigError(f"study name `{name}`: needs a plain name (it names the run directory)")
+    if not NAME.fullmatch(name):
+        raise ConfigError(f"study name `{clip(name, 40)}`: use 1 to {MAX_NAME} letters, digits, `_`, `-` or `.`, "
+                          "starting with a letter or digit (it names the run directory and the page's address)")
     overrides = list(form.get("other_overrides", [])) + [f"model.{d}={int(form[d])}" for d in DIMS]
     study = from_dict(StudyConfig, {
         "name": name, "tasks": parse_tasks(form["tasks"]), "pes": [{"name": p} for p in form["pes"]],

@@ -73,7 +73,7 @@ def _form(root) -> None:
             return
     try:
         started = background.start(study, root / study.name)
-    except (ConfigError, ValueError, FileExistsError) as e:
+    except (PosbenchError, ValueError, OSError) as e:  # another study's name, a file or no permission in the way
         st.error(f"Cannot start the study: {e}")
         return
     st.query_params["run"] = study.name
