@@ -180,21 +180,39 @@ def commonest_answer_line(runs: list[Run], results: dict[str, dict]) -> str:
     return ", ".join(f"{task} {both(splits)}" for task, splits in sorted(best.items()))
 
 
+def _data_text(cfg) -> str:
+    """What one run read: its shards (source, tokenizer, task mix), or the random tokens `train.stream=random`
+    gives, whose data config is never read and so is not described."""
+    if cfg.train.stream == "random":
+        return (f"uniform random tokens (`train.stream=random`: nothing to learn; no source, tokenizer or task mix is "
+                f"read), vocabulary {cfg.model.vocab_size}; training length {cfg.model.seq_len} tokens")
+    mix = cfg.data.mix
+    return (f"`{cfg.data.source.name}` source, tokenizer `{cfg.data.tokenizer.tag()}`, task mix "
+            + (f"{mix.ratio:.0%} of train {mix.unit} ({', '.join(t.name for t in mix.tasks)})"
+               if mix.active else "none")
+            + f"; training length {cfg.model.seq_len} tokens")
+
+
+def data_line(runs: list[Run]) -> str:
+    """The report's sentence on the data: one description when every run read the same kind of data, else one per
+    run group (a `vary` of train.stream or data.*)."""
+    by_group = {r.group: _data_text(r.cfg) for r in runs}
+    if len(set(by_group.values())) == 1:
+        return f"Data: {next(iter(by_group.values()))}."
+    return "Data (differs by run group): " + "; ".join(f"{g}: {text}" for g, text in by_group.items()) + "."
+
+
 def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], out_dir: Path,
                  plots: list[Path]) -> str:
     tables = build_tables(sweep, runs, results)
     commonest = commonest_answer_line(runs, results)
     groups = list(dict.fromkeys(r.group for r in runs))
     pes = list(dict.fromkeys(r.pe for r in runs))
-    first = runs[0].cfg
-    mix = first.data.mix
     ci = interval_label(DEFAULT_METHOD, sweep.confidence, len(sweep.seeds))
     parts = [f"# Sweep `{sweep.name}`", "",
              f"{len(runs)} runs: sizes {', '.join(sweep.sizes)}; PEs {', '.join(pes)}; seeds "
              f"{', '.join(map(str, sweep.seeds))}" + (f"; varied {', '.join(sweep.vary)}" if sweep.vary else "") + ".",
-             f"Data: `{first.data.source.name}` source, tokenizer `{first.data.tokenizer.tag()}`, task mix "
-             + (f"{mix.ratio:.0%} of train {mix.unit} ({', '.join(t.name for t in mix.tasks)})"
-                if mix.active else "none") + f"; training length {first.model.seq_len} tokens.",
+             data_line(runs),
              f"Every figure: mean over seeds [{ci}] (one seed: the value alone; fewer than 3: no interval, "
              "docs/statistics.md); "
              "n/a = the PE cannot represent that length. Throughput: throughput.md.", ""]
