@@ -187,7 +187,8 @@ def main(argv=None) -> int:
                      n_boot=study.eval.n_boot)
         problems = ag.cells + ag.contradictions  # what makes compare_studies.py exit 1
         print("conclusions: " + ("the same (scripts/compare_studies.py)" if ag.same_conclusions else
-                                 f"{len(problems)} differences:\n" + "\n".join(problems)))
+                                 f"{len(problems)} differences:\n" + "\n".join(problems) if problems else
+                                 "none to compare: no PE pair was judged in both runs (3 paired seeds needed)"))
     if args.json:
         Path(args.json).write_text(json.dumps(numbers if args.ab else numbers[modes[0][0]], indent=1))
     return 0

@@ -73,6 +73,10 @@ def test_item1_a_damaged_cell_is_moved_aside_not_deleted_when_the_study_runs(tra
     kept = out / "cells" / "k_back_rope_s0.json.damaged"
     assert kept.read_bytes() == good[:100] and f"moved to {kept}" in capsys.readouterr().out
     assert rope.read_bytes() == good  # the cell is deterministic in its seed
+    rope.write_bytes(good[:50])  # damaged again: the earlier copy stays, the new one goes beside it
+    assert study_main([str(mini(tmp_path)), "--out", str(out), "--no-progress"]) == 0
+    assert kept.read_bytes() == good[:100] and (out / "cells" / "k_back_rope_s0.json.damaged.1").read_bytes() == \
+        good[:50]
 
 
 @pytest.mark.parametrize("value, why", [("NaN", "nan, not a finite number"), ("Infinity", "inf, not a finite number"),

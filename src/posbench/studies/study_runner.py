@@ -72,7 +72,9 @@ def finished(out_dir: Path, cell: Cell) -> bool:
     path = cell_path(out_dir, cell)
     problem = damage(out_dir, cell)
     if problem is not None:
-        kept = path.with_name(path.name + ".damaged")
+        kept, n = path.with_name(path.name + ".damaged"), 1
+        while os.path.lexists(kept):  # an earlier damaged copy is kept too
+            kept, n = path.with_name(f"{path.name}.damaged.{n}"), n + 1
         os.replace(path, kept)
         tqdm.write(f"{path}: {problem}; moved to {kept}, running the cell again")
     return path.is_file()
