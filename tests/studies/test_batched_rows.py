@@ -5,6 +5,8 @@ rows train as one group per PE, saying so; a group's rows are read from tables o
 seed), shared by the members that read them."""
 
 import json
+import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -127,3 +129,19 @@ def _write(tmp_path) -> Path:
     path = tmp_path / "one.yaml"
     path.write_text(STUDY.replace("PE", "rope"))
     return path
+
+
+def test_workers_starting_one_task_and_seed_at_once_generate_its_rows_once(tmp_path):
+    task = build_task(load_study(str(_write(tmp_path))).tasks[0])
+    calls = []
+
+    class Counted(TaskSource):
+        def samples(self, indices):
+            calls.append(len(indices))
+            time.sleep(0.2)  # generation takes a while: the other worker arrives meanwhile
+            return super().samples(indices)
+
+    with ThreadPoolExecutor(3) as pool:
+        tables = list(pool.map(lambda _: CachedRows(Counted(task, 24, 0, n_val=4), 40, tmp_path / "rows"), range(3)))
+    assert calls == [40]  # once, for all three
+    assert all(torch.equal(t.x, tables[0].x) for t in tables)
