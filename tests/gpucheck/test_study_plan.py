@@ -9,34 +9,35 @@ import tarfile
 import pytest
 
 from posbench.cli.study import main as study_main
-from posbench.gpucheck.study_plan import Ask, cell_seconds, parse_ask, plan
+from posbench.gpucheck.study_plan import Ask, parse_ask, plan, seed_seconds
 from tests.gpucheck.test_gpu_check import run_isolated
 from tests.studies.test_study import mini
 
 
 def test_the_plan_gives_each_study_in_order_the_seeds_that_fit():
     asks = [Ask("quickstart", 20, 10), Ask("pe_zoo", 10, 10), Ask("long_context", 10, 10), Ask("mqar", 10, 10)]
-    rows = {"quickstart": 20, "pe_zoo": 52, "long_context": 11, "mqar": 8}
-    cell_s = {"quickstart": 0.05, "pe_zoo": 0.5, "long_context": 3.0, "mqar": 1.0}
-    picks = plan(asks, rows, cell_s, budget_s=540, start_s=20)
-    # quickstart: 1 s a seed (20 rows x 0.05 s), all 20 fit: 20 + 20 = 40 s, 500 left
-    # pe_zoo: 26 s a seed, (500 - 20) / 26 = 18.5 seeds fit, 10 asked: 20 + 260 = 280 s, 220 left
-    # long_context: 33 s a seed, (220 - 20) / 33 = 6.06 < 10: skipped (10 seeds need 20 + 330 = 350 s)
-    # mqar: 8 s a seed, (220 - 20) / 8 = 25, 10 asked: 20 + 80 = 100 s, 120 left
+    seed_s = {"quickstart": 1.0, "pe_zoo": 26.0, "long_context": 33.0, "mqar": 8.0}
+    picks = plan(asks, seed_s, budget_s=540, start_s=20)
+    # quickstart: all 20 seeds fit: 20 + 20 x 1 = 40 s, 500 left
+    # pe_zoo: (500 - 20) / 26 = 18.5 seeds fit, 10 asked: 20 + 260 = 280 s, 220 left
+    # long_context: (220 - 20) / 33 = 6.06 < 10: skipped (10 seeds need 20 + 330 = 350 s)
+    # mqar: (220 - 20) / 8 = 25, 10 asked: 20 + 80 = 100 s, 120 left
     assert [(p.ask.study, p.seeds, p.seconds) for p in picks] == [
         ("quickstart", 20, 40.0), ("pe_zoo", 10, 280.0), ("long_context", 0, 0.0), ("mqar", 10, 100.0)]
     assert picks[2].reason == "10 seeds need 350 s, 220 s left"
     # fewer seconds: the quickstart gets the seeds that fit, above its floor; nothing is left for the others
-    short = plan(asks[:2], rows, cell_s, budget_s=35, start_s=20)
+    short = plan(asks[:2], seed_s, budget_s=35, start_s=20)
     assert [(p.seeds, p.seconds) for p in short] == [(15, 35.0), (0, 0.0)]
     assert short[1].reason == "10 seeds need 280 s, 0 s left"
 
 
-def test_the_probe_scales_only_training_to_the_full_steps():
-    # 3 cells in 30 s, training 60% of their CPU time, at a tenth of the steps: 10 s a cell, of which 6 s train
-    # (x 10 = 60 s) and 4 s do not: 64 s a cell at the full steps
-    assert cell_seconds(30.0, 3, {"startup": 2.0, "rows": 0.0, "train": 6.0, "eval": 2.0}, 10.0) == pytest.approx(64)
-    assert cell_seconds(30.0, 3, {}, 10.0) == pytest.approx(100)  # no phases: all of it counted as training
+def test_the_probe_scales_training_and_rows_to_the_full_steps():
+    # 3 cells in 30 s (10 s a cell) at a tenth of the steps; of their CPU time training 50%, rows 10%, the rest
+    # (start-up, scoring) 40%. A cell at full steps: 10 x (0.5 x 10 + 0.4) = 54 s; a task's table: 10 x 0.1 x 10
+    # = 10 s. One seed of 4 rows and 2 tasks: 4 x 54 + 2 x 10 = 236 s
+    phases = {"startup": 2.0, "rows": 1.0, "train": 5.0, "eval": 2.0}
+    assert seed_seconds(30.0, 3, phases, 10.0, rows=4, tasks=2) == pytest.approx(236)
+    assert seed_seconds(30.0, 3, {}, 10.0, rows=4, tasks=2) == pytest.approx(400)  # no phases: all training
 
 
 def test_asks_parse_or_say_what_to_give():
@@ -55,7 +56,7 @@ def test_plan_dry_run_end_to_end(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "| mini  | ok" in done.stdout
     (row,) = json.loads((out / "studies.json").read_text())["tables"]["plan"]
-    assert row["seeds"] == 2 and row["rows"] == 2 and row["cells"] == 4 and row["cell_s"] > 0
+    assert row["seeds"] == 2 and row["rows"] == 2 and row["cells"] == 4 and row["seed_s"] > 0
     assert row["command"].endswith("--seeds 0 1 --smoke --batch-seeds")
     assert "4 cells (4 run now)" in (out / "mini.log").read_text()
     groups = {p.name: p.read_text() for p in (tmp_path / "runs" / "mini" / "logs").glob("*.log")}

@@ -201,9 +201,8 @@ def run_plan(args, budget: Budget, out: Path | None) -> ModeResult:
             report.add("plan", {**row, "status": "error", "error": f"probe: {e.__class__.__name__}: {e}"[:400]})
             failed += 1
             continue
-        (pick,) = study_plan.plan([ask], {ask.study: probed.rows}, {ask.study: probed.cell_s},
-                                  budget.left() - PACK_S)
-        row.update(rows=probed.rows, cell_s=round(probed.cell_s, 3), probe_s=round(probed.wall_s, 1),
+        (pick,) = study_plan.plan([ask], {ask.study: probed.seed_s}, budget.left() - PACK_S)
+        row.update(rows=probed.rows, seed_s=round(probed.seed_s, 2), probe_s=round(probed.wall_s, 1),
                    seeds=pick.seeds, planned_s=round(pick.seconds, 1))
         if pick.seeds == 0:
             report.add("plan", {**row, "status": "skipped", "error": pick.reason})
@@ -224,6 +223,6 @@ def run_plan(args, budget: Budget, out: Path | None) -> ModeResult:
             break
     text = common.markdown_table("studies --plan: studies on the device, in payoff order", report.tables.get(
         "plan", []), [("study", "study", ""), ("status", "status", ""), ("seeds", "seeds", ""),
-                      ("cell_s", "s/cell (probe)", ".3f"), ("planned_s", "planned s", ".0f"),
+                      ("seed_s", "s/seed (probe)", ".1f"), ("planned_s", "planned s", ".0f"),
                       ("wall_s", "wall s", ".0f"), ("cells", "cells", "")])
     return ModeResult([text], failed)

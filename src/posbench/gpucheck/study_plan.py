@@ -3,13 +3,15 @@
 The presets whose verdicts are undecided at the CPU's seed counts come first (`PAYOFF`): the quickstart at 20
 seeds, then the 2024-2026 zoo, the long-context preset and MQAR at 10. Before each study a probe trains its first
 row at the asked seeds as one batched group (studies/batched_train.py) for a tenth of its steps, and times it;
-its cells' CPU phases (`cell.CpuPhases`) split that time into training, which scales with the steps, and the
-rest (start-up, rows, scoring), which does not (`cell_seconds`). `plan` then gives each study, in order, the most
-seeds between its floor and its ask that fit the seconds left, and skips one that cannot reach its floor, saying
-how long it would need. The caller plans again before every study with the seconds really left, so time a study
-did not use goes to the next.
+its cells' CPU phases (`cell.CpuPhases`) split that time into training and row generation, which scale with the
+steps, and the rest (start-up, scoring), which does not (`seed_seconds`). `plan` then gives each study, in order,
+the most seeds between its floor and its ask that fit the seconds left, and skips one that cannot reach its floor,
+saying how long it would need. The caller plans again before every study with the seconds really left, so time a
+study did not use goes to the next. The estimate assumes one process at a time (workers sharing the device only
+make the study finish early, never late).
 
-Shape of the arithmetic (all seconds): a study of R rows at n seeds costs start_s + n x R x cell_s.
+Shape of the arithmetic (all seconds): a study at n seeds costs start_s + n x seed_s, where seed_s is its R rows'
+cells and its tasks' tables of training rows (one per (task, seed), shared by every row).
 """
 
 from __future__ import annotations
@@ -61,36 +63,38 @@ class Pick:
     reason: str = ""
 
 
-def plan(asks: list[Ask], rows: dict[str, int], cell_s: dict[str, float], budget_s: float,
-         start_s: float = START_S) -> list[Pick]:
-    """Each ask in order gets min(its seeds, the seeds whose cells fit the seconds left); below its floor it is
-    skipped with the seconds its floor would need. `rows` and `cell_s` by `Ask.study`."""
+def plan(asks: list[Ask], seed_s: dict[str, float], budget_s: float, start_s: float = START_S) -> list[Pick]:
+    """Each ask in order gets min(its seeds, the seeds that fit the seconds left); below its floor it is skipped
+    with the seconds its floor would need. `seed_s`: one seed's seconds of each study, by `Ask.study`."""
     picks, left = [], budget_s
     for a in asks:
-        per_seed = rows[a.study] * cell_s[a.study]
-        n = min(a.seeds, math.floor((left - start_s) / per_seed)) if left > start_s else 0
+        n = min(a.seeds, math.floor((left - start_s) / seed_s[a.study])) if left > start_s else 0
         if n < a.min_seeds:
-            need = start_s + a.min_seeds * per_seed
+            need = start_s + a.min_seeds * seed_s[a.study]
             picks.append(Pick(a, 0, 0.0, f"{a.min_seeds} seeds need {need:.0f} s, {max(left, 0):.0f} s left"))
             continue
-        cost = start_s + n * per_seed
+        cost = start_s + n * seed_s[a.study]
         left -= cost
         picks.append(Pick(a, n, cost))
     return picks
 
 
-def cell_seconds(wall_s: float, seeds: int, phases: dict[str, float], step_ratio: float) -> float:
-    """One cell's seconds at the study's full steps, from a probe of `seeds` cells that trained 1/step_ratio of
-    them in `wall_s`: its training share (of the cells' CPU phases) scaled by `step_ratio`, the rest as it was."""
+def seed_seconds(wall_s: float, seeds: int, phases: dict[str, float], step_ratio: float, rows: int,
+                 tasks: int) -> float:
+    """One seed's seconds of a study of `rows` rows and `tasks` tasks at its full steps, from a probe of one row
+    at `seeds` seeds that trained 1/step_ratio of the steps in `wall_s`. Per cell: its training share (of the
+    cells' CPU phases) scaled by `step_ratio`, start-up and scoring as they were; per task, one table of rows
+    (its generation share, scaled too: a table holds steps x batch rows). No phases: all of it is training."""
     total = sum(phases.values())
-    train = phases.get("train", 0.0) / total if total > 0 else 1.0
-    return wall_s / seeds * (train * step_ratio + (1.0 - train))
+    train, table = (phases.get("train", 0.0) / total, phases.get("rows", 0.0) / total) if total > 0 else (1.0, 0.0)
+    per_cell = wall_s / seeds
+    return rows * per_cell * (train * step_ratio + 1.0 - train - table) + tasks * per_cell * table * step_ratio
 
 
 @dataclass(frozen=True)
 class Probe:
     rows: int
-    cell_s: float
+    seed_s: float  # one seed of the whole study at its full steps (`seed_seconds`)
     wall_s: float
     steps: int  # the probe's steps, of `full_steps`
     full_steps: int
@@ -120,5 +124,5 @@ def probe(ask: Ask, device: str, smoke: bool, scratch: Path) -> Probe:
     for cell in expand(study)[:ask.seeds]:
         for phase, s in json.loads(cpu_path(scratch, cell).read_text())["seconds"].items():
             phases[phase] = phases.get(phase, 0.0) + s
-    return Probe(rows, cell_seconds(wall, ask.seeds, phases, full / study.train.steps), wall, study.train.steps,
-                 full)
+    seed_s = seed_seconds(wall, ask.seeds, phases, full / study.train.steps, rows, len(study.tasks))
+    return Probe(rows, seed_s, wall, study.train.steps, full)
