@@ -190,8 +190,15 @@ def run_group(cells: list[Cell], work_dir: Path, phases: CpuPhases | None = None
     if len(cells) == 1:
         return [run_cell(cells[0], work_dir, phases)]
     torch.set_num_threads(1)
-    first = CellScoring(cells[0], work_dir, phases)
-    scorings = [first] + [CellScoring(c, work_dir, phases, first.splits) for c in cells[1:]]
+    # the members' tables of rows built from one chosen by this process on: workers running groups of one task's
+    # seeds (one group per PE) generate different (task, seed) tables side by side, instead of queueing behind
+    # the same table's lock (row_cache.py); a cell's data and result do not depend on the order
+    start = os.getpid() % len(cells)
+    built: dict[int, CellScoring] = {}
+    for i in [*range(start, len(cells)), *range(start)]:
+        built[i] = CellScoring(cells[i], work_dir, phases, next(iter(built.values())).splits if built else None)
+    scorings = [built[i] for i in range(len(cells))]
+    first = scorings[0]
     ids = [c.cell_id for c in cells]
     reason = why_not_batched(first.cfg) or ("study.keep_checkpoints keeps each cell's own run directory"
                                             if cells[0].study.keep_checkpoints else None)
