@@ -145,3 +145,24 @@ def test_workers_starting_one_task_and_seed_at_once_generate_its_rows_once(tmp_p
         tables = list(pool.map(lambda _: CachedRows(Counted(task, 24, 0, n_val=4), 40, tmp_path / "rows"), range(3)))
     assert calls == [40]  # once, for all three
     assert all(torch.equal(t.x, tables[0].x) for t in tables)
+
+
+def test_members_under_bf16_autocast_follow_their_lone_bf16_runs(tmp_path):
+    """The lone run's precision (train.precision; bf16 is the CUDA default) is the group's: autocast around the
+    batched forward, seen in the dtype of the shared module's matmuls (at this size bf16's rounding moves the
+    losses no more than the kernels' differences do, so the losses alone could not tell)."""
+    seen = []
+    for precision in ("bf16", "fp32"):
+        cfgs = [run_cfg({"name": "rope"}, s, tmp_path / precision) for s in (0, 1)]
+        for c in cfgs:
+            c.train.precision = precision
+        group = BatchedGroup(cfgs, [RandomTokens(V, T, s) for s in (0, 1)])
+        group.probe()
+        hook = group.template.blocks[0].attn.qkv.register_forward_hook(lambda mod, args, out: seen.append(out.dtype))
+        rows = train_group(cfgs, [RandomTokens(V, T, s) for s in (0, 1)], lambda m, step, model: None, group=group)
+        hook.remove()
+        assert seen[-1] == {"bf16": torch.bfloat16, "fp32": torch.float32}[precision]
+        lone = cfgs[1]
+        result = train(lone, RandomTokens(V, T, 1))
+        want = [json.loads(line) for line in (Path(result["run_dir"]) / "metrics.jsonl").read_text().splitlines()]
+        assert [r["loss"] for r in rows[1]] == pytest.approx([r["loss"] for r in want if "loss" in r], rel=5e-3)
