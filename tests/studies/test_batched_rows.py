@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from posbench.cli.study import main as study_main
 from posbench.config import RunConfig
 from posbench.config_loader import load
 from posbench.data.tasks.source import TaskSource
@@ -25,6 +26,7 @@ from posbench.studies.study_spec import expand, load_study
 from posbench.training.batch_sources import RandomTokens
 from posbench.training.loop import train
 from tests.studies.test_batched_seeds import RTOL, STUDY, max_rel, weights
+from tests.studies.test_study import mini
 
 STEPS, BATCH, T, V = 30, 8, 16, 11
 
@@ -166,3 +168,12 @@ def test_members_under_bf16_autocast_follow_their_lone_bf16_runs(tmp_path):
         result = train(lone, RandomTokens(V, T, 1))
         want = [json.loads(line) for line in (Path(result["run_dir"]) / "metrics.jsonl").read_text().splitlines()]
         assert [r["loss"] for r in rows[1]] == pytest.approx([r["loss"] for r in want if "loss" in r], rel=5e-3)
+
+
+def test_the_study_command_batches_on_cpu_only_when_asked(tmp_path):
+    spec = str(mini(tmp_path))
+    for flag, batched in (([], False), (["--batch-seeds"], True), (["--no-batch-seeds"], False)):
+        out = tmp_path / f"out{len(flag)}{batched}"
+        assert study_main([spec, "--seeds", "0", "1", "--out", str(out), "--no-progress", *flag]) == 0
+        logs = sorted(p.name for p in (out / "logs").glob("*.log"))
+        assert (logs == ["k_back_learned_s0-1.log", "k_back_rope_s0-1.log"]) is batched, (flag, logs)
