@@ -10,6 +10,7 @@ fails alone, JSON goes under --out (default: $OUT) after each row, and the table
     python scripts/gpu_check.py all --budget-s 560
     python scripts/gpu_check.py kernels --dry-run         # the same code on the CPU at toy sizes (a CI test)
     python scripts/gpu_check.py studies --budget-s 540    # the long-context study and sweep on cuda, packed
+    python scripts/gpu_check.py studies --plan            # undecided presets at 10-20 seeds, batched, as many as fit
 
 It imports only what the GPU machine's image has (torch, triton, transformers, pyarrow, pyyaml, tiktoken, numpy,
 safetensors, pytest): wandb is disabled, posbench comes from the source tree (src/ is put on sys.path).

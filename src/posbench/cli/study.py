@@ -3,7 +3,7 @@
     python scripts/study.py quickstart                        # built-in preset, minutes on a laptop CPU
     python scripts/study.py configs/study/full.yaml --out runs/full --workers 4
     python scripts/study.py quickstart --seeds 0 1 2 3 4      # any preset with other seeds
-    python scripts/study.py long_context --device cuda --workers 12   # cells side by side on one GPU
+    python scripts/study.py long_context --device cuda --workers 4    # seeds batched, groups side by side on a GPU
     POSBENCH_STUDY_SMOKE=1 python scripts/study.py quickstart # the same grid in seconds (CI; numbers meaningless)
 
 Re-running the same command skips finished cells. `posbench study ...` is the same command.
@@ -37,9 +37,11 @@ def main(argv=None) -> int:
                    help="train nothing: write the report from finished cells (all of the grid, after --seeds), e.g. "
                         "cells trained on a GPU machine and copied here (give the --device they ran with)")
     p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--batch-seeds", action="store_true",
-                   help="train the cells that differ only in seed as one batched model (each seed as alone up to "
-                        "float rounding; docs/performance.md: no faster at the presets' sizes on CPU)")
+    p.add_argument("--batch-seeds", action=argparse.BooleanOptionalAction, default=None,
+                   help="train the cells that differ only in seed (or in PE options that stack) as one batched "
+                        "model, each as alone up to float rounding; default: on for --device cuda (a study model "
+                        "is launch-bound there), off on cpu (docs/performance.md: no faster at the presets' sizes); "
+                        "--no-batch-seeds trains every cell alone")
     p.add_argument("--smoke", action="store_true",
                    help=f"shrink to 1 seed, 20 steps, 16 examples (also: {SMOKE_ENV}=1); for CI, not for results")
     args = p.parse_args(argv)
@@ -58,7 +60,8 @@ def main(argv=None) -> int:
     if device != "cpu":  # an override like any other: it enters the cells' specs (results.json says the device)
         study.overrides = [*study.overrides, f"train.device={device}"]
     out = Path(args.out or f"runs/study_{study.name}")
-    result = run_study(study, out, args.workers, progress=not args.no_progress, batch_seeds=args.batch_seeds,
+    batch_seeds = device == "cuda" if args.batch_seeds is None else args.batch_seeds
+    result = run_study(study, out, args.workers, progress=not args.no_progress, batch_seeds=batch_seeds,
                        report_only=args.report_only)
     print(result["table"])
     print(f"\n{result['cells']} cells ({result['ran']} run now) in {result['seconds']:.0f} s; "

@@ -8,6 +8,10 @@ into the same folder: finished cells are skipped, so a stop at the budget leaves
 group gets SIGTERM (a study writes no half-trained cell), then SIGKILL. Each job's folder is then packed, without
 checkpoints, cached rows and scratch, into `<out>/<job>.tar.gz`; `posbench study ... --device cuda --report-only`
 reports it where it is unpacked, and `posbench sweep ... --report-only` a sweep.
+
+With `--plan` the call runs studies instead, in payoff order at as many seeds as fit (gpucheck/study_plan.py: a
+probe on the device, then the planner's arithmetic), one after another with their seeds batched on the device
+(`posbench study --device cuda` batches by default), each study's folder packed as soon as it finishes.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from posbench.gpucheck import common
+from posbench.gpucheck import common, study_plan
 from posbench.gpucheck.common import Budget, ModeResult, Report
 
 SKIP_DIRS = {"work", "rows", "__pycache__"}  # scratch and cached task rows: not results
@@ -48,6 +52,15 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--sweep", default="long_context_mix",
                    help="studies: the sweep preset or YAML run beside the study ('' for none)")
     p.add_argument("--runs", default="runs/gpu", help="studies: where the jobs' folders are written")
+    p.add_argument("--plan", action="store_true",
+                   help="studies: run --plan-studies in order at as many seeds as fit the budget, each probed on "
+                        "the device first, instead of --study and --sweep")
+    p.add_argument("--plan-studies", nargs="+", type=study_plan.parse_ask,
+                   default=list(study_plan.PAYOFF), metavar="STUDY:SEEDS:MIN",
+                   help="studies --plan: study:seeds:min_seeds in payoff order (default: "
+                        f"{' '.join(f'{a.study}:{a.seeds}:{a.min_seeds}' for a in study_plan.PAYOFF)})")
+    p.add_argument("--plan-workers", type=int, default=4,
+                   help="studies --plan: processes sharing the device, each training one batched group at a time")
 
 
 def default_budget_s(dry_run: bool) -> float:
@@ -135,6 +148,8 @@ def finished_cells(folder: Path) -> int:
 
 
 def run(args, budget: Budget, out: Path | None) -> ModeResult:
+    if args.plan:
+        return run_plan(args, budget, out)
     report = Report("studies", out, meta={"env": common.environment(torch.device("cpu" if args.dry_run else "cuda")),
                                           "dry_run": args.dry_run})
     todo = jobs(args)
@@ -159,4 +174,55 @@ def run(args, budget: Budget, out: Path | None) -> ModeResult:
         ("job", "job", ""), ("status", "status", ""), ("wall_s", "wall s", ".0f"), ("cells", "study cells", ""),
         ("files_packed", "files packed", "")])
     failed = sum(r["status"] == "error" for r in report.tables["jobs"])
+    return ModeResult([text], failed)
+
+
+def plan_job(args, pick: study_plan.Pick) -> Job:
+    """The study command of a planned pick: its seeds batched on the device (the default on cuda; asked for on
+    the dry run's cpu), into `<runs>/<study>`."""
+    device, folder = ("cpu" if args.dry_run else "cuda"), Path(args.runs) / pick.ask.name
+    dry = ["--smoke", "--batch-seeds"] if args.dry_run else []
+    return Job(pick.ask.name, folder, [["study", pick.ask.study, "--device", device, "--workers",
+                                        str(args.plan_workers), "--out", str(folder), "--no-progress", "--seeds",
+                                        *(str(s) for s in range(pick.seeds)), *dry]])
+
+
+def run_plan(args, budget: Budget, out: Path | None) -> ModeResult:
+    """Each asked study in order: probed, planned with the seconds left, run to its end or the budget, packed."""
+    device = "cpu" if args.dry_run else "cuda"
+    report = Report("studies", out, meta={"env": common.environment(torch.device(device)), "dry_run": args.dry_run,
+                                          "plan": True})
+    failed = 0
+    for ask in args.plan_studies:
+        row = {"study": ask.name, "asked": ask.seeds}
+        try:
+            probed = study_plan.probe(ask, device, args.dry_run, Path(args.runs) / f"probe_{ask.name}")
+        except Exception as e:  # noqa: BLE001 - one study's failure is its row's; the next study still runs
+            report.add("plan", {**row, "status": "error", "error": f"probe: {e.__class__.__name__}: {e}"[:400]})
+            failed += 1
+            continue
+        (pick,) = study_plan.plan([ask], {ask.study: probed.seed_s}, budget.left() - PACK_S)
+        row.update(rows=probed.rows, seed_s=round(probed.seed_s, 2), probe_s=round(probed.wall_s, 1),
+                   seeds=pick.seeds, planned_s=round(pick.seconds, 1))
+        if pick.seeds == 0:
+            report.add("plan", {**row, "status": "skipped", "error": pick.reason})
+            continue
+        job = plan_job(args, pick)
+        proc, t0 = start(job, out), time.monotonic()
+        while proc.poll() is None and budget.left() > PACK_S:
+            time.sleep(1.0)
+        stopped = proc.poll() is None
+        stop(proc)
+        packed = pack(job.out, (out or job.out.parent) / f"{job.name}.tar.gz") if job.out.exists() else 0
+        status = "stopped at the budget" if stopped else ("ok" if proc.returncode == 0 else "error")
+        failed += status == "error"
+        report.add("plan", {**row, "status": status, "wall_s": round(time.monotonic() - t0, 1),
+                            "cells": finished_cells(job.out), "files_packed": packed,
+                            "command": " ".join(job.commands[0])})
+        if stopped:
+            break
+    text = common.markdown_table("studies --plan: studies on the device, in payoff order", report.tables.get(
+        "plan", []), [("study", "study", ""), ("status", "status", ""), ("seeds", "seeds", ""),
+                      ("seed_s", "s/seed (probe)", ".1f"), ("planned_s", "planned s", ".0f"),
+                      ("wall_s", "wall s", ".0f"), ("cells", "cells", "")])
     return ModeResult([text], failed)

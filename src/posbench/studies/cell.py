@@ -18,7 +18,7 @@ from posbench.data.tasks.source import TaskSource, eval_batch, pad_positions
 from posbench.data.tasks.task import build_task
 from posbench.errors import NonFiniteError
 from posbench.evaluation.task_accuracy import attention_probs, generated_exact, model_device, score_rows
-from posbench.studies.batched_train import BatchedGroup, train_group, why_not_batched
+from posbench.studies.batched_train import BatchedGroup, MembersDiffer, train_group, why_not_batched
 from posbench.studies.cell_config import cell_config
 from posbench.studies.length_grid import grid_result
 from posbench.studies.row_cache import CachedRows
@@ -181,16 +181,24 @@ def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dic
 
 
 def run_group(cells: list[Cell], work_dir: Path, phases: CpuPhases | None = None) -> list[dict]:
-    """Cells that differ only in seed (studies/seed_groups.py) trained as one batched model
-    (studies/batched_train.py), each scored as `run_cell` scores it; separately, with the reason printed,
+    """Cells that differ only in seed or stackable PE options (studies/seed_groups.py) trained as one batched
+    model (studies/batched_train.py), each scored as `run_cell` scores it; separately, with the reason printed,
     when their settings or model cannot batch, or when one member's loss goes non-finite (so the others
-    still finish and the failing cell reports its own error)."""
+    still finish and the failing cell reports its own error). Rows whose PE options turn out not to stack
+    (`MembersDiffer`) train as one group per PE instead."""
     phases = phases or CpuPhases()
     if len(cells) == 1:
         return [run_cell(cells[0], work_dir, phases)]
     torch.set_num_threads(1)
-    first = CellScoring(cells[0], work_dir, phases)
-    scorings = [first] + [CellScoring(c, work_dir, phases, first.splits) for c in cells[1:]]
+    # the members' tables of rows built from one chosen by this process on: workers running groups of one task's
+    # seeds (one group per PE) generate different (task, seed) tables side by side, instead of queueing behind
+    # the same table's lock (row_cache.py); a cell's data and result do not depend on the order
+    start = os.getpid() % len(cells)
+    built: dict[int, CellScoring] = {}
+    for i in [*range(start, len(cells)), *range(start)]:
+        built[i] = CellScoring(cells[i], work_dir, phases, next(iter(built.values())).splits if built else None)
+    scorings = [built[i] for i in range(len(cells))]
+    first = scorings[0]
     ids = [c.cell_id for c in cells]
     reason = why_not_batched(first.cfg) or ("study.keep_checkpoints keeps each cell's own run directory"
                                             if cells[0].study.keep_checkpoints else None)
@@ -199,6 +207,13 @@ def run_group(cells: list[Cell], work_dir: Path, phases: CpuPhases | None = None
         try:
             group = BatchedGroup([s.cfg for s in scorings], [s.source for s in scorings])
             group.probe()
+        except MembersDiffer as e:
+            print(f"training {', '.join(ids)} as one group per PE: {e}", flush=True)
+            by_pe: dict[str, list[Cell]] = {}
+            for c in cells:
+                by_pe.setdefault(c.label, []).append(c)
+            results = {c.cell_id: r for part in by_pe.values() for c, r in zip(part, run_group(part, work_dir, phases))}
+            return [results[c.cell_id] for c in cells]
         except Exception as e:  # noqa: BLE001 - any failure of the vmapped step means: train these alone
             reason = f"the model does not batch under torch.vmap ({e.__class__.__name__}: {brief_error(e)})"
     if reason is not None:

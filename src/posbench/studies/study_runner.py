@@ -162,7 +162,8 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
               limit: int | None = None, batch_seeds: bool = False, report_only: bool = False) -> dict:
     """`limit`: only the grid's first `limit` cells, reported on their own (scripts/bench_study.py).
     `batch_seeds`: cells that differ only in seed train as one batched model (studies/seed_groups.py), each
-    seed as alone up to float rounding; off by default: on CPU at the presets' sizes it saves nothing
+    seed as alone up to float rounding; off by default here (`posbench study --device cuda` turns it on, where a
+    study model is launch-bound): on CPU at the presets' sizes it saves nothing
     measurable, and rounding differences grow over training into seed-sized differences of single cells
     (docs/performance.md), so today's numbers stay byte-identical unless a study asks for it.
     `report_only`: train nothing; every cell must be finished already (e.g. trained on another machine, its
