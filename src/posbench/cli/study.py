@@ -61,7 +61,7 @@ def main(argv=None) -> int:
     out = Path(args.out or f"runs/study_{study.name}")
     try:
         result = run_study(study, out, args.workers, progress=not args.no_progress, batch_seeds=args.batch_seeds,
-                           report_only=args.report_only)
+                           report_only=args.report_only, command=" ".join(["posbench study", *(argv or [])]))
     except Interrupted as e:  # Ctrl-C: the report of what finished is written; re-running resumes the rest
         print(f"{e}; run the same command again to finish the rest", file=sys.stderr)
         return 130

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -27,6 +28,7 @@ from posbench.config_loader import to_dict
 from posbench.errors import ConfigError, user_paths
 from posbench.fileio import write_text
 from posbench.procpool import call_logged, run_jobs
+from posbench.studies.published import write_result
 from posbench.studies.seed_groups import seed_groups
 from posbench.studies.study_plots import all_plots
 from posbench.studies.study_report import write_outputs
@@ -205,9 +207,15 @@ def write_report(study: StudyConfig, cells: list[Cell], out_dir: Path, seeds: li
     return out_dir / "report.md"
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (the cell workers, once the pool has joined them)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, progress: bool = True,
               limit: int | None = None, batch_seeds: bool = False, report_only: bool = False,
-              log=tqdm.write) -> dict:
+              log=tqdm.write, command: str = "") -> dict:
     """`limit`: only the grid's first `limit` cells, reported on their own (scripts/bench_study.py).
     `batch_seeds`: cells that differ only in seed train as one batched model (studies/seed_groups.py), each
     seed as alone up to float rounding; off by default: on CPU at the presets' sizes it saves nothing
@@ -215,6 +223,7 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
     (docs/performance.md), so today's numbers stay byte-identical unless a study asks for it.
     `report_only`: train nothing; every cell must be finished already (e.g. trained on another machine, its
     directory copied here), else a ConfigError names the missing ones.
+    `command`: how the study was started, recorded in `<out>/result/run.json` (studies/published.py).
     Cells run seed-major (`seed_major`); the report is rewritten as each seed round completes, and an interrupt
     (Ctrl-C) writes the report of the cells finished by then and raises `Interrupted`."""
     out_dir = Path(out_dir)
@@ -238,7 +247,7 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
     for g in groups:
         if g.reason is not None:
             separate.setdefault(g.reason, []).append(g.cells[0].cell_id)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _cpu_seconds()
     bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"study {study.name}", unit="cell",
                disable=not progress)
     for reason, ids in separate.items():
@@ -273,5 +282,8 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
     results = [json.loads(cell_path(out_dir, c).read_text()) for c in cells]
     plots = all_plots(results, out_dir, study.eval.confidence)
     table = write_outputs(out_dir, results, study, plots)
+    if todo:  # the data form of what ran now (studies/published.py); a report-only rerun keeps the run's record
+        write_result(out_dir, results, study, command, time.perf_counter() - t0, _cpu_seconds() - cpu0,
+                     next((o.split("=", 1)[1] for o in study.overrides if o.startswith("train.device=")), "cpu"))
     return {"table": table, "seconds": time.perf_counter() - t0, "ran": len(todo), "cells": len(cells),
             "report_cpu_s": time.process_time() - report_cpu}
