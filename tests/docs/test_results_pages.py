@@ -104,3 +104,12 @@ def test_write_result_keeps_no_attention_maps(tmp_path):
     cell = {"cell_id": "x", "attention": {"probs": [[1.0]]}, "id_acc": 0.5}
     folder = write_result(tmp_path, [cell], load_study("quickstart"), "c", 1.0, 2.0)
     assert json.loads((folder / "cells.json").read_text()) == [{"cell_id": "x", "id_acc": 0.5}]
+
+
+def test_the_readmes_quickstart_timing_row_is_the_results_run_record():
+    run = json.loads((RESULTS / "quickstart" / "run.json").read_text())
+    minutes, seconds = divmod(round(run["wall_s"]), 60)
+    flags = "AVX-512" if "avx512f" in run["machine"]["flags"] else "AVX2"
+    row = f"| {run['machine']['cpu']}, {flags} | {run['machine']['cores']} | {minutes} min {seconds} s | " \
+          f"{run['cpu_s']:,.0f} s |"
+    assert row in (ROOT / "README.md").read_text()
