@@ -82,11 +82,15 @@ def run_jobs(fn: Callable, jobs: dict[str, tuple], workers: int, log_dir: Path,
                              initargs=(os.getpid(),)) as pool:
         futures = {pool.submit(call_logged, fn, args, str(log_dir / f"{name}.log"), threads): name
                    for name, args in jobs.items()}
-        for fut in as_completed(futures):
-            name = futures[fut]
-            try:
-                fut.result()
-            except Exception as e:  # report every failed job, keep the finished ones
-                failures.append(f"{name}: {e.__class__.__name__}: {e} (log: {log_dir / f'{name}.log'})")
-            on_done(name)
+        try:
+            for fut in as_completed(futures):
+                name = futures[fut]
+                try:
+                    fut.result()
+                except Exception as e:  # report every failed job, keep the finished ones
+                    failures.append(f"{name}: {e.__class__.__name__}: {e} (log: {log_dir / f'{name}.log'})")
+                on_done(name)
+        except KeyboardInterrupt:  # Ctrl-C: the queued jobs must not start while the pool shuts down
+            pool.shutdown(wait=True, cancel_futures=True)
+            raise
     return failures

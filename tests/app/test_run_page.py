@@ -84,7 +84,7 @@ def test_nothing_starts_without_start_and_the_cost_comes_first(app, tmp_path):
 
 
 def test_cost_estimate_by_hand():
-    from posbench.app.studyform import estimate
+    from posbench.studies.cost import estimate
 
     study = build_study({**TINY, "steps": 100})
     est = estimate(study)
@@ -98,7 +98,7 @@ def test_cost_estimate_by_hand():
         cfg = cell_config(cell, build_task(cell.task), Path("work"))
         flop += 6 * model_stats(cfg.model, cfg.pe, "cpu").params_total * cfg.train.global_batch_tokens * 100
     assert (est.cells, est.todo, est.processes) == (2, 2, 1) and est.train_flop == pytest.approx(flop)
-    from posbench.app.studyform import OTHER_CPU_S_PER_CELL, TRAIN_FLOP_PER_CPU_S, machine_speed
+    from posbench.studies.cost import OTHER_CPU_S_PER_CELL, TRAIN_FLOP_PER_CPU_S, machine_speed
 
     speed = machine_speed()
     assert est.minutes == pytest.approx((flop / TRAIN_FLOP_PER_CPU_S + 2 * OTHER_CPU_S_PER_CELL) / speed / 60)
@@ -165,14 +165,14 @@ def test_the_live_loss_chart_shows_one_task_at_a_time(app, tmp_path):
 
 
 def test_cost_estimate_says_it_assumes_an_idle_machine_and_shows_the_load(monkeypatch):
-    from posbench.app import studyform
+    from posbench.studies import cost
 
-    monkeypatch.setattr(studyform.os, "getloadavg", lambda: (7.25, 5.0, 4.0))
-    monkeypatch.setattr(studyform, "usable_cores", lambda: 2)
-    text = studyform.estimate(build_study(TINY)).text()
+    monkeypatch.setattr(cost.os, "getloadavg", lambda: (7.25, 5.0, 4.0))
+    monkeypatch.setattr(cost, "usable_cores", lambda: 2)
+    text = cost.estimate(build_study(TINY)).text()
     assert "it assumes an idle machine: the load average now is 7.2 on 2 cores, so expect it to take longer" in text
-    monkeypatch.setattr(studyform.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
-    assert "load average now is 0.1 on 2 cores)" in studyform.estimate(build_study(TINY)).text()
+    monkeypatch.setattr(cost.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    assert "load average now is 0.1 on 2 cores)" in cost.estimate(build_study(TINY)).text()
 
 
 def test_the_cost_estimate_builds_each_model_once_across_page_reruns(monkeypatch):
@@ -180,13 +180,14 @@ def test_the_cost_estimate_builds_each_model_once_across_page_reruns(monkeypatch
     (99 s at 512 layers); now each model shape is built once for the page server's life."""
     import posbench.model.flops as flops
     from posbench.app import studyform
+    from posbench.studies import cost
 
     calls = []
     real = flops.model_stats
     monkeypatch.setattr(flops, "model_stats", lambda *a, **k: calls.append(1) or real(*a, **k))
-    monkeypatch.setattr(studyform, "_PARAMS", {})
+    monkeypatch.setattr(cost, "_PARAMS", {})
     study = studyform.build_study({**studyform.defaults(), "seeds": "0"})
-    first = studyform.estimate(study)
+    first = cost.estimate(study)
     built = len(calls)
     assert 0 < built <= len(study.tasks) * len(study.pes)
-    assert studyform.estimate(study).train_flop == first.train_flop and len(calls) == built  # a rerun builds nothing
+    assert cost.estimate(study).train_flop == first.train_flop and len(calls) == built  # a rerun builds nothing

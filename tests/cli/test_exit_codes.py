@@ -204,8 +204,8 @@ def test_every_kind_of_failure_has_one_exit_code_in_every_command(trained, tmp_p
     assert not list(tmp_path.rglob(MARKER)), "the pickle's code ran"
 
 
-def test_the_readme_error_example_is_what_train_prints(tmp_path):
-    text = (ROOT / "README.md").read_text()
+def test_the_guides_error_example_is_what_train_prints(tmp_path):
+    text = (ROOT / "docs" / "guide.md").read_text()
     shown = text.split("$ posbench train model.d_modle=256\n", 1)[1].split("\n```", 1)[0].strip()
     proc = subprocess.run([sys.executable, "-m", "posbench", "train", "model.d_modle=256"], cwd=tmp_path,
                           capture_output=True, text=True, timeout=120, env={**os.environ, "POSBENCH_DEBUG": "0"})

@@ -181,22 +181,22 @@ def test_rolling_loglikelihood_is_eval_perplexity(tmp_path, pe):
     assert harness_ppl == pytest.approx(math.exp(loss), rel=1e-5)
 
 
-# -- the README's offline commands ------------------------------------------------------------------------------
+# -- the guide's offline commands (docs/guide.md, "Use a checkpoint elsewhere") ----------------------------------
 ROOT = Path(__file__).resolve().parents[2]
 PASSAGES = ["the river ran under the old bridge near the garden river", "she wrote a letter to her brother letter",
             "a a a a a a", "number theory is the theory of number", "his city was by the river city"]
 
 
 def readme_command(marker: str) -> str:
-    """The README line that starts with `marker`, its continuation lines joined."""
-    text = (ROOT / "README.md").read_text()
+    """The docs/guide.md line that starts with `marker`, its continuation lines joined."""
+    text = (ROOT / "docs" / "guide.md").read_text()
     start = text.index(marker)
     lines = []
     for line in text[start:].splitlines():
         lines.append(line.rstrip("\\").strip())
         if not line.endswith("\\"):
             return " ".join(lines)
-    raise AssertionError(f"README: {marker!r} never ends")
+    raise AssertionError(f"docs/guide.md: {marker!r} never ends")
 
 
 @pytest.fixture
@@ -219,7 +219,7 @@ def readme_dir(tmp_path):
 
 
 def test_readme_offline_lambada_scores_the_download_eval_cache(readme_dir):
-    """`posbench data download-eval lambada` (from the loopback hub here) then the README's offline lm-eval
+    """`posbench data download-eval lambada` (from the loopback hub here) then the guide's offline lm-eval
     command, verbatim: the scores land in a folder named after the checkpoint and equal eval.py's LAMBADA suite
     on the same file (the harness's acc and perplexity, computed by posbench)."""
     from posbench.cli.data import main as data_main

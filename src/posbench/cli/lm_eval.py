@@ -38,8 +38,8 @@ def offline_error(err: ConnectionError) -> DataError | None:
     return DataError(f"lm_eval: a task's dataset `{hit.group(1)}` is on the Hugging Face Hub, which this run cannot "
                      f"reach ({why}). Offline, give the harness a task over local files with --include_path: "
                      "LAMBADA, once `posbench data download-eval lambada` has cached it, is `--include_path "
-                     "configs/lm_eval --tasks lambada_local` (from the repository root; README, 'Use a checkpoint "
-                     "elsewhere')")
+                     "configs/lm_eval --tasks lambada_local` (from the repository root; docs/guide.md, "
+                     "'Use a checkpoint elsewhere')")
 
 
 @cli_entry

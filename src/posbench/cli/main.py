@@ -26,6 +26,7 @@ VERBS = {
     "export": ("posbench.cli.export", "a checkpoint as a transformers directory (scripts/export_hf.py)"),
     "app": ("posbench.cli.app", "the Streamlit app (posbench-app)"),
     "lm-eval": ("posbench.cli.lm_eval", "lm-evaluation-harness with --model posbench (posbench-lm-eval)"),
+    "results": ("posbench.cli.results", "render published results' pages from their data (results/<name>/)"),
 }
 
 

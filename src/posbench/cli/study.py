@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 from pathlib import Path
 
 from posbench.cli.arg_types import count, positive_int
@@ -45,7 +46,7 @@ def main(argv=None) -> int:
     p.add_argument("--smoke", action="store_true",
                    help=f"shrink to 1 seed, 20 steps, 16 examples (also: {SMOKE_ENV}=1); for CI, not for results")
     args = p.parse_args(argv)
-    from posbench.studies.study_runner import run_study
+    from posbench.studies.study_runner import Interrupted, run_study
     from posbench.studies.study_spec import load_study, shrink_for_smoke
     from posbench.training.device import pick_device
 
@@ -61,8 +62,13 @@ def main(argv=None) -> int:
         study.overrides = [*study.overrides, f"train.device={device}"]
     out = Path(args.out or f"runs/study_{study.name}")
     batch_seeds = device == "cuda" if args.batch_seeds is None else args.batch_seeds
-    result = run_study(study, out, args.workers, progress=not args.no_progress, batch_seeds=batch_seeds,
-                       report_only=args.report_only)
+    argv_given = sys.argv[1:] if argv is None else list(argv)
+    try:
+        result = run_study(study, out, args.workers, progress=not args.no_progress, batch_seeds=batch_seeds,
+                           report_only=args.report_only, command=" ".join(["posbench study", *argv_given]))
+    except Interrupted as e:  # Ctrl-C: the report of what finished is written; re-running resumes the rest
+        print(f"{e}; run the same command again to finish the rest", file=sys.stderr)
+        return 130
     print(result["table"])
     print(f"\n{result['cells']} cells ({result['ran']} run now) in {result['seconds']:.0f} s; "
           f"report: {out / 'report.md'}")

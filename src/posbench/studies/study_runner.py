@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from tqdm import tqdm
@@ -27,6 +29,7 @@ from posbench.errors import ConfigError, user_paths
 from posbench.fileio import write_text
 from posbench.procpool import call_logged, run_jobs
 from posbench.studies.cell_result import cell_problem, loads_cell
+from posbench.studies.published import write_result
 from posbench.studies.seed_groups import seed_groups
 from posbench.studies.study_plots import all_plots
 from posbench.studies.study_report import write_outputs
@@ -158,8 +161,80 @@ def _run_and_save(cells: list[Cell], out_dir: str) -> str:
     return cells[0].cell_id
 
 
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM's stop) during a study, after the report of the cells finished by then was written."""
+
+    def __init__(self, finished: int, cells: int, report: Path):
+        super().__init__(f"interrupted: {finished} of {cells} cells finished; report of those: {report}")
+        self.finished, self.cells, self.report = finished, cells, report
+
+
+def seed_major(cells: list[Cell], seeds: list[int]) -> list[Cell]:
+    """The cells in seed rounds: every row at the first seed, then every row at the next, ...; within a round the
+    grid's order. After the first round a complete (if undecided) table exists."""
+    rank = {seed: i for i, seed in enumerate(seeds)}
+    return sorted(cells, key=lambda c: rank[c.seed])
+
+
+def _estimate_line(study: StudyConfig, todo: list[Cell]) -> str | None:
+    """The study's wall-time estimate on this machine (`studies/cost.estimate`, the app's too), or None where it
+    does not apply: cells on a GPU, where the quickstart's CPU rate says nothing."""
+    from posbench.studies.cost import estimate
+
+    if any(o.startswith("train.device=") and o != "train.device=cpu" for o in study.overrides):
+        return None
+    return f"estimate: {estimate(study, todo).text()}"
+
+
+class Rounds:
+    """Which seed rounds are complete, and the report of them rewritten as each one completes."""
+
+    def __init__(self, study: StudyConfig, cells: list[Cell], out_dir: Path, log):
+        self.study, self.cells, self.out_dir, self.log = study, cells, out_dir, log
+        self.seeds = list(dict.fromkeys(c.seed for c in seed_major(cells, study.seeds)))
+        self.reported = self.complete()
+
+    def complete(self) -> int:
+        """How many leading seed rounds have every cell finished on disk."""
+        done = 0
+        for seed in self.seeds:
+            if not all(cell_path(self.out_dir, c).is_file() for c in self.cells if c.seed == seed):
+                break
+            done += 1
+        return done
+
+    def after_job(self) -> None:
+        """Rewrite the report when a round has just completed (the last one is the caller's final report)."""
+        rounds = self.complete()
+        if self.reported < rounds < len(self.seeds):
+            self.reported = rounds
+            path = write_report(self.study, self.cells, self.out_dir, self.seeds[:rounds])
+            self.log(f"seed round {rounds} of {len(self.seeds)} done: {path} rewritten with seeds "
+                       f"{', '.join(map(str, self.seeds[:rounds]))}")
+
+
+def write_report(study: StudyConfig, cells: list[Cell], out_dir: Path, seeds: list[int] | None = None,
+                 finished_only: bool = False) -> Path:
+    """report.md, results and plots from the finished cells of `seeds` (all of the study's: None), in the grid's
+    order; `finished_only`: whatever is finished (an interrupted study). Returns the report's path."""
+    keep = set(study.seeds if seeds is None else seeds)
+    chosen = [c for c in cells if c.seed in keep and (not finished_only or cell_path(out_dir, c).is_file())]
+    results = [loads_cell(cell_path(out_dir, c).read_text(), str(cell_path(out_dir, c)), c.cell_id) for c in chosen]
+    shown = replace(study, seeds=[s for s in study.seeds if s in {c.seed for c in chosen}])
+    plots = all_plots(results, out_dir, study.eval.confidence)
+    write_outputs(out_dir, results, shown, plots)
+    return out_dir / "report.md"
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process and of its finished children (the cell workers, once the pool has joined them)."""
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, progress: bool = True,
-              limit: int | None = None, batch_seeds: bool = False, report_only: bool = False) -> dict:
+              limit: int | None = None, batch_seeds: bool = False, report_only: bool = False,
+              log=tqdm.write, command: str = "") -> dict:
     """`limit`: only the grid's first `limit` cells, reported on their own (scripts/bench_study.py).
     `batch_seeds`: cells that differ only in seed train as one batched model (studies/seed_groups.py), each
     seed as alone up to float rounding; off by default here (`posbench study --device cuda` turns it on, where a
@@ -167,7 +242,10 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
     measurable, and rounding differences grow over training into seed-sized differences of single cells
     (docs/performance.md), so today's numbers stay byte-identical unless a study asks for it.
     `report_only`: train nothing; every cell must be finished already (e.g. trained on another machine, its
-    directory copied here), else a ConfigError names the missing ones."""
+    directory copied here), else a ConfigError names the missing ones.
+    `command`: how the study was started, recorded in `<out>/result/run.json` (studies/published.py).
+    Cells run seed-major (`seed_major`); the report is rewritten as each seed round completes, and an interrupt
+    (Ctrl-C) writes the report of the cells finished by then and raises `Interrupted`."""
     out_dir = Path(out_dir)
     cells = expand(study)[:limit]  # a grid that cannot expand is refused before any directory is made
     check_finished_cells(out_dir, cells)  # before any work: old cells are never reported as this study's
@@ -176,14 +254,18 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
     with user_paths():  # --out is the user's: a file in its way, no permission to write there
         for sub in () if report_only else ("cells", "specs", "logs", "work"):
             (out_dir / sub).mkdir(parents=True, exist_ok=True)
-    todo = [c for c in cells if not finished(out_dir, c)]
+    todo = [c for c in seed_major(cells, study.seeds) if not finished(out_dir, c)]
     workers = min(workers or study.workers, max(1, len(todo)))
+    if todo:
+        line = _estimate_line(replace(study, workers=workers), todo)
+        if line:
+            log(line)
     groups = seed_groups(todo, workers, batch_seeds)
     separate = {}
     for g in groups:
         if g.reason is not None:
             separate.setdefault(g.reason, []).append(g.cells[0].cell_id)
-    t0 = time.perf_counter()
+    t0, cpu0 = time.perf_counter(), _cpu_seconds()
     bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"study {study.name}", unit="cell",
                disable=not progress)
     for reason, ids in separate.items():
@@ -191,13 +273,25 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
             tqdm.write(f"trained separately ({reason}): {', '.join(ids)}")
     failures = []
     sizes = {g.name: len(g.cells) for g in groups}
-    if workers == 1:
-        for g in groups:
-            call_logged(_run_and_save, (g.cells, str(out_dir)), str(out_dir / "logs" / f"{g.name}.log"), 1)
-            bar.update(len(g.cells))
-    else:
-        failures = run_jobs(_run_and_save, {g.name: (g.cells, str(out_dir)) for g in groups}, workers,
-                            out_dir / "logs", on_done=lambda name: bar.update(sizes[name]))
+    rounds = Rounds(study, cells, out_dir, log)
+
+    def done(name: str) -> None:
+        bar.update(sizes[name])
+        rounds.after_job()
+
+    try:
+        if workers == 1:
+            for g in groups:
+                call_logged(_run_and_save, (g.cells, str(out_dir)), str(out_dir / "logs" / f"{g.name}.log"), 1)
+                done(g.name)
+        else:
+            failures = run_jobs(_run_and_save, {g.name: (g.cells, str(out_dir)) for g in groups}, workers,
+                                out_dir / "logs", on_done=done)
+    except KeyboardInterrupt:
+        bar.close()
+        n = sum(cell_path(out_dir, c).is_file() for c in cells)
+        report = write_report(study, cells, out_dir, finished_only=True) if n else out_dir / "report.md"
+        raise Interrupted(n, len(cells), report) from None
     bar.close()
     if failures:
         raise RuntimeError(f"{len(failures)} jobs failed (logs in {out_dir / 'logs'}); re-run to retry them:\n"
@@ -206,5 +300,8 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
     results = [loads_cell(cell_path(out_dir, c).read_text(), str(cell_path(out_dir, c)), c.cell_id) for c in cells]
     plots = all_plots(results, out_dir, study.eval.confidence)
     table = write_outputs(out_dir, results, study, plots)
+    if todo:  # the data form of what ran now (studies/published.py); a report-only rerun keeps the run's record
+        write_result(out_dir, results, study, command, time.perf_counter() - t0, _cpu_seconds() - cpu0,
+                     next((o.split("=", 1)[1] for o in study.overrides if o.startswith("train.device=")), "cpu"))
     return {"table": table, "seconds": time.perf_counter() - t0, "ran": len(todo), "cells": len(cells),
             "report_cpu_s": time.process_time() - report_cpu}

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from posbench.errors import DataError
 from posbench.sweeps import emit, evaluate, execute, sweep_plots, sweep_report
+from posbench.sweeps.sweep_cost import on_cpu, sweep_estimate
 from posbench.sweeps.sweep_spec import SweepConfig, eval_config, plan_runs
 
 
@@ -36,6 +37,8 @@ def run_sweep(sweep: SweepConfig, out: Path | None = None, *, emit_kind: str | N
     else:
         if prepare_data:
             execute.prepare_data(runs)
+        if on_cpu(runs) and not all(execute.is_done(out, r) for r in runs):
+            log(f"estimate: {sweep_estimate(runs, out, workers).text()}")
         execute.run_all(runs, out, progress=progress, workers=workers)
     targets = [r for r in runs if sweep.eval_branches or not r.parent]
     results = evaluate.evaluate_all(targets, out, eval_cfg, progress=progress, workers=workers)

@@ -13,11 +13,13 @@ import streamlit as st
 from posbench.app import background, charts
 from posbench.app.app_paths import runs_root
 from posbench.app.outputs import in_study_order, live_losses, read_cells
-from posbench.app.studyform import DIMS, build_study, defaults, estimate
+from posbench.app.studyform import DIMS, build_study, defaults
 from posbench.app.views.study import show_study
 from posbench.config_loader import from_dict, to_dict
 from posbench.errors import ConfigError, PosbenchError
 from posbench.pe import PES
+from posbench.studies.cost import estimate
+from posbench.studies.study_runner import cell_path
 from posbench.studies.study_spec import StudyConfig, expand
 
 POLL_S = 2.0
@@ -86,7 +88,7 @@ def _form(root) -> None:
 def _estimate(spec: str, run_dir: str) -> str:
     """The cost line of a study (by its spec), skipping the cells already finished in `run_dir`."""
     study = from_dict(StudyConfig, json.loads(spec), "study")
-    return estimate(study, Path(run_dir)).text()
+    return estimate(study, [c for c in expand(study) if not cell_path(Path(run_dir), c).is_file()]).text()
 
 
 def _monitor(run_dir) -> None:

@@ -1,0 +1,184 @@
+"""A study's result as data, and its page rendered from that data alone.
+
+Every study run writes `<out>/result/`, the form a published result is kept in under `results/<name>/`:
+
+    cells.json   every cell's per-seed values (what the report reads; the attention maps left out: they are
+                 figures of one example, 90% of a cell's bytes)
+    study.json   the study's spec, as `StudyConfig` loads it
+    run.json     the command, posbench's commit, the machine (CPU model and vector flags, or GPU), wall and CPU time,
+                 and an optional `note` a publisher adds (how busy the machine was)
+
+Publishing a result is: run, copy `<out>/result/` to `results/<name>/`, then `posbench results render <name>`,
+which writes `docs/results/<name>.md` (tables and verdicts through the study report's own judges), its figure
+under `docs/results/<name>/` and `docs/results/index.md`. tests/docs/test_results_pages.py renders every page
+again and fails when a number, interval or verdict in a page is not what the data gives.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+from pathlib import Path
+
+from posbench.config_loader import from_dict, to_dict
+from posbench.errors import ConfigError
+from posbench.fileio import write_text
+from posbench.procpool import usable_cores
+from posbench.stats import DEFAULT_METHOD, interval_label, pairwise
+from posbench.studies.claims import DEFAULT_MARGINS
+from posbench.studies.study_plots import id_ood_bars
+from posbench.studies.study_report import _by_group, comparisons, seed_calibration, summarize, summary_table
+from posbench.studies.study_spec import StudyConfig
+
+FILES = ("cells.json", "study.json", "run.json")
+LEFT_OUT = ("attention",)  # per-cell keys a result does not keep (see the module docstring)
+FIGURE = "id_ood_bars.png"
+HEADLINE_METRIC = "ood_beyond_acc"
+REPO = Path(__file__).resolve().parents[3]  # a checkout's root (the commit a run records, when it is one)
+
+
+def cpu_description() -> dict:
+    """The CPU a run measured on: its model name and the vector flags that decide BLAS paths (AVX2, AVX-512)."""
+    model, flags = platform.processor() or platform.machine(), []
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() == "flags":
+                flags = sorted({f for f in value.split() if f in ("avx2", "avx512f", "amx_tile")})
+                break
+    except OSError:  # not Linux: the platform's processor name only
+        pass
+    return {"cpu": model, "flags": flags, "cores": usable_cores()}
+
+
+def commit() -> str:
+    """posbench's git commit when it runs from a checkout, else "unknown" (an installed wheel)."""
+    try:
+        out = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return out.stdout.strip() if out.returncode == 0 else "unknown"
+
+
+def write_result(out_dir: Path, results: list[dict], study: StudyConfig, command: str, wall_s: float,
+                 cpu_s: float, device: str = "cpu") -> Path:
+    """`<out_dir>/result/`: the study's per-seed values, spec and run record (see the module docstring)."""
+    folder = Path(out_dir) / "result"
+    cells = [{k: v for k, v in r.items() if k not in LEFT_OUT} for r in results]  # the grid's order: the tables'
+
+    run = {"command": command, "commit": commit(), "machine": {**cpu_description(), "device": device},
+           "wall_s": round(wall_s, 1), "cpu_s": round(cpu_s, 1)}
+    write_text(folder / "cells.json", json.dumps(cells, indent=0, sort_keys=True) + "\n")
+    write_text(folder / "study.json", json.dumps(to_dict(study), indent=1, sort_keys=True, default=str) + "\n")
+    write_text(folder / "run.json", json.dumps(run, indent=1, sort_keys=True) + "\n")
+    return folder
+
+
+class Result:
+    """One published result folder, read and checked: a missing or malformed file is a ConfigError naming it."""
+
+    def __init__(self, folder: Path):
+        self.folder, self.name = Path(folder), Path(folder).name
+        missing = [f for f in FILES if not (self.folder / f).is_file()]
+        if missing:
+            raise ConfigError(f"{self.folder} is not a result folder: {', '.join(missing)} missing (a study run "
+                              "writes all three under <out>/result/)")
+        try:
+            self.cells = json.loads((self.folder / "cells.json").read_text())
+            self.study = from_dict(StudyConfig, json.loads((self.folder / "study.json").read_text()), "study")
+            self.run = json.loads((self.folder / "run.json").read_text())
+        except ValueError as e:
+            raise ConfigError(f"{self.folder}: not a readable result ({e})") from None
+        # the report's judges count the seeds the data has, whatever the spec listed
+        self.study.seeds = sorted({c["seed"] for c in self.cells})
+
+    def question(self) -> str:
+        pes = ", ".join(dict.fromkeys(c["pe"] for c in self.cells))
+        tasks = ", ".join(dict.fromkeys(c["task"] for c in self.cells))
+        return f"How do {pes} compare in and beyond the training length on {tasks}?"
+
+    def setting(self) -> str:
+        s, m = self.study, self.run["machine"]
+        flags = "/".join(f.upper().replace("AVX512F", "AVX-512") for f in m.get("flags", []))
+        where = m["device"] if m.get("device", "cpu") != "cpu" else f"{m['cpu']} ({flags}), {m['cores']} cores"
+        note = f" ({self.run['note']})" if self.run.get("note") else ""  # e.g. how busy the machine was
+        return (f"{len(self.cells)} cells, {len(s.seeds)} seeds, {s.train.steps} steps; {where}; "
+                f"{self.run['wall_s'] / 60:.1f} min wall, {self.run['cpu_s']:,.0f} CPU-s{note}")
+
+    def verdicts(self) -> list[dict]:
+        """Per task: the best PE beyond the training length and how the Holm-adjusted pairs came out."""
+        ev, margin = self.study.eval, DEFAULT_MARGINS[HEADLINE_METRIC]
+        out = []
+        for (task, _axes), per_pe in _by_group(self.cells, HEADLINE_METRIC).items():
+            pairs = pairwise(per_pe, ev.confidence, ev.n_boot, margin)
+            means = {pe: sum(v.values()) / len(v) for pe, v in per_pe.items()}
+            best = max(means, key=means.get)
+            above = [p for p in pairs if (p.verdict == ">" and p.a == best) or (p.verdict == "<" and p.b == best)]
+            out.append({"task": task, "best": best, "mean": means[best], "above": len(above), "others": len(per_pe) - 1,
+                        "ordered": sum(p.verdict in "<>" for p in pairs), "same": sum(p.verdict == "~" for p in pairs),
+                        "open": sum(p.verdict == "?" for p in pairs), "pairs": len(pairs)})
+        return out
+
+
+def headline_table(result: Result) -> str:
+    """The README's table: per task, the best PE beyond the training length and what the judges decide."""
+    lines = ["| task | best PE beyond the training length | shown above | PE pairs: ordered / same / undecided |",
+             "|---|---|---|---|"]
+    for v in result.verdicts():
+        lines.append(f"| {v['task']} | {v['best']} ({100 * v['mean']:.1f}%) | {v['above']} of {v['others']} others | "
+                     f"{v['ordered']} / {v['same']} / {v['open']} of {v['pairs']} |")
+    return "\n".join(lines)
+
+
+def page(result: Result) -> str:
+    s, run = result.study, result.run
+    label = interval_label(DEFAULT_METHOD, s.eval.confidence, len(s.seeds))
+    pct = int(100 * s.eval.confidence)
+    return "\n".join([
+        f"# Result `{result.name}`", "",
+        f"**Question.** {result.question()}", "",
+        f"**Setting.** {result.setting()}. Command: `{run['command']}` at commit `{run['commit'][:12]}`.", "",
+        "Rendered by `posbench results render` from `results/" + result.name + "/` alone: per-seed values "
+        "(cells.json), the spec (study.json) and the run record (run.json). [Reading a report](../reading-a-report.md) "
+        "explains every column and verdict word.", "",
+        f"![accuracy in and beyond the training length]({result.name}/{FIGURE})", "",
+        "## Verdicts beyond the training length", "",
+        headline_table(result), "",
+        f"Per task, every pair of PEs: a paired t test over seeds ({pct}%), Holm-adjusted over the task's pairs; "
+        f"\"same\" is within +-{100 * DEFAULT_MARGINS[HEADLINE_METRIC]:g} points by two one-sided tests.", "",
+        comparisons(result.cells, s), "",
+        f"## Summary ({label})", "",
+        summary_table(summarize(result.cells, s), s), "",
+        "## How many seeds separate the top two PEs", "",
+        seed_calibration(result.cells, s), ""])
+
+
+def index(results: list[Result]) -> str:
+    lines = ["# Results", "",
+             "One line per published result: its question, its setting, its verdict, and its page. Each page is "
+             "rendered from the data under `results/<name>/` by `posbench results render`; "
+             "[Writing a study](../writing-a-study.md) says how to add one.", "",
+             "| result | question | setting | verdict (best PE beyond the training length, per task) |",
+             "|---|---|---|---|"]
+    for r in results:
+        verdict = "; ".join(f"{v['task']}: " + ("all the same" if v["same"] == v["pairs"] else
+                                                  f"{v['best']} above {v['above']} of {v['others']}")
+                            for v in r.verdicts())
+        lines.append(f"| [{r.name}]({r.name}.md) | {r.question()} | {r.setting()} | {verdict} |")
+    return "\n".join(lines) + "\n"
+
+
+def render(result: Result, docs: Path, figures: bool = True) -> dict[Path, str]:
+    """The page's text by path (written by the caller), and with `figures` the headline figure written now."""
+    if figures:
+        (docs / result.name).mkdir(parents=True, exist_ok=True)
+        id_ood_bars(result.cells, docs / result.name, result.study.eval.confidence)
+    return {docs / f"{result.name}.md": page(result) + "\n"}
+
+
+def published(root: Path) -> list[Result]:
+    """Every result folder under `root` (results/), by name."""
+    return [Result(p) for p in sorted(Path(root).iterdir()) if p.is_dir()]

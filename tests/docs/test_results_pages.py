@@ -1,0 +1,115 @@
+"""Every published table and verdict resolves to committed data: each page under docs/results/ (and the README's
+headline table) is what `posbench results render` makes of results/<name>/ now, and one number changed in the data
+changes the page, so a hand edit of either side fails here."""
+
+import json
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from posbench.studies.published import Result, headline_table, index, page, published, write_result
+
+ROOT = Path(__file__).resolve().parents[2]
+RESULTS, DOCS = ROOT / "results", ROOT / "docs" / "results"
+NAMES = sorted(p.name for p in RESULTS.iterdir() if p.is_dir())
+HEADLINE = re.compile(r"<!-- results: (\w+) headline -->\n(.*?)\n<!-- /results -->", re.DOTALL)
+
+
+def test_there_are_published_results_and_every_page_has_its_data():
+    assert "quickstart" in NAMES
+    pages = sorted(p.stem for p in DOCS.glob("*.md") if p.name != "index.md")
+    assert pages == NAMES, "a page without its data under results/ (or data without its page)"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_the_page_is_what_its_data_gives(name):
+    assert (DOCS / f"{name}.md").read_text() == page(Result(RESULTS / name)) + "\n", \
+        f"docs/results/{name}.md differs from its data: run `posbench results render {name}`"
+    assert (DOCS / name / "id_ood_bars.png").is_file()
+
+
+def test_the_index_is_what_the_data_gives():
+    assert (DOCS / "index.md").read_text() == index(published(RESULTS))
+
+
+def test_the_readme_headline_table_is_what_the_data_gives():
+    found = HEADLINE.findall((ROOT / "README.md").read_text())
+    assert [n for n, _ in found] == ["quickstart"]
+    for name, table in found:
+        assert table == headline_table(Result(RESULTS / name))
+
+
+def test_one_number_changed_in_the_data_changes_the_page_and_the_headline(tmp_path):
+    copy = tmp_path / "quickstart"
+    shutil.copytree(RESULTS / "quickstart", copy)
+    cells = json.loads((copy / "cells.json").read_text())
+    cell = next(c for c in cells if c["cell_id"] == "k_back_rope_s0")
+    cell["ood_beyond_acc"] -= 0.5  # one seed of RoPE's headline number: its mean drops 10 points
+    (copy / "cells.json").write_text(json.dumps(cells))
+    changed = Result(copy)
+    assert page(changed) != (DOCS / "quickstart.md").read_text().removesuffix("\n")
+    assert headline_table(changed) != headline_table(Result(RESULTS / "quickstart"))
+    assert "| k_back | rope (88.5%) |" in headline_table(changed)
+
+
+def test_a_study_run_writes_the_data_form_and_the_command_renders_it(tmp_path):
+    from posbench.studies.study_runner import run_study
+    from posbench.studies.study_spec import load_study
+
+    spec = tmp_path / "mini.yaml"
+    spec.write_text("name: mini\ntasks: [{name: k_back, k: 2}]\npes: [{name: rope}, {name: learned}]\n"
+                    "seeds: [0, 1]\noverrides: [model.d_model=32, model.n_heads=2, model.n_layers=1, model.d_ff=64]\n"
+                    "train: {steps: 12, batch_size: 8, curve_points: 2}\neval: {n_examples: 24, n_boot: 500}\n"
+                    "workers: 1\n")
+    out = tmp_path / "out"
+    run_study(load_study(str(spec)), out, progress=False, command="posbench study mini.yaml")
+    run = json.loads((out / "result" / "run.json").read_text())
+    assert run["command"] == "posbench study mini.yaml" and run["wall_s"] > 0 and run["cpu_s"] > 0
+    assert run["machine"]["device"] == "cpu" and run["machine"]["cores"] >= 1 and run["machine"]["cpu"]
+    cells = json.loads((out / "result" / "cells.json").read_text())
+    assert [c["cell_id"] for c in cells] == ["k_back_rope_s0", "k_back_rope_s1", "k_back_learned_s0",
+                                             "k_back_learned_s1"] and not any("attention" in c for c in cells)
+    # publish: copy the folder, render
+    shutil.copytree(out / "result", tmp_path / "results" / "mini")
+    proc = subprocess.run([sys.executable, "-m", "posbench", "results", "render", "mini", "--results",
+                           str(tmp_path / "results"), "--docs", str(tmp_path / "docs")], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    text = (tmp_path / "docs" / "mini.md").read_text()
+    assert "| k_back | rope |" in text and "x 2 seeds" not in text and "2 seeds, 12 steps" in text
+    assert (tmp_path / "docs" / "mini" / "id_ood_bars.png").stat().st_size > 0
+    assert "[mini](mini.md)" in (tmp_path / "docs" / "index.md").read_text()
+
+
+def test_bad_result_folders_are_one_line_errors_before_anything_is_written(tmp_path):
+    (tmp_path / "results" / "broken").mkdir(parents=True)
+    (tmp_path / "results" / "broken" / "cells.json").write_text("[]")
+    proc = subprocess.run([sys.executable, "-m", "posbench", "results", "render", "--results",
+                           str(tmp_path / "results"), "--docs", str(tmp_path / "docs")], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 2 and proc.stderr.startswith("error: ") and "study.json, run.json missing" in proc.stderr
+    assert "Traceback" not in proc.stderr and not (tmp_path / "docs").exists()
+    proc = subprocess.run([sys.executable, "-m", "posbench", "results", "render", "nonesuch", "--results",
+                           str(tmp_path / "results")], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "no result folder nonesuch" in proc.stderr
+
+
+def test_write_result_keeps_no_attention_maps(tmp_path):
+    from posbench.studies.study_spec import load_study
+
+    cell = {"cell_id": "x", "attention": {"probs": [[1.0]]}, "id_acc": 0.5}
+    folder = write_result(tmp_path, [cell], load_study("quickstart"), "c", 1.0, 2.0)
+    assert json.loads((folder / "cells.json").read_text()) == [{"cell_id": "x", "id_acc": 0.5}]
+
+
+def test_the_readmes_quickstart_timing_row_is_the_results_run_record():
+    run = json.loads((RESULTS / "quickstart" / "run.json").read_text())
+    minutes, seconds = divmod(round(run["wall_s"]), 60)
+    flags = "AVX-512" if "avx512f" in run["machine"]["flags"] else "AVX2"
+    row = f"| {run['machine']['cpu']}, {flags} | {run['machine']['cores']} | {minutes} min {seconds} s | " \
+          f"{run['cpu_s']:,.0f} s |"
+    assert row in (ROOT / "README.md").read_text()

@@ -1,0 +1,47 @@
+"""A sweep prints its wall-time estimate before its first run, from the study's estimator (`studies/cost.cost`):
+6 x params x the tokens each unfinished run trains, a branch run only its cooldown."""
+
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from posbench.studies.cost import OTHER_CPU_S_PER_CELL, TRAIN_FLOP_PER_CPU_S, machine_speed
+from posbench.sweeps.sweep_cost import sweep_estimate
+from posbench.sweeps.sweep_runner import run_sweep
+from posbench.sweeps.sweep_spec import load_sweep, plan_runs
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_sweep import make_data, sweep_yaml  # noqa: E402
+
+
+def test_the_estimate_counts_each_runs_tokens_and_a_branch_runs_cooldown_by_hand(tmp_path):
+    data = make_data(tmp_path)
+    run = yaml.safe_load(sweep_yaml(tmp_path, data).read_text())["run"]
+    run["train"]["target_budgets"] = [8192, 16384]
+    spec = load_sweep(str(sweep_yaml(tmp_path, data, run=run)))
+    runs = plan_runs(spec, tmp_path / "out")
+    assert [bool(r.parent) for r in runs] == [False, True, False, True]  # each PE's main run and its 8K branch
+    from posbench.training.plan import make_plan
+
+    main = make_plan(runs[0].cfg, 1, "cpu")
+    n = main.n_params
+    (decay,) = [d for d, b in main.branch_points.items() if b == 8192]
+    assert 0 < decay < 8192
+    est = sweep_estimate(runs, tmp_path / "out", workers=1)
+    flop = 2 * 6.0 * n * (16384 + 8192 - decay)
+    assert (est.cells, est.todo, est.unit) == (4, 4, "runs") and est.train_flop == pytest.approx(flop)
+    assert est.minutes == pytest.approx((flop / TRAIN_FLOP_PER_CPU_S + 4 * OTHER_CPU_S_PER_CELL) / machine_speed() / 60)
+    assert est.text().startswith("4 runs: ")
+
+
+def test_the_sweep_prints_the_estimate_before_its_first_run(tmp_path):
+    spec = load_sweep(str(sweep_yaml(tmp_path, make_data(tmp_path), eval={"suites": ["ppl"], "lengths": [64],
+                                                                           "device": "cpu", "ppl": {
+                                                                               "protocols": ["nonoverlap"],
+                                                                               "max_tokens": 512}})))
+    out = tmp_path / "out"
+    seen = []
+    run_sweep(spec, out, progress=False, log=lambda line: seen.append((line, (out / "done").exists())))
+    assert seen[0][0].startswith("estimate: 2 runs: ") and seen[0][1] is False
