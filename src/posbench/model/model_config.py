@@ -21,7 +21,7 @@ from posbench.model.packing import PackingConfig
 from posbench.pe import PEContext
 from posbench.pe.window import check_window
 
-AttentionChoice = Literal["auto", "sdpa", "flex", "flash_alibi", "eager", "sdpa_bias"]
+AttentionChoice = Literal["auto", "sdpa", "flex", "flash_alibi", "eager", "sdpa_bias", "sdpa_dense"]
 AttentionGate = Literal[tuple(GATES)]  # none | elementwise | headwise (model/attention_gate.py)
 EmbedScale = Literal[tuple(EMBED_SCALES)]  # the names are written once, in model/embedding.py
 MatmulChoice = Literal[tuple(MATMULS)]  # torch | onednn | auto (model/matmul.py)

@@ -1,5 +1,6 @@
 """The sdpa_bias kernel (`BlockedBiasKernel`): the eager kernel's result without its (B, H, T, S) tensors where no
-autograd graph is recorded, executing the path model/attention_plan.py `plan_bias_call` chooses per call: blocked
+autograd graph is recorded, and sdpa_dense (`DenseBiasKernel`), which also trains through SDPA (CUDA's `auto` for a
+learned bias, model/attention_plan.py `learned_bias`), executing the path model/attention_plan.py `plan_bias_call` chooses per call: blocked
 SDPA with the bias as a float mask (model/bias_attention.py), SDPA once on one block, ALiBi's and T5's far field
 (model/far_field.py), or, under autograd, the eager reference it subclasses (model/kernel_base.py; model/kernels.py
 describes every kernel and selects them).
@@ -10,8 +11,10 @@ Shape legend: B batch, H heads, T query length, S key length (S >= T with a KV c
 from __future__ import annotations
 
 import functools
+from typing import ClassVar
 
 import torch
+import torch.nn.functional as F
 
 from posbench.model import bias_attention, far_field
 from posbench.model.attention_call import AttentionCall
@@ -37,6 +40,8 @@ class BlockedBiasKernel(EagerKernel):
     one float mask (model/bias_attention.py). Under autograd, and with attention dropout in training, the eager
     reference runs: SDPA's gradient w.r.t. a float mask is not what CPU training is tested against."""
 
+    dense_grad: ClassVar[bool] = False  # BiasCall.dense_grad: sdpa_dense trains through SDPA (DenseBiasKernel)
+
     def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None, fast=None, sinks_H=None):
         """Executes the path `plan_bias_call` chooses (model/attention_plan.py says when each applies)."""
         H, T, S = q_BHTK.shape[1], q_BHTK.shape[-2], k_BHSK.shape[-2]
@@ -52,11 +57,30 @@ class BlockedBiasKernel(EagerKernel):
                         H, T, S, lambda: table().rows if table() is not None else 0,
                         far_field=fast is not None and fast.far_field is not None,
                         rows_bias=fast is not None and fast.rows_bias is not None,
-                        sinks=sinks_H is not None, chunk=self.chunk is not None)
+                        sinks=sinks_H is not None, chunk=self.chunk is not None, dense_grad=self.dense_grad)
         path = plan_bias_call(call)
+        if path is BiasPath.DENSE:
+            return self._dense(q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs, table())
         if path is BiasPath.EAGER:
             return super().__call__(q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs, sinks_H=sinks_H)
         return self.PATHS[path](self, q_BHTK, k_BHSK, v_BHSK, score_mod, docs, fast, table())
+
+    def _dense(self, q, k, v, score_mod, training: bool, docs, table: DistanceTable | None):
+        """BiasPath.DENSE: the layer's bias made once for the call with its autograd graph, (H, T, S) or, per row
+        (documents, token features), (B, H, T, S); from the PE's distance table (the learned function at S
+        distances, then a gather) when it serves every query, else its score_mod on the whole grid. Future and
+        masked keys at -inf; SDPA then runs a fused kernel with the bias as a float mask (CUDA's memory-efficient
+        kernel computes the mask's gradient), and the bias's backward is one dense reduction per parameter."""
+        B, H, T, _ = q.shape
+        S = k.shape[-2]
+        per_row = docs is not None or self.pe.has_token_features
+        if not per_row and table is not None and table.rows >= T:
+            bias = distance_grid(table.bias_HS, T, S)
+        else:
+            bias = materialize_bias(score_mod, H, T, S, q.device, B if per_row else None)
+        mask = bias.masked_fill(~self.allowed(T, S, q.device, docs), float("-inf")).to(q.dtype)
+        dropout = self.attn_dropout if training else 0.0
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
 
     def _bias_block(self, score_mod, H: int, device, per_row: int | None):
         """`bias_block` of the score_mod evaluated on each block's grids (per row with `per_row` rows)."""
@@ -143,6 +167,16 @@ class BlockedBiasKernel(EagerKernel):
         # per block of about BLOCK_ELEMENTS entries its bias-mask and SDPA's own scores and probabilities
         per_row = B if path in (BiasPath.DOCUMENTS, BiasPath.PER_ROW) else 1
         return 2 * call.mask + 3 * 4 * per_row * bias_attention.BLOCK_ELEMENTS + 2 * call.out
+
+
+@KERNELS.register("sdpa_dense")
+class DenseBiasKernel(BlockedBiasKernel):
+    """sdpa_bias whose training calls run SDPA with the whole bias as a float mask that carries its gradient
+    (BiasPath.DENSE) instead of the eager reference: no (B, H, T, S) scores or probabilities are kept, only the
+    (H, T, S) bias and its gradient, per row with documents. Without autograd it is sdpa_bias (the same plan).
+    Why it exists: a learned score_mod's FlexAttention backward (model/attention_plan.py `learned_bias`)."""
+
+    dense_grad = True
 
 
 @functools.lru_cache(maxsize=1)
