@@ -30,9 +30,12 @@ import torch  # noqa: E402
 
 from posbench.cli.arg_types import nonnegative_float  # noqa: E402
 from posbench.cli.errors_cli import cli_entry  # noqa: E402
+from posbench.gpucheck import args as arg_checks  # noqa: E402
 from posbench.gpucheck import common, kernels, pretrain, studies  # noqa: E402
 
 MODES = {"kernels": kernels, "pretrain": pretrain, "studies": studies}
+# each mode's command-line check, run for every mode of the call before any work (gpucheck/args.py)
+CHECKS = {"kernels": kernels.check_args, "pretrain": pretrain.check_args, "studies": arg_checks.check_studies}
 # `all`: the modes it runs and the share of the budget each gets, in order (the kernels' throughput sizes
 # pretrain's run); `studies` runs posbench's own commands for results, not a check of the GPU path
 ALL_SHARES = {"kernels": 0.42, "pretrain": 1.0}
@@ -49,13 +52,16 @@ def main(argv=None) -> int:
     for module in MODES.values():
         module.add_arguments(p)
     args = p.parse_args(argv)
+    modes = list(ALL_SHARES) if args.mode == "all" else [args.mode]
+    for name in modes:
+        CHECKS[name](args)
+    out = common.out_dir(args.out)
+    arg_checks.check_out(out)
     if not args.dry_run and not torch.cuda.is_available():
         p.error("no CUDA device is visible: run on a GPU machine, or add --dry-run for the CPU toy run")
-    modes = list(ALL_SHARES) if args.mode == "all" else [args.mode]
     total = args.budget_s or sum(MODES[m].default_budget_s(args.dry_run) for m in modes)
     common.allow_recompiles()
     budget = common.Budget(total)
-    out = common.out_dir(args.out)
     texts, failed = [], 0
     for name in modes:
         share = ALL_SHARES[name] if args.mode == "all" else 1.0

@@ -127,3 +127,34 @@ def test_no_gpu_without_dry_run_is_a_usage_error(tmp_path):
         pytest.skip("a GPU is visible")
     done = run_isolated(["kernels"], tmp_path)
     assert done.returncode == 2 and "no CUDA device is visible" in done.stderr
+
+
+@pytest.mark.parametrize("args,says", [
+    (["kernels", "--cases", "alibi", "nosuch"], "--cases: unknown `nosuch`"),
+    (["kernels", "--pes", "rope", "ropee"], "--pes: unknown `ropee` (did you mean `rope`?)"),
+    (["kernels", "--sizes", "huge"], "--sizes: unknown `huge`"),
+    (["pretrain", "--pretrain-pes", "nosuch"], "--pretrain-pes: unknown `nosuch`"),
+    (["studies", "--study", "nosuch"], "no study preset `nosuch`"),
+    (["studies", "--sweep", "nosuch"], "no sweep preset `nosuch`"),
+], ids=["cases", "pes", "sizes-in-dry-run", "pretrain-pes", "study", "sweep"])
+def test_unknown_names_are_refused_before_any_work(tmp_path, args, says):
+    """Issue 59 item 11: one line, exit 2, the valid names, and nothing run (no JSON, no job started)."""
+    done = run_isolated([*args, "--dry-run", "--out", str(tmp_path / "out")], tmp_path)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], done.stderr
+    if "unknown" in says:
+        assert "valid: " in lines[0]
+    assert not (tmp_path / "out").exists() and done.stdout == ""
+
+
+def test_out_naming_a_file_is_refused_before_any_work(tmp_path):
+    """Issue 59 item 11: `--out` an existing file used to work ~30 s, then raise FileExistsError; the file stays."""
+    target = tmp_path / "results.json"
+    target.write_text("kept")
+    for out in (target, target / "below"):
+        done = run_isolated(["kernels", "--dry-run", "--out", str(out)], tmp_path)
+        assert done.returncode == 2 and done.stdout == "", done.stderr[-2000:]
+        assert done.stderr.strip() == f"error: --out {out}: {target} is a file, not a folder; give a folder (made " \
+                                      "if missing)"
+    assert target.read_text() == "kept"

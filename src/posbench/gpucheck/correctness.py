@@ -70,6 +70,11 @@ def cases(T: int) -> list[Case]:
     ]
 
 
+def case_names() -> list[str]:
+    """What `--cases` may name: every case's PE and label."""
+    return sorted({n for case in cases(64) for n in (case.pe, case.name)})
+
+
 @dataclass(frozen=True)
 class CheckDims:
     """The correctness models' size and batch, and how a compiled row compiles."""

@@ -41,9 +41,12 @@ from posbench.gpucheck.common import (
     markdown_table,
     matmul_peak,
 )
-from posbench.gpucheck.correctness import CheckDims, correctness
+from posbench.gpucheck.args import check_names
+from posbench.gpucheck.correctness import CheckDims, case_names, correctness
 from posbench.gpucheck.profile import profile_step
 from posbench.model.flops import model_stats
+from posbench.pe import PES
+from posbench.presets import preset_names
 from posbench.training.batch_sources import RandomTokens
 from posbench.training.loop import train
 from posbench.training.memory_model import peak_bytes
@@ -80,6 +83,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--cases", nargs="*", default=None,
                    help="kernels: only the correctness cases of these PEs or labels (default: every case)")
     p.add_argument("--skip", nargs="*", default=[], choices=list(SHARES), help="kernels: parts not to run")
+
+
+def check_args(args) -> None:
+    """Before any work (gpucheck/args.py): sizes are model presets (the dry run's toy rows included: a typo is not
+    left for the GPU call to find), PEs registered, cases the table has."""
+    check_names("--sizes", args.sizes, preset_names("model"))
+    check_names("--pes", args.pes, PES.names())
+    check_names("--cases", args.cases, case_names())
 
 
 def default_budget_s(dry_run: bool) -> float:
