@@ -30,6 +30,7 @@ from pathlib import Path
 import torch
 
 from posbench.config import load_config
+from posbench.gpucheck.args import check_names
 from posbench.gpucheck.common import (
     Budget,
     ModeResult,
@@ -41,7 +42,6 @@ from posbench.gpucheck.common import (
     markdown_table,
     matmul_peak,
 )
-from posbench.gpucheck.args import check_names
 from posbench.gpucheck.correctness import CheckDims, case_names, correctness
 from posbench.gpucheck.profile import profile_step
 from posbench.model.flops import model_stats

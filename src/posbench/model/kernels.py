@@ -55,8 +55,8 @@ from posbench.pe.encoding import PositionalEncoding
 
 # the kernel contract and the eager reference (model/kernel_base.py) and sdpa_bias (model/sdpa_bias_kernel.py) live in
 # files of their own; importing them here registers every kernel, and callers find them all in this module
-__all__ = ["KERNELS", "AttentionKernel", "BlockedBiasKernel", "DenseBiasKernel", "EagerKernel", "FlashAlibiKernel", "FlexKernel",
-           "SDPAKernel", "materialize_bias", "select_kernel"]
+__all__ = ["KERNELS", "AttentionKernel", "BlockedBiasKernel", "DenseBiasKernel", "EagerKernel", "FlashAlibiKernel",
+           "FlexKernel", "SDPAKernel", "materialize_bias", "select_kernel"]
 
 @KERNELS.register("sdpa")
 class SDPAKernel(AttentionKernel):

@@ -1,9 +1,10 @@
 """The sdpa_bias kernel (`BlockedBiasKernel`): the eager kernel's result without its (B, H, T, S) tensors where no
-autograd graph is recorded, and sdpa_dense (`DenseBiasKernel`), which also trains through SDPA (CUDA's `auto` for a
-learned bias, model/attention_plan.py `learned_bias`), executing the path model/attention_plan.py `plan_bias_call` chooses per call: blocked
+autograd graph is recorded, executing the path model/attention_plan.py `plan_bias_call` chooses per call: blocked
 SDPA with the bias as a float mask (model/bias_attention.py), SDPA once on one block, ALiBi's and T5's far field
 (model/far_field.py), or, under autograd, the eager reference it subclasses (model/kernel_base.py; model/kernels.py
-describes every kernel and selects them).
+describes every kernel and selects them). sdpa_dense (`DenseBiasKernel`) is the same kernel except under autograd,
+where it trains through SDPA with the layer's whole bias (CUDA's `auto` for a learned bias,
+model/attention_plan.py `learned_bias`).
 
 Shape legend: B batch, H heads, T query length, S key length (S >= T with a KV cache), K head dim.
 """
