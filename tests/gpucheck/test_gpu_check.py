@@ -138,7 +138,7 @@ def test_no_gpu_without_dry_run_is_a_usage_error(tmp_path):
     (["studies", "--sweep", "nosuch"], "no sweep preset `nosuch`"),
 ], ids=["cases", "pes", "sizes-in-dry-run", "pretrain-pes", "study", "sweep"])
 def test_unknown_names_are_refused_before_any_work(tmp_path, args, says):
-    """Issue 59 item 11: one line, exit 2, the valid names, and nothing run (no JSON, no job started)."""
+    """A mistyped name: one line, exit 2, the valid names, and nothing run (no JSON, no job started)."""
     done = run_isolated([*args, "--dry-run", "--out", str(tmp_path / "out")], tmp_path)
     assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
     lines = [line for line in done.stderr.splitlines() if line.strip()]
@@ -149,7 +149,7 @@ def test_unknown_names_are_refused_before_any_work(tmp_path, args, says):
 
 
 def test_out_naming_a_file_is_refused_before_any_work(tmp_path):
-    """Issue 59 item 11: `--out` an existing file used to work ~30 s, then raise FileExistsError; the file stays."""
+    """`--out` naming a file: refused at once (not after the probes, as a FileExistsError); the file stays."""
     target = tmp_path / "results.json"
     target.write_text("kept")
     for out in (target, target / "below"):

@@ -100,8 +100,9 @@ def test_kernels_are_no_part_of_the_identity():
 
 def test_training_refuses_before_the_run_directory_exists(tmp_path):
     done = subprocess.run([sys.executable, "-m", "posbench", "train", "--model-size", "nano",
-                           "model.kernels.mlp=liger", "train.device=cpu", "train.stream=random", f"train.out_dir={tmp_path / 'runs'}",
-                           "logging.wandb=disabled"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+                           "model.kernels.mlp=liger", "train.device=cpu", "train.stream=random",
+                           f"train.out_dir={tmp_path / 'runs'}", "logging.wandb=disabled"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 2, done.stderr[-2000:]
     assert done.stderr.strip().startswith("error: model.kernels.mlp=liger cannot run on cpu: ")
     assert len(done.stderr.strip().splitlines()) == 1
