@@ -1,11 +1,13 @@
 #!/usr/bin/env python
 """The GPU path checked in one prepared call: kernels correct on CUDA with their throughput and memory per PE
-(`kernels`), and PEs pretrained on a carried corpus of English text and evaluated past the training length
+(`kernels`: first a profile of one tiny step, then every model.kernels option timed on and off), and PEs
+pretrained on a carried corpus of English text and evaluated past the training length
 (`pretrain`); `all` runs both under one budget. A GPU is lent rarely and for minutes, so each mode fits a
-wall-clock budget (--budget-s; rows that no longer fit are skipped, largest sizes first, and say so), every row
-fails alone, JSON goes under --out (default: $OUT) after each row, and the tables are printed last.
+wall-clock budget (--budget-s; rows that no longer fit are skipped and say so), every row fails alone, JSON goes
+under --out (default: $OUT) after each row, and the tables are printed last. Names, --out and the study are checked
+before any work (gpucheck/args.py): a mistyped one is one line and exit 2.
 
-    python scripts/gpu_check.py kernels                   # on one H100: ~8 min
+    python scripts/gpu_check.py kernels                   # at most 9 min (--budget-s 520)
     python scripts/gpu_check.py pretrain --corpus data/gpu_corpus
     python scripts/gpu_check.py all --budget-s 560
     python scripts/gpu_check.py kernels --dry-run         # the same code on the CPU at toy sizes (a CI test)
