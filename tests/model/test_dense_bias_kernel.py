@@ -84,3 +84,22 @@ def test_dense_training_runs_sdpa():
     with torch.profiler.profile() as prof:
         logits_and_grads("sdpa_bias", "pe.name=fire")
     assert "aten::scaled_dot_product_attention" not in {e.key for e in prof.key_averages()}
+
+
+@pytest.mark.parametrize("pe", ["t5", "fire"])
+def test_compiled_dense_training_equals_eager(pe):
+    """Under torch.compile (as train.compile runs it, graph breaks allowed) the bias is made outside the graph, by
+    the same code: logits and gradients as the eager kernel's."""
+    over = [f"pe.name={pe}", *(["pe.threshold_init=9"] if pe == "fire" else [])]
+    _, ref_grads, ref_model = logits_and_grads("eager", *over)
+    cfg, model = model_with("model.attention=sdpa_dense", *over)
+    model.load_state_dict(ref_model.state_dict())
+    model.train()
+    assert not any(b.attn.kernel.compiles_whole for b in model.blocks)
+    compiled = torch.compile(model, backend="aot_eager")
+    ids = torch.randint(2, cfg.model.vocab_size, (2, 41), generator=torch.Generator().manual_seed(2))
+    ids[0, 17] = ids[1, 5] = 1
+    logits = compiled(ids[:, :-1]).logits
+    F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten()).backward()
+    for name, g in ref_grads.items():
+        torch.testing.assert_close(dict(model.named_parameters())[name].grad, g, rtol=1e-4, atol=1e-6, msg=name)

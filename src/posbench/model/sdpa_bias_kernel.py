@@ -61,27 +61,36 @@ class BlockedBiasKernel(EagerKernel):
                         sinks=sinks_H is not None, chunk=self.chunk is not None, dense_grad=self.dense_grad)
         path = plan_bias_call(call)
         if path is BiasPath.DENSE:
-            return self._dense(q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs, table())
+            return self._dense(q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs, table)
         if path is BiasPath.EAGER:
             return super().__call__(q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs, sinks_H=sinks_H)
         return self.PATHS[path](self, q_BHTK, k_BHSK, v_BHSK, score_mod, docs, fast, table())
 
-    def _dense(self, q, k, v, score_mod, training: bool, docs, table: DistanceTable | None):
-        """BiasPath.DENSE: the layer's bias made once for the call with its autograd graph, (H, T, S) or, per row
-        (documents, token features), (B, H, T, S); from the PE's distance table (the learned function at S
-        distances, then a gather) when it serves every query, else its score_mod on the whole grid. Future and
-        masked keys at -inf; SDPA then runs a fused kernel with the bias as a float mask (CUDA's memory-efficient
-        kernel computes the mask's gradient), and the bias's backward is one dense reduction per parameter."""
+    def _dense(self, q, k, v, score_mod, training: bool, docs, table):
+        """BiasPath.DENSE: the layer's bias made once for the call with its autograd graph (`_dense_bias`), future
+        and masked keys at -inf; SDPA then runs a fused kernel with the bias as a float mask (CUDA's memory-efficient
+        kernel computes the mask's gradient). `table`: the thunk of the PE's distance table."""
+        mask = self._dense_bias(q, k, score_mod, docs, table)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.dtype),
+                                              dropout_p=self.attn_dropout if training else 0.0)
+
+    # outside torch.compile's graph: whether the distance table serves the call is a question about the positions'
+    # values (BiasPE.by_distance), which a graph cannot hold; the table's gather is then an ordinary index whose
+    # backward CUDA runs sorted, where inductor would lower it to atomics into the table's few entries
+    @torch.compiler.disable
+    def _dense_bias(self, q, k, score_mod, docs, table):
+        """(H, T, S) or, per row (documents, token features), (B, H, T, S) float32 with -inf where attention is not
+        allowed: from the PE's distance table (the learned function at S distances, then a gather) when it serves
+        every query, else its score_mod on the whole grid."""
         B, H, T, _ = q.shape
         S = k.shape[-2]
         per_row = docs is not None or self.pe.has_token_features
-        if not per_row and table is not None and table.rows >= T:
-            bias = distance_grid(table.bias_HS, T, S)
+        made = None if per_row else table()
+        if made is not None and made.rows >= T:
+            bias = distance_grid(made.bias_HS, T, S)
         else:
             bias = materialize_bias(score_mod, H, T, S, q.device, B if per_row else None)
-        mask = bias.masked_fill(~self.allowed(T, S, q.device, docs), float("-inf")).to(q.dtype)
-        dropout = self.attn_dropout if training else 0.0
-        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, dropout_p=dropout)
+        return bias.masked_fill(~self.allowed(T, S, q.device, docs), float("-inf"))
 
     def _bias_block(self, score_mod, H: int, device, per_row: int | None):
         """`bias_block` of the score_mod evaluated on each block's grids (per row with `per_row` rows)."""
@@ -178,6 +187,7 @@ class DenseBiasKernel(BlockedBiasKernel):
     Why it exists: a learned score_mod's FlexAttention backward (model/attention_plan.py `learned_bias`)."""
 
     dense_grad = True
+    compiles_whole = False  # its bias is made outside torch.compile's graph (`_dense_bias`)
 
 
 @functools.lru_cache(maxsize=1)
