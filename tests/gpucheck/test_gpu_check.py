@@ -180,3 +180,34 @@ def test_out_naming_a_file_is_refused_before_any_work(tmp_path):
         assert done.stderr.strip() == f"error: --out {out}: {target} is a file, not a folder; give a folder (made " \
                                       "if missing)"
     assert target.read_text() == "kept"
+
+
+def test_throughput_rows_time_every_option_alone_then_all_never_measured_first():
+    from posbench.gpucheck.kernels import DEFAULT_PES
+    from posbench.gpucheck.rows import MEASURED_THROUGHPUT, library_options, throughput_rows
+
+    rows = throughput_rows(["tiny", "small"], DEFAULT_PES)
+    assert (rows[0].size, rows[0].pe, rows[0].options) == ("tiny", "rope", ())  # the profiled anchor stays first
+    options = library_options()
+    assert {("loss", "cce"), ("loss", "liger_flce"), ("norm", "liger"), ("mlp", "liger")} == set(options)
+    for size in ("tiny", "small"):
+        alone = {r.options[0] for r in rows if r.size == size and len(r.options) == 1}
+        assert alone == set(options)
+        together = [dict(r.options) for r in rows if r.size == size and len(r.options) > 1]
+        assert together == [{"loss": "cce", "norm": "liger", "mlp": "liger"},
+                            {"loss": "liger_flce", "norm": "liger", "mlp": "liger"}]
+    assert {r.pe for r in rows if r.size == "tiny"} == set(DEFAULT_PES)
+    flags = [r.measured for r in rows[1:]]
+    assert flags == sorted(flags) and {(r.size, r.pe) for r in rows if r.measured} == MEASURED_THROUGHPUT
+    assert rows[1].overrides == ["model.kernels.loss=cce"] and rows[1].label == "loss=cce"
+
+
+def test_correctness_rows_never_measured_first_and_the_measured_list_names_real_rows():
+    from posbench.gpucheck.correctness import CheckDims, rows
+    from posbench.gpucheck.rows import MEASURED_CORRECTNESS
+
+    planned = rows(CheckDims(32, 4, 64, 32, 61, 2), torch.device("cpu"), reference=None)
+    flags = [r.measured for r in planned]
+    assert flags == sorted(flags)
+    assert {(r.case.name, r.what) for r in planned if r.measured} == MEASURED_CORRECTNESS
+    assert {"sdpa_dense", "compiled", "kv-cache"} <= {r.what for r in planned if not r.measured}
