@@ -1,11 +1,13 @@
 #!/usr/bin/env python
 """The GPU path checked in one prepared call: kernels correct on CUDA with their throughput and memory per PE
-(`kernels`), and PEs pretrained on a carried corpus of English text and evaluated past the training length
+(`kernels`: first a profile of one tiny step, then every model.kernels option timed on and off), and PEs
+pretrained on a carried corpus of English text and evaluated past the training length
 (`pretrain`); `all` runs both under one budget. A GPU is lent rarely and for minutes, so each mode fits a
-wall-clock budget (--budget-s; rows that no longer fit are skipped, largest sizes first, and say so), every row
-fails alone, JSON goes under --out (default: $OUT) after each row, and the tables are printed last.
+wall-clock budget (--budget-s; rows that no longer fit are skipped and say so), every row fails alone, JSON goes
+under --out (default: $OUT) after each row, and the tables are printed last. Names, --out and the study are checked
+before any work (gpucheck/args.py): a mistyped one is one line and exit 2.
 
-    python scripts/gpu_check.py kernels                   # on one H100: ~8 min
+    python scripts/gpu_check.py kernels                   # at most 9 min (--budget-s 520)
     python scripts/gpu_check.py pretrain --corpus data/gpu_corpus
     python scripts/gpu_check.py all --budget-s 560
     python scripts/gpu_check.py kernels --dry-run         # the same code on the CPU at toy sizes (a CI test)
@@ -31,9 +33,12 @@ import torch  # noqa: E402
 
 from posbench.cli.arg_types import nonnegative_float  # noqa: E402
 from posbench.cli.errors_cli import cli_entry  # noqa: E402
+from posbench.gpucheck import args as arg_checks  # noqa: E402
 from posbench.gpucheck import common, kernels, pretrain, studies  # noqa: E402
 
 MODES = {"kernels": kernels, "pretrain": pretrain, "studies": studies}
+# each mode's command-line check, run for every mode of the call before any work (gpucheck/args.py)
+CHECKS = {"kernels": kernels.check_args, "pretrain": pretrain.check_args, "studies": arg_checks.check_studies}
 # `all`: the modes it runs and the share of the budget each gets, in order (the kernels' throughput sizes
 # pretrain's run); `studies` runs posbench's own commands for results, not a check of the GPU path
 ALL_SHARES = {"kernels": 0.42, "pretrain": 1.0}
@@ -50,13 +55,16 @@ def main(argv=None) -> int:
     for module in MODES.values():
         module.add_arguments(p)
     args = p.parse_args(argv)
+    modes = list(ALL_SHARES) if args.mode == "all" else [args.mode]
+    for name in modes:
+        CHECKS[name](args)
+    out = common.out_dir(args.out)
+    arg_checks.check_out(out)
     if not args.dry_run and not torch.cuda.is_available():
         p.error("no CUDA device is visible: run on a GPU machine, or add --dry-run for the CPU toy run")
-    modes = list(ALL_SHARES) if args.mode == "all" else [args.mode]
     total = args.budget_s or sum(MODES[m].default_budget_s(args.dry_run) for m in modes)
     common.allow_recompiles()
     budget = common.Budget(total)
-    out = common.out_dir(args.out)
     texts, failed = [], 0
     for name in modes:
         share = ALL_SHARES[name] if args.mode == "all" else 1.0

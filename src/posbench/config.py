@@ -61,6 +61,7 @@ class RunConfig:
             raise ConfigError(f"train.compile=true cannot compile model.matmul={self.model.matmul}: inductor lowers "
                               "oneDNN's linear only for frozen (inference) weights. Use model.matmul=torch with "
                               "train.compile=true, or train.compile=false")
+        self.model.kernels.check_loss_mode(self.train.loss)
         return self
 
     def to_yaml(self) -> str:

@@ -59,10 +59,14 @@ def test_relative_errors_by_hand():
     assert rel(torch.tensor([3.0, 5.0]), ref) == pytest.approx(1 / 5)
     ref_g = {"a": torch.tensor([3.0, 4.0]), "b": torch.tensor([1.0, 0.0]), "zero": torch.zeros(2)}
     got = {"a": torch.tensor([3.0, 4.5]), "b": torch.tensor([1.0, 0.5]), "zero": torch.ones(2)}
-    assert grad_error(got, ref_g) == pytest.approx(0.5)  # b's 0.5 / 1 is the worst; a zero reference is skipped
+    assert grad_error(got, ref_g) == pytest.approx(0.5)  # b's 0.5 / 1 is the worst; zero's ||1, 1|| / sqrt(26) less
+    # a negligible reference gradient (zero but for rounding) is measured against all gradients' norm, 5
+    tiny = {"a": torch.tensor([3.0, 4.0]), "noise": torch.tensor([1e-9, 0.0])}
+    assert grad_error({"a": tiny["a"], "noise": torch.tensor([2e-9, 0.0])}, tiny) == pytest.approx(1e-9 / 5)
+    assert grad_error({"a": tiny["a"], "noise": torch.tensor([0.5, 0.0])}, tiny) == pytest.approx(0.5 / 5, rel=1e-6)
     # all gradients as one vector: ||(0, .5, 0, .5, 1, 1)|| / ||(3, 4, 1, 0, 0, 0)|| = sqrt(2.5) / sqrt(26)
     assert grad_error(got, ref_g, worst_parameter=False) == pytest.approx((2.5 / 26) ** 0.5)
-    assert grad_error({"a": got["a"]}, ref_g) == 1.0  # a parameter without a gradient is a whole error
+    assert grad_error({"a": got["a"], "zero": got["zero"]}, ref_g) == 1.0  # a missing gradient is a whole error
 
 
 def test_kernel_kinds_by_name():
@@ -99,25 +103,43 @@ def run_isolated(args: list[str], tmp_path: Path) -> subprocess.CompletedProcess
 
 @pytest.mark.slow
 def test_kernels_dry_run_end_to_end(tmp_path):
-    """The whole kernels mode on the CPU, every row (a budget that a busy machine cannot run out of): each passes;
-    the tables print last."""
-    done = run_isolated(["kernels", "--dry-run", "--budget-s", "900", "--out", str(tmp_path / "out")], tmp_path)
+    """The whole kernels mode on the CPU, every row (a budget that a busy machine cannot run out of): the profile
+    first, then the throughput rows with every model.kernels option (those that cannot run on a CPU skipped with
+    their reason), then the correctness rows never measured on a GPU before those measured; each passes; the
+    tables print last."""
+    done = run_isolated(["kernels", "--dry-run", "--budget-s", "1200", "--out", str(tmp_path / "out")], tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     tables = json.loads((tmp_path / "out" / "kernels.json").read_text())["tables"]
+    out = done.stdout
+    order = [out.index(f"[kernels] {part}: ") for part in ("profile", "throughput", "correctness", "tests", "resume")]
+    assert order == sorted(order)
     assert tables["tests"][0]["status"] == "ok" and "skipped" in tables["tests"][0]["summary"]  # no CUDA here
     rows = tables["correctness"]
     assert {r["status"] for r in rows} == {"ok"}, [r for r in rows if r["status"] != "ok"]
-    ran = rows
-    assert len(ran) >= 60 and all(r["pass"] for r in ran)
-    assert {"sdpa", "flex", "sdpa_bias", "kv-cache"} <= {r["kernel"] for r in ran}
-    assert any(r["kernel"].startswith("compiled(") for r in ran)
+    assert len(rows) >= 80 and all(r["pass"] for r in rows)
+    assert {"sdpa", "flex", "sdpa_bias", "sdpa_dense", "kv-cache"} <= {r["kernel"] for r in rows}
+    assert {"alibi+sinks", "alibi+chunk", "alibi+temperature", "fire+docs"} <= {r["pe"] for r in rows}
+    assert any(r["kernel"].startswith("compiled(") for r in rows)
+    flags = [r["measured_before"] for r in rows]
+    assert flags == sorted(flags) and any(flags) and not all(flags)  # never measured first
     assert tables["resume"][0]["pass"] is True
-    assert [r["pe"] for r in tables["throughput"]] == ["rope", "alibi"]
-    assert all(r["tok_s"] > 0 and r["status"] == "ok" for r in tables["throughput"])
+    tp = tables["throughput"]
+    options = {r["options"] for r in tp}
+    assert {"torch", "loss=cce", "loss=liger_flce", "norm=liger", "mlp=liger"} <= options
+    assert {"loss=cce, norm=liger, mlp=liger", "loss=liger_flce, norm=liger, mlp=liger"} <= options
+    assert [(r["pe"], r["options"]) for r in tp][0] == ("rope", "torch") and tp[0]["vs_anchor"] == 1.0
+    assert ("alibi", "torch") in [(r["pe"], r["options"]) for r in tp]
+    for r in tp:
+        if "liger" in r["options"]:  # Triton kernels: no CPU backend (or the package missing), said in the row
+            assert r["status"] == "skipped", r
+        if r["status"] == "skipped":
+            assert r["error"].startswith("model.kernels.") and ("runs on cuda only" in r["error"]
+                                                                or "is not installed" in r["error"]), r
+        else:
+            assert r["status"] == "ok" and r["tok_s"] > 0 and r["vs_anchor"] > 0, r
     (prof,) = tables["profile"]
     assert prof["status"] == "ok" and prof["step_ms"] > 0 and sum(prof["shares"].values()) == pytest.approx(1.0)
     assert prof["shares"]["matmul"] > 0 and len(prof["top"]) == 8
-    out = done.stdout
     assert out.index("## Kernel correctness") > out.index("# gpu_check kernels (dry run)")
     assert "## Where a training step's time goes: nano rope" in out
 
@@ -127,3 +149,65 @@ def test_no_gpu_without_dry_run_is_a_usage_error(tmp_path):
         pytest.skip("a GPU is visible")
     done = run_isolated(["kernels"], tmp_path)
     assert done.returncode == 2 and "no CUDA device is visible" in done.stderr
+
+
+@pytest.mark.parametrize("args,says", [
+    (["kernels", "--cases", "alibi", "nosuch"], "--cases: unknown `nosuch`"),
+    (["kernels", "--pes", "rope", "ropee"], "--pes: unknown `ropee` (did you mean `rope`?)"),
+    (["kernels", "--sizes", "huge"], "--sizes: unknown `huge`"),
+    (["pretrain", "--pretrain-pes", "nosuch"], "--pretrain-pes: unknown `nosuch`"),
+    (["studies", "--study", "nosuch"], "no study preset `nosuch`"),
+    (["studies", "--sweep", "nosuch"], "no sweep preset `nosuch`"),
+], ids=["cases", "pes", "sizes-in-dry-run", "pretrain-pes", "study", "sweep"])
+def test_unknown_names_are_refused_before_any_work(tmp_path, args, says):
+    """A mistyped name: one line, exit 2, the valid names, and nothing run (no JSON, no job started)."""
+    done = run_isolated([*args, "--dry-run", "--out", str(tmp_path / "out")], tmp_path)
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr[-2000:]
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], done.stderr
+    if "unknown" in says:
+        assert "valid: " in lines[0]
+    assert not (tmp_path / "out").exists() and done.stdout == ""
+
+
+def test_out_naming_a_file_is_refused_before_any_work(tmp_path):
+    """`--out` naming a file: refused at once (not after the probes, as a FileExistsError); the file stays."""
+    target = tmp_path / "results.json"
+    target.write_text("kept")
+    for out in (target, target / "below"):
+        done = run_isolated(["kernels", "--dry-run", "--out", str(out)], tmp_path)
+        assert done.returncode == 2 and done.stdout == "", done.stderr[-2000:]
+        assert done.stderr.strip() == f"error: --out {out}: {target} is a file, not a folder; give a folder (made " \
+                                      "if missing)"
+    assert target.read_text() == "kept"
+
+
+def test_throughput_rows_time_every_option_alone_then_all_never_measured_first():
+    from posbench.gpucheck.kernels import DEFAULT_PES
+    from posbench.gpucheck.rows import MEASURED_THROUGHPUT, library_options, throughput_rows
+
+    rows = throughput_rows(["tiny", "small"], DEFAULT_PES)
+    assert (rows[0].size, rows[0].pe, rows[0].options) == ("tiny", "rope", ())  # the profiled anchor stays first
+    options = library_options()
+    assert {("loss", "cce"), ("loss", "liger_flce"), ("norm", "liger"), ("mlp", "liger")} == set(options)
+    for size in ("tiny", "small"):
+        alone = {r.options[0] for r in rows if r.size == size and len(r.options) == 1}
+        assert alone == set(options)
+        together = [dict(r.options) for r in rows if r.size == size and len(r.options) > 1]
+        assert together == [{"loss": "cce", "norm": "liger", "mlp": "liger"},
+                            {"loss": "liger_flce", "norm": "liger", "mlp": "liger"}]
+    assert {r.pe for r in rows if r.size == "tiny"} == set(DEFAULT_PES)
+    flags = [r.measured for r in rows[1:]]
+    assert flags == sorted(flags) and {(r.size, r.pe) for r in rows if r.measured} == MEASURED_THROUGHPUT
+    assert rows[1].overrides == ["model.kernels.loss=cce"] and rows[1].label == "loss=cce"
+
+
+def test_correctness_rows_never_measured_first_and_the_measured_list_names_real_rows():
+    from posbench.gpucheck.correctness import CheckDims, rows
+    from posbench.gpucheck.rows import MEASURED_CORRECTNESS
+
+    planned = rows(CheckDims(32, 4, 64, 32, 61, 2), torch.device("cpu"), reference=None)
+    flags = [r.measured for r in planned]
+    assert flags == sorted(flags)
+    assert {(r.case.name, r.what) for r in planned if r.measured} == MEASURED_CORRECTNESS
+    assert {"sdpa_dense", "compiled", "kv-cache"} <= {r.what for r in planned if not r.measured}

@@ -20,7 +20,7 @@ MODEL = Path(__file__).resolve().parents[2] / "src" / "posbench" / "model"
 
 
 def call(bias="score", grad=False, dropout=False, documents=False, per_row=False, window=False, device="cpu",
-         H=4, T=512, S=512, table_rows=None, far=False, rows=False):
+         H=4, T=512, S=512, table_rows=None, far=False, rows=False, dense=False, sinks=False):
     """A BiasCall; `table_rows` None: the table serves every query."""
     asked = []
 
@@ -29,7 +29,7 @@ def call(bias="score", grad=False, dropout=False, documents=False, per_row=False
         return T if table_rows is None else table_rows
 
     c = BiasCall(bias, grad, dropout, documents, per_row, window, device, H, T, S, table, far_field=far,
-                 rows_bias=rows)
+                 rows_bias=rows, dense_grad=dense, sinks=sinks)
     return c, asked
 
 
@@ -41,6 +41,12 @@ DECODE = dict(T=1, S=300)
 CASES = [
     # (name, BiasCall fields, path)
     ("autograd", dict(grad=True), BiasPath.EAGER),
+    ("autograd, sdpa_dense", dict(grad=True, dense=True), BiasPath.DENSE),
+    ("autograd, sdpa_dense, documents, dropout", dict(grad=True, dense=True, documents=True, dropout=True),
+     BiasPath.DENSE),
+    ("autograd, sdpa_dense, sinks", dict(grad=True, dense=True, sinks=True), BiasPath.EAGER),
+    ("autograd, sdpa_dense, CoPE's logits_mod", dict(grad=True, dense=True, bias="logits"), BiasPath.EAGER),
+    ("no grad, sdpa_dense", dict(dense=True, **ONE), BiasPath.ONE_BLOCK_TABLE),
     ("training dropout", dict(dropout=True), BiasPath.EAGER),
     ("no bias", dict(bias="none"), BiasPath.EAGER),
     ("CoPE's logits_mod", dict(bias="logits"), BiasPath.EAGER),

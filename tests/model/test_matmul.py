@@ -125,7 +125,7 @@ def test_run_identity_ignores_the_choice():
     cfgs = [load_config(overrides=[f"model.matmul={m}"]) for m in ("torch", "onednn")]
     idents = [identity(c, "data") for c in cfgs]
     assert idents[0] == idents[1] and "matmul" not in idents[0]["model"]
-    later = ("matmul", "packing", "attention_window", *ATTENTION_OPTIONS)  # fields added since, out when default
+    later = ("matmul", "kernels", "packing", "attention_window", *ATTENTION_OPTIONS)  # added since, out when default
     before = {k: v for k, v in to_dict(cfgs[0].model).items() if k not in later}
     assert idents[0]["model"] == before
 

@@ -24,8 +24,9 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import lock  # noqa: E402
 from readme_blocks import block  # noqa: E402
 
-# Left to the README's torch step or to optional GPU extras that never install on CPU.
-NOT_LOCKED = {"torch", "flash-attn", "mamba-ssm"}
+# Left to the README's torch step or to optional GPU extras that never install (or run: the `kernels` extra's
+# Triton kernels) on CPU.
+NOT_LOCKED = {"torch", "flash-attn", "mamba-ssm", "liger-kernel", "cut-cross-entropy"}
 # Majors that have broken, or could break, what we read of them (requirements.txt says why, line by line).
 BOUNDED = {"transformers", "lm-eval", "streamlit", "datasets", "wandb"}
 PYTHONS = ["3.10", "3.11", "3.12", "3.13"]

@@ -4,7 +4,8 @@ eager kernel with the same weights and inputs (the reference, computed once per 
   fp32 rows     the kernel's logits without autograd (the evaluation path) and its gradients from a forward +
                 backward (the training path), TF32 off: tolerance 1e-4 on the logits, 1e-3 on the worst parameter's
                 gradient
-  compiled      torch.compile(fullgraph) of the model with the kernel training picks, in bf16 autocast: tolerance
+  compiled      torch.compile of the model with the kernel training picks (fullgraph unless a kernel builds part of
+                its call outside the graph: sdpa_dense), in bf16 autocast: tolerance
                 max(2e-2, 3 x the bf16 eager model's own error) on the logits, max(5e-2, 3 x) on all gradients as one
                 vector, and 3 AdamW steps against the same model uncompiled (losses within 2e-2 relative)
   kv-cache      decoding (a prompt, then one token at a time) against the full forward, fp32, 1e-4
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -24,6 +26,7 @@ import torch.nn.functional as F
 
 from posbench.config import load_config
 from posbench.gpucheck.common import Budget, Report, fresh_compile
+from posbench.gpucheck.rows import MEASURED_CORRECTNESS
 from posbench.model.attention_plan import auto_kernel_name
 from posbench.model.kernels import KERNELS
 from posbench.model.transformer import Transformer
@@ -32,6 +35,7 @@ TOL_FP32 = (1e-4, 1e-3)  # logits, worst parameter's gradient
 TOL_BF16_FLOOR = (2e-2, 5e-2)
 TOL_STEPS = 2e-2
 TOL_CACHE = 1e-4
+NEGLIGIBLE = 1e-6  # a reference gradient this small next to all of them is zero but for rounding (grad_error)
 ROW_S = 2.0  # what a row needs of the budget to be started (a compiled row: 6 x)
 
 
@@ -58,7 +62,7 @@ def cases(T: int) -> list[Case]:
     return [
         Case("rotary", "rope", compiled=True), Case("rotary", "xpos"), Case("rotary", "modded_rope"),
         Case("added", "sinusoidal", compiled=True), Case("added", "learned"),
-        Case("bias", "alibi", compiled=True), Case("bias", "t5"), Case("bias", "kerple_log"),
+        Case("bias", "alibi", compiled=True), Case("bias", "t5", compiled=True), Case("bias", "kerple_log"),
         Case("bias", "fire", (f"pe.threshold_init={T // 4}",), compiled=True), Case("bias", "relative_learned"),
         Case("data-dependent", "fox", compiled=True), Case("data-dependent", "cope"),
         Case("data-dependent", "pope"),
@@ -67,7 +71,18 @@ def cases(T: int) -> list[Case]:
         Case("packing", "rope", doc, bos=True, compiled=True, label="rope+docs"),
         Case("packing", "alibi", doc, bos=True, label="alibi+docs"),
         Case("packing", "fox", doc, bos=True, label="fox+docs"),
+        Case("packing", "fire", (*doc, f"pe.threshold_init={T // 4}"), bos=True, label="fire+docs"),
+        # the recipes' attention options on a bias PE: flex carries sinks and chunks, a tempered score_mod
+        Case("recipes", "alibi", ("model.attention_sinks=true",), compiled=True, label="alibi+sinks"),
+        Case("recipes", "alibi", (f"model.attention_chunk={T // 4}",), label="alibi+chunk"),
+        Case("recipes", "alibi", ("model.attention_temperature.name=log_n",), label="alibi+temperature"),
+        Case("recipes", "t5", ("model.attention_temperature.name=log_n",), label="t5+temperature"),
     ]
+
+
+def case_names() -> list[str]:
+    """What `--cases` may name: every case's PE and label."""
+    return sorted({n for case in cases(64) for n in (case.pe, case.name)})
 
 
 @dataclass(frozen=True)
@@ -147,17 +162,25 @@ def forward_backward(model, x, y, device: torch.device, bf16: bool = False, eval
 def grad_error(grads: dict, ref: dict, worst_parameter: bool = True) -> float:
     """The worst parameter's relative gradient error (a parameter with no gradient where the reference has one
     counts as error 1); with `worst_parameter` False, the error of all gradients as one vector (bf16: a PE's few
-    parameters whose gradients bf16 rounds by a whole 100%, FIRE's MLP, would otherwise decide the row)."""
+    parameters whose gradients bf16 rounds by a whole 100%, FIRE's MLP, would otherwise decide the row).
+
+    A parameter whose reference gradient is negligible (below NEGLIGIBLE of all gradients' norm) is zero in exact
+    arithmetic (FIRE's output bias b2 adds one constant to a head's every logit, which softmax ignores): its
+    relative error is rounding noise over noise, so its error is measured against all gradients' norm instead."""
     if not worst_parameter:
         names = [n for n in ref if n in grads]
         if len(names) < len(ref):
             return 1.0
         return rel(torch.cat([grads[n].flatten() for n in names]), torch.cat([ref[n].flatten() for n in names]))
+    total = float(torch.cat([g.float().flatten() for g in ref.values()]).norm()) if ref else 0.0
     worst = 0.0
     for name, g_ref in ref.items():
-        if float(g_ref.norm()) == 0.0:
-            continue
-        worst = max(worst, rel(grads[name], g_ref) if name in grads else 1.0)
+        if name not in grads:
+            worst = max(worst, 1.0 if float(g_ref.norm()) > 0 else 0.0)
+        elif float(g_ref.norm()) <= NEGLIGIBLE * total:
+            worst = max(worst, float((grads[name].float() - g_ref.float()).norm()) / max(total, 1e-30))
+        else:
+            worst = max(worst, rel(grads[name], g_ref))
     return worst
 
 
@@ -219,7 +242,9 @@ def check_compiled(case: Case, dims: CheckDims, device: torch.device, ref: Refer
     fresh_compile()
     plain = build(case, dims, "auto", device, ref.state)
     compiled_model = build(case, dims, "auto", device, ref.state)
-    compiled = torch.compile(compiled_model, fullgraph=True, backend=dims.compile_backend)
+    # fullgraph where every kernel fits one graph (a graph break around flex would run it uncompiled, silently)
+    whole = all(block.attn.kernel.compiles_whole for block in compiled_model.blocks)
+    compiled = torch.compile(compiled_model, fullgraph=whole, backend=dims.compile_backend)
     t0 = time.perf_counter()
     out = forward_backward(compiled, ref.x, ref.y, device, bf16=True, eval_path=False)
     compile_s = time.perf_counter() - t0
@@ -257,25 +282,50 @@ def check_cache(case: Case, dims: CheckDims, device: torch.device, ref: Referenc
             "note": f"{n}-token prompt + {steps} decoded"}
 
 
-def correctness(report: Report, dims: CheckDims, device: torch.device, budget: Budget, only=None) -> None:
-    """Every case (or those whose PE or label is in `only`): its kernels in fp32, its compiled model, its KV cache."""
-    # made by the case's first row that runs (a case the budget skips costs nothing), kept for its other rows
-    reference = functools.lru_cache(maxsize=1)(lambda case: Reference.of(case, dims, device))
+@dataclass(frozen=True)
+class Row:
+    """One row of the table: its case, what it checks (a kernel name, "compiled" or "kv-cache"), its key columns,
+    how to measure it and what it needs of the budget to be started."""
+
+    case: Case
+    what: str
+    key: dict
+    measure: Callable[[], dict]
+    need_s: float
+
+    @property
+    def measured(self) -> bool:
+        return (self.case.name, self.what) in MEASURED_CORRECTNESS
+
+
+def rows(dims: CheckDims, device: torch.device, reference, only=None) -> list[Row]:
+    """Every case's rows (or those of the cases whose PE or label is in `only`): each registered kernel that claims
+    the PE in fp32 (eager, the reference, aside), its compiled model, its KV cache; never-measured rows first."""
+    out = []
     for case in cases(dims.T):
         if only is not None and case.pe not in only and case.name not in only:
             continue
         key = {"family": case.family, "pe": case.name}
         reference_model = build(case, dims, "eager", torch.device("cpu"))
         pe = reference_model.pe
-        kernels = [k for k in ("sdpa", "flex", "sdpa_bias", "flash_alibi")  # eager, the reference, aside
-                   if KERNELS.get(k).supports(pe, device.type, 0.0, reference_model.cfg.packing) is None]
+        kernels = [k for k in KERNELS.names() if k != "eager"
+                   and KERNELS.get(k).supports(pe, device.type, 0.0, reference_model.cfg.packing) is None]
         for kernel in kernels:
-            report.attempt("correctness", {**key, "kernel": kernel, "dtype": "fp32"},
-                           lambda c=case, k=kernel: check_kernel(c, dims, k, device, reference(c)), budget, ROW_S)
+            out.append(Row(case, kernel, {**key, "kernel": kernel, "dtype": "fp32"},
+                           lambda c=case, k=kernel: check_kernel(c, dims, k, device, reference(c)), ROW_S))
         if case.compiled:
-            report.attempt("correctness", {**key, "kernel": f"compiled({auto_kernel_name(pe, device.type)})",
-                                           "dtype": "bf16"},
-                           lambda c=case: check_compiled(c, dims, device, reference(c)), budget, 6 * ROW_S)
+            out.append(Row(case, "compiled", {**key, "kernel": f"compiled({auto_kernel_name(pe, device.type)})",
+                                              "dtype": "bf16"},
+                           lambda c=case: check_compiled(c, dims, device, reference(c)), 6 * ROW_S))
         if not case.bos:  # a KV cache decodes one stream; packed rows are a training layout
-            report.attempt("correctness", {**key, "kernel": "kv-cache", "dtype": "fp32"},
-                           lambda c=case: check_cache(c, dims, device, reference(c)), budget, ROW_S)
+            out.append(Row(case, "kv-cache", {**key, "kernel": "kv-cache", "dtype": "fp32"},
+                           lambda c=case: check_cache(c, dims, device, reference(c)), ROW_S))
+    return sorted(out, key=lambda r: r.measured)  # stable: a case's rows stay together within each group
+
+
+def correctness(report: Report, dims: CheckDims, device: torch.device, budget: Budget, only=None) -> None:
+    """Every row of `rows`, in its order, each under the budget; a row's wall time includes its compiles."""
+    # made by the case's first row that runs (a case the budget skips costs nothing), kept for its next rows
+    reference = functools.lru_cache(maxsize=1)(lambda case: Reference.of(case, dims, device))
+    for row in rows(dims, device, reference, only):
+        report.attempt("correctness", {**row.key, "measured_before": row.measured}, row.measure, budget, row.need_s)

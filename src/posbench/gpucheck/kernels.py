@@ -1,24 +1,30 @@
-"""`gpu_check.py kernels`: is every attention kernel right on this device, and how fast and how big is training?
+"""`gpu_check.py kernels`: where a training step's time goes, how fast each library kernel trains, and is every
+attention kernel right on this device? One call fits a lent GPU's 9 minutes (`default_budget_s`).
 
-In order, each under its share of the budget (a row that no longer fits is skipped and says so):
-  tests        the GPU-only tests (`pytest -m gpu`), in a subprocess with its own time limit
+In order, each under its share of the budget (a row that no longer fits is skipped and says so; rows that compile
+carry their compile seconds):
+  profile      one step of the first throughput row's model (tiny, torch's kernels) under torch.profiler: device
+               time by kind of kernel and the top kernels (gpucheck/profile.py)
+  throughput   the real loop (train.compile, bf16, the preset's micro-batch) per row of gpucheck/rows.py: per size
+               (tiny, small) the anchor PE with torch's kernels, each model.kernels option alone, then all at once
+               (an option that cannot run here is a skipped row with the reason); then the other PEs (T5, KERPLE,
+               FIRE and relative_learned through sdpa_dense, `auto`'s choice for a learned bias on CUDA). Tokens/s
+               (median of the logged rates after warm-up) and against the anchor of its size, MFU (FLOPs per token as
+               nanoGPT counts them, 6 N + 12 L d T) against the datasheet peak and against the bf16 matmul rate
+               measured in this call, the peak memory against posbench/training/memory_model.py's prediction
   correctness  per PE family, every kernel that claims the PE against the fp32 eager kernel, the compiled training
-               path in bf16 and KV-cache decoding (gpucheck/correctness.py has the tolerances)
+               path in bf16 and KV-cache decoding (gpucheck/correctness.py has the tolerances), rows never measured on
+               a GPU first
+  tests        the GPU-only tests (`pytest -m gpu`), in a subprocess with its own time limit
   resume       the real loop on this device: a run stopped and resumed from its checkpoint gives the
-               uninterrupted run's per-step losses bit for bit
-  throughput   the real loop (train.compile, bf16, the preset's micro-batch) per size and PE: tokens/s (median
-               of the logged rates after warm-up), MFU (FLOPs per token as nanoGPT counts them, 6 N + 12 L d T)
-               against the datasheet peak and against the bf16 matmul rate measured in this call, and the peak
-               memory against posbench/training/memory_model.py's prediction. Sizes run smallest first, so a
-               short budget drops the largest.
-  profile      one step of the first throughput row's model under torch.profiler: device time by kind of kernel
-               (gpucheck/profile.py)
+               uninterrupted run's per-step losses bit for bit (measured on the H100: last)
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -30,6 +36,7 @@ from pathlib import Path
 import torch
 
 from posbench.config import load_config
+from posbench.gpucheck.args import check_names
 from posbench.gpucheck.common import (
     Budget,
     ModeResult,
@@ -41,9 +48,12 @@ from posbench.gpucheck.common import (
     markdown_table,
     matmul_peak,
 )
-from posbench.gpucheck.correctness import CheckDims, correctness
+from posbench.gpucheck.correctness import CheckDims, case_names, correctness
 from posbench.gpucheck.profile import profile_step
+from posbench.gpucheck.rows import ThroughputRow, throughput_rows
 from posbench.model.flops import model_stats
+from posbench.pe import PES
+from posbench.presets import preset_names
 from posbench.training.batch_sources import RandomTokens
 from posbench.training.loop import train
 from posbench.training.memory_model import peak_bytes
@@ -54,14 +64,16 @@ ROOT = Path(__file__).resolve().parents[3]
 DATASHEET_BF16 = 989e12  # H100 SXM dense bf16, the figure MFU is usually quoted against
 # the budget's weights, in order: a part gets its weight's share of what is left when it starts, among the parts
 # still to run (a skipped part leaves its time to the others)
-SHARES = {"tests": 0.1, "correctness": 0.4, "resume": 0.1, "throughput": 0.35, "profile": 0.05}
+SHARES = {"profile": 0.06, "throughput": 0.45, "correctness": 0.39, "tests": 0.06, "resume": 0.04}
 TESTS_CAP_S = 60.0  # the GPU-only tests compile flex per PE: enough for them, not the whole budget
 # pretrain's PEs first: their tiny rows leave inductor's cache warm for its probes (all, or a second process)
-DEFAULT_PES = ["rope", "alibi", "none", "fox", "rnope_swa", "t5", "fire"]
+DEFAULT_PES = ["rope", "alibi", "none", "fox", "rnope_swa", "t5", "kerple_log", "fire", "relative_learned"]
+
+
 @dataclass
 class Dims:
     checks: CheckDims
-    tp_rows: list[tuple[str, str]] = field(default_factory=list)  # (size, PE), smallest size first
+    tp_rows: list[ThroughputRow] = field(default_factory=list)  # gpucheck/rows.py's order
     tp_steps: int = 30
     tp_warmup: int = 10
 
@@ -69,21 +81,30 @@ class Dims:
 def dims_for(args) -> Dims:
     if args.dry_run:
         return Dims(CheckDims(32, 4, 64, 32, 61, 2, compile_backend="aot_eager"),
-                    [("nano", pe) for pe in args.pes[:2]], tp_steps=6, tp_warmup=1)
-    return Dims(CheckDims(128, 4, 256, 256, 512, 2), [(s, p) for s in args.sizes for p in args.pes])
+                    throughput_rows(["nano"], args.pes[:2]), tp_steps=6, tp_warmup=1)
+    return Dims(CheckDims(128, 4, 256, 256, 512, 2), throughput_rows(args.sizes, args.pes))
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--sizes", nargs="+", default=["tiny", "small", "medium"],
-                   help="kernels: throughput sizes, smallest first (a short budget drops the last)")
-    p.add_argument("--pes", nargs="+", default=DEFAULT_PES, help="kernels: throughput PEs")
+    p.add_argument("--sizes", nargs="+", default=["tiny", "small"],
+                   help="kernels: throughput sizes, smallest first, each with every model.kernels option")
+    p.add_argument("--pes", nargs="+", default=DEFAULT_PES,
+                   help="kernels: throughput PEs (the first: the anchor the options are timed on)")
     p.add_argument("--cases", nargs="*", default=None,
                    help="kernels: only the correctness cases of these PEs or labels (default: every case)")
     p.add_argument("--skip", nargs="*", default=[], choices=list(SHARES), help="kernels: parts not to run")
 
 
+def check_args(args) -> None:
+    """Before any work (gpucheck/args.py): sizes are model presets (the dry run's toy rows included: a typo is not
+    left for the GPU call to find), PEs registered, cases the table has."""
+    check_names("--sizes", args.sizes, preset_names("model"))
+    check_names("--pes", args.pes, PES.names())
+    check_names("--cases", args.cases, case_names())
+
+
 def default_budget_s(dry_run: bool) -> float:
-    return 110.0 if dry_run else 480.0
+    return 150.0 if dry_run else 520.0
 
 
 # ---------------------------------------------------------------------------------------------- the loop
@@ -108,9 +129,10 @@ def loop_config(size: str, pe: str, device: torch.device, out_dir: str, steps: i
     return cfg
 
 
-def throughput_row(size: str, pe: str, dims: Dims, device: torch.device, matmul_rate: float, tmp: str) -> dict:
-    cfg = loop_config(size, pe, device, tmp, dims.tp_steps, dims.tp_warmup,
-                      micro_batch=2 if device.type == "cpu" else None)
+def throughput_row(row: ThroughputRow, dims: Dims, device: torch.device, matmul_rate: float, tmp: str) -> dict:
+    name = re.sub(r"[^A-Za-z0-9]+", "-", f"{row.size}_{row.pe}_{row.label}")  # one run directory per row
+    cfg = loop_config(row.size, row.pe, device, tmp, dims.tp_steps, dims.tp_warmup,
+                      [*row.overrides, f"train.run_name={name}"], micro_batch=2 if device.type == "cpu" else None)
     source = RandomTokens(cfg.model.vocab_size, cfg.model.seq_len)
     fresh_compile()
     if device.type == "cuda":
@@ -138,14 +160,24 @@ def throughput_row(size: str, pe: str, dims: Dims, device: torch.device, matmul_
 
 def throughput(report: Report, dims: Dims, device: torch.device, budget: Budget, matmul_rate: float) -> None:
     last: dict[str, float] = {}  # the slowest row of each size so far
+    anchor: dict[str, float] = {}  # tokens/s of each size's anchor (the first PE, torch's kernels)
     with tempfile.TemporaryDirectory() as tmp:
-        for size, pe in dims.tp_rows:
+        for tp in dims.tp_rows:
+            key = {"size": tp.size, "pe": tp.pe, "options": tp.label}
+            unusable = tp.unusable(device.type)
+            if unusable:  # an option this machine cannot run is said, not timed
+                report.add("throughput", {**key, "status": "skipped", "error": unusable})
+                continue
             # a new size: twice the previous size's slowest row, until a row of its own is timed
-            need = last.get(size) or 2 * max(last.values(), default=0.0)
-            measure = lambda s=size, p=pe: throughput_row(s, p, dims, device, matmul_rate, tmp)  # noqa: E731
-            row = report.attempt("throughput", {"size": size, "pe": pe}, measure, budget, need)
+            need = last.get(tp.size) or 2 * max(last.values(), default=0.0)
+            measure = lambda r=tp: throughput_row(r, dims, device, matmul_rate, tmp)  # noqa: E731
+            row = report.attempt("throughput", key, measure, budget, need)
             if row["status"] == "ok":
-                last[size] = max(last.get(size, 0.0), row["wall_s"])
+                last[tp.size] = max(last.get(tp.size, 0.0), row["wall_s"])
+                if tp.pe == dims.tp_rows[0].pe and not tp.options:
+                    anchor[tp.size] = row["tok_s"]
+                row["vs_anchor"] = row["tok_s"] / anchor[tp.size] if tp.size in anchor else None
+                report.save()
 
 
 def resume_row(device: torch.device, tmp: str) -> dict:
@@ -204,23 +236,24 @@ def run(args, budget: Budget, out: Path | None) -> ModeResult:
         weights = [SHARES[p] for p in parts[parts.index(name):]]
         return budget.part(weights[0] / sum(weights))
 
+    if "profile" in parts and dims.tp_rows:
+        first = dims.tp_rows[0]  # the smallest size's anchor with torch's kernels: where a step's time goes
+        with tempfile.TemporaryDirectory() as tmp:
+            cfg = loop_config(first.size, first.pe, device, tmp, dims.tp_steps, dims.tp_warmup,
+                              micro_batch=2 if device.type == "cpu" else None)
+        report.attempt("profile", {"size": first.size, "pe": first.pe}, lambda: profile_step(cfg, device),
+                       part("profile"))
+    if "throughput" in parts:
+        throughput(report, dims, device, part("throughput"), matmul_rate)
+    if "correctness" in parts:
+        correctness(report, dims.checks, device, part("correctness"), args.cases)
     if "tests" in parts:
         limit = min(TESTS_CAP_S, part("tests").left())
         report.attempt("tests", {"what": "pytest -m gpu"}, lambda: gpu_tests(device, limit))
-    if "correctness" in parts:
-        correctness(report, dims.checks, device, part("correctness"), args.cases)
     if "resume" in parts:
         with tempfile.TemporaryDirectory() as tmp:
             report.attempt("resume", {"what": "stop at 4, resume to 8"}, lambda: resume_row(device, tmp),
                            part("resume"), 5.0)
-    if "throughput" in parts:
-        throughput(report, dims, device, part("throughput"), matmul_rate)
-    if "profile" in parts and dims.tp_rows:
-        size, pe = dims.tp_rows[0]  # the smallest size's first PE: where a step's time goes
-        with tempfile.TemporaryDirectory() as tmp:
-            cfg = loop_config(size, pe, device, tmp, dims.tp_steps, dims.tp_warmup,
-                              micro_batch=2 if device.type == "cpu" else None)
-        report.attempt("profile", {"size": size, "pe": pe}, lambda: profile_step(cfg, device), part("profile"))
     return ModeResult(tables(report, device), failed_rows(report))
 
 
@@ -242,8 +275,9 @@ def tables(report: Report, device: torch.device) -> list[str]:
                               ("pass", "bit-identical", ""), ("note", "note", "")]))
     texts.append(markdown_table(f"Training throughput: the loop, {'compiled bf16' if device.type == 'cuda' else 'fp32'}"
                              f" ({head})", t.get("throughput", []),
-                             [("size", "size", ""), ("pe", "PE", ""), ("kernel", "kernel", ""),
-                              ("params_M", "params M", ".0f"), ("micro_batch", "mb", ""), ("tok_s", "tok/s", ",.0f"),
+                             [("size", "size", ""), ("pe", "PE", ""), ("options", "model.kernels", ""),
+                              ("kernel", "kernel", ""), ("params_M", "params M", ".0f"), ("micro_batch", "mb", ""),
+                              ("tok_s", "tok/s", ",.0f"), ("vs_anchor", "vs torch", ".0%"),
                               ("mfu_datasheet", "MFU (989)", ".1%"), ("mfu_measured", "MFU (measured)", ".1%"),
                               ("mem_gb", "peak GB", ".2f"), ("model_gb", "model GB", ".2f"),
                               ("mem_vs_model", "vs model", "+.0%"), ("setup_compile_s", "setup s", ".0f"),

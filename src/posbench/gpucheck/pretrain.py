@@ -52,8 +52,11 @@ from posbench.errors import ConfigError, DataError
 from posbench.evaluation import eval_runner
 from posbench.evaluation.eval_config import load_eval_config
 from posbench.gpucheck import common
+from posbench.gpucheck.args import check_names
 from posbench.gpucheck.common import Budget, ModeResult, Report
 from posbench.model.flops import model_stats
+from posbench.pe import PES as PE_REGISTRY
+from posbench.presets import preset_names
 from posbench.training.batch_sources import build_stream
 from posbench.training.loop import train
 from posbench.training.memory_model import peak_bytes
@@ -101,6 +104,16 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         "calls that train different PEs then train them on the same tokens in the same order")
     p.add_argument("--pretrain-seed", type=int, default=0,
                    help="pretrain: the seed of every PE's run (weights and data order; one call per seed)")
+
+
+def check_args(args) -> None:
+    """Before any work (gpucheck/args.py): the PEs registered, the size a model preset, the steps enough for a
+    schedule."""
+    check_names("--pretrain-pes", args.pretrain_pes, PE_REGISTRY.names())
+    check_names("--pretrain-size", [args.pretrain_size], preset_names("model"))
+    if args.pretrain_steps and args.pretrain_steps < MIN_STEPS:
+        raise ConfigError(f"--pretrain-steps {args.pretrain_steps}: give at least {MIN_STEPS} (a warmup and a decay "
+                          "need room), or 0 for what the budget fits")
 
 
 def default_budget_s(dry_run: bool) -> float:
@@ -338,9 +351,7 @@ def train_all(report: Report, setup: Setup, first: RunConfig, source, scale: Sca
 def run(args, budget: Budget, out: Path | None) -> ModeResult:
     device = torch.device("cpu" if args.dry_run else "cuda")
     scale, pes = DRY if args.dry_run else GPU, list(args.pretrain_pes)
-    if args.pretrain_steps and args.pretrain_steps < MIN_STEPS:
-        raise ConfigError(f"--pretrain-steps {args.pretrain_steps}: give at least {MIN_STEPS} (a warmup and a decay "
-                          "need room), or 0 for what the budget fits")
+    check_args(args)
     env = common.environment(device)
     report = Report("pretrain", out, meta={"env": env, "dry_run": args.dry_run, "pes": pes,
                                                  "seed": args.pretrain_seed})

@@ -32,11 +32,23 @@ class KernelRule:
     applies: Callable[[PositionalEncoding, str], bool]
 
 
+def learned_bias(pe: PositionalEncoding) -> bool:
+    """The PE's score_mod reads parameters that train (T5's buckets, KERPLE, FIRE's MLP, relative_learned) and no
+    token features: compiled FlexAttention's backward adds every score's gradient into those few parameters by
+    atomics (torch's flex_lib::zeros_and_scatter, lowered as an atomic_add scatter; docs/performance.md), and
+    training collapses; a dense bias through SDPA has an ordinary gradient. ALiBi (fixed slopes) and FoX (a bias
+    from token features, per row) stay on FlexAttention."""
+    return pe.has_score_mod and not pe.has_token_features and any(p.requires_grad for p in pe.parameters())
+
+
 # model.attention=auto: the first kernel whose rule applies (`auto_kernel_name`)
 AUTO_KERNEL = (
     KernelRule("sdpa", "the PE adds no logit bias", lambda pe, device: not pe.has_score_mod),
     KernelRule("eager", "the bias rewrites whole rows (logits_mod, CoPE): only eager applies it",
                lambda pe, device: pe.has_logits_mod),
+    KernelRule("sdpa_dense", "a learned bias on CUDA: SDPA with the layer's bias as a float mask and its gradient "
+               "(FlexAttention's backward serialises on the parameters' atomics, `learned_bias`)",
+               lambda pe, device: device == "cuda" and learned_bias(pe)),
     KernelRule("flex", "a bias on CUDA: compiled FlexAttention", lambda pe, device: device == "cuda"),
     KernelRule("sdpa_bias", "a bias elsewhere (CPU): eager under autograd, blocked SDPA without (BIAS_PATHS)",
                lambda pe, device: True),
@@ -70,6 +82,7 @@ class BiasCall:
     rows_bias: bool = False
     sinks: bool = False  # model.attention_sinks: the eager kernel's softmax carries them
     chunk: bool = False  # model.attention_chunk: the eager kernel's allowed mask carries it
+    dense_grad: bool = False  # the kernel trains through SDPA's gradient of a dense bias (sdpa_dense)
 
     @property
     def one_block(self) -> bool:
@@ -84,6 +97,7 @@ class BiasCall:
 
 
 class BiasPath(enum.Enum):
+    DENSE = "dense"
     EAGER = "eager"
     DOCUMENTS = "documents"
     PER_ROW = "per_row"
@@ -104,6 +118,9 @@ class BiasRule:
 
 # the sdpa_bias kernel's paths, in order: the first that applies runs (`plan_bias_call`)
 BIAS_PATHS = (
+    BiasRule(BiasPath.DENSE, "autograd on, a score_mod, no sinks, on the kernel that trains through SDPA's bias "
+             "gradient (sdpa_dense): the layer's whole bias, with its graph, as SDPA's float mask",
+             lambda c: c.dense_grad and c.bias == "score" and c.grad and not c.sinks),
     BiasRule(BiasPath.EAGER, "autograd on, attention dropout in training, no bias or a logits_mod, attention "
              "sinks or chunks: the eager reference",
              lambda c: c.bias != "score" or c.grad or c.dropout or c.sinks or c.chunk),

@@ -52,6 +52,8 @@ class AttentionKernel:
     carries_sinks: ClassVar[bool] = False
     # applies a layer's chunked local attention (model.attention_chunk); select_kernel refuses the rest
     carries_chunks: ClassVar[bool] = False
+    # torch.compile(fullgraph=True) holds a model of it in one graph (sdpa_dense makes its bias outside the graph)
+    compiles_whole: ClassVar[bool] = True
 
     def __init__(self, pe: PositionalEncoding, device_type: str, attn_dropout: float, window: int | None = None):
         self.pe = pe

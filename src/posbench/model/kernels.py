@@ -14,6 +14,9 @@ Causality is bottom-right aligned: query t (of T) sees keys 0 .. S - T + t.
                SDPA with the bias as a float mask, a block of queries at a time (model/bias_attention.py), or its
                shortcuts from the PE's `fast_bias` (a table by distance, a far field, per-row evaluation): what CPU
                picks for a bias PE
+  sdpa_dense   (model/sdpa_bias_kernel.py) sdpa_bias, but training runs SDPA with the layer's whole bias as a float
+               mask carrying its gradient: what CUDA picks for a learned bias (T5, KERPLE, FIRE, relative_learned),
+               whose FlexAttention backward serialises on atomics (attention_plan.learned_bias)
 
 `docs` (model/packing.py, None unless model.packing splits windows into documents): the batch's documents. With
 docs.masked each kernel stops attention at document boundaries: SDPA and eager with a (B, 1, T, S) bool mask,
@@ -47,13 +50,13 @@ from posbench.model.attention_sinks import rescale_by_sinks, sdpa_with_sinks
 from posbench.model.kernel_base import KERNELS, AttentionKernel, EagerKernel, materialize_bias
 from posbench.model.masks import causal_mask, window_mask_mod
 from posbench.model.packing import PackingConfig
-from posbench.model.sdpa_bias_kernel import BlockedBiasKernel
+from posbench.model.sdpa_bias_kernel import BlockedBiasKernel, DenseBiasKernel
 from posbench.pe.encoding import PositionalEncoding
 
 # the kernel contract and the eager reference (model/kernel_base.py) and sdpa_bias (model/sdpa_bias_kernel.py) live in
 # files of their own; importing them here registers every kernel, and callers find them all in this module
-__all__ = ["KERNELS", "AttentionKernel", "BlockedBiasKernel", "EagerKernel", "FlashAlibiKernel", "FlexKernel",
-           "SDPAKernel", "materialize_bias", "select_kernel"]
+__all__ = ["KERNELS", "AttentionKernel", "BlockedBiasKernel", "DenseBiasKernel", "EagerKernel", "FlashAlibiKernel",
+           "FlexKernel", "SDPAKernel", "materialize_bias", "select_kernel"]
 
 @KERNELS.register("sdpa")
 class SDPAKernel(AttentionKernel):
@@ -230,7 +233,7 @@ def select_kernel(requested: str, pe: PositionalEncoding, device_type: str, attn
         raise ConfigError(f"model.attention={name} cannot run PE `{pe.name}` on {device_type}: {reason}")
     if chunk is not None and not kernel.carries_chunks:
         raise ConfigError(f"model.attention={name} cannot apply model.attention_chunk; use auto, sdpa, eager, "
-                          "sdpa_bias or flex")
+                          "sdpa_bias, sdpa_dense or flex")
     built = kernel(pe, device_type, attn_dropout, window)
     built.chunk = chunk
     return built

@@ -16,12 +16,13 @@ from posbench.model.arch import ArchConfig, DecoderArch
 from posbench.model.attention_gate import GATES
 from posbench.model.attention_temperature import NoTemperature, TemperatureConfig
 from posbench.model.embedding import EMBED_SCALES
+from posbench.model.kernels_config import KernelsConfig
 from posbench.model.matmul import MATMULS
 from posbench.model.packing import PackingConfig
 from posbench.pe import PEContext
 from posbench.pe.window import check_window
 
-AttentionChoice = Literal["auto", "sdpa", "flex", "flash_alibi", "eager", "sdpa_bias"]
+AttentionChoice = Literal["auto", "sdpa", "flex", "flash_alibi", "eager", "sdpa_bias", "sdpa_dense"]
 AttentionGate = Literal[tuple(GATES)]  # none | elementwise | headwise (model/attention_gate.py)
 EmbedScale = Literal[tuple(EMBED_SCALES)]  # the names are written once, in model/embedding.py
 MatmulChoice = Literal[tuple(MATMULS)]  # torch | onednn | auto (model/matmul.py)
@@ -48,6 +49,9 @@ class ModelConfig(Checked):
     attention: AttentionChoice = "auto"
     # the linear layers' fp32 CPU products: torch's BLAS, or oneDNN (2x faster on AVX-512 AMD; rounding differs)
     matmul: MatmulChoice = "torch"
+    # training's implementations of the loss, the norms and the MLP: torch (posbench's own) or a library's fused
+    # kernel (model/kernels_config.py); like matmul, no part of a run's identity, and evaluation builds torch's
+    kernels: KernelsConfig = field(default_factory=KernelsConfig)
     embed_scale: EmbedScale = "none"  # sqrt_d: tokens x sqrt(d_model) as Vaswani et al. (model/embedding.py)
     arch: ArchConfig = field(default_factory=DecoderArch)  # decoder | encoder_decoder | mamba (model/arch.py)
     # what a position means in a packed window: mask causal|document, positions window|document (model/packing.py)
@@ -95,7 +99,8 @@ class ModelConfig(Checked):
         on = {"attention_gate": self.attention_gate != "none", "attention_sinks": self.attention_sinks,
               "attention_chunk": self.attention_chunk is not None, "qk_norm_weight": not self.qk_norm_weight,
               "qk_norm_layers": self.qk_norm_layers != "all",
-              "attention_temperature": self.attention_temperature.name != "none"}
+              "attention_temperature": self.attention_temperature.name != "none",
+              "kernels": not self.kernels.is_default}
         refused = [option for option, is_on in on.items() if is_on and type(self.arch) is not DecoderArch]
         if refused:
             raise ConfigError(f"model.{refused[0]} is implemented for the decoder only; model.arch={self.arch.name} "

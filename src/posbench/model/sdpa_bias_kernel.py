@@ -2,7 +2,9 @@
 autograd graph is recorded, executing the path model/attention_plan.py `plan_bias_call` chooses per call: blocked
 SDPA with the bias as a float mask (model/bias_attention.py), SDPA once on one block, ALiBi's and T5's far field
 (model/far_field.py), or, under autograd, the eager reference it subclasses (model/kernel_base.py; model/kernels.py
-describes every kernel and selects them).
+describes every kernel and selects them). sdpa_dense (`DenseBiasKernel`) is the same kernel except under autograd,
+where it trains through SDPA with the layer's whole bias (CUDA's `auto` for a learned bias,
+model/attention_plan.py `learned_bias`).
 
 Shape legend: B batch, H heads, T query length, S key length (S >= T with a KV cache), K head dim.
 """
@@ -10,8 +12,10 @@ Shape legend: B batch, H heads, T query length, S key length (S >= T with a KV c
 from __future__ import annotations
 
 import functools
+from typing import ClassVar
 
 import torch
+import torch.nn.functional as F
 
 from posbench.model import bias_attention, far_field
 from posbench.model.attention_call import AttentionCall
@@ -37,6 +41,8 @@ class BlockedBiasKernel(EagerKernel):
     one float mask (model/bias_attention.py). Under autograd, and with attention dropout in training, the eager
     reference runs: SDPA's gradient w.r.t. a float mask is not what CPU training is tested against."""
 
+    dense_grad: ClassVar[bool] = False  # BiasCall.dense_grad: sdpa_dense trains through SDPA (DenseBiasKernel)
+
     def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs=None, fast=None, sinks_H=None):
         """Executes the path `plan_bias_call` chooses (model/attention_plan.py says when each applies)."""
         H, T, S = q_BHTK.shape[1], q_BHTK.shape[-2], k_BHSK.shape[-2]
@@ -52,11 +58,39 @@ class BlockedBiasKernel(EagerKernel):
                         H, T, S, lambda: table().rows if table() is not None else 0,
                         far_field=fast is not None and fast.far_field is not None,
                         rows_bias=fast is not None and fast.rows_bias is not None,
-                        sinks=sinks_H is not None, chunk=self.chunk is not None)
+                        sinks=sinks_H is not None, chunk=self.chunk is not None, dense_grad=self.dense_grad)
         path = plan_bias_call(call)
+        if path is BiasPath.DENSE:
+            return self._dense(q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs, table)
         if path is BiasPath.EAGER:
             return super().__call__(q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs, sinks_H=sinks_H)
         return self.PATHS[path](self, q_BHTK, k_BHSK, v_BHSK, score_mod, docs, fast, table())
+
+    def _dense(self, q, k, v, score_mod, training: bool, docs, table):
+        """BiasPath.DENSE: the layer's bias made once for the call with its autograd graph (`_dense_bias`), future
+        and masked keys at -inf; SDPA then runs a fused kernel with the bias as a float mask (CUDA's memory-efficient
+        kernel computes the mask's gradient). `table`: the thunk of the PE's distance table."""
+        mask = self._dense_bias(q, k, score_mod, docs, table)
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask.to(q.dtype),
+                                              dropout_p=self.attn_dropout if training else 0.0)
+
+    # outside torch.compile's graph: whether the distance table serves the call is a question about the positions'
+    # values (BiasPE.by_distance), which a graph cannot hold; the table's gather is then an ordinary index whose
+    # backward CUDA runs sorted, where inductor would lower it to atomics into the table's few entries
+    @torch.compiler.disable
+    def _dense_bias(self, q, k, score_mod, docs, table):
+        """(H, T, S) or, per row (documents, token features), (B, H, T, S) float32 with -inf where attention is not
+        allowed: from the PE's distance table (the learned function at S distances, then a gather) when it serves
+        every query, else its score_mod on the whole grid."""
+        B, H, T, _ = q.shape
+        S = k.shape[-2]
+        per_row = docs is not None or self.pe.has_token_features
+        made = None if per_row else table()
+        if made is not None and made.rows >= T:
+            bias = distance_grid(made.bias_HS, T, S)
+        else:
+            bias = materialize_bias(score_mod, H, T, S, q.device, B if per_row else None)
+        return bias.masked_fill(~self.allowed(T, S, q.device, docs), float("-inf"))
 
     def _bias_block(self, score_mod, H: int, device, per_row: int | None):
         """`bias_block` of the score_mod evaluated on each block's grids (per row with `per_row` rows)."""
@@ -143,6 +177,17 @@ class BlockedBiasKernel(EagerKernel):
         # per block of about BLOCK_ELEMENTS entries its bias-mask and SDPA's own scores and probabilities
         per_row = B if path in (BiasPath.DOCUMENTS, BiasPath.PER_ROW) else 1
         return 2 * call.mask + 3 * 4 * per_row * bias_attention.BLOCK_ELEMENTS + 2 * call.out
+
+
+@KERNELS.register("sdpa_dense")
+class DenseBiasKernel(BlockedBiasKernel):
+    """sdpa_bias whose training calls run SDPA with the whole bias as a float mask that carries its gradient
+    (BiasPath.DENSE) instead of the eager reference: no (B, H, T, S) scores or probabilities are kept, only the
+    (H, T, S) bias and its gradient, per row with documents. Without autograd it is sdpa_bias (the same plan).
+    Why it exists: a learned score_mod's FlexAttention backward (model/attention_plan.py `learned_bias`)."""
+
+    dense_grad = True
+    compiles_whole = False  # its bias is made outside torch.compile's graph (`_dense_bias`)
 
 
 @functools.lru_cache(maxsize=1)

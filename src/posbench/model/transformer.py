@@ -13,6 +13,7 @@ Initialisation: GPT-2's (model/init.py); the two projections that write into the
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING
 
 import torch
@@ -23,9 +24,11 @@ from posbench.model.attention_temperature import build_temperature
 from posbench.model.embedding import TokenEmbedding
 from posbench.model.init import init_embeddings, init_residual_block
 from posbench.model.kernels import select_kernel
-from posbench.model.loss import auto_chunk_tokens, head_loss
-from posbench.model.mlp import SwiGLU
-from posbench.model.norms import RMSNorm
+from posbench.model.kernels_config import KernelsConfig
+from posbench.model.loss import auto_chunk_tokens
+from posbench.model.loss_kernels import LOSS_KERNELS
+from posbench.model.mlp import MLPS
+from posbench.model.norms import NORMS
 from posbench.model.output import ModelOutput
 from posbench.model.packing import Documents, split_documents
 from posbench.pe import PES, PEConfig, PositionalEncoding
@@ -39,16 +42,19 @@ QK_NORM_LAYERS = {"all": lambda pe: True, "positional": lambda pe: pe.kind != "n
 
 
 class Block(nn.Module):
-    def __init__(self, cfg: ModelConfig, layer: int, kernel):
+    def __init__(self, cfg: ModelConfig, layer: int, kernel, kernels: KernelsConfig | None = None):
+        """`kernels`: model.kernels, the implementations of the norms and the MLP (model/kernels_config.py)."""
         super().__init__()
-        self.attn_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        kernels = kernels or KernelsConfig()
+        norm, mlp = NORMS.get(kernels.norm), MLPS.get(kernels.mlp)
+        self.attn_norm = norm(cfg.d_model, cfg.norm_eps)
         qk_norm = cfg.qk_norm and QK_NORM_LAYERS[cfg.qk_norm_layers](kernel.pe)
         self.attn = Attention(cfg.d_model, cfg.n_heads, layer, kernel, qk_norm, cfg.norm_eps, cfg.dropout,
                               cfg.attention_gate, cfg.attention_sinks,
                               build_temperature(cfg.attention_temperature, cfg.n_heads, cfg.seq_len),
                               cfg.qk_norm_weight)
-        self.mlp_norm = RMSNorm(cfg.d_model, cfg.norm_eps)
-        self.mlp = SwiGLU(cfg.d_model, cfg.d_ff, cfg.dropout)
+        self.mlp_norm = norm(cfg.d_model, cfg.norm_eps)
+        self.mlp = mlp(cfg.d_model, cfg.d_ff, cfg.dropout)
 
     def forward(self, x_BTD, pos_T, pe, cache=None, docs=None):
         x_BTD = x_BTD + self.attn(self.attn_norm(x_BTD), pos_T, pe, cache, docs)
@@ -75,17 +81,23 @@ def causal_blocks(cfg: ModelConfig, pe: PositionalEncoding, n_layers: int, devic
 
 class Transformer(nn.Module):
     def __init__(self, cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cpu",
-                 loss_chunk_tokens: int | None = None):
+                 loss_chunk_tokens: int | None = None, kernels: KernelsConfig | None = None):
         """`loss_chunk_tokens`: tokens per chunk of the fused head + loss (model/loss.py), 0 for plain logits,
         None for the default by vocabulary (`auto_chunk_tokens`); a run's `train.loss` and
-        `train.loss_chunk_tokens` arrive here through `build_model`. Fixed for the model's life."""
+        `train.loss_chunk_tokens` arrive here through `build_model`, as `model.kernels` does (`kernels`: the
+        loss, norm and MLP implementations, refused here when one cannot run on `device_type`). Fixed for the
+        model's life."""
         super().__init__()
+        kernels = kernels or KernelsConfig()
+        kernels.refuse_unusable(device_type)
         self.cfg = cfg
         self.pe: PositionalEncoding = PES.build(pe_cfg, cfg.pe_context())
         self.tok_emb = TokenEmbedding(cfg.vocab_size, cfg.d_model, cfg.embed_scale)
         self.emb_dropout = nn.Dropout(cfg.dropout)
-        self.blocks, self.kernel_names = causal_blocks(cfg, self.pe, cfg.n_layers, device_type, Block)
-        self.norm = RMSNorm(cfg.d_model, cfg.norm_eps)
+        self.blocks, self.kernel_names = causal_blocks(cfg, self.pe, cfg.n_layers, device_type,
+                                                       functools.partial(Block, kernels=kernels))
+        self.norm = NORMS.get(kernels.norm)(cfg.d_model, cfg.norm_eps)
+        self.loss = LOSS_KERNELS.get(kernels.loss)(device_type)
         self.lm_head = nn.Linear(cfg.d_model, cfg.vocab_size, bias=False)
         if cfg.tie_embeddings:
             self.lm_head.weight = self.tok_emb.weight
@@ -154,8 +166,7 @@ class Transformer(nn.Module):
         h_BTD, _ = self.hidden(idx_BT, pos_T, cache, data_pos_BT)
         if targets_BT is None:
             return ModelOutput(logits=self.lm_head(h_BTD))
-        return head_loss(h_BTD, self.lm_head.weight, targets_BT, self.loss_chunk_tokens, self.lm_head,
-                         logit_moments)
+        return self.loss(h_BTD, self.lm_head.weight, targets_BT, self.loss_chunk_tokens, self.lm_head, logit_moments)
 
     def new_cache(self) -> KVCache:
         return KVCache.empty(self.cfg.n_layers)

@@ -143,10 +143,12 @@ def identity(cfg: RunConfig, data_fingerprint: str) -> dict:
     their identity, which is the default's (causal mask, window positions). `attention_window`
     (model.attention_window) likewise, only when set, and the attention options (`ATTENTION_OPTIONS`, docs/recipes.md)
     each only when not at its default. `matmul` (model.matmul) is left out: it picks the library of
-    the same products, so checkpoints are interchangeable and a resume may switch it. The PE's options that say
+    the same products, so checkpoints are interchangeable and a resume may switch it; `kernels` (model.kernels: the
+    loss, norm and MLP implementations) likewise. The PE's options that say
     when rather than what (`SCHEDULE_OPTIONS`) are left out too."""
     model = to_dict(cfg.model)
     model.pop("matmul", None)
+    model.pop("kernels", None)
     packing = model.pop("packing", None)
     window = model.pop("attention_window", None)
     options = {name: model.pop(name) for name in ATTENTION_OPTIONS}
