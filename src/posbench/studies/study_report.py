@@ -12,6 +12,7 @@ from pathlib import Path
 
 from posbench.fileio import write_text
 from posbench.stats import DEFAULT_METHOD, interval, interval_label, paired_diffs, pairwise, seeds_needed, success_rate
+from posbench.studies import protocol
 from posbench.studies.claims import DEFAULT_MARGINS, check_claims, claims_markdown, family_note, rules_note
 from posbench.studies.digits_report import beyond_curve_table, exact_by_digits_table
 from posbench.studies.long_context_report import long_context_section
@@ -244,6 +245,7 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
              "any training example: *beyond train length* scores only their target positions past the "
              "training length (extrapolation); *all positions* also counts the positions inside it."
              + devices_line(results), "",
+             *protocol.section(protocol.study_items(study, devices_line(results).strip())),
              "## Summary", "", summary_table(rows, study), ""]
     ref = reference_table(rows, study)
     if ref:
