@@ -10,6 +10,7 @@ from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
 
+from posbench.evaluation import protocol as run_protocol
 from posbench.fileio import write_text
 from posbench.stats import DEFAULT_METHOD, interval, interval_label, paired_diffs, pairwise, seeds_needed, success_rate
 from posbench.studies import protocol
@@ -245,7 +246,7 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
              "any training example: *beyond train length* scores only their target positions past the "
              "training length (extrapolation); *all positions* also counts the positions inside it."
              + devices_line(results), "",
-             *protocol.section(protocol.study_items(study, devices_line(results).strip())),
+             *run_protocol.section(protocol.study_items(study, devices_line(results).strip())),
              "## Summary", "", summary_table(rows, study), ""]
     ref = reference_table(rows, study)
     if ref:

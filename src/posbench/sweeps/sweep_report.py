@@ -16,8 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from posbench.evaluation import protocol as run_protocol
 from posbench.fileio import atomic_open
 from posbench.stats import DEFAULT_METHOD, Summary, interval, interval_label
+from posbench.studies import protocol
 from posbench.studies.claims import check_claims, claims_markdown, family_note, rules_note
 from posbench.sweeps import long_context_report
 from posbench.sweeps.sweep_spec import Run, SweepConfig
@@ -197,7 +199,8 @@ def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], 
                 if mix.active else "none") + f"; training length {first.model.seq_len} tokens.",
              f"Every figure: mean over seeds [{ci}] (one seed: the value alone; fewer than 3: no interval, "
              "docs/statistics.md); "
-             "n/a = the PE cannot represent that length. Throughput: throughput.md.", ""]
+             "n/a = the PE cannot represent that length. Throughput: throughput.md.", "",
+             *run_protocol.section(protocol.sweep_items(sweep, runs))]
     sections = [
         ("Loss", tables["loss"], False, ""),
         ("Perplexity vs context length (non-overlapping windows)", tables["ppl"], False,
