@@ -13,7 +13,7 @@ from pathlib import Path
 from posbench.evaluation import protocol as run_protocol
 from posbench.fileio import write_text
 from posbench.stats import DEFAULT_METHOD, interval, interval_label, paired_diffs, pairwise, seeds_needed, success_rate
-from posbench.studies import protocol
+from posbench.studies import protocol, report_tex
 from posbench.studies.claims import DEFAULT_MARGINS, check_claims, claims_markdown, family_note, rules_note
 from posbench.studies.digits_report import beyond_curve_table, exact_by_digits_table
 from posbench.studies.long_context_report import long_context_section
@@ -283,6 +283,11 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
     write_text(out_dir / "report.md", report)
     write_text(out_dir / "results.json", json.dumps({"study": study.name, "cells": results}, indent=1, sort_keys=True))
     write_text(out_dir / "results.csv", to_csv(results))
+    metric = "ood_beyond_acc"
+    verdicts = report_tex.verdict_rows(_by_group(results, metric), study.eval.confidence, study.eval.n_boot,
+                                       DEFAULT_MARGINS.get(metric))
+    write_text(out_dir / "report.tex", report_tex.report_tex(study.name, rows, verdicts, study.eval.confidence))
+    write_text(out_dir / "summary.csv", report_tex.summary_csv(rows, METRICS))
     return summary_table(rows, study)
 
 
