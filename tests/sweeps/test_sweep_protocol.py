@@ -27,3 +27,22 @@ def test_sweep_report_starts_with_the_protocol(tmp_path):
         assert f"nano/{run.pe} {n:,}" in protocol
     assert "d_model 32, 1 layers, 2 heads" in protocol and "AdamW, peak lr 0.002" in protocol
     assert "lengths [32, 64, 128]" in protocol and "CPU cores" in protocol
+
+
+def test_sweep_perplexity_table_states_the_tokens_scored(tmp_path):
+    """Item 8 (issue 63): the sweep report's perplexity section says over how many tokens each length was scored."""
+    spec = {"name": "t", "sizes": ["nano"], "pes": [{"name": "rope"}], "seeds": [0],
+            "run": {"model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64, "seq_len": 64},
+                    "data": {"tokenizer": {"name": "bytes"}},
+                    "train": {"budget_unit": "tokens", "target_budgets": [16384], "global_batch_tokens": 1024,
+                              "micro_batch": 16}},
+            "eval": {"suites": ["ppl"], "lengths": [64, 128]}}
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
+    sweep = load_sweep(str(tmp_path / "s.yaml"))
+    runs = plan_runs(sweep, tmp_path / "out")
+    (tmp_path / "out").mkdir(exist_ok=True)
+    rows = [{"length": 64, "na": None, "nonoverlap": {"loss": 1.5, "ppl": 4.48, "tokens": 32768}},
+            {"length": 128, "na": None, "nonoverlap": {"loss": 1.6, "ppl": 4.95, "tokens": 32768}}]
+    results = {runs[0].name: {"suites": {"ppl": {"rows": rows}}}}
+    report = write_report(sweep, runs, results, tmp_path / "out", [])
+    assert "Tokens scored per length: 64: 32,768, 128: 32,768." in report

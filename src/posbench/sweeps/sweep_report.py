@@ -99,6 +99,20 @@ FIRST_TOKEN = "first-token attention mass at the training length"
 CLAIM_TABLES = {"ppl_slope": ("slope", SLOPE), "first_token_mass": ("first_token_train", FIRST_TOKEN)}
 
 
+def ppl_tokens_line(runs: list[Run], results: dict[str, dict]) -> str:
+    """The tokens each length's perplexity was scored over (non-overlapping windows), so a figure is compared
+    with another (eval.py's, a paper's) only at the same count."""
+    counts: dict[int, set[int]] = defaultdict(set)
+    for run in runs:
+        for r in results.get(run.name, {"suites": {}})["suites"].get("ppl", {}).get("rows", []):
+            if r.get("na") is None and r.get("nonoverlap"):
+                counts[r["length"]].add(r["nonoverlap"]["tokens"])
+    if not counts:
+        return ""
+    return " Tokens scored per length: " + ", ".join(
+        f"{L}: {' / '.join(f'{n:,}' for n in sorted(ns))}" for L, ns in sorted(counts.items())) + "."
+
+
 def _first_token(results: dict) -> dict[int, float | None]:
     rows = results["suites"].get("first_token", {}).get("rows", [])
     return {r["length"]: r["mean"] for r in rows}
@@ -204,7 +218,7 @@ def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], 
     sections = [
         ("Loss", tables["loss"], False, ""),
         ("Perplexity vs context length (non-overlapping windows)", tables["ppl"], False,
-         "Columns: context length in tokens."),
+         "Columns: context length in tokens." + ppl_tokens_line(runs, results)),
         ("Perplexity slope past the training length", tables["slope"], False,
          "Least-squares slope of perplexity against log2(length / training length), lengths from the training "
          "length on: perplexity gained per doubling of the context (flat = 0)."),
