@@ -39,3 +39,18 @@ def test_a_cell_config_names_its_task_and_no_mix(tmp_path):
     x, y = build_stream(back).samples([0, 1])
     ref_x, ref_y = TaskSource(task, cfg.model.seq_len, cell.seed, n_val=64).samples([0, 1])
     assert x.tolist() == ref_x.tolist() and y.tolist() == ref_y.tolist()
+
+
+def test_a_study_asked_for_wandb_logs_one_run_per_cell_grouped_by_the_study(tmp_path):
+    """Item 5 (issue 63): `overrides: [logging.wandb=offline]` gives each cell a WandB run named by the cell and
+    grouped by the study (the group was empty: cells of one study lay apart); off by default."""
+    path = tmp_path / "w.yaml"
+    path.write_text("name: wstudy\ntasks: [{name: k_back, k: 2}]\npes: [{name: rope}]\nseeds: [0, 1]\n"
+                    "overrides: [logging.wandb=offline]\n")
+    cells = expand(load_study(str(path)))
+    cfgs = [cell_config(c, build_task(c.task), tmp_path / "work") for c in cells]
+    assert [c.logging.wandb for c in cfgs] == ["offline", "offline"]
+    assert [c.logging.group for c in cfgs] == ["wstudy", "wstudy"]
+    assert [c.train.run_name for c in cfgs] == [c.cell_id for c in cells]
+    default = cell_config(_cell(tmp_path), build_task(_cell(tmp_path).task), tmp_path / "work")
+    assert default.logging.wandb == "disabled"

@@ -45,4 +45,7 @@ def cell_config(cell: Cell, task, work_dir: Path):
     # saved config.yaml (eval, the app's Try page, export) treats the cell as the task model it is
     cfg.train.stream = "task"
     cfg.data = dataclasses.replace(cfg.data, task=cell.task, mix=TaskMixConfig())
+    # a study asked for WandB (overrides: [logging.wandb=online]) logs one run per cell, grouped by the study
+    if not cfg.logging.group:
+        cfg.logging = dataclasses.replace(cfg.logging, group=cell.study.name)
     return cfg.resolve()
