@@ -242,6 +242,7 @@ def qwen3_config(run_cfg: RunConfig, tokenizer: Tokenizer):
 def hf_tokenizer(tokenizer: Tokenizer):
     """A PreTrainedTokenizerFast with the same ids as `tokenizer`: its rank table, split pattern and special
     tokens go through transformers' own tiktoken converter (byte-level BPE, merges recovered from ranks)."""
+    from tokenizers import processors
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
@@ -253,10 +254,16 @@ def hf_tokenizer(tokenizer: Tokenizer):
         specials = sorted(enc._special_tokens, key=enc._special_tokens.get)
         converted = TikTokenConverter(vocab_file=str(ranks), pattern=enc._pat_str,
                                       extra_special_tokens=specials).converted()
+    # <|bos|> first, as every training document and evaluation prompt began: `tokenizer(text)` gives what the model
+    # saw (add_special_tokens=False leaves it out); kept in tokenizer.json, so any loader of it does the same
+    template = processors.TemplateProcessing(single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B",
+                                             special_tokens=[(BOS, tokenizer.bos_id)])
+    converted.post_processor = processors.Sequence([processors.ByteLevel(trim_offsets=False), template])
     return PreTrainedTokenizerFast(tokenizer_object=converted, bos_token=BOS, eos_token=BOS)
 
 
-def model_card(run_cfg: RunConfig, meta: dict, step_dir: Path, kind: str, why_remote: str | None = None) -> str:
+def model_card(run_cfg: RunConfig, meta: dict, step_dir: Path, kind: str, why_remote: str | None,
+               bos_id: int) -> str:
     load = "from_pretrained(path, trust_remote_code=True)" if why_remote else "from_pretrained(path)"
     evals = sorted((step_dir.parent / "eval").glob("*/summary.md")) if (step_dir.parent / "eval").is_dir() else []
     parts = [f"# {step_dir.parent.name} (posbench export)", "",
@@ -285,7 +292,9 @@ def model_card(run_cfg: RunConfig, meta: dict, step_dir: Path, kind: str, why_re
                   "# or: transformers.AutoTokenizer.from_pretrained(path, trust_remote_code=True)"]
     else:
         parts += ["tokenizer = transformers.AutoTokenizer.from_pretrained(path)"]
-    parts += ["```", ""]
+    parts += ["```", "",
+              f"The tokenizer adds `{BOS}` (id {bos_id}) before every text, as each training document began: "
+              "`tokenizer(text)` gives what the model saw; `add_special_tokens=False` leaves it out.", ""]
     parts += ["## Training configuration", "", "```yaml", dump_yaml(run_cfg).rstrip(), "```", ""]
     for summary in evals:
         parts += [f"## Evaluation ({summary.parent.name})", "", summary.read_text().strip(), ""]
@@ -397,7 +406,8 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print, overwrite: bo
                          use_cache=not whole_sequence).save_pretrained(tmp)
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         hf_tokenizer(tokenizer).save_pretrained(tmp)
-        (tmp / "README.md").write_text(model_card(run_cfg, loaded.meta, loaded.path, kind, why_remote))
+        (tmp / "README.md").write_text(model_card(run_cfg, loaded.meta, loaded.path, kind, why_remote,
+                                                           tokenizer.bos_id))
         (tmp / "posbench_export.json").write_text(json.dumps({"checkpoint": str(loaded.path), "pe": run_cfg.pe.name,
                                                               "architecture": kind}, indent=1))
         boundary = packing["bos_id"] if packing else None  # the checks then cross a document boundary
