@@ -40,29 +40,36 @@ def summary_rows(rows: list[dict]) -> list[list[str]]:
              *(_pct(r[key]) for _, key in SUMMARY_COLUMNS)] for r in rows]
 
 
-def verdict_rows(by_group: dict, confidence: float, n_boot: int, margin: float | None) -> list[list[str]]:
-    """One row per PE pair of each task: the paired difference (points) and the verdict after Holm."""
+def verdicts(by_group: dict, confidence: float, n_boot: int, margin: float | None) -> list[dict]:
+    """One verdict per PE pair of each task (by_group: {(task, axes): {pe: {seed: value}}}): the pair in the order
+    the seeds show (`a` > `b` when ordered), the paired difference a - b (points, with its interval) and the verdict
+    after Holm over the task's pairs: what report.md, report.tex and the app show."""
     out = []
     for (task, _axes), per_pe in by_group.items():
         for p in pairwise(per_pe, confidence, n_boot, margin):
-            a, b = (p.b, p.a) if p.verdict == "<" else (p.a, p.b)
-            sign = -1 if p.verdict == "<" else 1
-            d = p.diff
+            flip = p.verdict == "<"
+            a, b, sign, d = (p.b, p.a, -1, p.diff) if flip else (p.a, p.b, 1, p.diff)
             diff = "n/a" if d.mean is None else f"{sign * 100 * d.mean:+.1f}" + (
                 "" if d.lo is None else f" [{100 * min(sign * d.lo, sign * d.hi):+.1f}, "
                                         f"{100 * max(sign * d.lo, sign * d.hi):+.1f}]")
-            relation = {">": "$>$", "<": "$>$", "~": "$\\approx$", "?": "vs"}[p.verdict]
-            out.append([escape(task), f"{escape(a)} {relation} {escape(b)}", diff, VERDICT_WORDS[p.verdict]])
+            out.append({"task": task, "a": a, "relation": {">": ">", "<": ">", "~": "~", "?": "vs"}[p.verdict],
+                        "b": b, "difference": diff, "verdict": VERDICT_WORDS[p.verdict]})
     return out
 
 
-def report_tex(study_name: str, rows: list[dict], verdicts: list[list[str]], confidence: float) -> str:
+def verdict_rows(found: list[dict]) -> list[list[str]]:
+    tex = {">": "$>$", "~": "$\\approx$", "vs": "vs"}
+    return [[escape(v["task"]), f"{escape(v['a'])} {tex[v['relation']]} {escape(v['b'])}", v["difference"],
+             v["verdict"]] for v in found]
+
+
+def report_tex(study_name: str, rows: list[dict], found: list[dict], confidence: float) -> str:
     pct = f"{confidence:.0%}"
     lines = ["\\documentclass{article}", "\\usepackage{booktabs}", "\\begin{document}", ""]
     lines += _table("ll" + "r" * len(SUMMARY_COLUMNS), ["Task", "PE", *(h + " (\\%)" for h, _ in SUMMARY_COLUMNS)],
                     summary_rows(rows), f"Study {study_name}: accuracy per target position, mean over seeds "
                                         f"[{pct} t-interval]; OOD beyond = past the training length.")
-    lines += _table("lllr", ["Task", "Pair", "Difference (pts)", "Verdict"], verdicts,
+    lines += _table("lllr", ["Task", "Pair", "Difference (pts)", "Verdict"], verdict_rows(found),
                     f"Study {study_name}: paired differences in OOD accuracy beyond the training length "
                     f"[{pct} t-interval], verdicts after Holm over each task's pairs.")
     return "\n".join(lines + ["\\end{document}", ""])
