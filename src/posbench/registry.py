@@ -16,7 +16,7 @@ variant file is found with no list to edit (`grep -rn "import_members(" src` lis
 "register(" src` every registered name). The other registries keep their few variants beside the registry, in
 its own file. Variants from outside the package (plug-ins) come the same way: `load_plugins(group)` after
 `import_members` imports the modules of every installed distribution's Python entry points in `group`
-(`posbench.pes`, `posbench.tasks`, `posbench.suites`) and those named by `--plugin MODULE` on a command (kept in
+(`posbench_pes`, `posbench_tasks`, `posbench_suites`) and those named by `--plugin MODULE` on a command (kept in
 the POSBENCH_PLUGINS environment variable, so worker processes import them too).
 Registration follows the modules' name order (`names()` is sorted; iterating a registry gives
 the registration order, which CLI listings and tests read).

@@ -20,7 +20,7 @@ def kept(tmp_path):
 
 
 def test_try_page_asks_a_study_checkpoint_its_own_task(kept, tmp_path, monkeypatch):
-    """Item 1 (issue 63): on a study checkpoint the task menu offers the cell's task with the cell's options (not
+    """Item 1: on a study checkpoint the task menu offers the cell's task with the cell's options (not
     the default mix), and a typed prompt reads the task's symbols (no `bpe` tokenizer error)."""
     monkeypatch.setenv("POSBENCH_APP_RUNS", str(tmp_path / "runs"))
     at = AppTest.from_file(MAIN, default_timeout=120).run()

@@ -8,7 +8,7 @@ from tests.app.helpers import MAIN, cell
 
 
 def test_explore_shows_the_reports_pair_verdicts(tmp_path, monkeypatch):
-    """Item 6 (issue 63): a study opened in Explore shows each PE pair's difference and verdict after Holm (the
+    """Item 6: a study opened in Explore shows each PE pair's difference and verdict after Holm (the
     report had them, the app did not). Beyond-length accuracy: rope 0.5, 0.6, 0.7 over seeds 0-2, alibi 0.9 on
     each."""
     monkeypatch.setenv("POSBENCH_APP_RUNS", str(tmp_path / "runs"))

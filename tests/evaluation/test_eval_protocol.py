@@ -6,7 +6,7 @@ from tests.evaluation.helpers import nano_checkpoint, write_text
 
 
 def test_eval_summary_starts_with_the_protocol(tmp_path):
-    """Item 3 (issue 63): summary.md states, before any suite's table, the model, its parameter count, the
+    """Item 3: summary.md states, before any suite's table, the model, its parameter count, the
     optimizer and schedule it trained with, the lengths scored, the code version and the machine."""
     run = nano_checkpoint(tmp_path, "rope")
     text = write_text(tmp_path / "held_out.txt", n_words=1000)

@@ -11,7 +11,7 @@ from tests.interop.test_recipe_parity import TOLERANCE, T, max_rel_diff, recipe_
 
 
 def test_gpt_oss_native_model_equals_posbench_with_its_mlp():
-    """Item 9 (issue 63): the whole posbench gpt_oss model, MLP included, mapped onto GptOssForCausalLM gives the
+    """Item 9: the whole posbench gpt_oss model, MLP included, mapped onto GptOssForCausalLM gives the
     same logits (the parity test used to swap the MLP out)."""
     from posbench.interop.hf_gpt_oss import gpt_oss_native_config, gpt_oss_state_dict
 
@@ -27,7 +27,7 @@ def test_gpt_oss_native_model_equals_posbench_with_its_mlp():
 
 
 def test_gpt_oss_recipe_checkpoint_exports_natively(tmp_path):
-    """Item 9 (issue 63): export() writes a gpt_oss-recipe checkpoint as GptOssForCausalLM, loadable without
+    """Item 9: export() writes a gpt_oss-recipe checkpoint as GptOssForCausalLM, loadable without
     trust_remote_code, with posbench's logits."""
     from posbench.evaluation.loading import load_model
     from posbench.interop.hf_export import export

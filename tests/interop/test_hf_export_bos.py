@@ -10,7 +10,7 @@ from tests.interop.test_hf_export import checkpoint  # noqa: E402
 
 
 def test_exported_tokenizer_starts_every_text_with_bos_as_training_did(tmp_path):
-    """Item 9 (issue 63): `tokenizer(text)` gives [bos_id, *posbench's ids] (training documents and eval prompts
+    """Item 9: `tokenizer(text)` gives [bos_id, *posbench's ids] (training documents and eval prompts
     start with <|bos|>), saved and loaded back too; add_special_tokens=False leaves it out."""
     tok = build_tokenizer(TokenizerConfig.registry_lookup("bytes")(name="bytes"), tmp_path)
     fast = hf_tokenizer(tok)
@@ -23,7 +23,7 @@ def test_exported_tokenizer_starts_every_text_with_bos_as_training_did(tmp_path)
 
 
 def test_model_card_says_the_tokenizer_adds_bos(tmp_path):
-    """Item 9 (issue 63): the model card states that the tokenizer adds <|bos|> (with its id), as training did."""
+    """Item 9: the model card states that the tokenizer adds <|bos|> (with its id), as training did."""
     run = checkpoint(tmp_path, "rope")
     out = export(run, tmp_path / "hf", log=lambda *_: None)
     card = (out / "README.md").read_text()

@@ -1,5 +1,5 @@
 """PEs from outside the package: a tiny plug-in distribution, built and installed into a fresh virtual
-environment, registers its PE through the `posbench.pes` entry point group, and posbench trains with it; a module
+environment, registers its PE through the `posbench_pes` entry point group, and posbench trains with it; a module
 named by `--plugin` does the same without installing anything."""
 
 import os
@@ -34,7 +34,7 @@ def _run(python, args, cwd, env=None):
 
 @pytest.mark.slow  # builds a virtual environment and installs a package into it (about 20 s)
 def test_an_installed_plugin_package_registers_its_pe_through_its_entry_point(tmp_path):
-    """Item 5 (issue 63): a PE in a pip-installed package of its own (entry point group `posbench.pes`) is
+    """Item 5: a PE in a pip-installed package of its own (entry point group `posbench_pes`) is
     registered and trains with `posbench train pe.name=...`; nothing in site-packages' posbench is edited."""
     pkg = tmp_path / "plugin_src"
     (pkg / "my_posbench_pe").mkdir(parents=True)
@@ -49,7 +49,7 @@ def test_an_installed_plugin_package_registers_its_pe_through_its_entry_point(tm
         name = "my-posbench-pe"
         version = "0.1"
 
-        [project.entry-points."posbench.pes"]
+        [project.entry-points."posbench_pes"]
         plugin_nope = "my_posbench_pe.plugin_nope"
 
         [tool.setuptools]
@@ -73,7 +73,7 @@ def test_an_installed_plugin_package_registers_its_pe_through_its_entry_point(tm
 
 
 def test_the_plugin_flag_imports_a_module_of_pes(tmp_path):
-    """Item 5 (issue 63): `--plugin MODULE` imports a module on the path and its PEs register; a module that
+    """Item 5: `--plugin MODULE` imports a module on the path and its PEs register; a module that
     does not exist is refused with exit 2 and its name."""
     (tmp_path / "flag_pe.py").write_text(PE_FILE.format(name="flag_nope"))
     env = {"PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}

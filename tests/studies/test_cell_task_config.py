@@ -21,7 +21,7 @@ def _cell(tmp_path):
 
 
 def test_a_cell_config_names_its_task_and_no_mix(tmp_path):
-    """Item 1 (issue 63): the cell's config.yaml records its task source (train.stream=task, data.task with the
+    """Item 1: the cell's config.yaml records its task source (train.stream=task, data.task with the
     cell's options) and drops the default pretraining mix; loaded back it is not 'pretrained with a mix', and
     train.py's stream builder reads the task's rows from it."""
     cell = _cell(tmp_path)
@@ -42,7 +42,7 @@ def test_a_cell_config_names_its_task_and_no_mix(tmp_path):
 
 
 def test_a_study_asked_for_wandb_logs_one_run_per_cell_grouped_by_the_study(tmp_path):
-    """Item 5 (issue 63): `overrides: [logging.wandb=offline]` gives each cell a WandB run named by the cell and
+    """Item 5: `overrides: [logging.wandb=offline]` gives each cell a WandB run named by the cell and
     grouped by the study (the group was empty: cells of one study lay apart); off by default."""
     path = tmp_path / "w.yaml"
     path.write_text("name: wstudy\ntasks: [{name: k_back, k: 2}]\npes: [{name: rope}]\nseeds: [0, 1]\n"

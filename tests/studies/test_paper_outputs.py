@@ -26,7 +26,7 @@ def study(tmp_path):
 
 
 def test_report_tex_and_summary_csv_beside_report_md(tmp_path, study):
-    """Item 4 (issue 63): report.tex holds booktabs tables of the summary and the pair verdicts; summary.csv one
+    """Item 4: report.tex holds booktabs tables of the summary and the pair verdicts; summary.csv one
     row per (task, PE) with the means and interval ends (hand-computed here)."""
     out = tmp_path / "out"
     out.mkdir()
@@ -46,7 +46,7 @@ def test_report_tex_and_summary_csv_beside_report_md(tmp_path, study):
 
 
 def test_every_study_figure_is_also_a_pdf(tmp_path):
-    """Item 4 (issue 63): each PNG a study writes has a PDF beside it."""
+    """Item 4: each PNG a study writes has a PDF beside it."""
     names = study_plots.all_plots(RESULTS, tmp_path, 0.95)
     assert names
     for name in names:
@@ -55,7 +55,7 @@ def test_every_study_figure_is_also_a_pdf(tmp_path):
 
 
 def test_accuracy_vs_length_title_fits_and_draws_the_band(tmp_path):
-    """Item 4 (issue 63): with 2 tasks the figure's title lies inside the figure, and 3 seeds draw an interval band
+    """Item 4: with 2 tasks the figure's title lies inside the figure, and 3 seeds draw an interval band
     around each PE's curve."""
     two = RESULTS + [{**r, "task": "sort", "cell_id": r["cell_id"].replace("k_back", "sort")} for r in RESULTS]
     fig = study_plots.accuracy_vs_length_figure(two, 0.95)

@@ -13,7 +13,7 @@ BASE = {"name": "a", "tasks": [{"name": "k_back", "k": 2}], "seeds": [0], "train
 
 
 def test_a_pe_listed_twice_with_other_options_gets_rows_named_by_them():
-    """Item 7 (issue 63): `pes: [{name: rope}, {name: rope, theta: 500}]` is two rows, `rope` and `rope_theta500`
+    """Item 7: `pes: [{name: rope}, {name: rope, theta: 500}]` is two rows, `rope` and `rope_theta500`
     (it failed: "two cells of the study have the same id"); listed twice alike it is refused, saying so."""
     study = from_dict(StudyConfig, {**BASE, "pes": [{"name": "rope"}, {"name": "rope", "theta": 500.0},
                                                     {"name": "alibi"}]}, "study")
@@ -24,7 +24,7 @@ def test_a_pe_listed_twice_with_other_options_gets_rows_named_by_them():
 
 
 def test_an_arm_label_may_hold_a_dot():
-    """Item 7 (issue 63): an arm labelled `alibi_x0.25` is accepted (it was refused); a label starting with a dot,
+    """Item 7: an arm labelled `alibi_x0.25` is accepted (it was refused); a label starting with a dot,
     or holding a slash, is still refused (it names files)."""
     arm = {"label": "rope_theta0.5k", "pe": {"name": "rope", "theta": 500.0}}
     study = from_dict(StudyConfig, {**BASE, "pes": [{"name": "rope"}], "arms": [arm]}, "study")
@@ -35,7 +35,7 @@ def test_an_arm_label_may_hold_a_dot():
 
 
 def test_the_app_form_adds_an_arm():
-    """Item 7 (issue 63): the run page's form takes arms, one YAML mapping per line, into the study."""
+    """Item 7: the run page's form takes arms, one YAML mapping per line, into the study."""
     study = build_study({**TINY, "arms": "{label: rope_theta500, pe: {name: rope, theta: 500}}\n\n"})
     assert [r.label for r in study.rows()] == ["rope", "learned", "rope_theta500"]
     with pytest.raises(ConfigError, match="arms, line 1"):

@@ -15,7 +15,7 @@ STUDY = ("name: p\ntasks: [{name: k_back, k: 2}]\npes: [{name: rope}, {name: lea
 
 
 def test_study_report_starts_with_the_protocol(tmp_path):
-    """Item 3 (issue 63): report.md states, before its tables, the ID/OOD lengths, the model (d_model, layers, heads,
+    """Item 3: report.md states, before its tables, the ID/OOD lengths, the model (d_model, layers, heads,
     dropout), each PE's parameter count, the optimizer and schedule, the task settings (k), the code version and
     machine, and defines "OOD success"."""
     (tmp_path / "s.yaml").write_text(STUDY)

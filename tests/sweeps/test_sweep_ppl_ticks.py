@@ -7,7 +7,7 @@ from posbench.sweeps.sweep_plots import ppl_axes
 
 
 def test_perplexity_axis_tick_labels_do_not_overlap():
-    """Item 4 (issue 63): a log perplexity axis spanning less than a decade labelled every minor tick in
+    """Item 4: a log perplexity axis spanning less than a decade labelled every minor tick in
     scientific form (`4.25x10^0`, `4.3x10^0`, ...), crowded together. The labels inside the panel must be plain
     numbers, few, and each clear of the next."""
     fig, ax = plt.subplots(figsize=(5, 3.6))

@@ -8,7 +8,7 @@ from posbench.sweeps.sweep_spec import load_sweep, plan_runs
 
 
 def test_sweep_report_starts_with_the_protocol(tmp_path):
-    """Item 3 (issue 63): a sweep's report.md states its model, each (size, PE)'s parameter count, the optimizer
+    """Item 3: a sweep's report.md states its model, each (size, PE)'s parameter count, the optimizer
     and schedule, the evaluation settings, the code and the machine, before its tables."""
     spec = {"name": "t", "sizes": ["nano"], "pes": [{"name": "rope"}, {"name": "alibi"}], "seeds": [0],
             "run": {"model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64, "seq_len": 64},
@@ -30,7 +30,7 @@ def test_sweep_report_starts_with_the_protocol(tmp_path):
 
 
 def test_sweep_perplexity_table_states_the_tokens_scored(tmp_path):
-    """Item 8 (issue 63): the sweep report's perplexity section says over how many tokens each length was scored."""
+    """Item 8: the sweep report's perplexity section says over how many tokens each length was scored."""
     spec = {"name": "t", "sizes": ["nano"], "pes": [{"name": "rope"}], "seeds": [0],
             "run": {"model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64, "seq_len": 64},
                     "data": {"tokenizer": {"name": "bytes"}},

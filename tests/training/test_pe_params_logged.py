@@ -18,7 +18,7 @@ ARGS = ["--model-size", "nano", "model.seq_len=32", "train.stream=random", "trai
 
 
 def test_kerple_parameters_are_logged_every_row_and_end_at_the_checkpoint(tmp_path):
-    """Item 5 (issue 63): a PE with learned parameters (KERPLE's r1, r2 per layer and head) logs each of them in
+    """Item 5: a PE with learned parameters (KERPLE's r1, r2 per layer and head) logs each of them in
     every metrics row; they move over training, and the last row holds the values the final checkpoint saved."""
     got = subprocess.run([sys.executable, str(ROOT / "train.py"), *ARGS, "pe.name=kerple_log",
                           f"train.out_dir={tmp_path}", "train.run_name=k"], cwd=tmp_path, capture_output=True,
@@ -36,7 +36,7 @@ def test_kerple_parameters_are_logged_every_row_and_end_at_the_checkpoint(tmp_pa
 
 
 def test_a_pe_without_parameters_logs_none(tmp_path):
-    """Item 5 (issue 63): RoPE has no learned parameters: no `pe/` key."""
+    """Item 5: RoPE has no learned parameters: no `pe/` key."""
     from posbench.config import load_config
     from posbench.model.build import build_model
     from posbench.training.pe_params import pe_parameter_values

@@ -13,7 +13,7 @@ def _git(repo, *args):
 
 
 def test_untracked_package_file_makes_the_checkout_dirty_with_its_name_and_hash(tmp_path):
-    """Item 2 (issue 63): a new, untracked PE file in the package makes the provenance dirty, names the file and
+    """Item 2: a new, untracked PE file in the package makes the provenance dirty, names the file and
     hashes its content, so the checkpoint does not point at a commit that lacks the code that trained it."""
     pkg = tmp_path / "src" / "pkg"
     (pkg / "pe").mkdir(parents=True)

@@ -6,6 +6,6 @@ from posbench.pe.encoding import PES, PEConfig, PEContext, PositionalEncoding, P
 from posbench.registry import import_members, load_plugins
 
 import_members(__name__, __path__)
-load_plugins("posbench.pes")  # variants from installed plug-in packages and --plugin (posbench/registry.py)
+load_plugins("posbench_pes")  # variants from installed plug-in packages and --plugin (posbench/registry.py)
 
 __all__ = ["PES", "PEConfig", "PEContext", "PositionalEncoding", "PositionRangeError"]
