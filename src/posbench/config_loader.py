@@ -182,6 +182,8 @@ def _coerce(value: Any, tp, where: str):
     if dataclasses.is_dataclass(tp):
         if dataclasses.is_dataclass(value):
             value = to_dict(value)
+        if isinstance(value, str) and _is_polymorphic(tp):  # a registered name alone: that class, its defaults
+            value = {"name": value}
         if not isinstance(value, dict):
             raise ConfigError(f"{where}: expected a mapping for {tp.__name__}, got {brief(value)}")
         return from_dict(tp, value, where)

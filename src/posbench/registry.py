@@ -14,7 +14,11 @@ tasks in posbench.data.tasks, evaluation suites in posbench.evaluation.suites) h
 call `import_members(__name__, __path__)`, which imports every module of the package in name order, so a new
 variant file is found with no list to edit (`grep -rn "import_members(" src` lists those packages, `grep -rn
 "register(" src` every registered name). The other registries keep their few variants beside the registry, in
-its own file. Registration follows the modules' name order (`names()` is sorted; iterating a registry gives
+its own file. Variants from outside the package (plug-ins) come the same way: `load_plugins(group)` after
+`import_members` imports the modules of every installed distribution's Python entry points in `group`
+(`posbench_pes`, `posbench_tasks`, `posbench_suites`) and those named by `--plugin MODULE` on a command (kept in
+the POSBENCH_PLUGINS environment variable, so worker processes import them too).
+Registration follows the modules' name order (`names()` is sorted; iterating a registry gives
 the registration order, which CLI listings and tests read).
 """
 
@@ -39,6 +43,41 @@ def import_members(package: str, path: Iterable[str]) -> None:
     decorators run, so the registry holds every variant file the package has (the module docstring)."""
     for module in sorted(pkgutil.iter_modules(path), key=lambda m: m.name):
         importlib.import_module(f"{package}.{module.name}")
+
+
+PLUGIN_ENV = "POSBENCH_PLUGINS"  # modules named by --plugin, os.pathsep-separated: set for child processes too
+
+
+def load_plugins(group: str) -> None:
+    """Import every module of the entry points in `group` and every POSBENCH_PLUGINS module: their
+    `@X.register` decorators run as a module of the package's would. An entry point's value is its module
+    (`my_pe_package.learned_alibi`); a module that fails to import names itself and the entry point."""
+    import os
+    from importlib import metadata
+
+    for ep in sorted(metadata.entry_points(group=group), key=lambda e: e.name):
+        _import_plugin(ep.module, f"entry point `{ep.name}` of group `{group}`")
+    for name in filter(None, os.environ.get(PLUGIN_ENV, "").split(os.pathsep)):
+        _import_plugin(name, "--plugin")
+
+
+def add_plugins(modules: list[str]) -> None:
+    """`--plugin MODULE` of a command: import each now (their PEs, tasks register) and keep them in
+    POSBENCH_PLUGINS so the processes the command starts import them as well."""
+    import os
+
+    for name in modules:
+        _import_plugin(name, "--plugin")
+    known = [m for m in os.environ.get(PLUGIN_ENV, "").split(os.pathsep) if m]
+    os.environ[PLUGIN_ENV] = os.pathsep.join(dict.fromkeys(known + list(modules)))
+
+
+def _import_plugin(module: str, where: str) -> None:
+    try:
+        importlib.import_module(module)
+    except ImportError as e:
+        raise ConfigError(f"plug-in module `{clip(module, 80)}` ({where}) cannot be imported: {clip(str(e), 160)} "
+                          "(is its package installed in this environment?)") from None
 
 
 def named_dataclass(base: type, name: str, qualname: str, module: str) -> type:

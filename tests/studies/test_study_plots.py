@@ -92,7 +92,7 @@ def test_cells_without_the_beyond_metric_say_na(tmp_path, figures):
 
 
 def test_other_plots_name_their_accuracy(tmp_path, figures):
-    study_plots.accuracy_vs_length(RESULTS, tmp_path)
+    study_plots.accuracy_vs_length(RESULTS, tmp_path, 0.95)
     study_plots.accuracy_by_position(RESULTS, tmp_path, 0.95)
     for name in ("accuracy_vs_length.png", "accuracy_by_position.png"):
         found = texts(figures[name])

@@ -20,6 +20,7 @@ DIMS = ("d_model", "n_heads", "n_layers", "d_ff")  # model fields the form sets;
 # bytes), so a 300-character name is refused here and never reaches mkdir as `File name too long`
 MAX_NAME = 100
 NAME = re.compile(rf"[A-Za-z0-9][A-Za-z0-9_.-]{{0,{MAX_NAME - 1}}}")
+ARM_EXAMPLE = "{label: rope_theta500, pe: {name: rope, theta: 500}}"
 
 
 def defaults() -> dict:
@@ -36,8 +37,9 @@ def defaults() -> dict:
             "other_overrides": [o for o in q.overrides if o.split("=")[0].split(".")[-1] not in DIMS]}
 
 
-def parse_tasks(text: str) -> list[dict]:
-    """One task per line as a YAML mapping (`{name: k_back, k: 3}`); blank lines skipped."""
+def parse_tasks(text: str, field: str = "tasks", example: str = "{name: k_back, k: 3}") -> list[dict]:
+    """One task (or, `field` arms, one arm) per line as a YAML mapping (`{name: k_back, k: 3}`); blank lines
+    skipped."""
     tasks = []
     for n, line in enumerate(text.splitlines(), 1):
         if not line.strip():
@@ -45,9 +47,9 @@ def parse_tasks(text: str) -> list[dict]:
         try:
             value = yaml.safe_load(line)
         except yaml.YAMLError as e:
-            raise ConfigError(f"tasks, line {n}: not a YAML mapping ({str(e).splitlines()[0]})") from None
+            raise ConfigError(f"{field}, line {n}: not a YAML mapping ({str(e).splitlines()[0]})") from None
         if not isinstance(value, dict):
-            raise ConfigError(f"tasks, line {n}: expected a mapping like {{name: k_back, k: 3}}, got `{line.strip()}`")
+            raise ConfigError(f"{field}, line {n}: expected a mapping like {example}, got `{line.strip()}`")
         tasks.append(value)
     return tasks
 
@@ -68,6 +70,8 @@ def build_study(form: dict) -> StudyConfig:
     overrides = list(form.get("other_overrides", [])) + [f"model.{d}={int(form[d])}" for d in DIMS]
     study = from_dict(StudyConfig, {
         "name": name, "tasks": parse_tasks(form["tasks"]), "pes": [{"name": p} for p in form["pes"]],
+        # arms: labelled rows with their own PE options (an ablation), one YAML mapping per line
+        "arms": parse_tasks(form.get("arms", ""), "arms", ARM_EXAMPLE),
         "seeds": parse_seeds(form["seeds"]), "overrides": overrides, "workers": int(form["workers"]),
         "keep_checkpoints": bool(form.get("keep_checkpoints", False)),
         "train": {"steps": int(form["steps"]), "batch_size": int(form["batch_size"]), "lr": float(form["lr"])},

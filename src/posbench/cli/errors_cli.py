@@ -23,7 +23,8 @@ import sys
 import traceback
 from collections.abc import Callable, Sequence
 
-from posbench.errors import EXIT_DISK_FULL, PosbenchError
+from posbench.errors import EXIT_DISK_FULL, ConfigError, PosbenchError
+from posbench.registry import add_plugins
 
 
 def debug_requested(argv: Sequence[str]) -> bool:
@@ -48,8 +49,28 @@ def exit_code(exc: BaseException) -> int | None:
     return None
 
 
+def split_plugins(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(argv without its `--plugin MODULE` / `--plugin=MODULE` options, those modules)."""
+    rest, plugins, i = [], [], 0
+    while i < len(argv):
+        arg = argv[i]
+        if arg == "--plugin":
+            if i + 1 >= len(argv) or argv[i + 1].startswith("-"):
+                raise ConfigError("--plugin needs a module name, e.g. --plugin my_pes.learned_alibi")
+            plugins.append(argv[i + 1])
+            i += 2
+            continue
+        if arg.startswith("--plugin="):
+            plugins.append(arg.split("=", 1)[1])
+        else:
+            rest.append(arg)
+        i += 1
+    return rest, plugins
+
+
 def cli_entry(main: Callable[[list[str] | None], int | None]) -> Callable[[list[str] | None], int]:
-    """Wrap `main(argv) -> exit code` with the shared handler; strips `--debug` before parsing."""
+    """Wrap `main(argv) -> exit code` with the shared handler; strips `--debug` and `--plugin MODULE` (a module of
+    PEs, tasks or suites to import first: posbench/registry.py) before parsing."""
 
     @functools.wraps(main)
     def wrapped(argv: list[str] | None = None) -> int:
@@ -57,6 +78,8 @@ def cli_entry(main: Callable[[list[str] | None], int | None]) -> Callable[[list[
         debug = debug_requested(argv)
         argv = [a for a in argv if a != "--debug"]
         try:
+            argv, plugins = split_plugins(argv)
+            add_plugins(plugins)
             return int(main(argv) or 0)
         except Exception as e:  # noqa: BLE001 - classified below; a bug re-raises with its traceback
             code = exit_code(e)

@@ -16,6 +16,7 @@ Errors are one line `error: ...` with the shared exit codes (2 bad input, 4 chec
 from __future__ import annotations
 
 import argparse
+import textwrap
 
 from posbench.cli.arg_types import positive_int
 from posbench.cli.errors_cli import cli_entry
@@ -24,7 +25,9 @@ from posbench.presets import preset_names
 
 @cli_entry
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    intro, examples = __doc__.split("\n\n", 1)
+    p = argparse.ArgumentParser(description=textwrap.fill(" ".join(intro.split()), 79), epilog=examples,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("sweep", help=f"preset name ({', '.join(preset_names('sweep'))}) or a sweep YAML file")
     p.add_argument("--out", help="output directory (default runs/sweep_<name>)")
     p.add_argument("--emit", choices=["torchrun", "slurm"], help="write launch scripts instead of training here")
@@ -35,7 +38,7 @@ def main(argv=None) -> int:
     p.add_argument("--prepare-data", action="store_true",
                    help="first tokenize the runs' local or downloaded corpus with their tokenizer and task mix "
                         "(resumable) and print the measured shares")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (logs, CI)")
     args = p.parse_args(argv)
     if args.workers is not None and args.workers < 1:
         p.error(f"--workers {args.workers}: must be at least 1")

@@ -15,6 +15,7 @@ from posbench.data.readers import MAX_ROW_GROUP_BYTES
 from posbench.data.splits import SplitsConfig
 from posbench.data.tasks import get_task_class
 from posbench.data.tasks.mix import TaskMixConfig
+from posbench.data.tasks.task import TaskConfig
 from posbench.data.tokenizers import TokenizerConfig, TrainedBPE
 from posbench.errors import ConfigError
 
@@ -95,6 +96,9 @@ class DataConfig(Checked):
     tokenize: TokenizeConfig = field(default_factory=TokenizeConfig)
     loader: LoaderConfig = field(default_factory=LoaderConfig)
     mix: TaskMixConfig = field(default_factory=default_mix)  # task documents in the train shards
+    # with train.stream=task: the task whose own rows (its symbols as token ids, no tokenizer) train the model, as
+    # a study cell trains; its saved config says so, and every reader treats the checkpoint as a task model
+    task: TaskConfig | None = None
 
     def check(self) -> None:
         count = self.source.known_count()

@@ -13,6 +13,7 @@ import subprocess
 from importlib import metadata
 from pathlib import Path
 
+from posbench.evaluation import protocol
 from posbench.evaluation.suites import get_suite
 from posbench.fileio import write_text
 
@@ -60,6 +61,8 @@ def checkpoint_markdown(payload: dict, plot_paths: list[Path], out_dir: Path) ->
              f"- lengths: {', '.join(map(str, payload['lengths']))} tokens",
              f"- code: {payload['code_version']}; device {payload['device']}, {payload['precision']}; "
              f"{payload['elapsed_s']:.1f} s", ""]
+    # results written before the protocol was recorded have none
+    lines += protocol.section([tuple(i) for i in payload["protocol"]]) if payload.get("protocol") else []
     for name, result in payload["suites"].items():
         suite = get_suite(name)
         lines += [f"## {suite.title}", "", suite.markdown(result), ""]

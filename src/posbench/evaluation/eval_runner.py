@@ -22,7 +22,7 @@ from tqdm import tqdm
 from posbench.config_loader import to_dict
 from posbench.data.layout import DataLayout
 from posbench.errors import ConfigError, DataError, user_paths
-from posbench.evaluation import eval_report
+from posbench.evaluation import eval_report, protocol
 from posbench.evaluation.eval_config import EvalConfig
 from posbench.evaluation.evaluator import Evaluator, Session, Target
 from posbench.evaluation.lengths import Footprint, check_fits
@@ -135,6 +135,8 @@ def evaluate(p: Planned, cfg: EvalConfig, device: torch.device) -> dict:
             bar.set_postfix_str(evaluator.name)
             results[evaluator.name] = evaluator.run(session)
     meta, loaded_path = loaded.meta, loaded.path
+    items = protocol.eval_items(t.run_cfg, sum(p.numel() for p in loaded.model.parameters()), t.lengths,
+                                str(device), precision.name)
     del loaded, session
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -144,7 +146,7 @@ def evaluate(p: Planned, cfg: EvalConfig, device: torch.device) -> dict:
             "lengths": t.lengths,
             "rope_scaling": to_dict(cfg.rope_scaling) if cfg.rope_scaling else None,
             "rope_scaling_as_trained": trained_scaling, "started": started,
-            "elapsed_s": time.perf_counter() - t0, "suites": results}
+            "elapsed_s": time.perf_counter() - t0, "protocol": [list(i) for i in items], "suites": results}
 
 
 def default_out(planned: list[Planned]) -> Path:

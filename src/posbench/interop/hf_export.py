@@ -52,6 +52,7 @@ from posbench.config_loader import dump_yaml
 from posbench.data.tokenizers import BOS, Tokenizer
 from posbench.errors import BadInputError, ConfigError, user_paths
 from posbench.fileio import fsync_dir, link_error, remove_tree
+from posbench.interop.hf_gpt_oss import gpt_oss_export
 from posbench.interop.hf_qwen3_next import qwen3_next_config, qwen3_next_reason, qwen3_next_state_dict
 from posbench.interop.hf_verify import VERIFY_TOLERANCE, check_prompt, uses_dynamic_scaling, verify
 
@@ -60,6 +61,7 @@ REMOTE_DIR = Path(__file__).parent / "hf_remote"
 # every module of hf_remote/ but its __init__: what transformers loads from the export directory
 REMOTE_FILES = tuple(sorted(p.name for p in REMOTE_DIR.glob("*.py") if p.name != "__init__.py"))
 QWEN3, QWEN3_NEXT, REMOTE = "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "PosbenchForCausalLM"
+GPT_OSS = "GptOssForCausalLM"
 # model options that Qwen3 does not compute, each with its value when off: a model with one on exports as
 # Qwen3NextForCausalLM where that carries it (interop/hf_qwen3_next.py), else with the remote code (which has them all)
 QWEN3_LACKS = {"attention_gate": lambda m: m.attention_gate, "attention_sinks": lambda m: m.attention_sinks,
@@ -242,6 +244,7 @@ def qwen3_config(run_cfg: RunConfig, tokenizer: Tokenizer):
 def hf_tokenizer(tokenizer: Tokenizer):
     """A PreTrainedTokenizerFast with the same ids as `tokenizer`: its rank table, split pattern and special
     tokens go through transformers' own tiktoken converter (byte-level BPE, merges recovered from ranks)."""
+    from tokenizers import processors
     from transformers import PreTrainedTokenizerFast
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
@@ -253,10 +256,16 @@ def hf_tokenizer(tokenizer: Tokenizer):
         specials = sorted(enc._special_tokens, key=enc._special_tokens.get)
         converted = TikTokenConverter(vocab_file=str(ranks), pattern=enc._pat_str,
                                       extra_special_tokens=specials).converted()
+    # <|bos|> first, as every training document and evaluation prompt began: `tokenizer(text)` gives what the model
+    # saw (add_special_tokens=False leaves it out); kept in tokenizer.json, so any loader of it does the same
+    template = processors.TemplateProcessing(single=f"{BOS} $A", pair=f"{BOS} $A {BOS} $B",
+                                             special_tokens=[(BOS, tokenizer.bos_id)])
+    converted.post_processor = processors.Sequence([processors.ByteLevel(trim_offsets=False), template])
     return PreTrainedTokenizerFast(tokenizer_object=converted, bos_token=BOS, eos_token=BOS)
 
 
-def model_card(run_cfg: RunConfig, meta: dict, step_dir: Path, kind: str, why_remote: str | None = None) -> str:
+def model_card(run_cfg: RunConfig, meta: dict, step_dir: Path, kind: str, why_remote: str | None,
+               bos_id: int) -> str:
     load = "from_pretrained(path, trust_remote_code=True)" if why_remote else "from_pretrained(path)"
     evals = sorted((step_dir.parent / "eval").glob("*/summary.md")) if (step_dir.parent / "eval").is_dir() else []
     parts = [f"# {step_dir.parent.name} (posbench export)", "",
@@ -285,7 +294,9 @@ def model_card(run_cfg: RunConfig, meta: dict, step_dir: Path, kind: str, why_re
                   "# or: transformers.AutoTokenizer.from_pretrained(path, trust_remote_code=True)"]
     else:
         parts += ["tokenizer = transformers.AutoTokenizer.from_pretrained(path)"]
-    parts += ["```", ""]
+    parts += ["```", "",
+              f"The tokenizer adds `{BOS}` (id {bos_id}) before every text, as each training document began: "
+              "`tokenizer(text)` gives what the model saw; `add_special_tokens=False` leaves it out.", ""]
     parts += ["## Training configuration", "", "```yaml", dump_yaml(run_cfg).rstrip(), "```", ""]
     for summary in evals:
         parts += [f"## Evaluation ({summary.parent.name})", "", summary.read_text().strip(), ""]
@@ -369,9 +380,14 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print, overwrite: bo
     why_remote = qwen3_reason(run_cfg)
     if why_remote and qwen3_next_reason(run_cfg.model, run_cfg.pe) is None:
         why_remote = None  # the gated-attention recipe: a standard Qwen3NextForCausalLM (interop/hf_qwen3_next.py)
+    tokenizer = DataLayout.from_config(run_cfg.data).tokenizer.build()
+    # the gpt_oss recipe: a standard GptOssForCausalLM when it maps exactly (interop/hf_gpt_oss.py)
+    gpt_oss = gpt_oss_export(run_cfg, model, tolerance, bos_token_id=tokenizer.bos_id,
+                             eos_token_id=tokenizer.bos_id, architectures=[GPT_OSS]) if why_remote else None
+    if gpt_oss is not None:
+        why_remote = None
     pe = remote_pe_config(run_cfg) if why_remote else None  # refuses before any file is written
     packing = remote_packing(run_cfg, pe) if why_remote else None  # likewise
-    tokenizer = DataLayout.from_config(run_cfg.data).tokenizer.build()
     whole_sequence = not supports_cache(model)
     with user_paths():  # out_dir is the user's: a file in its way, no permission to write there
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -383,6 +399,10 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print, overwrite: bo
             state = remote_state_dict(model)
             for name in REMOTE_FILES:
                 shutil.copyfile(REMOTE_DIR / name, tmp / name)
+        elif gpt_oss is not None:
+            kind = GPT_OSS
+            config, state = gpt_oss
+            config.save_pretrained(tmp)
         elif run_cfg.model.attention_gate != "none":
             kind = QWEN3_NEXT
             m = run_cfg.model
@@ -397,7 +417,8 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print, overwrite: bo
                          use_cache=not whole_sequence).save_pretrained(tmp)
         save_file(state, str(tmp / "model.safetensors"), metadata={"format": "pt"})
         hf_tokenizer(tokenizer).save_pretrained(tmp)
-        (tmp / "README.md").write_text(model_card(run_cfg, loaded.meta, loaded.path, kind, why_remote))
+        (tmp / "README.md").write_text(model_card(run_cfg, loaded.meta, loaded.path, kind, why_remote,
+                                                           tokenizer.bos_id))
         (tmp / "posbench_export.json").write_text(json.dumps({"checkpoint": str(loaded.path), "pe": run_cfg.pe.name,
                                                               "architecture": kind}, indent=1))
         boundary = packing["bos_id"] if packing else None  # the checks then cross a document boundary

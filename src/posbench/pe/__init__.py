@@ -3,8 +3,9 @@ Importing this package imports every module in it (posbench.registry.import_memb
 registered with no list to edit."""
 
 from posbench.pe.encoding import PES, PEConfig, PEContext, PositionalEncoding, PositionRangeError
-from posbench.registry import import_members
+from posbench.registry import import_members, load_plugins
 
 import_members(__name__, __path__)
+load_plugins("posbench_pes")  # variants from installed plug-in packages and --plugin (posbench/registry.py)
 
 __all__ = ["PES", "PEConfig", "PEContext", "PositionalEncoding", "PositionRangeError"]

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from posbench.config import RunConfig
 from posbench.config_loader import load
+from posbench.data.tasks.mix import TaskMixConfig
 from posbench.studies.study_spec import Cell
 
 
@@ -40,4 +41,11 @@ def cell_config(cell: Cell, task, work_dir: Path):
     unbounded = getattr(cell.pe, "max_positions", 0) is None
     cfg.pe = dataclasses.replace(cell.pe, max_positions=ood) if unbounded else dataclasses.replace(cell.pe)
     cfg.model.arch = cell.arch.for_task(task.source_end_token, ood)
+    # What trained it: the task's own rows, not the default pretraining mix and tokenizer, so every reader of the
+    # saved config.yaml (eval, the app's Try page, export) treats the cell as the task model it is
+    cfg.train.stream = "task"
+    cfg.data = dataclasses.replace(cfg.data, task=cell.task, mix=TaskMixConfig())
+    # a study asked for WandB (overrides: [logging.wandb=online]) logs one run per cell, grouped by the study
+    if not cfg.logging.group:
+        cfg.logging = dataclasses.replace(cfg.logging, group=cell.study.name)
     return cfg.resolve()

@@ -10,6 +10,7 @@ Colours: one per PE (posbench.palette), the same in every figure and in the app.
 
 from __future__ import annotations
 
+import textwrap
 from collections import defaultdict
 from pathlib import Path
 
@@ -134,9 +135,15 @@ def id_ood_bars(results, out_dir: Path, confidence: float) -> str:
     return _save(fig, out_dir, "id_ood_bars.png", layout=False)
 
 
-def accuracy_vs_length(results, out_dir: Path) -> str:
+def accuracy_vs_length(results, out_dir: Path, confidence: float) -> str:
+    return _save(accuracy_vs_length_figure(results, confidence), out_dir, "accuracy_vs_length.png")
+
+
+def accuracy_vs_length_figure(results, confidence: float):
+    """Accuracy by example length per task, each PE's mean over seeds with its interval band (where the seeds give
+    one). The figure's long title is wrapped to the figure's width, so two panels do not cut it at both ends."""
     tasks, pes = _tasks_pes(results)
-    fig, axes = plt.subplots(1, len(tasks), figsize=(4 * len(tasks), 3.2), squeeze=False)
+    fig, axes = plt.subplots(1, len(tasks), figsize=(max(4 * len(tasks), 6), 3.6), squeeze=False)
     groups = _by(results, "task", "pe")
     for i, task in enumerate(tasks):
         ax = axes[0][i]
@@ -147,7 +154,11 @@ def accuracy_vs_length(results, out_dir: Path) -> str:
                     per_len[int(length)].append(acc)
             if per_len:
                 xs = sorted(per_len)
-                ax.plot(xs, [100 * np.mean(per_len[x]) for x in xs], marker=".", color=pe_colour(pe), label=pe)
+                stats = [interval(per_len[x], confidence, bounds=(0.0, 1.0)) for x in xs]
+                ax.plot(xs, [100 * s.mean for s in stats], marker=".", color=pe_colour(pe), label=pe)
+                if all(s.lo is not None for s in stats):
+                    ax.fill_between(xs, [100 * s.band()[0] for s in stats], [100 * s.band()[1] for s in stats],
+                                    color=pe_colour(pe), alpha=0.15, lw=0)
         task_cells = [c for (t, _), cs in groups.items() if t == task for c in cs]
         # end of the training lengths
         ax.axvline(task_cells[0]["seq_len"] + 0.5, color="grey", ls="--", lw=1, label="training length")
@@ -156,10 +167,13 @@ def accuracy_vs_length(results, out_dir: Path) -> str:
         ax.set_ylim(0, 102)
     axes[0][0].set_ylabel("accuracy %, all positions")
     axes[0][0].legend(fontsize=8)
-    fig.suptitle("Accuracy over all target positions of the ID and OOD examples of each length (mean over seeds): "
-                 "past the training length this mixes in-range positions in; see accuracy_by_position.png",
-                 fontsize=9)
-    return _save(fig, out_dir, "accuracy_vs_length.png")
+    title = (f"Accuracy over all target positions of the ID and OOD examples of each length (mean over seeds, "
+             f"{confidence:.0%} band): past the training length this mixes in-range positions in; see "
+             "accuracy_by_position.png")
+    width_chars = int(fig.get_figwidth() * 72 / 5.5)  # about 5.5 points per character at 9 pt
+    fig.suptitle(textwrap.fill(title, width_chars), fontsize=9)
+    fig.tight_layout()
+    return fig
 
 
 def accuracy_by_position(results, out_dir: Path, confidence: float) -> str | None:
@@ -255,6 +269,9 @@ def _save(fig, out_dir: Path, name: str, layout: bool = True) -> str:
     # fixed metadata: identical inputs give byte-identical files
     with atomic_open(out_dir / name, "wb") as f:  # a temp file renamed into place: never through a link
         fig.savefig(f, format="png", dpi=110, metadata={"Software": None})
+    # the same figure as a vector PDF for a paper; fixed metadata, so identical inputs give identical files
+    with atomic_open((out_dir / name).with_suffix(".pdf"), "wb") as f:
+        fig.savefig(f, format="pdf", metadata={"Creator": None, "Producer": None, "CreationDate": None})
     plt.close(fig)
     return name
 
@@ -262,7 +279,7 @@ def _save(fig, out_dir: Path, name: str, layout: bool = True) -> str:
 def all_plots(results, out_dir: Path, confidence: float) -> list[str]:
     tasks, _ = _tasks_pes(results)
     names = [learning_curves(results, out_dir, confidence), id_ood_bars(results, out_dir, confidence),
-             accuracy_vs_length(results, out_dir), accuracy_by_position(results, out_dir, confidence),
+             accuracy_vs_length(results, out_dir, confidence), accuracy_by_position(results, out_dir, confidence),
              exact_vs_digits(results, out_dir, confidence)]
     names += long_context_plots(results, out_dir)
     return [n for n in names + [attention_maps(results, out_dir, t) for t in tasks] if n]

@@ -10,8 +10,10 @@ from collections import Counter, defaultdict
 from dataclasses import replace
 from pathlib import Path
 
+from posbench.evaluation import protocol as run_protocol
 from posbench.fileio import write_text
 from posbench.stats import DEFAULT_METHOD, interval, interval_label, paired_diffs, pairwise, seeds_needed, success_rate
+from posbench.studies import protocol, report_tex
 from posbench.studies.claims import DEFAULT_MARGINS, check_claims, claims_markdown, family_note, rules_note
 from posbench.studies.digits_report import beyond_curve_table, exact_by_digits_table
 from posbench.studies.long_context_report import long_context_section
@@ -143,12 +145,12 @@ def _verdict(reference: float, ours, by_seed: dict, chance: float | None = None)
     return ("agrees" if inside else f"differs ({100 * (ours.mean - reference):+.0f} pts)") + below
 
 
-def _by_group(results: list[dict], metric: str) -> dict[tuple, dict[str, dict]]:
-    by_group: dict[tuple, dict[str, dict]] = defaultdict(dict)
+def by_group(results: list[dict], metric: str) -> dict[tuple, dict[str, dict]]:
+    groups: dict[tuple, dict[str, dict]] = defaultdict(dict)
     for r in results:
         task, pe, axes = group_key(r)
-        by_group[(task, axes)].setdefault(pe, {})[r["seed"]] = r.get(metric)
-    return by_group
+        groups[(task, axes)].setdefault(pe, {})[r["seed"]] = r.get(metric)
+    return groups
 
 
 def _negated(s):
@@ -160,7 +162,7 @@ def comparisons(results: list[dict], study: StudyConfig, metric: str = "ood_beyo
     same" where they show equivalence within the metric's margin, undecided otherwise."""
     ev, margin = study.eval, DEFAULT_MARGINS.get(metric)
     out = []
-    for (task, axes), per_pe in _by_group(results, metric).items():
+    for (task, axes), per_pe in by_group(results, metric).items():
         pairs = pairwise(per_pe, ev.confidence, ev.n_boot, margin)
         judged = [p for p in pairs if p.p_differ is not None]
         ordered = [f"{p.a} > {p.b} ({p.diff.fmt()} pts)" if p.verdict == ">" else
@@ -186,13 +188,13 @@ def _at_chance(values: dict, chance: float | None, margin: float) -> bool:
 def seed_calibration(results: list[dict], study: StudyConfig, metric: str = "ood_beyond_acc") -> str:
     """Per task (and axes): the two best PEs on the headline metric, their paired difference over seeds, and
     how many seeds the same t test would need to separate them if the effect stays as observed."""
-    by_group = _by_group([r for r in results if r.get(metric) is not None], metric)
+    groups = by_group([r for r in results if r.get(metric) is not None], metric)
     chance = {group_key(r)[0]: r.get("chance") for r in results}
     ev, margin = study.eval, DEFAULT_MARGINS.get(metric, 0.02)
     label = interval_label(DEFAULT_METHOD, ev.confidence, len(study.seeds))
     lines = [f"| task | best two PEs (beyond train length) | paired difference, pts [{label}] | separated now "
              "| seeds needed (estimate) |", "|---|---|---|---|---|"]
-    for (task, axes), per_pe in by_group.items():
+    for (task, axes), per_pe in groups.items():
         ranked = sorted(per_pe, key=lambda pe: -sum(per_pe[pe].values()) / len(per_pe[pe]))
         if len(ranked) < 2:
             continue
@@ -244,6 +246,7 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
              "any training example: *beyond train length* scores only their target positions past the "
              "training length (extrapolation); *all positions* also counts the positions inside it."
              + devices_line(results), "",
+             *run_protocol.section(protocol.study_items(study, devices_line(results).strip())),
              "## Summary", "", summary_table(rows, study), ""]
     ref = reference_table(rows, study)
     if ref:
@@ -280,6 +283,11 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
     write_text(out_dir / "report.md", report)
     write_text(out_dir / "results.json", json.dumps({"study": study.name, "cells": results}, indent=1, sort_keys=True))
     write_text(out_dir / "results.csv", to_csv(results))
+    metric = "ood_beyond_acc"
+    verdicts = report_tex.verdicts(by_group(results, metric), study.eval.confidence, study.eval.n_boot,
+                                       DEFAULT_MARGINS.get(metric))
+    write_text(out_dir / "report.tex", report_tex.report_tex(study.name, rows, verdicts, study.eval.confidence))
+    write_text(out_dir / "summary.csv", report_tex.summary_csv(rows, METRICS))
     return summary_table(rows, study)
 
 

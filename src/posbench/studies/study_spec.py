@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,9 +90,10 @@ class StudyArm(Checked):
         return not self.tasks or task.name in self.tasks
 
     def check(self) -> None:
-        if not self.label or not self.label.replace("_", "").replace("-", "").isalnum():
-            raise ConfigError(f"study.arms: label {self.label!r} must be a non-empty name of letters, digits, "
-                              f"`_` and `-` (it names the cell files)")
+        # a dot is allowed (`alibi_x0.25`: an option's value), not first (a hidden file, `..`)
+        if not self.label[:1].isalnum() or not self.label.replace("_", "").replace("-", "").replace(".", "").isalnum():
+            raise ConfigError(f"study.arms: label {self.label!r} must be a name of letters, digits, `_`, `-` and "
+                              f"`.`, starting with a letter or digit (it names the cell files)")
 
 
 @dataclass
@@ -145,8 +147,29 @@ class StudyConfig(Checked):
                 raise ConfigError(f"claim `{claim.order}`: metric `{claim.metric}` is not one of {CLAIM_METRICS}")
 
     def rows(self) -> list[StudyArm]:
-        """Every row of the grid: one decoder arm per entry of `pes` (labelled by the PE), then `arms`."""
-        return [StudyArm(pe.name, pe) for pe in self.pes] + list(self.arms)
+        """Every row of the grid: one decoder arm per entry of `pes` (labelled by the PE), then `arms`. A PE listed
+        more than once (an ablation of its options) labels each entry by the options it changes from the PE's
+        defaults (`rope`, `rope_theta500`), so its rows and cells stay apart."""
+        counts = Counter(pe.name for pe in self.pes)
+        labels = [pe.name if counts[pe.name] == 1 else options_label(pe) for pe in self.pes]
+        for label, n in Counter(labels).items():
+            if n > 1:
+                raise ConfigError(f"study.pes lists PE `{label}` twice with the same options: change an option of "
+                                  f"one, or drop it")
+        return [StudyArm(label, pe) for label, pe in zip(labels, self.pes)] + list(self.arms)
+
+
+def options_label(pe: PEConfig) -> str:
+    """The PE's name and each option it sets away from its defaults, e.g. `rope_theta500`, `rope_factor4`."""
+    def flat(d: dict, prefix: str = "") -> dict:
+        out = {}
+        for k, v in d.items():
+            out.update(flat(v, f"{k}.") if isinstance(v, dict) else {f"{prefix}{k}": v})
+        return out
+    own, default = flat(to_dict(pe)), flat(to_dict(type(pe)()))
+    changed = [(k.split(".")[-1], v) for k, v in own.items() if v != default.get(k)]
+    text = lambda v: f"{v:g}" if isinstance(v, float) else str(v)
+    return pe.name + "".join(f"_{k}{text(v)}" for k, v in changed)
 
 
 @dataclass

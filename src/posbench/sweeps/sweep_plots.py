@@ -16,6 +16,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
+from matplotlib import ticker  # noqa: E402
 
 from posbench.palette import HEATMAP_RANGE, HEATMAP_SCALE, pe_colour  # noqa: E402
 from posbench.sweeps import long_context_report  # noqa: E402
@@ -31,6 +32,8 @@ def _save(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(path, dpi=110, metadata={"Software": None})
+    # the same figure as a vector PDF for a paper; fixed metadata, so identical inputs give identical files
+    fig.savefig(path.with_suffix(".pdf"), metadata={"Creator": None, "Producer": None, "CreationDate": None})
     plt.close(fig)
     return path
 
@@ -71,11 +74,24 @@ def ppl_vs_length(runs: list[Run], results: dict, path: Path) -> Path:
             if by_len:
                 xs = sorted(by_len)
                 ax.plot(xs, [np.mean(by_len[x]) for x in xs], marker="o", color=colors[pe], label=pe)
-        train_len = next(r.cfg.model.seq_len for r in runs if r.group == group)
-        ax.axvline(train_len, color="grey", linestyle=":", label="training length")
-        ax.set(title=group, xlabel="context length (tokens)", ylabel="perplexity", xscale="log", yscale="log")
+        ppl_axes(ax, group, next(r.cfg.model.seq_len for r in runs if r.group == group))
         ax.legend(fontsize=8)
     return _save(fig, path)
+
+
+def ppl_axes(ax, group: str, train_len: int) -> None:
+    """A perplexity panel's axes (called once its curves are drawn): log-log, the training length marked.
+    Perplexities often span less than a decade, where matplotlib's log axis labels every minor tick in scientific
+    form (4.25x10^0, 4.3x10^0, ...) and the labels crowd: such an axis gets a few plain numbers at round values, a
+    wider one plain numbers at its decades only."""
+    ax.axvline(train_len, color="grey", linestyle=":", label="training length")
+    ax.set(title=group, xlabel="context length (tokens)", ylabel="perplexity", xscale="log", yscale="log")
+    lo, hi = ax.get_ylim()
+    plain = ticker.FuncFormatter(lambda v, _: f"{v:g}")
+    if hi / lo < 10:
+        ax.yaxis.set_major_locator(ticker.MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]))
+    ax.yaxis.set_major_formatter(plain)
+    ax.yaxis.set_minor_formatter(ticker.NullFormatter())
 
 
 # (panel title, the cell's value): whole-answer exact match per split, then answer tokens beyond the training length

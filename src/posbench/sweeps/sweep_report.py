@@ -16,8 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
+from posbench.evaluation import protocol as run_protocol
 from posbench.fileio import atomic_open
 from posbench.stats import DEFAULT_METHOD, Summary, interval, interval_label
+from posbench.studies import protocol
 from posbench.studies.claims import check_claims, claims_markdown, family_note, rules_note
 from posbench.sweeps import long_context_report
 from posbench.sweeps.sweep_spec import Run, SweepConfig
@@ -95,6 +97,20 @@ SLOPE = "ppl per doubling past the training length"
 FIRST_TOKEN = "first-token attention mass at the training length"
 # a sweep claim's metric -> (table, column); sweep_spec.SWEEP_CLAIM_METRICS lists the same names
 CLAIM_TABLES = {"ppl_slope": ("slope", SLOPE), "first_token_mass": ("first_token_train", FIRST_TOKEN)}
+
+
+def ppl_tokens_line(runs: list[Run], results: dict[str, dict]) -> str:
+    """The tokens each length's perplexity was scored over (non-overlapping windows), so a figure is compared
+    with another (eval.py's, a paper's) only at the same count."""
+    counts: dict[int, set[int]] = defaultdict(set)
+    for run in runs:
+        for r in results.get(run.name, {"suites": {}})["suites"].get("ppl", {}).get("rows", []):
+            if r.get("na") is None and r.get("nonoverlap"):
+                counts[r["length"]].add(r["nonoverlap"]["tokens"])
+    if not counts:
+        return ""
+    return " Tokens scored per length: " + ", ".join(
+        f"{L}: {' / '.join(f'{n:,}' for n in sorted(ns))}" for L, ns in sorted(counts.items())) + "."
 
 
 def _first_token(results: dict) -> dict[int, float | None]:
@@ -215,11 +231,12 @@ def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], 
              data_line(runs),
              f"Every figure: mean over seeds [{ci}] (one seed: the value alone; fewer than 3: no interval, "
              "docs/statistics.md); "
-             "n/a = the PE cannot represent that length. Throughput: throughput.md.", ""]
+             "n/a = the PE cannot represent that length. Throughput: throughput.md.", "",
+             *run_protocol.section(protocol.sweep_items(sweep, runs))]
     sections = [
         ("Loss", tables["loss"], False, ""),
         ("Perplexity vs context length (non-overlapping windows)", tables["ppl"], False,
-         "Columns: context length in tokens."),
+         "Columns: context length in tokens." + ppl_tokens_line(runs, results)),
         ("Perplexity slope past the training length", tables["slope"], False,
          "Least-squares slope of perplexity against log2(length / training length), lengths from the training "
          "length on: perplexity gained per doubling of the context (flat = 0)."),

@@ -104,9 +104,12 @@ def bind_documents(cfg: RunConfig, source: BatchSource) -> RunConfig:
 
 
 def build_stream(cfg: RunConfig) -> BatchSource:
-    """The BatchSource a run's config asks for: random tokens (`train.stream=random`) or its token shards."""
+    """The BatchSource a run's config asks for: random tokens (`train.stream=random`), a task's rows
+    (`train.stream=task`, data.task: a study cell's rows, studies/cell.py) or its token shards."""
     if cfg.train.stream == "random":
         return RandomTokens(cfg.model.vocab_size, cfg.model.seq_len, cfg.seed)
+    if cfg.train.stream == "task":
+        return task_rows(cfg)
     from posbench.data.loader import build_batch_source
 
     check_data_positions(cfg)
@@ -116,6 +119,21 @@ def build_stream(cfg: RunConfig) -> BatchSource:
             raise ConfigError(f"the {split} token shards use a vocabulary of {shards.vocab_size} but model.vocab_size "
                               f"is {cfg.model.vocab_size}; set model.vocab_size={shards.vocab_size}")
     return source
+
+
+def task_rows(cfg: RunConfig) -> BatchSource:
+    """data.task's rows at the model's length, as a study cell draws them (the same seed, the same 64 held-out
+    rows): a cell's saved config trains again the model it describes."""
+    from posbench.data.tasks.source import TaskSource
+    from posbench.data.tasks.task import build_task
+
+    if cfg.data.task is None:
+        raise ConfigError("train.stream=task needs data.task (e.g. data.task={name: k_back, k: 3})")
+    task = build_task(cfg.data.task)
+    if task.vocab.size > cfg.model.vocab_size:
+        raise ConfigError(f"data.task `{task.name}` has {task.vocab.size} symbols but model.vocab_size is "
+                          f"{cfg.model.vocab_size}; set model.vocab_size={task.vocab.size}")
+    return TaskSource(task, cfg.model.seq_len, cfg.seed, n_val=64)
 
 
 def check_data_positions(cfg: RunConfig) -> None:

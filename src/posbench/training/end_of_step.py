@@ -15,6 +15,7 @@ from posbench.training import distributed as dist
 from posbench.training.batch_sources import positions_on, val_indices
 from posbench.training.meta import meta_json, run_config_yaml
 from posbench.training.metrics import logit_stats, mfu, output_entropy, peak_memory_gib, weight_norm
+from posbench.training.pe_params import pe_parameter_values
 from posbench.training.rundir import format_tokens
 from posbench.training.start import Run
 from posbench.training.step import StepOut
@@ -61,7 +62,8 @@ def log_row(run: Run, done: StepOut) -> None:
     """One metrics row; what it reads from the device goes to the host in one transfer."""
     state, plan = run.state, run.plan
     on_device = {"loss": dist.all_reduce_sum(done.loss_sum.clone()) / dist.world_size(), "grad_norm": done.grad_norm,
-                 "weight_norm": weight_norm(run.model), **done.layer_norms}  # weights after the step
+                 "weight_norm": weight_norm(run.model), **done.layer_norms,  # weights after the step
+                 **pe_parameter_values(run.model)}
     if dist.is_main():
         on_device["output_entropy"] = output_entropy(done.out)
     values = dict(zip(on_device, torch.stack([v.float().reshape(()) for v in on_device.values()]).tolist()))

@@ -7,6 +7,7 @@ software (computed once per process, under `provenance`)."""
 from __future__ import annotations
 
 import functools
+import hashlib
 import math
 import subprocess
 import sys
@@ -23,14 +24,27 @@ SOURCE_DIR = Path(__file__).resolve().parents[1]
 
 
 def git_commit(where: Path = SOURCE_DIR) -> dict:
-    """{"commit": sha, "dirty": bool} of the checkout holding `where`; {} for an installed wheel."""
+    """{"commit": sha, "dirty": bool} of the checkout holding `where`; {} for an installed wheel. Files under
+    `where` (the package) that git does not track make it dirty too, and are listed under "untracked" with one
+    sha256 over their paths and bytes ("untracked_sha256"): a new PE file trains before anyone commits it, and the
+    commit alone would then point at code that lacks it. Untracked files elsewhere in the checkout do not train."""
     def git(*args: str) -> str:
         return subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True, timeout=10,
                               check=True).stdout.strip()
     try:
-        return {"commit": git("rev-parse", "HEAD"), "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}
+        commit = git("rev-parse", "HEAD")
+        modified = bool(git("status", "--porcelain", "--untracked-files=no"))
+        top = Path(git("rev-parse", "--show-toplevel"))
+        untracked = sorted(git("ls-files", "--others", "--exclude-standard", "--full-name", "--", ".").splitlines())
     except (OSError, subprocess.SubprocessError):
         return {}
+    out = {"commit": commit, "dirty": modified or bool(untracked)}
+    if untracked:
+        digest = hashlib.sha256()
+        for name in untracked:
+            digest.update(name.encode() + b"\0" + (top / name).read_bytes() + b"\0")
+        out.update(untracked=untracked, untracked_sha256=digest.hexdigest())
+    return out
 
 
 def package_versions() -> dict[str, str]:

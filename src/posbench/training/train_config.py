@@ -82,9 +82,9 @@ class TrainConfig(Checked):
     branch_from: str = ""  # checkpoint saved before a budget's decay
     budget: float = 0.0  # with branch_from: the budget (in budget_unit) whose decay to run
     max_steps: int = 0  # > 0: stop after this many steps (smoke runs); the schedule is unchanged
-    # what the loop reads: "shards" (tokenized data under data.root) or "random" tokens (smoke runs,
-    # benchmarks; nothing to learn)
-    stream: Literal["shards", "random"] = "shards"
+    # what the loop reads: "shards" (tokenized data under data.root), "random" tokens (smoke runs,
+    # benchmarks; nothing to learn) or "task": data.task's own rows (what a study cell trains on)
+    stream: Literal["shards", "random", "task"] = "shards"
     # intra-op threads of this process (posbench/threads.py): a count, or "auto" = what the launcher set
     # (OMP_NUM_THREADS, a pool's share) else 1; never the load of the moment, since another count rounds
     # differently. Recorded in meta.json; a resume with "auto" reuses the checkpoint's count

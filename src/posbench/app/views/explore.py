@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import streamlit as st
 
 from posbench.app import charts
@@ -71,8 +72,13 @@ def algorithmic_rows(payloads: list[dict]) -> list[dict]:
 
 
 def _chance_pct(x) -> str:
-    """Whole-answer chances run to 1e-10: the first significant digit, not a rounded 0.0."""
-    return "n/a" if x is None else f"{100 * x:.1f}" if x >= 1e-3 else f"{100 * x:.1g}"
+    """Whole-answer chances run to 1e-10: two significant digits, not a rounded 0.0, and always as a plain decimal
+    (a column of "50.0" and "8e-08" reads as two kinds of number)."""
+    if x is None:
+        return "n/a"
+    if x >= 0.1:
+        return f"{100 * x:.1f}"
+    return np.format_float_positional(100 * x, precision=2, unique=False, fractional=False, trim="-")
 
 
 def _pct(x) -> str:

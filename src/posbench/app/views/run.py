@@ -13,7 +13,7 @@ import streamlit as st
 from posbench.app import background, charts
 from posbench.app.app_paths import runs_root
 from posbench.app.outputs import in_study_order, live_losses, read_cells
-from posbench.app.studyform import DIMS, build_study, defaults
+from posbench.app.studyform import ARM_EXAMPLE, DIMS, build_study, defaults
 from posbench.app.views.study import show_study
 from posbench.config_loader import from_dict, to_dict
 from posbench.errors import ConfigError, PosbenchError
@@ -50,6 +50,9 @@ def _form(root) -> None:
         form = {"name": st.text_input("Name", d["name"], key="f_name"),
                 "tasks": st.text_area("Tasks (one per line)", d["tasks"], key="f_tasks"),
                 "pes": st.multiselect("PEs", PES.names(), default=d["pes"], key="f_pes"),
+                "arms": st.text_area("Arms (optional, one per line: a labelled row with its own PE options)", "",
+                                     key="f_arms", placeholder=ARM_EXAMPLE,
+                                     help="an ablation of one PE's options: docs/studies.md, Arms"),
                 "seeds": st.text_input("Seeds", d["seeds"], key="f_seeds")}
         cols = st.columns(4)
         form["steps"] = cols[0].number_input("Steps", 2, 100000, d["steps"], key="f_steps")

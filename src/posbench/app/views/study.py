@@ -8,6 +8,7 @@ import streamlit as st
 
 from posbench.app import charts
 from posbench.app.tables import SummarySettings, cells_csv, rows_csv, summary_rows
+from posbench.app.views.verdicts import show_verdicts
 from posbench.studies.study_report import summarize
 
 
@@ -21,6 +22,7 @@ def show_study(cells: list[dict], settings, key: str) -> None:
     rows = summary_rows(cells, settings)
     st.subheader("Summary")
     st.table(rows)
+    show_verdicts(cells, settings)
     left, right = st.columns(2)
     left.download_button("Download cells CSV", cells_csv(cells), f"{key}_cells.csv", "text/csv", key=f"{key}_csv")
     right.download_button("Download summary CSV", rows_csv(rows), f"{key}_summary.csv", "text/csv",

@@ -1,7 +1,8 @@
 """Try a checkpoint: a typed prompt (the checkpoint's tokenizer) or a task example (ID/OOD), its greedy
 continuation, and the attention of the generated tokens. A checkpoint pretrained with a task mix is asked
 its mix's tasks as text, in the format it saw (as eval.py asks them); a study checkpoint, trained on a
-task's own symbols, is asked in those symbols."""
+task's own symbols (its config says train.stream=task and names data.task), is asked that task, with its
+options, in those symbols."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import yaml
 from posbench.app import charts
 from posbench.app.outputs import study_checkpoints_note
 from posbench.app.probe import continue_ids, generated_attention, scored_tokens, task_prompt, tokens_right
-from posbench.config_loader import from_dict
+from posbench.config_loader import from_dict, to_dict
 from posbench.data.layout import DataLayout
 from posbench.data.tasks.task import TaskConfig, build_task, task_names
 from posbench.errors import ConfigError, DataError
@@ -86,8 +87,11 @@ def _tokenizer(cfg):
 
 
 def _typed(cfg):
-    text = st.text_area("Prompt", key="try_text")
+    text = st.text_area("Prompt" + (" (the task's symbols, separated by spaces)" if cfg.data.task else ""),
+                        key="try_text")
     n_new = st.number_input("New tokens", 1, 512, 16, key="try_n")
+    if text and cfg.train.stream == "task":
+        return _typed_symbols(cfg, text, int(n_new))
     if not text or (tok := _tokenizer(cfg)) is None:
         return None
     # <|bos|> first, as training documents and task prompts start: without it the model sees a context it never
@@ -113,10 +117,34 @@ def _mix_example(cfg):
     return [tok.bos_id, *tok.encode(ex.prompt)], expected, len(expected), decode, scored_tokens(expected, decode)
 
 
+def _typed_symbols(cfg, text: str, n_new: int):
+    """A task model (train.stream=task) has no tokenizer: its tokens are its task's symbols, typed by name."""
+    vocab = build_task(cfg.data.task).vocab
+    unknown = [s for s in text.split() if s not in vocab.symbols]
+    if unknown:
+        st.error(f"{', '.join(unknown[:5])}: not symbols of task `{cfg.data.task.name}`, whose symbols are "
+                 f"{' '.join(vocab.symbols)}")
+        return None
+    return vocab.ids(text.split()), None, n_new, lambda ids: " ".join(vocab.decode(ids)), None
+
+
+def _own_task(cfg) -> tuple[str | None, str]:
+    """A study checkpoint's task and the options it changed from the task's defaults, as the form's YAML; (None,
+    "{}") for a checkpoint that did not train on one task's rows."""
+    if cfg.train.stream != "task" or cfg.data.task is None:
+        return None, "{}"
+    own, default = to_dict(cfg.data.task), to_dict(type(cfg.data.task)())
+    changed = {k: v for k, v in own.items() if k != "name" and v != default.get(k)}
+    return cfg.data.task.name, yaml.safe_dump(changed, default_flow_style=True).strip() if changed else "{}"
+
+
 def _task_example(cfg):
     cols = st.columns(4)
-    name = cols[0].selectbox("Task", task_names(), key="try_task")
-    fields = cols[1].text_input("Task fields (YAML mapping)", "{}", key="try_fields")
+    own, own_fields = _own_task(cfg)
+    names = task_names()
+    name = cols[0].selectbox("Task" + (" (the checkpoint trained on the first)" if own else ""),
+                             [own, *(n for n in names if n != own)] if own else names, key="try_task")
+    fields = cols[1].text_input("Task fields (YAML mapping)", own_fields if name == own else "{}", key="try_fields")
     split = cols[2].radio("Split", ["id", "ood"], horizontal=True, key="try_split")
     index = cols[3].number_input("Example", 0, 10**6, 0, key="try_index")
     try:

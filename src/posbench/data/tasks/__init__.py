@@ -23,9 +23,10 @@ from posbench.data.tasks.task import (
     get_task_class,
     task_names,
 )
-from posbench.registry import import_members
+from posbench.registry import import_members, load_plugins
 
 import_members(__name__, __path__)
+load_plugins("posbench_tasks")  # variants from installed plug-in packages and --plugin (posbench/registry.py)
 
 __all__ = ["IGNORE", "PAD_ID", "SPLITS", "TASKS", "Example", "Filler", "GeneratedFiller", "Task", "TaskConfig",
            "TextFiller", "Vocab", "build_task", "garden_filler", "get_task_class", "task_names"]

@@ -8,9 +8,10 @@ their `order`.
 """
 
 from posbench.evaluation.suite_registry import SUITES, get_suite, suite_names
-from posbench.registry import import_members
+from posbench.registry import import_members, load_plugins
 
 import_members(__name__, __path__)
+load_plugins("posbench_suites")  # variants from installed plug-in packages and --plugin (posbench/registry.py)
 
 # `--suite all`, cheap and broad first. The others are asked for by name only (lambada needs data fetched
 # beforehand, and `all` must run on a checkpoint alone).

@@ -123,6 +123,16 @@ def pretrained_with_mix(run) -> bool:
     return run.train.stream == "shards" and run.data.mix.active
 
 
+def trained_tasks(run) -> list:
+    """The task configs a checkpoint trained on, asked when `algorithmic.tasks` is empty: a task model's own task
+    (train.stream=task, a study cell), a mix's tasks, else every registered task with its defaults."""
+    if run.train.stream == "task" and run.data.task is not None:
+        return [run.data.task]
+    if pretrained_with_mix(run):
+        return list(run.data.mix.tasks)
+    return [get_task_class(n).Config() for n in task_names()]
+
+
 @SUITES.register("algorithmic")
 class Algorithmic(Evaluator):
     title = "Algorithmic tasks (exact match, greedy decoding)"
@@ -133,8 +143,7 @@ class Algorithmic(Evaluator):
     def __init__(self, cfg: AlgorithmicConfig, target: Target):
         super().__init__(cfg, target)
         run = target.run_cfg
-        configs = cfg.tasks or (list(run.data.mix.tasks) if pretrained_with_mix(run) else
-                                [get_task_class(n).Config() for n in task_names()])
+        configs = cfg.tasks or trained_tasks(run)
         self.tasks = [build_task(c) for c in configs]
         self.with_ids = data_ids.trained_with_ids(run)
 

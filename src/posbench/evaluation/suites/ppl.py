@@ -147,6 +147,11 @@ def binned_curve(loss_L: np.ndarray, bins: int) -> dict:
             "loss": [float(loss_L[a:b].mean()) for a, b in zip(edges[:-1], edges[1:], strict=True)]}
 
 
+def _tokens(value: dict) -> str:
+    """The tokens a perplexity was scored over: two perplexities compare only at equal counts."""
+    return f"{value['tokens']:,}" if value.get("tokens") is not None else "n/a"
+
+
 @SUITES.register("ppl")
 class Perplexity(Evaluator):
     title = "Perplexity vs context length"
@@ -228,14 +233,15 @@ class Perplexity(Evaluator):
     def markdown(cls, result: dict) -> str:
         header = ["length", "x train"]
         for name in result["protocols"]:
-            header += [f"loss ({PROTOCOLS[name].label})", f"ppl ({PROTOCOLS[name].label})"]
+            header += [f"loss ({PROTOCOLS[name].label})", f"ppl ({PROTOCOLS[name].label})",
+                       f"tokens scored ({PROTOCOLS[name].label})"]
         rows = []
         for r in result["rows"]:
             cells = [str(r["length"]), f"{r['length'] / result['train_len']:g}"]
             for name in result["protocols"]:
                 v = r[name] or {}
                 stride = f" (S={v['stride']})" if "stride" in v else ""
-                cells += [fmt(v.get("loss")), fmt(v.get("ppl"), 2) + stride]
+                cells += [fmt(v.get("loss")), fmt(v.get("ppl"), 2) + stride, _tokens(v)]
             rows.append(cells)
         notes = [f"- {r['length']}: n/a, {r['na']}" for r in result["rows"] if r["na"]]
         data = f"Data: {result['data']}." + positions_note(result)
@@ -254,7 +260,8 @@ class Perplexity(Evaluator):
                 for res in results.values():
                     row = next((r for r in res["rows"] if r["length"] == L), None)
                     value = row.get(name) if row else None
-                    cells.append(fmt(value["ppl"] if value else None, 2) if row else "-")
+                    cells.append(fmt(value["ppl"] if value else None, 2) + (f" ({_tokens(value)} tokens)" if value
+                                                                             else "") if row else "-")
                 table.append(cells)
             parts += [f"Perplexity, {PROTOCOLS[name].label}:", "", md_table(["length", *results], table), ""]
         notes = [f"- {label} {r['length']}: n/a, {r['na']}" for label, res in results.items() for r in res["rows"]

@@ -1,0 +1,35 @@
+"""A study's pair verdicts on the page, as report.md and report.tex state them (studies/report_tex.verdicts): per
+task, every PE pair on OOD accuracy beyond the training length, a paired t test and an equivalence test over seeds,
+Holm-adjusted over the task's pairs."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from posbench.studies.claims import DEFAULT_MARGINS
+from posbench.studies.report_tex import verdicts
+from posbench.studies.study_report import by_group
+
+METRIC = "ood_beyond_acc"
+
+
+def verdict_table(cells: list[dict], settings) -> list[dict]:
+    """The rows the page shows: task, pair, difference in points with its interval, verdict."""
+    ev = settings.eval
+    found = verdicts(by_group(cells, METRIC), ev.confidence, ev.n_boot, DEFAULT_MARGINS.get(METRIC))
+    return [{"task": v["task"], "pair": f"{v['a']} {v['relation']} {v['b']}",
+             f"difference, pts [{ev.confidence:.0%} t-interval]": v["difference"], "verdict": v["verdict"]}
+            for v in found]
+
+
+def show_verdicts(cells: list[dict], settings) -> None:
+    st.subheader("Which PEs differ (OOD beyond train length)")
+    st.caption(f"Per task, every PE pair: paired t test over seeds ({settings.eval.confidence:.0%}) of \"they "
+               f"differ\" and two one-sided tests of \"the same within +-{100 * DEFAULT_MARGINS[METRIC]:g} pts\", "
+               "each Holm-adjusted over the task's pairs (docs/statistics.md). *ordered*: shown to differ, that "
+               "way; *the same*: shown equivalent; *inconclusive*: neither, more seeds may tell.")
+    rows = verdict_table(cells, settings)
+    if rows:
+        st.table(rows)
+    else:
+        st.info("No pair to compare yet.")
