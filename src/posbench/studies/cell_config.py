@@ -8,10 +8,13 @@ from pathlib import Path
 
 from posbench.config import RunConfig
 from posbench.config_loader import load
+from posbench.model.matmul import AUTO
 from posbench.studies.study_spec import Cell
 
 
-def cell_config(cell: Cell, task, work_dir: Path):
+def cell_config(cell: Cell, task, work_dir: Path, matmul: str | None = None):
+    """`matmul`: the library the study measured for model.matmul=auto (studies/study_matmul.py), which the cell
+    uses instead of measuring again; None: the setting as it is."""
     st = cell.study.train
     seq = max(task.max_tokens("train"), task.max_tokens("id"))
     tokens_per_step = st.batch_size * seq
@@ -40,4 +43,6 @@ def cell_config(cell: Cell, task, work_dir: Path):
     unbounded = getattr(cell.pe, "max_positions", 0) is None
     cfg.pe = dataclasses.replace(cell.pe, max_positions=ood) if unbounded else dataclasses.replace(cell.pe)
     cfg.model.arch = cell.arch.for_task(task.source_end_token, ood)
+    if matmul is not None and cfg.model.matmul == AUTO:
+        cfg.model.matmul = matmul
     return cfg.resolve()
