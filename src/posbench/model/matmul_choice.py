@@ -12,8 +12,9 @@ REPEATS times after a warm-up, the two libraries interleaved so a change in the 
 the best timing counts. A library's rate is the step's FLOPs (6 x rows x in x out per layer, each shape weighted
 by its number of layers) over the sum of its best times. A product above PRODUCT_FLOP is shrunk first (the
 larger of rows and outputs halved; the reduction dimension is kept): a GEMM's rate has levelled off at that size,
-and it keeps the probe near a second for a model with a 65k-token head. The LM head counts as the linear layer it is; under the
-fused chunked loss (large vocabularies, model/loss.py) its products run in torch's mm whichever library is chosen.
+and it keeps the probe near a second for a model with a 65k-token head. The LM head counts as the linear layer it
+is; under the fused chunked loss (large vocabularies, model/loss.py) its products run in torch's mm whichever
+library is chosen.
 Results are cached per (shapes, rows, threads) in this process.
 
 The decision (`choose`) is a pure function of the two rates: oneDNN only when it is at least ONEDNN_MARGIN times
