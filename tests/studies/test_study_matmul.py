@@ -42,4 +42,4 @@ def test_a_study_records_its_library_and_a_rerun_cell_uses_it(tmp_path, monkeypa
     cells[1].unlink()  # an unfinished cell: the re-run trains it again
     result = run_study(load_study(str(spec)), out, progress=False)
     assert result["ran"] == 1 and json.loads(cells[1].read_text())["matmul"] == "onednn"
-    assert "Linear layers on onednn (2 cells) (model.matmul)." in (out / "report.md").read_text()
+    assert "Linear layers (model.matmul) on onednn (2 cells)." in (out / "report.md").read_text()

@@ -292,11 +292,11 @@ def devices_line(results: list[dict]) -> str:
 
 def matmul_line(results: list[dict]) -> str:
     """Which library ran the cells' linear layers (model.matmul, model/matmul_choice.py), e.g. " Linear layers
-    on onednn (20 cells)."; empty for results written before cells recorded it."""
+    (model.matmul) on onednn (20 cells)."; empty for results written before cells recorded it."""
     counts = Counter(r["matmul"] for r in results if "matmul" in r)
     if not counts:
         return ""
-    return " Linear layers on " + ", ".join(f"{m} ({n} cells)" for m, n in sorted(counts.items())) + " (model.matmul)."
+    return " Linear layers (model.matmul) on " + ", ".join(f"{m} ({n} cells)" for m, n in sorted(counts.items())) + "."
 
 
 def to_csv(results: list[dict]) -> str:
