@@ -34,21 +34,22 @@ def recorded_matmul(out_dir: Path) -> str | None:
 
 
 def study_matmul(cells: list[Cell], out_dir: Path) -> tuple[str | None, str]:
-    """(library, note) for the study's cells: None when its model.matmul is not `auto` (each cell uses the setting
-    as it is); the recorded library when `<out>/matmul.json` has one; else measured now and recorded."""
+    """(library, note) for the study's cells: None when its model.matmul is not `auto` or its cells train off the
+    CPU (each cell uses the setting as it is); the recorded library when `<out>/matmul.json` has one; else measured
+    now and recorded."""
     first = cells[0]
     cfg = cell_config(first, build_task(first.task), Path(out_dir) / "work")
-    if cfg.model.matmul != AUTO:
+    if cfg.model.matmul != AUTO or cfg.train.device != "cpu":  # off the CPU auto is torch's path, unmeasured
         return None, ""
     recorded = recorded_matmul(out_dir)
     if recorded is not None:
         return recorded, f"matmul: {recorded} (model.matmul=auto, as {Path(out_dir) / MATMUL_FILE} records)"
-    model = build_model(cfg.model, cfg.pe, cfg.train.device, 0, matmul="torch")
+    model = build_model(cfg.model, cfg.pe, "cpu", 0, matmul="torch")
     threads = cfg.train.threads if cfg.train.threads != "auto" else 1  # cell_config sets the cells' count
     saved = torch.get_num_threads()
     torch.set_num_threads(threads)  # measured on the thread count the cells train with
     try:
-        chosen, note = resolve_matmul(AUTO, model, cfg.train.micro_batch * cfg.model.seq_len, cfg.train.device)
+        chosen, note = resolve_matmul(AUTO, model, cfg.train.micro_batch * cfg.model.seq_len)
     finally:
         torch.set_num_threads(saved)
     write_text(Path(out_dir) / MATMUL_FILE, json.dumps({"matmul": chosen, "note": note, "cell": first.cell_id},
