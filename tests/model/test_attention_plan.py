@@ -20,7 +20,7 @@ MODEL = Path(__file__).resolve().parents[2] / "src" / "posbench" / "model"
 
 
 def call(bias="score", grad=False, dropout=False, documents=False, per_row=False, window=False, device="cpu",
-         H=4, T=512, S=512, table_rows=None, far=False, rows=False, dense=False, sinks=False):
+         H=4, T=512, S=512, table_rows=None, far=False, rows=False, dense=False, sinks=False, far_start=0):
     """A BiasCall; `table_rows` None: the table serves every query."""
     asked = []
 
@@ -29,7 +29,7 @@ def call(bias="score", grad=False, dropout=False, documents=False, per_row=False
         return T if table_rows is None else table_rows
 
     c = BiasCall(bias, grad, dropout, documents, per_row, window, device, H, T, S, table, far_field=far,
-                 rows_bias=rows, dense_grad=dense, sinks=sinks)
+                 rows_bias=rows, dense_grad=dense, sinks=sinks, far_start=lambda: far_start)
     return c, asked
 
 
@@ -57,6 +57,10 @@ CASES = [
     ("ALiBi decoding step", dict(far=True, **DECODE), BiasPath.ONE_BLOCK_TABLE),
     ("ALiBi short prompt", dict(far=True, **ONE), BiasPath.ONE_BLOCK_TABLE),
     ("ALiBi long prompt CPU", dict(far=True, **LONGER), BiasPath.FAR_FIELD),
+    # one block by size (4 x 512^2 = BLOCK_ELEMENTS), but the far field skips the second chunk's future: cheaper
+    ("ALiBi 512 tokens, priced", dict(far=True, **LONG), BiasPath.FAR_FIELD),
+    ("T5 512 tokens, priced", dict(far=True, far_start=113, **LONG), BiasPath.FAR_FIELD),
+    ("ALiBi 256 tokens, a tie keeps one block", dict(far=True, T=256, S=256), BiasPath.ONE_BLOCK_TABLE),
     ("ALiBi long prompt CUDA", dict(far=True, device="cuda", **LONGER), BiasPath.BLOCKED_TABLE),
     ("ALiBi long prompt window", dict(far=True, window=True, **LONGER), BiasPath.BLOCKED_TABLE),
     ("ALiBi short prompt window", dict(far=True, window=True, **ONE), BiasPath.BLOCKED_TABLE),
@@ -96,6 +100,40 @@ def test_the_table_is_made_only_when_a_rule_needs_it():
     c, asked = call(**LONGER)
     plan_bias_call(c)
     assert asked
+
+
+def test_the_prices_by_hand():
+    """model/bias_cost.py at 512 tokens, 4 heads (CALL_ENTRIES = 16,384 per SDPA call): one block hands SDPA all
+    4 x 512 x 512 entries in one call; blocked runs one block of 512 rows (block_rows), the same; the far field two
+    chunks of 256: the first its 256 x 256 causal keys, the second 256 near keys under the mask and 256 far ones at
+    0.9, in two calls."""
+    from posbench.model import bias_cost
+
+    assert bias_cost.CALL_ENTRIES == 16384 and bias_cost.FAR_ENTRY == 0.9
+    assert bias_cost.one_block(4, 512, 512) == 1_048_576 + 16_384
+    assert bias_cost.blocked(4, 512, 512) == 1_048_576 + 16_384
+    far = 4 * 256 * 256 + 16_384 + 4 * 256 * (256 + 0.9 * 256) + 2 * 16_384
+    assert bias_cost.far(4, 512, 512, 0) == pytest.approx(far) == pytest.approx(809_369.6)
+    # T5's far field from distance 113: the second chunk's near band is 112 + 256 keys, its far keys 144
+    assert bias_cost.far(4, 512, 512, 113) == pytest.approx(4 * 256 * 256 + 16_384 + 4 * 256 * (112 + 256 + 0.9 * 144)
+                                                            + 2 * 16_384)
+    # 1,024 tokens: four blocks of 256 rows over 256, 512, 768, 1,024 keys; four far-field chunks, three with far keys
+    assert bias_cost.blocked(4, 1024, 1024) == 4 * 256 * (256 + 512 + 768 + 1024) + 4 * 16_384
+    assert bias_cost.far(4, 1024, 1024, 0) == pytest.approx(
+        4 * 256 * (4 * 256 + 0.9 * (256 + 512 + 768)) + 7 * 16_384)
+
+
+def test_the_cheapest_priced_path_runs_and_a_required_one_is_not_priced(monkeypatch):
+    """Pricing one block above the rest moves a short ALiBi prompt to the far field's rival; a required path
+    (documents) runs whatever the prices say."""
+    from posbench.model import bias_cost
+
+    c, _ = call(far=True, **ONE)
+    assert plan_bias_call(c) is BiasPath.ONE_BLOCK_TABLE  # below far_field.MIN_QUERIES: blocked is its rival
+    monkeypatch.setattr(bias_cost, "one_block", lambda H, T, S: float("inf"))
+    assert plan_bias_call(c) is BiasPath.BLOCKED_TABLE
+    monkeypatch.setattr(bias_cost, "blocked", lambda H, T, S: float("inf"))
+    assert plan_bias_call(call(documents=True)[0]) is BiasPath.DOCUMENTS
 
 
 def test_the_thresholds_are_read_where_they_are_named(monkeypatch):

@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from posbench.model import bias_attention, far_field
+from posbench.model import bias_attention, bias_cost, far_field
 from posbench.model.far_field import far_field_attention
 from posbench.pe import PES
 from posbench.pe.fast_bias import FarField
@@ -105,11 +105,13 @@ def test_far_keys_at_long_distances_round_like_the_eager_kernel():
 
 @pytest.fixture
 def count_far(monkeypatch):
-    """Chunks of 8 queries from 1 query on, the one-block path off; counts far_field_attention's calls and its
+    """Chunks of 8 queries from 1 query on, the one-block path off, the far field priced below the blocked path
+    (at these tiny shapes its calls would cost more: model/bias_cost.py); counts far_field_attention's calls and its
     far branches (SDPA without a mask)."""
     monkeypatch.setattr(far_field, "CHUNK_ROWS", 8)
     monkeypatch.setattr(far_field, "MIN_QUERIES", 1)
     monkeypatch.setattr(bias_attention, "BLOCK_ELEMENTS", 1)
+    monkeypatch.setattr(bias_cost, "far", lambda H, T, S, start: 0.0)
     counts = {"calls": 0, "far": 0}
     real_attention, real_flash = far_field.far_field_attention, far_field._flash
 
@@ -174,3 +176,23 @@ def test_one_block_calls_gather_the_mask_once(name, monkeypatch):
     torch.testing.assert_close(decoded(model, "sdpa_bias", idx, 13), decoded(model, "eager", idx, 13),
                                rtol=1e-5, atol=1e-5)
     assert len(calls) == 4 * 12
+
+
+@pytest.mark.parametrize("name", ["alibi", "t5"])
+def test_at_512_tokens_the_priced_far_field_runs_and_equals_eager(name, monkeypatch):
+    """4 heads x 512 x 512 is exactly BLOCK_ELEMENTS: the old first-rule plan ran the one-block path here (1.7x
+    RoPE's evaluation time), the priced plan takes the far field (model/bias_cost.py), and the model's logits are
+    still the eager kernel's."""
+    from posbench.model import attention_plan, sdpa_bias_kernel
+    from posbench.model.attention_plan import BiasPath
+
+    model = randomized(build_test_model(name, seq_len=512)).eval()
+    seen = []
+    real = attention_plan.plan_bias_call
+    monkeypatch.setattr(sdpa_bias_kernel, "plan_bias_call", lambda c: seen.append(real(c)) or seen[-1])
+    idx = torch.randint(0, 61, (1, 512), generator=torch.Generator().manual_seed(7))
+    with torch.no_grad():
+        ref = with_kernel(model, "eager")(idx).logits
+        out = with_kernel(model, "sdpa_bias")(idx).logits
+    assert seen == [BiasPath.FAR_FIELD] * 4  # every layer
+    torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-5)

@@ -9,7 +9,9 @@ The rules read a PE's capabilities (derived from its hooks: has_score_mod, has_l
 and the fields of its `fast_bias`, pe/fast_bias.py), grad mode and training dropout, packing (documents), the
 layer's window, the device and the call's lengths. Two thresholds, one per path they gate:
 `bias_attention.BLOCK_ELEMENTS` (a call whose whole bias is one block of that many floats runs SDPA once) and
-`far_field.MIN_QUERIES` (fewer queries run the one-block or blocked path instead of the far field).
+`far_field.MIN_QUERIES` (fewer queries run the one-block or blocked path instead of the far field). Among the paths
+chosen for speed alone (one block, far field, blocked) that apply, the one with the lowest price runs
+(model/bias_cost.py: the score entries each hands SDPA, plus a price per call).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from dataclasses import dataclass
 
 import torch
 
-from posbench.model import bias_attention, far_field
+from posbench.model import bias_attention, bias_cost, far_field
 from posbench.pe.encoding import LogitsMod, PositionalEncoding
 from posbench.pe.fast_bias import FastBias
 
@@ -83,6 +85,7 @@ class BiasCall:
     sinks: bool = False  # model.attention_sinks: the eager kernel's softmax carries them
     chunk: bool = False  # model.attention_chunk: the eager kernel's allowed mask carries it
     dense_grad: bool = False  # the kernel trains through SDPA's gradient of a dense bias (sdpa_dense)
+    far_start: Callable[[], int] = lambda: 0  # the far field's FarField.start, asked only to price that path
 
     @property
     def one_block(self) -> bool:
@@ -114,9 +117,20 @@ class BiasRule:
     path: BiasPath
     when: str
     applies: Callable[[BiasCall], bool]
+    # a path chosen for speed alone: its price (model/bias_cost.py); None: a path the call's contents require
+    cost: Callable[[BiasCall], float] | None = None
 
 
-# the sdpa_bias kernel's paths, in order: the first that applies runs (`plan_bias_call`)
+def _one_block_cost(c: BiasCall) -> float:
+    return bias_cost.one_block(c.H, c.T, c.S)
+
+
+def _blocked_cost(c: BiasCall) -> float:
+    return bias_cost.blocked(c.H, c.T, c.S)
+
+
+# the sdpa_bias kernel's paths, in order: the first that applies runs, or where it is priced the cheapest priced
+# one that applies (`plan_bias_call`)
 BIAS_PATHS = (
     BiasRule(BiasPath.DENSE, "autograd on, a score_mod, no sinks, on the kernel that trains through SDPA's bias "
              "gradient (sdpa_dense): the layer's whole bias, with its graph, as SDPA's float mask",
@@ -129,24 +143,30 @@ BIAS_PATHS = (
     BiasRule(BiasPath.PER_ROW, "a bias read from token features (FoX): blocked SDPA, the score_mod per block and "
              "row", lambda c: c.per_row),
     BiasRule(BiasPath.ONE_BLOCK_TABLE, "the distance table serves every query and the call is one block: SDPA once "
-             "on its grid", lambda c: c.one_block and c.table_serves_all()),
+             "on its grid", lambda c: c.one_block and c.table_serves_all(), _one_block_cost),
     BiasRule(BiasPath.FAR_FIELD, "the table serves every query, the PE has a far field, CPU, no window, T >= "
              "far_field.MIN_QUERIES: model/far_field.py",
              lambda c: c.far_field and not c.window and c.device == "cpu" and c.T >= far_field.MIN_QUERIES
-             and c.table_serves_all()),
+             and c.table_serves_all(), lambda c: bias_cost.far(c.H, c.T, c.S, c.far_start())),
     BiasRule(BiasPath.ONE_BLOCK_ROWS, "the PE's rows_bias serves the queries the table does not and the call is one "
-             "block: SDPA once", lambda c: c.one_block and c.rows_serve_rest()),
+             "block: SDPA once", lambda c: c.one_block and c.rows_serve_rest(), _one_block_cost),
     BiasRule(BiasPath.BLOCKED_TABLE, "the table serves every query: blocked SDPA, each block gathered from it",
-             lambda c: c.table_serves_all()),
+             lambda c: c.table_serves_all(), _blocked_cost),
     BiasRule(BiasPath.BLOCKED_ROWS, "rows_bias serves the queries the table does not (joined with the table's "
-             "rows): blocked SDPA", lambda c: c.rows_serve_rest()),
-    BiasRule(BiasPath.BLOCKED, "otherwise: blocked SDPA, the score_mod evaluated per block", lambda c: True),
+             "rows): blocked SDPA", lambda c: c.rows_serve_rest(), _blocked_cost),
+    BiasRule(BiasPath.BLOCKED, "otherwise: blocked SDPA, the score_mod evaluated per block", lambda c: True,
+             _blocked_cost),
 )
 
 
 def plan_bias_call(call: BiasCall) -> BiasPath:
-    """The path one sdpa_bias call takes: the first of BIAS_PATHS that applies."""
-    return next(rule.path for rule in BIAS_PATHS if rule.applies(call))
+    """The path one sdpa_bias call takes: the first of BIAS_PATHS that applies when the call's contents require it
+    (no `cost`); else, of the priced paths that apply, the cheapest, the earlier on a tie (bias_cost.py)."""
+    first = next(i for i, rule in enumerate(BIAS_PATHS) if rule.applies(call))
+    if BIAS_PATHS[first].cost is None:  # asked no further: a required path never makes the distance table
+        return BIAS_PATHS[first].path
+    priced = [rule for rule in BIAS_PATHS[first:] if rule.cost is not None and rule.applies(call)]
+    return min(priced, key=lambda rule: rule.cost(call)).path  # min keeps the earliest of equal prices
 
 
 def bias_kind(score_mod) -> str:

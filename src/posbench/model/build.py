@@ -9,7 +9,8 @@ are fixed for the model's life (design rule: nothing is set on a model after it 
 `loss_chunk_tokens`, from `train.loss` and `train.loss_chunk_tokens` (`model.loss.auto_chunk_tokens`), and
 `kernels`, `model.kernels` (model/kernels_config.py: the loss, norm and MLP implementations; the decoder's), which
 only training passes: evaluation and export build torch's.
-`model.matmul` swaps the built module's linear layers here, after the builder (model/matmul.py).
+`model.matmul` swaps the built module's linear layers here, after the builder (model/matmul.py); `auto` is the
+library measured faster at the model's shapes (model/matmul_choice.py), unless the caller passes its own choice.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from posbench.model.arch import ARCHS, ArchConfig, DecoderArch, EncoderDecoderAr
 from posbench.model.encdec import EncoderDecoder
 from posbench.model.kernels_config import KernelsConfig
 from posbench.model.matmul import apply_matmul
+from posbench.model.matmul_choice import resolve_matmul
 from posbench.model.model_config import ModelConfig
 from posbench.model.transformer import Transformer
 from posbench.pe import PEConfig
@@ -55,15 +57,19 @@ BUILDERS: dict[type[ArchConfig], Callable[..., nn.Module]] = {
 
 
 def build_model(model_cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cpu",
-                loss_chunk_tokens: int | None = None, kernels: KernelsConfig | None = None) -> nn.Module:
+                loss_chunk_tokens: int | None = None, kernels: KernelsConfig | None = None,
+                matmul: str | None = None) -> nn.Module:
     """The module `model.arch` names (Transformer, EncoderDecoder or MambaLM). `loss_chunk_tokens`: tokens per
     chunk of the decoder's fused head + loss, 0 for plain logits, None for the default by vocabulary; `kernels`:
-    model.kernels (None: torch's for every piece)."""
+    model.kernels (None: torch's for every piece). `matmul`: the linear layers' library when the caller has chosen
+    it (training/start.py resolves model.matmul=auto with its step's rows and the checkpoint's record); None:
+    model.matmul, `auto` measured at one sequence's rows."""
     arch = model_cfg.arch
     kernels = kernels or KernelsConfig()  # not-default on another architecture: refused by ModelConfig.check
     builder = next((BUILDERS[cls] for cls in type(arch).__mro__ if cls in BUILDERS), None)
     if builder is None:
         raise TypeError(f"model.arch `{arch.name}` ({type(arch).__qualname__}) has no entry in "
                         f"posbench.model.build.BUILDERS; registered: {', '.join(ARCHS.names())}")
+    model = builder(model_cfg, pe_cfg, arch, device_type, loss_chunk_tokens, kernels)
     # model.matmul: the library of the linear layers' products, chosen once here (model/matmul.py)
-    return apply_matmul(builder(model_cfg, pe_cfg, arch, device_type, loss_chunk_tokens, kernels), model_cfg.matmul)
+    return apply_matmul(model, matmul or resolve_matmul(model_cfg.matmul, model, model_cfg.seq_len, device_type)[0])

@@ -3,9 +3,11 @@
 torch     torch's own path (`F.linear` -> the BLAS torch was built with: MKL on x86). The default.
 onednn    every `nn.Linear` of the model (projections, MLP, the LM head) runs its forward and both
           backward products through oneDNN's fp32 matmul (`torch.ops.mkldnn._linear_pointwise`).
-auto      onednn where torch was built with it, else torch (the quickstart's choice: it runs anywhere).
+auto      whichever of the two ran this model's products faster here, measured when the run starts
+          (model/matmul_choice.py: a short probe at the model's own shapes and thread count; oneDNN must
+          win by ONEDNN_MARGIN, else torch's path), recorded in the run and reused by a resume.
 
-Why: MKL's sgemm picks its kernel by CPU vendor; on this project's AMD EPYC (Zen 5, AVX-512) it runs at
+Why a measurement: MKL's sgemm picks its kernel by CPU vendor; on this project's AMD EPYC (Zen 5, AVX-512) it runs at
 ~108 GFLOP/s per thread at every shape of the quickstart model, oneDNN at 230-250 (forward, dL/dx) and
 170-200 (dL/dW, which needs one transposed copy) (docs/performance.md, "Quickstart speed"). The math is
 the same IEEE float32 product (oneDNN's default fpmath mode, no bf16/tf32 down-conversion); the order of
@@ -92,19 +94,19 @@ def _onednn(model: nn.Module) -> nn.Module:
     return model
 
 
-def _auto(model: nn.Module) -> nn.Module:
-    # oneDNN where this torch has it, torch's own path where it does not: for presets that must run anywhere
-    # (the quickstart), whose conclusions were checked to survive the change of rounding (docs/performance.md)
-    return _onednn(model) if torch.backends.mkldnn.is_available() else model
-
-
-# model.matmul -> what it does to a built model (written once: ModelConfig's Literal reads these keys)
+# a library -> what it does to a built model (written once: ModelConfig's Literal reads these keys and AUTO)
 MATMULS: dict[str, Callable[[nn.Module], nn.Module]] = {
     "torch": lambda model: model,
     "onednn": _onednn,
-    "auto": _auto,
 }
+AUTO = "auto"  # model.matmul's third value: one of MATMULS, chosen by measurement (model/matmul_choice.py)
 
 
 def apply_matmul(model: nn.Module, matmul: str) -> nn.Module:
+    """The model with its linear layers on `matmul` (a key of MATMULS; `auto` is resolved before this)."""
     return MATMULS[matmul](model)
+
+
+def matmul_in(model: nn.Module) -> str:
+    """Which library the model's linear layers run on, read from the layers themselves (what a result records)."""
+    return "onednn" if any(type(m) is OneDNNLinear for m in model.modules()) else "torch"

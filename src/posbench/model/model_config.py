@@ -17,7 +17,7 @@ from posbench.model.attention_gate import GATES
 from posbench.model.attention_temperature import NoTemperature, TemperatureConfig
 from posbench.model.embedding import EMBED_SCALES
 from posbench.model.kernels_config import KernelsConfig
-from posbench.model.matmul import MATMULS
+from posbench.model.matmul import AUTO, MATMULS
 from posbench.model.packing import PackingConfig
 from posbench.pe import PEContext
 from posbench.pe.window import check_window
@@ -25,7 +25,7 @@ from posbench.pe.window import check_window
 AttentionChoice = Literal["auto", "sdpa", "flex", "flash_alibi", "eager", "sdpa_bias", "sdpa_dense"]
 AttentionGate = Literal[tuple(GATES)]  # none | elementwise | headwise (model/attention_gate.py)
 EmbedScale = Literal[tuple(EMBED_SCALES)]  # the names are written once, in model/embedding.py
-MatmulChoice = Literal[tuple(MATMULS)]  # torch | onednn | auto (model/matmul.py)
+MatmulChoice = Literal[(*MATMULS, AUTO)]  # torch | onednn | auto (model/matmul.py)
 
 
 @dataclass
@@ -47,7 +47,8 @@ class ModelConfig(Checked):
     norm_eps: float = 1e-6
     init_std: float = 0.02
     attention: AttentionChoice = "auto"
-    # the linear layers' fp32 CPU products: torch's BLAS, or oneDNN (2x faster on AVX-512 AMD; rounding differs)
+    # the linear layers' fp32 CPU products: torch's BLAS, oneDNN (2x faster on AVX-512 AMD; rounding differs), or
+    # auto: the faster of the two at this model's shapes, measured at the start and recorded (model/matmul_choice.py)
     matmul: MatmulChoice = "torch"
     # training's implementations of the loss, the norms and the MLP: torch (posbench's own) or a library's fused
     # kernel (model/kernels_config.py); like matmul, no part of a run's identity, and evaluation builds torch's

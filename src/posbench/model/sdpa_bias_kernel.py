@@ -58,7 +58,8 @@ class BlockedBiasKernel(EagerKernel):
                         H, T, S, lambda: table().rows if table() is not None else 0,
                         far_field=fast is not None and fast.far_field is not None,
                         rows_bias=fast is not None and fast.rows_bias is not None,
-                        sinks=sinks_H is not None, chunk=self.chunk is not None, dense_grad=self.dense_grad)
+                        sinks=sinks_H is not None, chunk=self.chunk is not None, dense_grad=self.dense_grad,
+                        far_start=lambda: fast.far_field(H).start)
         path = plan_bias_call(call)
         if path is BiasPath.DENSE:
             return self._dense(q_BHTK, k_BHSK, v_BHSK, score_mod, training, docs, table)
@@ -161,7 +162,8 @@ class BlockedBiasKernel(EagerKernel):
                         self.device_type, call.H, call.T, call.S, lambda: call.T if has_table else 0,
                         far_field=fast is not None and fast.far_field is not None,
                         rows_bias=fast is not None and fast.rows_bias is not None,
-                        sinks=call.sinks, chunk=self.chunk is not None)
+                        sinks=call.sinks, chunk=self.chunk is not None,
+                        far_start=lambda: fast.far_field(call.H).start)
         path = plan_bias_call(plan)
         B, H, T, S, K = call.B, call.H, call.T, call.S, call.K
         if path is BiasPath.EAGER:  # what __call__ hands to the eager kernel

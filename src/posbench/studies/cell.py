@@ -18,6 +18,7 @@ from posbench.data.tasks.source import TaskSource, eval_batch, pad_positions
 from posbench.data.tasks.task import build_task
 from posbench.errors import NonFiniteError
 from posbench.evaluation.task_accuracy import attention_probs, generated_exact, model_device, score_rows
+from posbench.model.matmul import matmul_in
 from posbench.studies.batched_train import BatchedGroup, MembersDiffer, train_group, why_not_batched
 from posbench.studies.cell_config import cell_config
 from posbench.studies.length_grid import grid_result
@@ -60,10 +61,11 @@ class CellScoring:
     path (`run_cell`) and a batched seed group (`run_group`) both score through it, so their results
     have one format."""
 
-    def __init__(self, cell: Cell, work_dir: Path, phases: CpuPhases, splits: dict | None = None):
+    def __init__(self, cell: Cell, work_dir: Path, phases: CpuPhases, splits: dict | None = None,
+                 matmul: str | None = None):
         self.cell, self.phases = cell, phases
         self.task = build_task(cell.task)
-        self.cfg = cell_config(cell, self.task, work_dir)
+        self.cfg = cell_config(cell, self.task, work_dir, matmul)  # matmul: the study's measured choice
         st = cell.study.train
         phases.lap("startup")
         self.source = CachedRows(TaskSource(self.task, self.cfg.model.seq_len, cell.seed, n_val=64),
@@ -138,6 +140,7 @@ class CellScoring:
         return {"cell_id": cell.cell_id, "task": cell.task.name, "pe": cell.label, "seed": cell.seed,
                 "arch": cfg.model.arch.name, "data_note": task.data_note,
                 "device": device_name(model_device(model)),
+                "matmul": matmul_in(model),  # the linear layers' library that ran (model.matmul)
                 "axes": cell.axes, "chance": task.chance_accuracy, **final, "curve": self.curve,
                 "train_loss": train_loss,
                 "acc_by_length": {int(k): float(np.mean(v)) for k, v in sorted(by_length.items())},
@@ -153,12 +156,13 @@ def kept_checkpoint(work_dir: Path, cell_id: str) -> Path:
     return Path(work_dir).parent / "checkpoints" / cell_id
 
 
-def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dict:
-    """One cell trained alone through the project's trainer (`training.loop.train`)."""
+def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None, matmul: str | None = None) -> dict:
+    """One cell trained alone through the project's trainer (`training.loop.train`). `matmul`: the study's
+    recorded library for model.matmul=auto (studies/study_matmul.py), None to resolve the setting here."""
     phases = phases or CpuPhases()
     torch.set_num_threads(1)  # cells run in parallel processes; one thread each is fastest here
     shutil.rmtree(work_dir / cell.cell_id, ignore_errors=True)  # an interrupted attempt starts over
-    scoring = CellScoring(cell, work_dir, phases)
+    scoring = CellScoring(cell, work_dir, phases, matmul=matmul)
     final_model = []
 
     def score_snapshot(step: int, model) -> None:
@@ -180,7 +184,8 @@ def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None) -> dic
     return scoring.result(final_model[0], [{"step": r["step"], "loss": r["loss"]} for r in losses if "loss" in r])
 
 
-def run_group(cells: list[Cell], work_dir: Path, phases: CpuPhases | None = None) -> list[dict]:
+def run_group(cells: list[Cell], work_dir: Path, phases: CpuPhases | None = None,
+              matmul: str | None = None) -> list[dict]:
     """Cells that differ only in seed or stackable PE options (studies/seed_groups.py) trained as one batched
     model (studies/batched_train.py), each scored as `run_cell` scores it; separately, with the reason printed,
     when their settings or model cannot batch, or when one member's loss goes non-finite (so the others
@@ -188,7 +193,7 @@ def run_group(cells: list[Cell], work_dir: Path, phases: CpuPhases | None = None
     (`MembersDiffer`) train as one group per PE instead."""
     phases = phases or CpuPhases()
     if len(cells) == 1:
-        return [run_cell(cells[0], work_dir, phases)]
+        return [run_cell(cells[0], work_dir, phases, matmul)]
     torch.set_num_threads(1)
     # the members' tables of rows built from one chosen by this process on: workers running groups of one task's
     # seeds (one group per PE) generate different (task, seed) tables side by side, instead of queueing behind
@@ -196,7 +201,8 @@ def run_group(cells: list[Cell], work_dir: Path, phases: CpuPhases | None = None
     start = os.getpid() % len(cells)
     built: dict[int, CellScoring] = {}
     for i in [*range(start, len(cells)), *range(start)]:
-        built[i] = CellScoring(cells[i], work_dir, phases, next(iter(built.values())).splits if built else None)
+        built[i] = CellScoring(cells[i], work_dir, phases, next(iter(built.values())).splits if built else None,
+                               matmul)
     scorings = [built[i] for i in range(len(cells))]
     first = scorings[0]
     ids = [c.cell_id for c in cells]
@@ -212,13 +218,14 @@ def run_group(cells: list[Cell], work_dir: Path, phases: CpuPhases | None = None
             by_pe: dict[str, list[Cell]] = {}
             for c in cells:
                 by_pe.setdefault(c.label, []).append(c)
-            results = {c.cell_id: r for part in by_pe.values() for c, r in zip(part, run_group(part, work_dir, phases))}
+            results = {c.cell_id: r for part in by_pe.values()
+                       for c, r in zip(part, run_group(part, work_dir, phases, matmul))}
             return [results[c.cell_id] for c in cells]
         except Exception as e:  # noqa: BLE001 - any failure of the vmapped step means: train these alone
             reason = f"the model does not batch under torch.vmap ({e.__class__.__name__}: {brief_error(e)})"
     if reason is not None:
         print(f"training {', '.join(ids)} separately: {reason}", flush=True)
-        return [run_cell(c, work_dir, phases) for c in cells]
+        return [run_cell(c, work_dir, phases, matmul) for c in cells]
     print(f"training {', '.join(ids)} as one batched model", flush=True)
     phases.lap("train")
     try:
@@ -226,7 +233,7 @@ def run_group(cells: list[Cell], work_dir: Path, phases: CpuPhases | None = None
                            lambda m, step, model: scorings[m].score_snapshot(step, model), ids, group)
     except NonFiniteError as e:
         print(f"batched training stopped ({e}); training {', '.join(ids)} separately", flush=True)
-        return [run_cell(c, work_dir, phases) for c in cells]
+        return [run_cell(c, work_dir, phases, matmul) for c in cells]
     phases.lap("train")
     return [s.result(group.load_member(m), rows[m]) for m, s in enumerate(scorings)]
 

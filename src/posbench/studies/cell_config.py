@@ -9,10 +9,13 @@ from pathlib import Path
 from posbench.config import RunConfig
 from posbench.config_loader import load
 from posbench.data.tasks.mix import TaskMixConfig
+from posbench.model.matmul import AUTO
 from posbench.studies.study_spec import Cell
 
 
-def cell_config(cell: Cell, task, work_dir: Path):
+def cell_config(cell: Cell, task, work_dir: Path, matmul: str | None = None):
+    """`matmul`: the library the study measured for model.matmul=auto (studies/study_matmul.py), which the cell
+    uses instead of measuring again; None: the setting as it is."""
     st = cell.study.train
     seq = max(task.max_tokens("train"), task.max_tokens("id"))
     tokens_per_step = st.batch_size * seq
@@ -48,4 +51,6 @@ def cell_config(cell: Cell, task, work_dir: Path):
     # a study asked for WandB (overrides: [logging.wandb=online]) logs one run per cell, grouped by the study
     if not cfg.logging.group:
         cfg.logging = dataclasses.replace(cfg.logging, group=cell.study.name)
+    if matmul is not None and cfg.model.matmul == AUTO:
+        cfg.model.matmul = matmul
     return cfg.resolve()

@@ -245,7 +245,7 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
              "why this method). OOD examples are longer than "
              "any training example: *beyond train length* scores only their target positions past the "
              "training length (extrapolation); *all positions* also counts the positions inside it."
-             + devices_line(results), "",
+             + devices_line(results) + matmul_line(results), "",
              *run_protocol.section(protocol.study_items(study, devices_line(results).strip())),
              "## Summary", "", summary_table(rows, study), ""]
     ref = reference_table(rows, study)
@@ -296,6 +296,15 @@ def devices_line(results: list[dict]) -> str:
     cells recorded it count as cpu, the only device studies had then)."""
     counts = Counter(r.get("device", "cpu") for r in results)
     return " Trained on " + ", ".join(f"{d} ({n} cells)" for d, n in sorted(counts.items())) + "."
+
+
+def matmul_line(results: list[dict]) -> str:
+    """Which library ran the cells' linear layers (model.matmul, model/matmul_choice.py), e.g. " Linear layers
+    (model.matmul) on onednn (20 cells)."; empty for results written before cells recorded it."""
+    counts = Counter(r["matmul"] for r in results if "matmul" in r)
+    if not counts:
+        return ""
+    return " Linear layers (model.matmul) on " + ", ".join(f"{m} ({n} cells)" for m, n in sorted(counts.items())) + "."
 
 
 def to_csv(results: list[dict]) -> str:

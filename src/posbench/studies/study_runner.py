@@ -31,6 +31,7 @@ from posbench.procpool import call_logged, run_jobs
 from posbench.studies.cell_result import cell_problem, loads_cell
 from posbench.studies.published import write_result
 from posbench.studies.seed_groups import seed_groups
+from posbench.studies.study_matmul import study_matmul
 from posbench.studies.study_plots import all_plots
 from posbench.studies.study_report import write_outputs
 from posbench.studies.study_spec import Cell, StudyConfig, expand
@@ -138,15 +139,16 @@ def cpu_path(out_dir: Path, cell: Cell) -> Path:
 _cpu_after_last_cell = 0.0  # this worker's process CPU time when its previous job was done
 
 
-def _run_and_save(cells: list[Cell], out_dir: str) -> str:
+def _run_and_save(cells: list[Cell], out_dir: str, matmul: str | None = None) -> str:
     """One job: a seed group (studies/seed_groups.py), trained batched or, where it cannot be, cell by cell;
-    each cell's result written as it would be alone."""
+    each cell's result written as it would be alone. `matmul`: the study's recorded library for model.matmul=auto
+    (studies/study_matmul.py)."""
     from posbench.studies.cell import CpuPhases, run_group  # imported in the worker: torch loads once per process
 
     global _cpu_after_last_cell
     out = Path(out_dir)
     phases = CpuPhases(since=_cpu_after_last_cell)  # a worker's first job also books its imports as startup
-    results = run_group(cells, out / "work", phases)
+    results = run_group(cells, out / "work", phases, matmul)
     for cell, result in zip(cells, results):
         write_text(spec_path(out, cell), cell_spec(cell))  # first: a cell file is never without its spec
         # the cell carries its spec too (specs/ can be lost); a NaN is never written (allow_nan: a ValueError)
@@ -260,6 +262,9 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
         line = _estimate_line(replace(study, workers=workers), todo)
         if line:
             log(line)
+    matmul, matmul_note = study_matmul(todo, out_dir) if todo else (None, "")  # measured once, recorded in <out>
+    if matmul_note:
+        log(matmul_note)
     groups = seed_groups(todo, workers, batch_seeds)
     separate = {}
     for g in groups:
@@ -282,10 +287,10 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
     try:
         if workers == 1:
             for g in groups:
-                call_logged(_run_and_save, (g.cells, str(out_dir)), str(out_dir / "logs" / f"{g.name}.log"), 1)
+                call_logged(_run_and_save, (g.cells, str(out_dir), matmul), str(out_dir / "logs" / f"{g.name}.log"), 1)
                 done(g.name)
         else:
-            failures = run_jobs(_run_and_save, {g.name: (g.cells, str(out_dir)) for g in groups}, workers,
+            failures = run_jobs(_run_and_save, {g.name: (g.cells, str(out_dir), matmul) for g in groups}, workers,
                                 out_dir / "logs", on_done=done)
     except KeyboardInterrupt:
         bar.close()

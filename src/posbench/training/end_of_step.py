@@ -145,6 +145,7 @@ def save(run: Run, kind: str) -> None:
     meta = meta_json(run.state, run.plan, kind, run.ident, run.source.tokenizer_fingerprint,
                      to_dict(run.cfg.model.packing), run.content)
     meta["threads"] = run.threads  # the count a resume with train.threads=auto reuses (posbench/threads.py)
+    meta["matmul"] = run.matmul  # the library a resume with model.matmul=auto reuses (model/matmul_choice.py)
     path = ckpt.save(run.run_dir, run.state.step, model_state, optim_state, meta, run_config_yaml(run.cfg))
     ckpt.prune(run.run_dir, run.cfg.train.keep_last)
     run.logger.message(f"saved {kind} checkpoint {path}")

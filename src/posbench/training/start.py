@@ -1,5 +1,6 @@
 """Everything a run decides once, before its first step, in this order: the batch arithmetic, the model (seeded),
-the plan, the run directory and its lock, what to continue from and its checks, the threads, then the device,
+the plan, the run directory and its lock, what to continue from and its checks, the threads and the linear layers'
+library (model.matmul), then the device,
 the wrapping, the optimizer and the checkpoint's state. Each check runs before anything it would waste: no file
 before the plan holds, no device memory before the resume checks pass. The result is a `Run`, what every step
 reads (training/loop.py)."""
@@ -18,6 +19,8 @@ from posbench.config import RunConfig
 from posbench.errors import ConfigError
 from posbench.model.build import build_model
 from posbench.model.flops import stats_of
+from posbench.model.matmul import apply_matmul
+from posbench.model.matmul_choice import resolve_matmul
 from posbench.pe import PositionRangeError
 from posbench.threads import choose_threads
 from posbench.training import checkpoint as ckpt
@@ -61,6 +64,7 @@ class Run:
     ident: dict  # the run's identity (training/rundir.py), recorded in every meta.json
     content: dict[str, str]  # each token shard's content fingerprint (BatchSource.content), likewise
     threads: int
+    matmul: str  # the linear layers' library (model.matmul resolved), recorded in every meta.json like `threads`
     logger: Logger
     stop: StopFlag
     snapshots: Snapshots | None
@@ -92,7 +96,9 @@ def start_run(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, s
     torch.manual_seed(cfg.seed)
     # the run's one model; the plan reads its size. train.loss picks the fused chunked head + loss (model/loss.py),
     # in larger chunks under train.compile (plan.loss_chunk_tokens)
-    model = build_model(cfg.model, cfg.pe, device_type, loss_chunk_tokens(cfg), cfg.model.kernels)
+    # on torch's matmul until the threads and the checkpoint to continue are known: model.matmul=auto is measured
+    # on this run's thread count, or taken from the checkpoint's record, below
+    model = build_model(cfg.model, cfg.pe, device_type, loss_chunk_tokens(cfg), cfg.model.kernels, matmul="torch")
     check_window_positions(model, cfg.model.seq_len)  # a learned table shorter than the window: before any file
     plan = make_plan(cfg, dist.world_size(), device_type, stats_of(model, cfg.model))  # budgets, schedule
     ident = identity(cfg, source.fingerprint)
@@ -103,6 +109,11 @@ def start_run(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, s
     # the run's thread count, before the first step: a resume keeps the checkpoint's (posbench/threads.py)
     threads, note = choose_threads(cfg.train.threads, loaded.meta.get("threads") if loaded is not None else None)
     torch.set_num_threads(threads)
+    # the library of the linear layers on those threads, before the model runs: a resume keeps the checkpoint's
+    # (model/matmul_choice.py); swapping keeps the very parameters (model/matmul.py)
+    matmul, matmul_note = resolve_matmul(cfg.model.matmul, model, cfg.train.micro_batch * cfg.model.seq_len,
+                                         device_type, loaded.meta.get("matmul") if loaded is not None else None)
+    model = apply_matmul(model, matmul)
 
     model = model.to(device)  # after the checks above: no device memory is spent on a run that fails them
     wrapped = dist.wrap_model(model, cfg.train.parallel, device)
@@ -119,10 +130,10 @@ def start_run(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, s
     if dist.is_main():
         resumed = f" | resumed from {loaded.path}" if loaded is not None else ""
         logger.message(describe(cfg, plan, run_dir) + f" | {threads} thread{'s' * (threads > 1)}" + resumed)
-        for line in ([note] if note else []) + start_notes(cfg, getattr(model, "pe", None)):
+        for line in [n for n in (note, matmul_note) if n] + start_notes(cfg, getattr(model, "pe", None)):
             logger.message(line)
     run = Run(cfg, source, plan, model, wrapped, step_fn, optimizer, precision, device, run_dir, ident, content,
-              threads, logger, StopFlag(), snapshots, peak_flops(device), state)
+              threads, matmul, logger, StopFlag(), snapshots, peak_flops(device), state)
     state.logged_at = time.perf_counter()
     return run
 
