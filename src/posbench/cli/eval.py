@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from posbench.cli.arg_types import positive_int
+from posbench.cli.arg_types import positive_int, threads_setting
 from posbench.cli.errors_cli import cli_entry
 from posbench.config_loader import dump_yaml, nested
 from posbench.errors import ConfigError
@@ -37,7 +37,7 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"])
     p.add_argument("--precision", choices=["auto", "fp32", "bf16"])
     p.add_argument("--batch-size", type=int)
-    p.add_argument("--threads", help="intra-op threads: a count, or auto (default: OMP_NUM_THREADS if set, else 1, "
+    p.add_argument("--threads", type=threads_setting, help="intra-op threads: a count, or auto (default: OMP_NUM_THREADS if set, else 1, "
                                      "the fastest for small models on a shared CPU; docs/performance.md)")
     p.add_argument("--seed", type=int, help="which task examples are asked (default 0)")
     p.add_argument("--tasks", help="algorithmic tasks, comma-separated (default: every registered task)")

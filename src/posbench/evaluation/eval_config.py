@@ -16,6 +16,7 @@ from posbench.errors import ConfigError
 from posbench.evaluation.lengths import check_lengths
 from posbench.evaluation.suites import ALL, SUITES, get_suite, suite_names
 from posbench.pe.rope_scaling import ScalingConfig
+from posbench.threads import check_threads
 
 
 @dataclass
@@ -47,8 +48,8 @@ class EvalOptions(Checked):
         if not self.suites:
             raise ConfigError("suites is empty; pick from " + ", ".join([*suite_names(), "all"]))
         check_lengths(self.lengths, "lengths")  # 2 .. 2**24 tokens (evaluation/lengths.py)
-        if self.threads != "auto" and self.threads < 1:
-            raise ConfigError(f"threads must be a count >= 1 or auto, got {self.threads}")
+        if self.threads != "auto":
+            check_threads(self.threads, "threads")
         if self.limit < 0:
             raise ConfigError(f"limit must be >= 0 (0 = every item), got {self.limit}")
         if self.batch_size < 1 or self.seed < 0:
