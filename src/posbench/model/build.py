@@ -18,6 +18,7 @@ from torch import nn
 
 from posbench.model.arch import ARCHS, ArchConfig, DecoderArch, EncoderDecoderArch, MambaArch
 from posbench.model.encdec import EncoderDecoder
+from posbench.model.kernels import check_backward
 from posbench.model.matmul import apply_matmul
 from posbench.model.model_config import ModelConfig
 from posbench.model.transformer import Transformer
@@ -50,13 +51,18 @@ BUILDERS: dict[type[ArchConfig], Callable[..., nn.Module]] = {
 
 
 def build_model(model_cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cpu",
-                loss_chunk_tokens: int | None = None) -> nn.Module:
+                loss_chunk_tokens: int | None = None, train: bool = False) -> nn.Module:
     """The module `model.arch` names (Transformer, EncoderDecoder or MambaLM). `loss_chunk_tokens`: tokens per
-    chunk of the decoder's fused head + loss, 0 for plain logits, None for the default by vocabulary."""
+    chunk of the decoder's fused head + loss, 0 for plain logits, None for the default by vocabulary. `train`: the
+    model is built to be trained, so every attention kernel it chose must have a backward pass on `device_type`
+    (FlexAttention has none on CPU): refused here, before a run directory exists."""
     arch = model_cfg.arch
     builder = next((BUILDERS[cls] for cls in type(arch).__mro__ if cls in BUILDERS), None)
     if builder is None:
         raise TypeError(f"model.arch `{arch.name}` ({type(arch).__qualname__}) has no entry in "
                         f"posbench.model.build.BUILDERS; registered: {', '.join(ARCHS.names())}")
     # model.matmul: the library of the linear layers' products, chosen once here (model/matmul.py)
-    return apply_matmul(builder(model_cfg, pe_cfg, arch, device_type, loss_chunk_tokens), model_cfg.matmul)
+    model = builder(model_cfg, pe_cfg, arch, device_type, loss_chunk_tokens)
+    if train:
+        check_backward(model, device_type, model_cfg.packing)
+    return apply_matmul(model, model_cfg.matmul)

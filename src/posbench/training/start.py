@@ -92,7 +92,7 @@ def start_run(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, s
     torch.manual_seed(cfg.seed)
     # the run's one model; the plan reads its size. train.loss picks the fused chunked head + loss (model/loss.py),
     # in larger chunks under train.compile (plan.loss_chunk_tokens)
-    model = build_model(cfg.model, cfg.pe, device_type, loss_chunk_tokens(cfg))
+    model = build_model(cfg.model, cfg.pe, device_type, loss_chunk_tokens(cfg), train=True)
     check_window_positions(model, cfg.model.seq_len)  # a learned table shorter than the window: before any file
     plan = make_plan(cfg, dist.world_size(), device_type, stats_of(model, cfg.model))  # budgets, schedule
     ident = identity(cfg, source.fingerprint)
