@@ -242,7 +242,7 @@ def _coerce(value: Any, tp, where: str):
         if whole is None:
             raise ConfigError(f"{where}: expected an integer, got {brief(value)}")
         if not -MAX_INT < whole < MAX_INT:  # every integer setting ends up in torch or numpy (int64)
-            raise ConfigError(f"{where}: {whole} is out of range (an integer setting is below 2**63)")
+            raise ConfigError(f"{where}: {brief(whole)} is out of range (an integer setting is below 2**63)")
         return whole
     if tp is float:
         if isinstance(value, bool):

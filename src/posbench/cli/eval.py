@@ -37,8 +37,9 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"])
     p.add_argument("--precision", choices=["auto", "fp32", "bf16"])
     p.add_argument("--batch-size", type=int)
-    p.add_argument("--threads", type=threads_setting, help="intra-op threads: a count, or auto (default: OMP_NUM_THREADS if set, else 1, "
-                                     "the fastest for small models on a shared CPU; docs/performance.md)")
+    p.add_argument("--threads", type=threads_setting,
+                   help="intra-op threads: a count, or auto (default: OMP_NUM_THREADS if set, else 1, the fastest for "
+                        "small models on a shared CPU; docs/performance.md)")
     p.add_argument("--seed", type=int, help="which task examples are asked (default 0)")
     p.add_argument("--tasks", help="algorithmic tasks, comma-separated (default: every registered task)")
     p.add_argument("--ppl-text", nargs="+", metavar="PATH", help="perplexity on local files (.txt/.jsonl/.parquet)")
