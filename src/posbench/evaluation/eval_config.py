@@ -14,6 +14,7 @@ from typing import Literal
 from posbench.config_loader import Checked, Override, load, to_dict
 from posbench.errors import ConfigError
 from posbench.evaluation.lengths import check_lengths
+from posbench.evaluation.ppl_data import PplDataConfig
 from posbench.evaluation.suites import ALL, SUITES, get_suite, suite_names
 from posbench.pe.rope_scaling import ScalingConfig
 from posbench.threads import check_threads
@@ -69,6 +70,13 @@ class EvalOptions(Checked):
             return sorted(set(self.lengths))
         # 0.5x .. 8x the training length: in distribution, at the edge, and 2-8x beyond it
         return [max(2, train_len // 2), train_len, 2 * train_len, 4 * train_len, 8 * train_len]
+
+
+def text_suites() -> list[str]:
+    """The suites that read the perplexity text (an options field `data` holding a PplDataConfig: ppl, first_token):
+    eval's --ppl-text and --ppl-data name that text for each of them."""
+    return [name for name in suite_names()
+            if isinstance(getattr(SUITES[name].options(), "data", None), PplDataConfig)]
 
 
 def _with_suite_fields(base: type) -> type:
