@@ -17,7 +17,8 @@ def test_a_set_option_is_part_of_the_identity_and_named_when_it_changes():
     sunk = identity(load_config(model_size="nano", overrides=["model.attention_sinks=true",
                                                                 "model.attention_temperature.name=log_n"]), "data")
     assert sunk["attention_sinks"] is True and sunk["attention_temperature"]["name"] == "log_n"
-    assert identity_diffs(plain, sunk) == "attention_sinks, attention_temperature"
+    assert identity_diffs(plain, sunk) == ("attention_sinks (checkpoint: false, this run: true), "
+                                           "attention_temperature.name (checkpoint: none, this run: log_n)")
 
 
 def test_run_names_say_which_options_are_set():
