@@ -8,8 +8,8 @@ under its own limit; the smallest wins, and its name travels with it so a refusa
   MemAvailable        /proc/meminfo: what the kernel can hand out without swapping (reclaimable cache included)
   RLIMIT_AS           resource.getrlimit's soft limit on the address space, minus this process's VmSize
   RLIMIT_DATA         likewise on the data segment (heap, anonymous mappings), minus VmData
-  cgroup memory       v2 `memory.max` (v1 `memory.limit_in_bytes`) of this process's cgroup and of each ancestor, minus
-                      its usage (`memory.current`, v1 `memory.usage_in_bytes`) less its inactive file cache, which the
+  cgroup memory       v2 memory.max (v1 memory.limit_in_bytes) of this process's cgroup and of each ancestor, minus
+                      its usage (memory.current, v1 memory.usage_in_bytes) less its inactive file cache, which the
                       kernel reclaims before it refuses an allocation (what `docker stats` calls the working set)
 
 A CUDA device: its free memory (torch.cuda.mem_get_info) plus what this process's caching allocator holds unused.

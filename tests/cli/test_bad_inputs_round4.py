@@ -1,4 +1,4 @@
-"""Issue 59's inputs that trained, died late or renamed a run: each is now one line `error: ...` with exit 2 before
+"""Inputs that trained, died late or renamed a run: each is now one line `error: ...` with exit 2 before
 any work, and nothing written (the harness of tests/cli/test_bad_inputs.py)."""
 
 import os
@@ -16,7 +16,7 @@ def _eval(*flags):
     return lambda tmp: ["eval.py", "no_such_ckpt", "--suite", "ppl", "--out", "ev", *flags]
 
 
-# case -> (command, text the one line must contain); the item of issue 59 in the name
+# case -> (command, text the one line must contain); the hardening item in the name
 CASES = {
     # 4: options that do nothing are refused, not named in the run
     "item4_qk_norm_weight_without_qk_norm": (

@@ -1,4 +1,4 @@
-"""Issue 59 item 5: the memory probe (posbench/memory_probe.py) knows the process's limits, not the physical memory:
+"""Item 5: the memory probe (posbench/memory_probe.py) knows the process's limits, not the physical memory:
 RLIMIT_AS under a real `setrlimit`, and MemAvailable and cgroup v1/v2 limits on a made-up machine (its sources
 pointed at files written here); the smallest wins and names itself."""
 

@@ -1,4 +1,4 @@
-"""Issue 59, evaluation: the length check under the process's own memory limit (item 5), first_token priced for
+"""Evaluation: the length check under the process's own memory limit (item 5), first_token priced for
 every layer it keeps (item 6), and --ppl-text reaching every suite that reads the perplexity text (item 10)."""
 
 import json

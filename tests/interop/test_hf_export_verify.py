@@ -58,7 +58,7 @@ def test_a_difference_near_the_tolerance_suggests_a_looser_one(tmp_path, capsys)
     ("model.attention_window=[40, null]", "(query_T[:, None] - slot_S[None, :] < w)"),
 ])
 def test_item13_the_check_crosses_every_window_and_chunk(tmp_path, monkeypatch, capsys, option, target):
-    """Issue 59 item 13: remote code whose chunks (or windows) are twice as long computes the same as posbench on
+    """Item 13: remote code whose chunks (or windows) are twice as long computes the same as posbench on
     the 32 random ids the check used, so the export was kept; ids past every window and chunk catch it."""
     broken = tmp_path / "remote"
     broken.mkdir()

@@ -1,4 +1,4 @@
-"""Issue 59 item 13, resuming: a refused resume names the field that changed (`model.attention`, not "its model"); a
+"""Item 13, resuming: a refused resume names the field that changed (`model.attention`, not "its model"); a
 resume forced past a change of the model's tensors (train.allow_resume_mismatch with the sinks dropped) blames the
 config, not a healthy checkpoint (exit 2, not 4); a branch checkpoint deleted since is remade when the run passes its
 point again, and reported when it cannot be."""
