@@ -22,7 +22,7 @@ from pathlib import Path
 
 import torch
 
-from posbench.cli.arg_types import count, fraction_list, positive_int
+from posbench.cli.arg_types import fraction_list, positive_int, thread_count
 from posbench.cli.errors_cli import cli_entry
 from posbench.config import load_config
 from posbench.data.tokenizers import ByteTokenizer
@@ -63,7 +63,7 @@ def main(argv=None) -> int:
     p.add_argument("--pe", default="rope", help="PE of the random-init model (without --ckpt)")
     p.add_argument("--ckpt", help="a checkpoint (step directory or run directory) instead of a random nano model")
     p.add_argument("--batch-size", type=positive_int, default=8)
-    p.add_argument("--threads", type=count, default=0, help="torch threads (0: torch's default)")
+    p.add_argument("--threads", type=thread_count, default=0, help="torch threads (0: torch's default)")
     p.add_argument("--no-exact-length", action="store_true",
                    help="prompts as fitted (no padding to the length): each decodes alone unless sizes happen to match")
     args = p.parse_args(argv)

@@ -35,7 +35,7 @@ from pathlib import Path
 
 import torch
 
-from posbench.cli.arg_types import count, positive_int
+from posbench.cli.arg_types import count, positive_int, thread_count
 from posbench.cli.errors_cli import cli_entry
 from posbench.config import load_config
 from posbench.model.flops import model_stats
@@ -250,7 +250,7 @@ def main(argv=None):
     p.add_argument("--json", default="")
     p.add_argument("--peer", action="store_true", help="against transformers' Qwen3ForCausalLM (see above)")
     p.add_argument("--compile", action="store_true", help="with --peer: also the compiled posbench step")
-    p.add_argument("--threads", type=count, default=0, help="torch intra-op threads (0: torch's default)")
+    p.add_argument("--threads", type=thread_count, default=0, help="torch intra-op threads (0: torch's default)")
     p.add_argument("--clock", default="wall", choices=["wall", "thread"],
                    help="thread: CPU time of the calling thread, with --threads 1 the step's compute; steadier "
                         "than wall time on a shared machine (CPU only)")

@@ -30,6 +30,7 @@ from posbench.data.data_config import (  # noqa: F401  (re-exported: the assembl
 )
 from posbench.errors import ConfigError
 from posbench.model.model_config import AttentionChoice, EmbedScale, ModelConfig  # noqa: F401  (re-exported)
+from posbench.model.noop_options import refuse_noop_options
 from posbench.pe import PES, PEConfig
 from posbench.pe.rope import RoPE
 from posbench.presets import CONFIG_DIR, preset_names, preset_path  # noqa: F401  (re-exported)
@@ -53,10 +54,14 @@ class RunConfig:
     data: DataConfig = field(default_factory=DataConfig)
     seed: int = 42
 
-    def resolve(self) -> RunConfig:
-        """Cross-field checks and derived values, once, before any work is done."""
+    def resolve(self, saved: bool = False) -> RunConfig:
+        """Cross-field checks and derived values, once, before any work is done. `saved`: the config of a checkpoint
+        being read (evaluation, a resume's check), which trained as it is: options that do nothing on its model
+        (model/noop_options.py) are refused only when a run is configured."""
         PES.get(self.pe.name).check_model(self.pe, self.model.pe_context())
         self.model.arch.check_model(self.model.pe_context(), self.pe)
+        if not saved:
+            refuse_noop_options(self.model, self.pe)
         if self.train.compile and self.model.matmul != "torch":  # inductor asserts oneDNN linears' weights are frozen
             raise ConfigError(f"train.compile=true cannot compile model.matmul={self.model.matmul}: inductor lowers "
                               "oneDNN's linear only for frozen (inference) weights. Use model.matmul=torch with "

@@ -144,6 +144,49 @@ def _is_polymorphic(tp) -> bool:
     return isinstance(tp, type) and hasattr(tp, "registry_lookup")
 
 
+def _whole_number(value: Any) -> int | None:
+    """`value` as an integer when it is one: an int, or a whole float or numeric string (`1e9` parses as a float in
+    YAML, and PyYAML reads `1e9` without a dot as a string); None otherwise (bool, 1.5, "abc", inf, nan)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            value = float(value)
+        except ValueError:
+            return None
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return None
+
+
+def _same_shape(value: Any, tp) -> bool:
+    """Whether `value` has the shape of annotation `tp`: a list for a list or tuple, a mapping for a dict or a
+    dataclass, a value of a listed type for a Literal, a number for int and float, a scalar for anything else."""
+    origin = get_origin(tp)
+    if origin in (list, tuple):
+        return isinstance(value, (list, tuple))
+    if origin is dict or dataclasses.is_dataclass(tp):
+        return isinstance(value, dict)
+    if origin is Literal:
+        return isinstance(value, tuple(type(a) for a in get_args(tp)))
+    if tp in (int, float):
+        return _number(value)
+    return not isinstance(value, (list, tuple, dict))
+
+
+def _number(value: Any) -> bool:
+    """A number, or text that reads as one (not a bool)."""
+    if isinstance(value, str):
+        try:
+            float(value)
+        except ValueError:
+            return False
+        return True
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def _coerce(value: Any, tp, where: str):
     origin = get_origin(tp)
     if tp is Any:
@@ -159,8 +202,13 @@ def _coerce(value: Any, tp, where: str):
             try:
                 return _coerce(value, arg, where)
             except ConfigError as e:
-                errors.append(str(e))
-        raise ConfigError(errors[0] if len(errors) == 1 else f"{where}: {brief(value)} fits none of {tp}")
+                errors.append((arg, str(e)))
+        # the member of value's own shape says what is wrong (`1e20` for `int | list[int]`: out of range, not
+        # "fits none"); only a value of no member's shape gets the whole union
+        alike = [e for arg, e in errors if _same_shape(value, arg)]
+        if len(alike) == 1 or len(errors) == 1:
+            raise ConfigError((alike or [errors[0][1]])[0])
+        raise ConfigError(f"{where}: {brief(value)} fits none of {tp}")
     if origin is Literal:
         allowed = get_args(tp)
         if value not in allowed:
@@ -192,23 +240,12 @@ def _coerce(value: Any, tp, where: str):
             return value
         raise ConfigError(f"{where}: expected true/false, got {brief(value)}")
     if tp is int:
-        if isinstance(value, bool):
+        whole = _whole_number(value)
+        if whole is None:
             raise ConfigError(f"{where}: expected an integer, got {brief(value)}")
-        if isinstance(value, int):
-            if not -MAX_INT < value < MAX_INT:  # every integer setting ends up in torch or numpy (int64)
-                raise ConfigError(f"{where}: {brief(value)} is out of range (an integer setting is below 2**63)")
-            return value
-        if isinstance(value, float) and value.is_integer():
-            return int(value)  # `1e9` parses as a float in YAML; it is still a whole number
-        if isinstance(value, str):
-            try:
-                f = float(value)
-            except ValueError:
-                pass
-            else:
-                if f.is_integer():
-                    return int(f)
-        raise ConfigError(f"{where}: expected an integer, got {brief(value)}")
+        if not -MAX_INT < whole < MAX_INT:  # every integer setting ends up in torch or numpy (int64)
+            raise ConfigError(f"{where}: {brief(whole)} is out of range (an integer setting is below 2**63)")
+        return whole
     if tp is float:
         if isinstance(value, bool):
             raise ConfigError(f"{where}: expected a number, got {brief(value)}")

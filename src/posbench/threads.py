@@ -13,6 +13,11 @@ default of 2; a 3-length evaluation 46 s against 251 s: docs/performance.md, scr
 machine two threads of one process are faster (procpool.py: 10-11k against ~7k tokens/s for the CPU demo model),
 so a dedicated machine sets train.threads=N; more processes, not more threads, are how this project uses more
 cores (studies, sweeps' --workers, torchrun).
+
+A count has an upper bound, MAX_THREADS, checked where it is read (`check_threads`: train.threads, eval's --threads,
+the bench scripts' --threads through cli/arg_types.thread_count): OpenMP allocates per thread before the first
+matmul, so `train.threads=1e9` died in libgomp after the run directory was written. The bound is one number, not
+the machine's core count, so a config that loads on one machine loads on every other.
 """
 
 from __future__ import annotations
@@ -20,10 +25,31 @@ from __future__ import annotations
 import os
 from typing import Literal
 
+from posbench.errors import ConfigError
 from posbench.procpool import POOL_THREADS_ENV, usable_cores
 
 Threads = int | Literal["auto"]
 AUTO_CAP = 1
+# far above any core count this project runs on (threads past the cores only wait: procpool.usable_cores), far below
+# what OpenMP cannot allocate
+MAX_THREADS = 1024
+
+
+def thread_problem(count: int) -> str:
+    """What is wrong with an intra-op thread count ("" when 1 <= count <= MAX_THREADS)."""
+    if count < 1:
+        return "is below 1"
+    if count > MAX_THREADS:
+        return f"is more than {MAX_THREADS:,} threads (threads beyond the cores only wait for each other)"
+    return ""
+
+
+def check_threads(count: int, setting: str) -> None:
+    """ConfigError naming `setting` unless 1 <= count <= MAX_THREADS."""
+    problem = thread_problem(count)
+    if problem:
+        raise ConfigError(f"{setting}={count:,} {problem}; give a count from 1 to the cores this process may use, "
+                          "or auto")
 
 
 def _positive(name: str) -> int | None:

@@ -12,6 +12,7 @@ from posbench.errors import ConfigError
 from posbench.evaluation import lengths
 from posbench.evaluation.eval_config import load_eval_config
 from posbench.evaluation.eval_runner import plan
+from posbench.memory_probe import Available
 from tests.evaluation.helpers import nano_checkpoint
 
 LIMITED = """
@@ -46,10 +47,11 @@ def test_a_suites_own_lengths_are_bounded_too():
 
 
 def test_a_length_the_device_cannot_hold_names_the_checkpoint_and_suite(run, monkeypatch):
-    monkeypatch.setattr(lengths, "device_memory", lambda device: 1 << 30)  # a 1 GiB machine
+    monkeypatch.setattr(lengths, "available", lambda device: Available(1 << 30, "a test"))  # a 1 GiB machine
     cfg = load_eval_config(overrides=["suites=[niah]", "lengths=[1000000]"])
     with pytest.raises(ConfigError, match=r"\(--suite niah\): a 1,000,000-token context needs about [\d.]+ GiB \(8 "
                                           r"row\(s\) of one forward pass, weights included; d_model 64\) but cpu has "
-                                          r"1.0 GiB; the longest that fits is [\d,]+ tokens: choose shorter lengths"):
+                                          r"1.0 GiB available \(a test\); the longest that fits is [\d,]+ tokens: "
+                                          r"choose shorter lengths"):
         plan([str(run)], cfg, torch.device("cpu"))
     assert plan([str(run)], load_eval_config(overrides=["suites=[niah]", "lengths=[128]"]), torch.device("cpu"))

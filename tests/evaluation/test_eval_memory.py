@@ -16,6 +16,7 @@ from posbench.evaluation.eval_config import load_eval_config
 from posbench.evaluation.eval_runner import footprint, plan
 from posbench.evaluation.evaluator import Target
 from posbench.evaluation.loading import inspect_checkpoint
+from posbench.memory_probe import Available
 from posbench.model.attention_call import AttentionCall
 from posbench.model.kernels import EagerKernel, SDPAKernel
 from posbench.model.memory import forward_bytes
@@ -104,13 +105,14 @@ def test_a_length_far_beyond_memory_is_refused_before_any_allocation(ckpts, tmp_
                           text=True, timeout=120, env={**os.environ, "POSBENCH_DEBUG": "0", "OMP_NUM_THREADS": "1"})
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert re.fullmatch(r"error: .*\(--suite ppl\): a 1,048,576-token context needs about [\d,.]+ GiB \(1 row\(s\) of "
-                        r"one forward pass, weights included; d_model 64\) but cpu has [\d,.]+ GiB; the longest that "
-                        r"fits is [\d,]+ tokens: choose shorter lengths\n", proc.stderr), proc.stderr[-2000:]
+                        r"one forward pass, weights included; d_model 64\) but cpu has [\d,.]+ GiB available "
+                        r"\([^)]*\); the longest that fits is [\d,]+ tokens: choose shorter lengths\n",
+                        proc.stderr), proc.stderr[-2000:]
     assert not (tmp_path / "ev").exists()
 
 
 def test_the_longest_length_named_fits_and_one_more_does_not(ckpts, monkeypatch):
-    monkeypatch.setattr(lengths, "device_memory", lambda device: 1 << 30)  # a 1 GiB machine
+    monkeypatch.setattr(lengths, "available", lambda device: Available(1 << 30, "a test"))  # a 1 GiB machine
     cfg = load_eval_config(overrides=["suites=[ppl]", "lengths=[65536]"])
     with pytest.raises(lengths.ConfigError, match=r"the longest that fits is ([\d,]+) tokens") as e:
         plan([str(ckpts["cope"])], cfg, torch.device("cpu"))

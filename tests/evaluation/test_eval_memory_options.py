@@ -72,10 +72,11 @@ BLOCKED = 2 * 1024 * 1024 + 3 * 4 * (1 << 20) + 2 * 131_072
 @pytest.mark.parametrize("extra, kernel", [
     ((), FAR),
     (("model.attention_temperature.name=log_n",), BLOCKED),  # every layer tempered: no fast form
-    (("model.attention_temperature.name=llama4",), FAR),  # llama4 tempers NoPE layers only: ALiBi's keep theirs
+    # llama4 tempers NoPE layers only: ALiBi's keep their fast form (on ALiBi alone it would do nothing: refused)
+    (("pe.pattern=[{name: alibi}, {name: none}]", "model.attention_temperature.name=llama4"), FAR),
 ])
 def test_the_body_counts_the_temperature_of_each_layer(extra, kernel):
-    model, cfg = small_model("alibi", *extra)
+    model, cfg = small_model("hybrid" if "llama4" in str(extra) else "alibi", *extra)
     assert forward_bytes(cfg.model, model.pe, "cpu", 1, 1024) == BODY + kernel
 
 

@@ -28,6 +28,9 @@ from tests.interop.test_hf_export_remote import assert_remote_files_stand_alone,
 # Qwen3 ties its head: every PE goes through the remote code; 4 layers, the fewest every PE's defaults take
 # (hybrid's 4-entry pattern, RNoPE-SWA's 3 windowed layers and a full one)
 OVERRIDES = ["model.tie_embeddings=false", "model.n_layers=4"]
+# RNoPE-SWA's window inside the 80 ids compared here, so its windowed layers are exercised; its default 4,096 would
+# make the export's own check run 4,128 ids (it crosses every window and chunk: interop/hf_verify.check_length)
+PE_OVERRIDES = {"rnope_swa": ["pe.window=48"]}
 LOGIT_TOLERANCE = 1e-5  # of the largest |logit|: fp32 kernel noise is ~1e-7 of it, a wrong bias far above
 
 # what the remote code implements today: it may gain names, never lose one silently
@@ -77,7 +80,7 @@ def assert_refused(tmp_path: Path, run: Path, reason: str):
 
 @pytest.mark.parametrize("name", PES.names())
 def test_every_registered_pe_exports_with_parity_or_is_refused_with_its_reason(tmp_path, name):
-    run = random_checkpoint(tmp_path, f"pe.name={name}", *OVERRIDES)
+    run = random_checkpoint(tmp_path, f"pe.name={name}", *OVERRIDES, *PE_OVERRIDES.get(name, []))
     reason = refusal(name)
     if reason:
         assert_refused(tmp_path, run, reason)

@@ -51,3 +51,26 @@ def test_a_difference_near_the_tolerance_suggests_a_looser_one(tmp_path, capsys)
     assert "tolerance must be in (0, 1)" in capsys.readouterr().err
     assert export_main([str(run), str(tmp_path / "hf"), "--tolerance", "1e-3"]) == 0
     assert (tmp_path / "hf" / "config.json").is_file()
+
+
+@pytest.mark.parametrize("option, target", [
+    ("model.attention_chunk=[48, null]", "((tok_BS[:, offset:, None] // c) == (tok_BS[:, None, :] // c))"),
+    ("model.attention_window=[40, null]", "(query_T[:, None] - slot_S[None, :] < w)"),
+])
+def test_item13_the_check_crosses_every_window_and_chunk(tmp_path, monkeypatch, capsys, option, target):
+    """Item 13: remote code whose chunks (or windows) are twice as long computes the same as posbench on
+    the 32 random ids the check used, so the export was kept; ids past every window and chunk catch it."""
+    broken = tmp_path / "remote"
+    broken.mkdir()
+    for name in hf_export.REMOTE_FILES:
+        shutil.copyfile(hf_export.REMOTE_DIR / name, broken / name)
+    source = (broken / "modeling_posbench.py").read_text()
+    assert source.count(target) == 1
+    doubled = target.replace("// c", "// (2 * c)").replace("< w)", "< 2 * w)")
+    (broken / "modeling_posbench.py").write_text(source.replace(target, doubled))
+    monkeypatch.setattr(hf_export, "REMOTE_DIR", broken)
+    run = random_checkpoint(tmp_path, option)
+    assert export_main([str(run), str(tmp_path / "hf")]) == EXIT_CHECKPOINT
+    (err,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]
+    assert err.startswith("error: the exported model's logits differ from posbench's by ")
+    assert not (tmp_path / "hf").exists()

@@ -28,7 +28,8 @@ ABOVE_MODEL = ("posbench.data", "posbench.training", "posbench.evaluation", "pos
 STAGE_CONFIGS = {
     "model/model_config.py": ("posbench.model", "posbench.pe"),
     "data/data_config.py": ("posbench.data",),
-    "training/train_config.py": ("posbench.training",),
+    # and the bottom module whose one bound every thread count is checked against (threads.check_threads)
+    "training/train_config.py": ("posbench.training", "posbench.threads"),
 }
 GENERIC = ("posbench.config_loader", "posbench.registry", "posbench.errors", "posbench.yaml_io")
 

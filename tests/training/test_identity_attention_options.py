@@ -17,14 +17,16 @@ def test_a_set_option_is_part_of_the_identity_and_named_when_it_changes():
     sunk = identity(load_config(model_size="nano", overrides=["model.attention_sinks=true",
                                                                 "model.attention_temperature.name=log_n"]), "data")
     assert sunk["attention_sinks"] is True and sunk["attention_temperature"]["name"] == "log_n"
-    assert identity_diffs(plain, sunk) == "attention_sinks, attention_temperature"
+    assert identity_diffs(plain, sunk) == ("attention_sinks (checkpoint: false, this run: true), "
+                                           "attention_temperature.name (checkpoint: none, this run: log_n)")
 
 
 def test_run_names_say_which_options_are_set():
     from posbench.training.rundir import attention_suffix
 
     assert attention_suffix(load_config(model_size="nano")) == ""
-    cfg = load_config(model_size="nano", overrides=["model.attention_sinks=true", "model.attention_chunk=[8,null]",
-                                                    "model.attention_temperature.name=llama4",
-                                                    "model.qk_norm_weight=false"])
+    cfg = load_config(model_size="nano", pe_type="hybrid",  # llama4 tempers its NoPE layer (RoPE, NoPE)
+                      overrides=["pe.pattern=[{name: rope}, {name: none}]", "model.attention_sinks=true",
+                                 "model.attention_chunk=[8,null]",
+                                 "model.attention_temperature.name=llama4", "model.qk_norm_weight=false"])
     assert attention_suffix(cfg) == "_sinks_temp-llama4_chunk8-full_qknorm-unit"

@@ -50,9 +50,9 @@ def test_changed_model_gets_a_new_versioned_dir_and_resume_mismatch_is_refused(t
     other = train(nano_config(tmp_path, "train.run_name=r", "train.max_steps=2", "model.n_layers=3"), SOURCE)
     assert Path(other["run_dir"]).name == "r_v2"
     latest = Path(first["run_dir"]) / "latest"
-    with pytest.raises(ConfigError, match="model differ"):
+    with pytest.raises(ConfigError, match=r"its model.n_layers \(checkpoint: 2, this run: 3\) differ"):
         train(nano_config(tmp_path, "train.run_name=r3", f"train.resume={latest}", "model.n_layers=3"), SOURCE)
-    with pytest.raises(ConfigError, match="seed differ"):
+    with pytest.raises(ConfigError, match=r"its seed \(checkpoint: 42, this run: 7\) differ"):
         train(nano_config(tmp_path, "train.run_name=r4", f"train.resume={latest}", "seed=7"), SOURCE)
 
 

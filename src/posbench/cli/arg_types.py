@@ -28,6 +28,28 @@ def positive_int(text: str) -> int:
     return _require(value, value >= 1, ">= 1")
 
 
+def thread_count(text: str) -> int:
+    """An intra-op thread count for the bench scripts, 0 (torch's default) or 1 .. threads.MAX_THREADS: the bound
+    train.threads and eval's --threads are checked against (posbench/threads.py)."""
+    from posbench.threads import thread_problem
+
+    value = _int(text)
+    problem = thread_problem(value) if value else ""
+    if problem:
+        raise argparse.ArgumentTypeError(f"{value} {problem}")
+    return value
+
+
+def threads_setting(text: str) -> int | str:
+    """eval's --threads: `auto` or an integer, typed here; its range is EvalConfig's check (posbench/threads.py)."""
+    if text == "auto":
+        return text
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r:.40} is not a count or auto") from None
+
+
 def count(text: str) -> int:
     """An integer >= 0 (warmup steps, repeats that may be none)."""
     value = _int(text)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import argparse
 
-from posbench.cli.arg_types import positive_int
+from posbench.cli.arg_types import positive_int, threads_setting
 from posbench.cli.errors_cli import cli_entry
 from posbench.config_loader import dump_yaml, nested
 from posbench.errors import ConfigError
@@ -37,12 +37,18 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--device", choices=["auto", "cpu", "cuda"])
     p.add_argument("--precision", choices=["auto", "fp32", "bf16"])
     p.add_argument("--batch-size", type=int)
-    p.add_argument("--threads", help="intra-op threads: a count, or auto (default: OMP_NUM_THREADS if set, else 1, "
-                                     "the fastest for small models on a shared CPU; docs/performance.md)")
+    p.add_argument("--threads", type=threads_setting,
+                   help="intra-op threads: a count, or auto (default: OMP_NUM_THREADS if set, else 1, the fastest for "
+                        "small models on a shared CPU; docs/performance.md)")
     p.add_argument("--seed", type=int, help="which task examples are asked (default 0)")
     p.add_argument("--tasks", help="algorithmic tasks, comma-separated (default: every registered task)")
-    p.add_argument("--ppl-text", nargs="+", metavar="PATH", help="perplexity on local files (.txt/.jsonl/.parquet)")
-    p.add_argument("--ppl-data", help="perplexity data: shards (default), text, wikitext103, pg19")
+    from posbench.evaluation.eval_config import text_suites
+
+    readers = ", ".join(text_suites())
+    p.add_argument("--ppl-text", nargs="+", metavar="PATH",
+                   help=f"the perplexity text is local files (.txt/.jsonl/.parquet), for every suite that reads it "
+                        f"({readers})")
+    p.add_argument("--ppl-data", help=f"the perplexity text of {readers}: shards (default), text, wikitext103, pg19")
     p.add_argument("--data-root", help="where the checkpoints' tokenizer files and shards live (default: theirs)")
     p.add_argument("--allow-tokenizer-mismatch", action="store_true",
                    help="evaluate although the tokenizer files now differ from the ones the checkpoint was "
@@ -80,10 +86,13 @@ def flag_overrides(args: argparse.Namespace) -> list[dict]:
             out.append({flag: getattr(args, flag)})
     if args.tasks:
         out.append(nested("algorithmic.tasks", [{"name": t} for t in _csv(args.tasks)]))
-    if args.ppl_text:
-        out.append(nested("ppl.data", {"name": "text", "paths": list(args.ppl_text)}))
-    elif args.ppl_data:
-        out.append(nested("ppl.data", {"name": args.ppl_data}))
+    # the perplexity text of every suite that reads it (ppl, first_token), so `--suite ppl,first_token --ppl-text F`
+    # scores both on F rather than sending first_token to the validation shards
+    data = {"name": "text", "paths": list(args.ppl_text)} if args.ppl_text else {"name": args.ppl_data}
+    if args.ppl_text or args.ppl_data:
+        from posbench.evaluation.eval_config import text_suites
+
+        out += [nested(f"{name}.data", data) for name in text_suites()]
     if args.no_progress:
         out.append({"progress": False})
     if args.allow_tokenizer_mismatch:

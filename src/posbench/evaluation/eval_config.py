@@ -14,8 +14,10 @@ from typing import Literal
 from posbench.config_loader import Checked, Override, load, to_dict
 from posbench.errors import ConfigError
 from posbench.evaluation.lengths import check_lengths
+from posbench.evaluation.ppl_data import PplDataConfig
 from posbench.evaluation.suites import ALL, SUITES, get_suite, suite_names
 from posbench.pe.rope_scaling import ScalingConfig
+from posbench.threads import check_threads
 
 
 @dataclass
@@ -47,8 +49,8 @@ class EvalOptions(Checked):
         if not self.suites:
             raise ConfigError("suites is empty; pick from " + ", ".join([*suite_names(), "all"]))
         check_lengths(self.lengths, "lengths")  # 2 .. 2**24 tokens (evaluation/lengths.py)
-        if self.threads != "auto" and self.threads < 1:
-            raise ConfigError(f"threads must be a count >= 1 or auto, got {self.threads}")
+        if self.threads != "auto":
+            check_threads(self.threads, "threads")
         if self.limit < 0:
             raise ConfigError(f"limit must be >= 0 (0 = every item), got {self.limit}")
         if self.batch_size < 1 or self.seed < 0:
@@ -68,6 +70,13 @@ class EvalOptions(Checked):
             return sorted(set(self.lengths))
         # 0.5x .. 8x the training length: in distribution, at the edge, and 2-8x beyond it
         return [max(2, train_len // 2), train_len, 2 * train_len, 4 * train_len, 8 * train_len]
+
+
+def text_suites() -> list[str]:
+    """The suites that read the perplexity text (an options field `data` holding a PplDataConfig: ppl, first_token):
+    eval's --ppl-text and --ppl-data name that text for each of them."""
+    return [name for name in suite_names()
+            if isinstance(getattr(SUITES[name].options(), "data", None), PplDataConfig)]
 
 
 def _with_suite_fields(base: type) -> type:

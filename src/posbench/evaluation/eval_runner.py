@@ -86,8 +86,12 @@ def footprint(name: str, cfg: EvalConfig, target: Target, meta_model, device: to
     elem = 2 if choose_precision(cfg.precision, device.type).name == "bf16" else 4
     weights = sum(p.numel() * p.element_size() for p in meta_model.parameters())
     generates = issubclass(suite, RetrievalGrid) or getattr(suite, "generates", False)
-    return Footprint(target.run_cfg.model, getattr(meta_model, "pe", None), device.type, weights,
-                     lambda L: suite.forward_rows(cfg.suite_config(name), target, L), generates, elem)
+    pe = getattr(meta_model, "pe", None)
+    options = cfg.suite_config(name)
+    attention_layers = target.run_cfg.model.n_layers if pe is not None else 0
+    return Footprint(target.run_cfg.model, pe, device.type, weights,
+                     lambda L: suite.forward_rows(options, target, L), generates, elem,
+                     lambda L: suite.held_bytes(options, target, L, attention_layers))
 
 
 def plan(paths: list[str], cfg: EvalConfig, device: torch.device) -> list[Planned]:

@@ -95,6 +95,13 @@ class Evaluator:
         built (evaluation/lengths.py): by default a batch of `batch_size` (generation batches prompts of one length)."""
         return target.batch_size
 
+    @classmethod
+    def held_bytes(cls, options, target: Target, L: int, attention_layers: int) -> int:
+        """Bytes the suite keeps beside one forward at length L (what it collects from the model's layers), for the
+        same check; `attention_layers`: the model's layers with attention (0 for Mamba). By default none: a suite
+        reads the forward's output and lets it go."""
+        return 0
+
     def run(self, session: Session) -> dict:
         raise NotImplementedError
 

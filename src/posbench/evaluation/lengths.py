@@ -10,14 +10,15 @@
   and PE hooks: CoPE's gates over (T, S), PoPE's unfused scores, a window's or a bias's (T, S) mask, the eager
   kernel's scores), then the head: for a suite that generates (passkey, NIAH: greedy decoding with the KV cache)
   every layer's keys and values beside the prompt's (rows, L, vocabulary) logits, otherwise perplexity's logits of
-  at most LOGIT_ELEMENTS entries and their log-softmax. Held within 1.5x of measured peak RSS on CPU by
-  scripts/bench_eval_memory.py (docs/performance.md). The limit is the device's memory: the GPU's total, or the
-  host's physical memory.
+  at most LOGIT_ELEMENTS entries and their log-softmax; and what the suite keeps beside the forward
+  (`Evaluator.held_bytes`: first_token's probabilities of every layer). Held within 1.5x of measured peak RSS on CPU by
+  scripts/bench_eval_memory.py (docs/performance.md). The limit is what this process may still allocate
+  (posbench/memory_probe.py: the GPU's free memory; on the host the smallest of MemAvailable, RLIMIT_AS/DATA and the
+  cgroup's limit), never the physical memory, which a `ulimit -v` or a container's limit may be far below.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -25,6 +26,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from posbench.errors import ConfigError, brief
+from posbench.memory_probe import available
 from posbench.model.memory import forward_bytes, kv_cache_bytes
 
 if TYPE_CHECKING:
@@ -58,6 +60,7 @@ class Footprint:
     rows: Callable[[int], int]
     generates: bool
     elem: int = 4
+    held: Callable[[int], int] = lambda L: 0  # bytes the suite keeps beside the forward (Evaluator.held_bytes)
 
     def forward(self, L: int) -> int:
         """Bytes one forward of `rows(L)` rows of L tokens holds at its peak, the weights not included."""
@@ -72,20 +75,15 @@ class Footprint:
         return max(body, hidden + 2 * 4 * chunk + 4 * B * L)
 
     def need(self, L: int) -> int:
-        return self.weights + self.forward(L)
-
-
-def device_memory(device: torch.device) -> int:
-    """Bytes of memory on `device`: the GPU's total, or the host's physical memory."""
-    if device.type == "cuda":
-        return torch.cuda.get_device_properties(device).total_memory
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        return self.weights + self.forward(L) + self.held(L)
 
 
 def check_fits(where: str, lengths: list[int], footprint: Footprint, device: torch.device) -> None:
-    """ConfigError naming `where` for the longest of `lengths` that cannot fit `device`: the length, the estimate,
-    the device's memory and the longest length that fits (module doc)."""
-    have = device_memory(device)
+    """ConfigError naming `where` for the longest of `lengths` that cannot fit what this process may allocate on
+    `device` (memory_probe.available: the smallest of its limits): the length, the estimate, the memory and the limit
+    that bounds it, and the longest length that fits (module doc)."""
+    limit = available(device)
+    have = limit.bytes
     over = [L for L in lengths if footprint.need(L) > have]
     if not over:
         return
@@ -95,7 +93,8 @@ def check_fits(where: str, lengths: list[int], footprint: Footprint, device: tor
     advice = f"the longest that fits is {fits:,} tokens" if fits else "no length fits (the weights alone do not)"
     raise ConfigError(f"{where}: a {L:,}-token context needs about {need / 2**30:,.1f} GiB ({footprint.rows(L)} "
                       f"row(s) of one forward pass, weights included; d_model {footprint.model_cfg.d_model}) but "
-                      f"{device.type} has {have / 2**30:,.1f} GiB; {advice}: choose shorter lengths")
+                      f"{device.type} has {have / 2**30:,.1f} GiB available ({limit.source}); {advice}: choose "
+                      "shorter lengths")
 
 
 def longest_fit(footprint: Footprint, have: int, below: int) -> int:

@@ -95,7 +95,7 @@ def resolve_checkpoint(path: str | Path) -> Path:
 
 def _build(step_dir: Path, raw: dict) -> RunConfig:
     try:
-        return from_dict(RunConfig, raw).resolve()
+        return from_dict(RunConfig, raw).resolve(saved=True)
     except ConfigError as e:
         raise CheckpointError(f"{step_dir / 'config.yaml'}: {e}") from None
 

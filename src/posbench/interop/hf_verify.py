@@ -1,8 +1,9 @@
 """The export check: an exported directory loaded back with transformers must compute what posbench does, on a
-full forward of random ids and in a short greedy generation with and without transformers' KV cache (the
-cache path is one the full forward never takes). A mismatch is an ExportMismatchError (exit 4, as a checkpoint
-that cannot be used as asked): the export is not kept, and the message says what differed, by how much, and what
-the user can do (a looser `--tolerance` for float noise, posbench's own evaluation for the PE that differs)."""
+full forward of random ids (past every sliding window and attention chunk: `check_length`) and in a short greedy
+generation with and without transformers' KV cache (the cache path is one the full forward never takes). A mismatch
+is an ExportMismatchError (exit 4, as a checkpoint that cannot be used as asked): the export is not kept, and the
+message says what differed, by how much, and what the user can do (a looser `--tolerance` for float noise,
+posbench's own evaluation for the PE that differs)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from posbench.errors import CheckpointError
 # export check: random ids through posbench and the written directory; far above fp32 kernel noise (~1e-6),
 # far below what a wrong weight or PE would give
 VERIFY_TOLERANCE = 1e-3
+# random ids per row of the full-forward check, and how far past each window and chunk it reaches (check_length)
+CHECK_IDS = 32
 # export check of decoding: CHECK_NEW greedy tokens after the checkpoint's own tokenizer's first CHECK_PROMPT
 # ids of CHECK_TEXT (fewer where a bounded PE has fewer positions)
 CHECK_TEXT = "The positional encoding of a transformer"
@@ -55,6 +58,15 @@ def check_prompt(tokenizer: Tokenizer, max_positions: int | None, boundary: int 
     if boundary is not None and len(prompt) > 1:
         prompt[len(prompt) // 2] = boundary
     return prompt, max(1, min(CHECK_NEW, limit - len(prompt) + 1))
+
+
+def check_length(model, max_positions: int | None) -> int:
+    """Tokens per row of the full-forward check: CHECK_IDS, and past every layer's sliding window and attention chunk
+    by CHECK_IDS more (a window or chunk longer than the ids is never exercised: a recipe's 8,192-token chunk agreed
+    on 32 ids whatever the remote code did with it); at most the PE's positions."""
+    spans = [s for block in model.blocks for s in (block.attn.kernel.window, block.attn.kernel.chunk) if s]
+    T = max([CHECK_IDS, *(s + CHECK_IDS for s in spans)])
+    return min(T, max_positions) if max_positions else T
 
 
 def uses_dynamic_scaling(pe: dict) -> bool:
@@ -151,7 +163,7 @@ def verify(out: Path, model, max_positions: int | None, trust_remote_code: bool,
     from transformers import AutoModelForCausalLM
 
     hf = AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32, trust_remote_code=trust_remote_code).eval()
-    T = min(32, max_positions or 32)
+    T = check_length(model, max_positions)
     ids = torch.randint(0, model.cfg.vocab_size, (2, T), generator=torch.Generator().manual_seed(0))
     if boundary is not None:  # row 0: three documents, row 1: two, starting at different places
         ids[0, T // 3], ids[0, 2 * T // 3], ids[1, T // 2] = boundary, boundary, boundary

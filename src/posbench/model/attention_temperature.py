@@ -42,6 +42,13 @@ class TemperatureConfig(Checked):
 TEMPERATURES = Registry("attention temperature", where="model.attention_temperature")
 
 
+def require_finite(value: float, name: str) -> None:
+    """A temperature parameter that is not a finite number makes every logit NaN or inf from the first step: bad
+    input (exit 2), refused with the config, not a run that "diverges" (exit 3) with advice to lower the LR."""
+    if not math.isfinite(value):
+        raise ConfigError(f"model.attention_temperature.{name} must be a finite number, got {value}")
+
+
 class Temperature(nn.Module):
     name: ClassVar[str] = ""
     Config: ClassVar[type[TemperatureConfig]] = TemperatureConfig
@@ -97,6 +104,9 @@ class SSMax(Temperature):
     class Config(TemperatureConfig):
         init: float = 1.0  # s[h] at initialisation
 
+        def check(self) -> None:
+            require_finite(self.init, "init")
+
     def __init__(self, cfg, n_heads, train_len):
         super().__init__(cfg, n_heads, train_len)
         self.s = nn.Parameter(torch.full((n_heads,), float(cfg.init)))
@@ -117,6 +127,7 @@ class Llama4Temperature(Temperature):
         def check(self) -> None:
             if not self.floor_scale > 0:
                 raise ConfigError(f"model.attention_temperature.floor_scale must be > 0, got {self.floor_scale}")
+            require_finite(self.scale, "scale")
 
     def factor(self, pos_T):
         return torch.log1p(torch.floor((pos_T + 1.0) / self.cfg.floor_scale)) * self.cfg.scale + 1.0

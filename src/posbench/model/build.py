@@ -22,6 +22,7 @@ from torch import nn
 from posbench.model.arch import ARCHS, ArchConfig, DecoderArch, EncoderDecoderArch, MambaArch
 from posbench.model.encdec import EncoderDecoder
 from posbench.model.kernels_config import KernelsConfig
+from posbench.model.kernels import check_backward
 from posbench.model.matmul import apply_matmul
 from posbench.model.matmul_choice import resolve_matmul
 from posbench.model.model_config import ModelConfig
@@ -58,12 +59,14 @@ BUILDERS: dict[type[ArchConfig], Callable[..., nn.Module]] = {
 
 def build_model(model_cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cpu",
                 loss_chunk_tokens: int | None = None, kernels: KernelsConfig | None = None,
-                matmul: str | None = None) -> nn.Module:
+                matmul: str | None = None, train: bool = False) -> nn.Module:
     """The module `model.arch` names (Transformer, EncoderDecoder or MambaLM). `loss_chunk_tokens`: tokens per
     chunk of the decoder's fused head + loss, 0 for plain logits, None for the default by vocabulary; `kernels`:
     model.kernels (None: torch's for every piece). `matmul`: the linear layers' library when the caller has chosen
     it (training/start.py resolves model.matmul=auto with its step's rows and the checkpoint's record); None:
-    model.matmul, `auto` measured at one sequence's rows."""
+    model.matmul, `auto` measured at one sequence's rows. `train`: the model is built to be trained, so every
+    attention kernel it chose must have a backward pass on `device_type` (FlexAttention has none on CPU): refused
+    here, before a run directory exists."""
     arch = model_cfg.arch
     kernels = kernels or KernelsConfig()  # not-default on another architecture: refused by ModelConfig.check
     builder = next((BUILDERS[cls] for cls in type(arch).__mro__ if cls in BUILDERS), None)
@@ -71,5 +74,7 @@ def build_model(model_cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cp
         raise TypeError(f"model.arch `{arch.name}` ({type(arch).__qualname__}) has no entry in "
                         f"posbench.model.build.BUILDERS; registered: {', '.join(ARCHS.names())}")
     model = builder(model_cfg, pe_cfg, arch, device_type, loss_chunk_tokens, kernels)
+    if train:
+        check_backward(model, device_type, model_cfg.packing)
     # model.matmul: the library of the linear layers' products, chosen once here (model/matmul.py)
     return apply_matmul(model, matmul or resolve_matmul(model_cfg.matmul, model, model_cfg.seq_len, device_type)[0])

@@ -74,9 +74,9 @@ class AttentionKernel:
 
     @classmethod
     def supports(cls, pe: PositionalEncoding, device_type: str, attn_dropout: float,
-                 packing: PackingConfig | None = None) -> str | None:
+                 packing: PackingConfig | None = None, backward: bool = False) -> str | None:
         """None if usable for `pe` on `device_type` with `packing` (model.packing; None: windows are not split),
-        else the reason it is not."""
+        else the reason it is not; `backward`: also under autograd (a model built to be trained)."""
         return None
 
     def __call__(self, q_BHTK, k_BHSK, v_BHSK, score_mod, training: bool, docs: Documents | None = None,

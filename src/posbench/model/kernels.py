@@ -56,7 +56,7 @@ from posbench.pe.encoding import PositionalEncoding
 # the kernel contract and the eager reference (model/kernel_base.py) and sdpa_bias (model/sdpa_bias_kernel.py) live in
 # files of their own; importing them here registers every kernel, and callers find them all in this module
 __all__ = ["KERNELS", "AttentionKernel", "BlockedBiasKernel", "DenseBiasKernel", "EagerKernel", "FlashAlibiKernel",
-           "FlexKernel", "SDPAKernel", "materialize_bias", "select_kernel"]
+           "FlexKernel", "SDPAKernel", "check_backward", "materialize_bias", "select_kernel"]
 
 @KERNELS.register("sdpa")
 class SDPAKernel(AttentionKernel):
@@ -64,7 +64,7 @@ class SDPAKernel(AttentionKernel):
     carries_chunks = True
 
     @classmethod
-    def supports(cls, pe, device_type, attn_dropout, packing=None):
+    def supports(cls, pe, device_type, attn_dropout, packing=None, backward=False):
         return "the PE adds a logit bias (score_mod)" if pe.has_score_mod else None
 
     def forward_bytes(self, call: AttentionCall) -> int:
@@ -124,11 +124,14 @@ class FlexKernel(AttentionKernel):
     carries_chunks = True
 
     @classmethod
-    def supports(cls, pe, device_type, attn_dropout, packing=None):
+    def supports(cls, pe, device_type, attn_dropout, packing=None, backward=False):
         if attn_dropout > 0:
             return "FlexAttention has no attention dropout (set model.attn_dropout=0)"
         if pe.has_logits_mod:
             return "the PE rewrites whole rows of the logit matrix (logits_mod); use model.attention=eager"
+        if backward and device_type != "cuda":  # torch's flex_attention raises NotImplementedError in backward
+            return (f"FlexAttention has no backward pass on {device_type} (PyTorch implements it for CUDA); train "
+                    "with model.attention=auto (eager or sdpa_bias on CPU), or on CUDA")
         return None
 
     def forward_bytes(self, call: AttentionCall) -> int:
@@ -163,7 +166,7 @@ class FlexKernel(AttentionKernel):
 @KERNELS.register("flash_alibi")
 class FlashAlibiKernel(AttentionKernel):
     @classmethod
-    def supports(cls, pe, device_type, attn_dropout, packing=None):
+    def supports(cls, pe, device_type, attn_dropout, packing=None, backward=False):
         if packing is not None and packing.mask == "causal" and packing.positions == "document":
             return ("flash-attn's ALiBi takes distances in the window, not per-document positions across documents "
                     "(use model.attention=flex, or model.packing.mask=document)")
@@ -219,6 +222,19 @@ class FlashAlibiKernel(AttentionKernel):
                                      causal=True, alibi_slopes=slopes_H.float(),
                                      **self._window_size())
         return out.reshape(B, T, H, K).transpose(1, 2)
+
+
+def check_backward(model: torch.nn.Module, device_type: str, packing: PackingConfig | None = None) -> None:
+    """ConfigError unless every attention kernel `model` chose can also run a backward pass on `device_type`
+    (`supports(..., backward=True)`): called when a model is built to be trained (model/build.py), before any run
+    directory exists; evaluation builds the same model without it (CPU flex is the eager parity reference)."""
+    for module in model.modules():
+        kernel = getattr(module, "kernel", None)
+        if isinstance(kernel, AttentionKernel):
+            reason = kernel.supports(kernel.pe, device_type, kernel.attn_dropout, packing, backward=True)
+            if reason:
+                raise ConfigError(f"model.attention={kernel.name} cannot train PE `{kernel.pe.name}` on "
+                                  f"{device_type}: {reason}")
 
 
 def select_kernel(requested: str, pe: PositionalEncoding, device_type: str, attn_dropout: float = 0.0,

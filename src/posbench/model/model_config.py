@@ -20,7 +20,7 @@ from posbench.model.kernels_config import KernelsConfig
 from posbench.model.matmul import AUTO, MATMULS
 from posbench.model.packing import PackingConfig
 from posbench.pe import PEContext
-from posbench.pe.window import check_window
+from posbench.pe.window import MAX_WINDOW, check_window
 
 AttentionChoice = Literal["auto", "sdpa", "flex", "flash_alibi", "eager", "sdpa_bias", "sdpa_dense"]
 AttentionGate = Literal[tuple(GATES)]  # none | elementwise | headwise (model/attention_gate.py)
@@ -131,6 +131,10 @@ class ModelConfig(Checked):
         for x in entries:
             if x is not None and not (isinstance(x, int) and x >= 1):
                 raise ConfigError(f"model.attention_chunk entries must be positive integers or null, got {x}")
+            if x is not None and x > MAX_WINDOW:  # one chunk covers every length: full attention, a chunked name
+                raise ConfigError(f"model.attention_chunk={x} is longer than any sequence a model here can run (2**24 "
+                                  f"= {MAX_WINDOW:,} tokens: float32 positions), so no query would ever reach a "
+                                  "second chunk; give null for a layer without chunks, or a chunk up to 2**24")
 
     def layer_chunk(self, layer: int) -> int | None:
         """Layer `layer`'s chunk of keys from model.attention_chunk (None: no chunks)."""

@@ -93,7 +93,7 @@ def pe_key(cfg: RunConfig) -> str:
 def _lone_model(cfg: RunConfig) -> tuple[torch.nn.Module, torch.Tensor]:
     """The model the lone run builds, and its global generator's state right after (its dropout stream)."""
     torch.manual_seed(cfg.seed)
-    model = build_model(cfg.model, cfg.pe, "cpu", loss_chunk_tokens(cfg))
+    model = build_model(cfg.model, cfg.pe, "cpu", loss_chunk_tokens(cfg), train=True)
     return model, torch.get_rng_state()
 
 

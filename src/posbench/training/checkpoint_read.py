@@ -80,17 +80,23 @@ def read_state_dict(file: Path, mmap: bool = False) -> dict:
     return state
 
 
-def check_state_matches(expected: dict, state: dict, file: Path) -> None:
-    """CheckpointError unless `state` has exactly the names and shapes of `expected` (a model's state_dict()):
-    one line naming the first differences, instead of torch's multi-line load_state_dict error."""
+def state_problems(expected: dict, state: dict) -> str:
+    """The first differences of `state` from `expected` (a model's state_dict()) in names and shapes, on one line
+    ("" when none), instead of torch's multi-line load_state_dict error."""
     problems = [f"{k} is missing" for k in expected if k not in state]
     problems += [f"{k} is not in the model" for k in state if k not in expected]
     problems += [f"{k} is {tuple(state[k].shape)}, the model's {tuple(expected[k].shape)}"
                  for k in expected if k in state and state[k].shape != expected[k].shape]
+    more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
+    return "; ".join(problems[:3]) + more
+
+
+def check_state_matches(expected: dict, state: dict, file: Path) -> None:
+    """CheckpointError unless `state` has exactly the names and shapes of `expected` (`state_problems`)."""
+    problems = state_problems(expected, state)
     if problems:
-        more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
-        raise CheckpointError(f"{file} does not match the model its config.yaml describes: "
-                              f"{'; '.join(problems[:3])}{more}. {PICK_ANOTHER}")
+        raise CheckpointError(f"{file} does not match the model its config.yaml describes: {problems}. "
+                              f"{PICK_ANOTHER}")
 
 
 MAX_META_BYTES = 4 << 20  # a meta.json is a few KB

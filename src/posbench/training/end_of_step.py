@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import time
 
 import torch
@@ -122,6 +123,29 @@ def branch_checkpoints(run: Run) -> None:
             save(run, "branch")
             if dist.is_main():
                 link.symlink_to(ckpt.step_dir(run.run_dir, state.step).name)
+
+
+def kept_branch_links(run: Run) -> None:
+    """Once, before the first step: a branch checkpoint deleted since it was saved (its `branch_<budget>` link points
+    at nothing). A run resumed before that budget's point unlinks it, so `branch_checkpoints` saves it again when the
+    run passes the point; one resumed past it cannot, and says so (branch runs of that budget start from it)."""
+    state = run.state
+    for point, budget in run.plan.branch_points.items():
+        link = run.run_dir / f"branch_{format_tokens(budget)}"
+        if not link.is_symlink() or (link / "meta.json").is_file():
+            continue
+        gone = f"{link.name} linked to {os.readlink(link)}, which is gone"
+        if state.tokens <= point:
+            if dist.is_main():
+                link.unlink()
+            run.logger.message(f"note: {gone}; this run resumes before its point ({point:,} tokens), saving it again "
+                               "there")
+        else:
+            run.logger.message(f"warning: {gone}, and this run resumed past its point ({point:,} tokens; now "
+                               f"{state.tokens:,}), so it cannot save it again. Branch runs of that budget "
+                               "(--branch-from) need it: restore it, or train this run again from a checkpoint before "
+                               "that point under another train.run_name")
+    dist.barrier()  # every rank sees the link gone before branch_checkpoints asks
 
 
 def drop_pe(run: Run) -> None:

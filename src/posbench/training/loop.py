@@ -10,7 +10,7 @@ import contextlib
 
 from posbench.config import RunConfig
 from posbench.training.batch_sources import BatchSource
-from posbench.training.end_of_step import after_step, finish, schedule_points
+from posbench.training.end_of_step import after_step, finish, kept_branch_links, schedule_points
 from posbench.training.start import Snapshots, start_run
 from posbench.training.step import train_step
 
@@ -26,6 +26,7 @@ def train(cfg: RunConfig, source: BatchSource, snapshots: Snapshots | None = Non
     with contextlib.ExitStack() as held:  # releases the run directory's lock however training ends
         run = start_run(cfg, source, held, snapshots)
         try:
+            kept_branch_links(run)  # a branch checkpoint deleted since: saved again at its point, or reported
             schedule_points(run)  # a run resumed at a branch point or past DroPE's drop reaches them first
             while run.state.tokens < run.plan.end_tokens:
                 done = train_step(run)

@@ -125,7 +125,7 @@ def check_checkpoint_config(loaded: ckpt.Loaded) -> None:
     if loaded.config is None:
         return
     try:
-        cfg = from_dict(RunConfig, loaded.config).resolve()
+        cfg = from_dict(RunConfig, loaded.config).resolve(saved=True)
     except ConfigError as e:
         raise CheckpointError(f"{loaded.path / 'config.yaml'}: {e}. {PICK_ANOTHER}") from None
     check_config_agrees(cfg, loaded.meta, loaded.path)

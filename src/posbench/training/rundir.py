@@ -20,7 +20,7 @@ import torch
 
 from posbench.config import RunConfig
 from posbench.config_loader import to_dict
-from posbench.errors import ConfigError, DataError, PosbenchError, user_path_error, user_paths
+from posbench.errors import ConfigError, DataError, PosbenchError, brief, user_path_error, user_paths
 from posbench.fileio import DirLock, write_text
 from posbench.model.model_config import ModelConfig
 from posbench.training import distributed as dist
@@ -186,14 +186,33 @@ def comparable(ident: dict) -> dict:
     return {**ident, "pe": {k: v for k, v in pe.items() if k not in SCHEDULE_OPTIONS}}
 
 
+def _shown(value) -> str:
+    """A value of an identity as YAML spells it (true, null), bounded."""
+    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
+    return brief(text, 60) if len(text) > 60 else text
+
+
+def _field_diffs(name: str, saved, ident) -> list[str]:
+    """`name.field (checkpoint: X, this run: Y)` for each field of a mapping that differs (one level: `model`'s
+    `attention`, `pe`'s `theta`), or the part itself with both values."""
+    if isinstance(saved, dict) and isinstance(ident, dict):
+        keys = dict.fromkeys([*ident, *saved])
+        return [f"{name}.{k} (checkpoint: {_shown(saved.get(k))}, this run: {_shown(ident.get(k))})"
+                for k in keys if saved.get(k) != ident.get(k)]
+    return [f"{name} (checkpoint: {_shown(saved)}, this run: {_shown(ident)})"]
+
+
 def identity_diffs(saved: dict, ident: dict) -> str:
-    """'model, data (checkpoint: X, this run: Y)': which parts differ, with both data fingerprints, since a
-    different tokenizer or task mix is the usual cause and the fingerprint names which."""
+    """'model.attention (checkpoint: sdpa, this run: eager), data (checkpoint: X, this run: Y)': each field that
+    differs with both values, so a refused resume says what to put back (a kernel, a PE option, the tokenizer or task
+    mix the data fingerprint names)."""
     saved = comparable(saved)
-    diffs = [k for k in ("model", "pe", "data", "seed", "packing", "attention_window", *ATTENTION_OPTIONS)
+    # an attention option an identity leaves out is at its default (`identity`), and is shown as that
+    defaults = {k: attention_option_default(k) for k in ATTENTION_OPTIONS}
+    saved, ident = {**defaults, **saved}, {**defaults, **ident}
+    parts = [k for k in ("model", "pe", "data", "seed", "packing", "attention_window", *ATTENTION_OPTIONS)
              if saved.get(k) != ident.get(k)]
-    return ", ".join(f"data (checkpoint: {saved.get('data')}, this run: {ident['data']})" if k == "data" else k
-                     for k in diffs)
+    return ", ".join(d for k in parts for d in _field_diffs(k, saved.get(k), ident.get(k)))
 
 
 def refuse_changed_identity(named_dir: Path, ident: dict) -> None:

@@ -26,7 +26,7 @@ from posbench.threads import choose_threads
 from posbench.training import checkpoint as ckpt
 from posbench.training import distributed as dist
 from posbench.training.batch_sources import BatchSource, bind_documents
-from posbench.training.checkpoint_read import check_state_matches
+from posbench.training.checkpoint_read import check_state_matches, state_problems
 from posbench.training.device import FP32, choose_precision, device_type_for
 from posbench.training.loggers import Logger, make_logger
 from posbench.training.metrics import peak_flops
@@ -40,7 +40,7 @@ from posbench.training.resume import (
     check_resume_compatible,
     resume_source,
 )
-from posbench.training.rundir import choose_run_dir, identity, lock_run_dir
+from posbench.training.rundir import choose_run_dir, identity, identity_diffs, lock_run_dir
 from posbench.training.start_notes import start_notes
 from posbench.training.state import TrainState
 
@@ -98,7 +98,8 @@ def start_run(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, s
     # in larger chunks under train.compile (plan.loss_chunk_tokens)
     # on torch's matmul until the threads and the checkpoint to continue are known: model.matmul=auto is measured
     # on this run's thread count, or taken from the checkpoint's record, below
-    model = build_model(cfg.model, cfg.pe, device_type, loss_chunk_tokens(cfg), cfg.model.kernels, matmul="torch")
+    model = build_model(cfg.model, cfg.pe, device_type, loss_chunk_tokens(cfg), cfg.model.kernels, matmul="torch",
+                        train=True)
     check_window_positions(model, cfg.model.seq_len)  # a learned table shorter than the window: before any file
     plan = make_plan(cfg, dist.world_size(), device_type, stats_of(model, cfg.model))  # budgets, schedule
     ident = identity(cfg, source.fingerprint)
@@ -149,6 +150,22 @@ def _open_run_dir(cfg: RunConfig, plan: Plan, ident: dict,
     return run_dir, resume_source(cfg, run_dir, existed, print if dist.is_main() else (lambda *_: None))
 
 
+def check_weights_fit(cfg: RunConfig, loaded: ckpt.Loaded, ident: dict, model: torch.nn.Module) -> None:
+    """The checkpoint's tensors fit this run's model. Under the checkpoint's own identity a misfit is the checkpoint's
+    fault (exit 4, one line); under another one (train.allow_resume_mismatch) it is the config's: the changed option
+    (model.attention_sinks dropped: no sink logits to load) is named, and the checkpoint is not called damaged."""
+    problems = state_problems(model.state_dict(), loaded.model)
+    if not problems:
+        return
+    diffs = identity_diffs(loaded.meta.get("identity", {}), ident)
+    if not diffs:
+        check_state_matches(model.state_dict(), loaded.model, loaded.path / "model.pt")
+    raise ConfigError(f"cannot resume from {loaded.path} under train.allow_resume_mismatch=true: this run's "
+                      f"{diffs} give a model whose tensors differ from the checkpoint's ({problems}); the override "
+                      "continues only changes that keep every tensor, so put those settings back, or start a new run "
+                      "(train.run_name=NAME) without resuming")
+
+
 def _check_loaded(cfg: RunConfig, loaded: ckpt.Loaded, plan: Plan, ident: dict, content: dict[str, str],
                   model: torch.nn.Module) -> None:
     """The checkpoint continues this run: exit 4 (its files disagree) or 2 (this run's config differs)."""
@@ -156,4 +173,4 @@ def _check_loaded(cfg: RunConfig, loaded: ckpt.Loaded, plan: Plan, ident: dict, 
     check_resume_compatible(cfg, loaded, ident)
     check_data_content(cfg, loaded, content)  # the same shard bytes the checkpoint was trained on
     check_drop_consistent(loaded, plan.drop_pe_tokens)  # DroPE: a dropped PE is not put back
-    check_state_matches(model.state_dict(), loaded.model, loaded.path / "model.pt")  # one line, exit 4
+    check_weights_fit(cfg, loaded, ident, model)

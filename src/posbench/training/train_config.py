@@ -12,6 +12,7 @@ from typing import ClassVar, Literal
 
 from posbench.config_loader import Checked
 from posbench.errors import ConfigError, brief
+from posbench.threads import check_threads
 
 
 @dataclass
@@ -106,8 +107,8 @@ class TrainConfig(Checked):
                               f"previous one), got {self.keep_last}")
         if self.grad_clip < 0 or self.eval_interval < 0 or self.ckpt_interval < 0 or self.max_steps < 0:
             raise ConfigError("train.grad_clip, eval_interval, ckpt_interval and max_steps must be >= 0")
-        if self.threads != "auto" and self.threads < 1:
-            raise ConfigError(f"train.threads must be a count >= 1 or auto, got {self.threads}")
+        if self.threads != "auto":
+            check_threads(self.threads, "train.threads")
         if bool(self.branch_from) != bool(self.budget):
             raise ConfigError("train.branch_from and train.budget go together (--branch-from CKPT --budget N)")
 

@@ -71,6 +71,16 @@ class FirstTokenAttention(Evaluator):
     def forward_rows(cls, options: FirstTokenConfig, target: Target, L: int) -> int:
         return max(1, target.batch_size * target.train_len // L)
 
+    @classmethod
+    def held_bytes(cls, options: FirstTokenConfig, target: Target, L: int, attention_layers: int) -> int:
+        """Every attention layer's float32 (B, H, L, L) probabilities, kept until the last layer's are made
+        (model.attention_probs), and beside them two more: the layer being computed (its scores and softmax), or
+        first_token_mass's float64 copy of one layer. Priced as one layer, 12 layers admitted a 12x too long context."""
+        if not attention_layers:
+            return 0
+        one_layer = 4 * cls.forward_rows(options, target, L) * target.run_cfg.model.n_heads * L * L
+        return (attention_layers + 2) * one_layer
+
     def measure(self, session: Session, L: int) -> dict:
         starts = self.windows(L)
         stream = torch.from_numpy(self.stream)
