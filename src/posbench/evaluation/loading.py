@@ -21,6 +21,7 @@ from posbench.config import RunConfig
 from posbench.config_loader import from_dict
 from posbench.errors import CheckpointError, ConfigError
 from posbench.model.build import build_model
+from posbench.model.matmul import AUTO, MATMULS
 from posbench.model.transformer import Transformer
 from posbench.training.checkpoint import latest_path, link_target
 from posbench.training.checkpoint_check import check_config_agrees, check_meta_fields
@@ -139,6 +140,8 @@ def load_model(path: str | Path, device: str | torch.device = "cpu", overrides: 
     step_dir = resolve_checkpoint(path)
     cfg, meta = _config(step_dir, overrides)
     device = torch.device(device)
-    model = build_model(cfg.model, cfg.pe, device.type)
+    # model.matmul=auto: the library the checkpoint recorded (it trained with it), else measured here
+    recorded = meta.get("matmul") if cfg.model.matmul == AUTO and meta.get("matmul") in MATMULS else None
+    model = build_model(cfg.model, cfg.pe, device.type, matmul=recorded)
     _load_into(model, read_state_dict(step_dir / "model.pt"), step_dir)
     return LoadedModel(step_dir, cfg, model.to(device).eval(), meta)

@@ -22,7 +22,8 @@ def parameter_count(cfg: RunConfig) -> int:
     from posbench.model.build import build_model
 
     with torch.device("meta"):
-        model = build_model(cfg.model, cfg.pe, "cpu")
+        # the count does not depend on the linear layers' library: never probe model.matmul=auto for it
+        model = build_model(cfg.model, cfg.pe, "cpu", matmul="torch")
     return sum(p.numel() for p in model.parameters())
 
 

@@ -21,9 +21,9 @@ from torch import nn
 
 from posbench.model.arch import ARCHS, ArchConfig, DecoderArch, EncoderDecoderArch, MambaArch
 from posbench.model.encdec import EncoderDecoder
-from posbench.model.kernels_config import KernelsConfig
 from posbench.model.kernels import check_backward
-from posbench.model.matmul import apply_matmul
+from posbench.model.kernels_config import KernelsConfig
+from posbench.model.matmul import AUTO, apply_matmul
 from posbench.model.matmul_choice import resolve_matmul
 from posbench.model.model_config import ModelConfig
 from posbench.model.transformer import Transformer
@@ -77,4 +77,6 @@ def build_model(model_cfg: ModelConfig, pe_cfg: PEConfig, device_type: str = "cp
     if train:
         check_backward(model, device_type, model_cfg.packing)
     # model.matmul: the library of the linear layers' products, chosen once here (model/matmul.py)
+    if matmul is None and model_cfg.matmul == AUTO and any(p.is_meta for p in model.parameters()):
+        matmul = "torch"  # a model for its shapes and counts only (built on meta): nothing to measure auto on
     return apply_matmul(model, matmul or resolve_matmul(model_cfg.matmul, model, model_cfg.seq_len, device_type)[0])
