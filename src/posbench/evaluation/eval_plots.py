@@ -1,4 +1,4 @@
-"""PNG plots for the evaluation reports: lines, heatmaps and grouped bars. Each suite decides what to
+"""PNG plots (and the same figure as PDF, for a paper) for the evaluation reports: lines, heatmaps and grouped bars. Each suite decides what to
 draw (its `plots` classmethod); this file only knows how. "n/a" values are shown as such (grey, hatched
 cells; missing points), never as zero.
 """
@@ -22,7 +22,11 @@ MARKERS = ("o", "s", "^", "D", "v", "P")  # a second checkpoint of one PE: same 
 
 def _save(fig, path: Path) -> Path:
     with atomic_open(path, "wb") as f:  # a temp file renamed into place: never written through a link
-        fig.savefig(f, format=path.suffix.lstrip(".") or "png", dpi=DPI, bbox_inches="tight")
+        fig.savefig(f, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
+    # the same figure as a vector PDF beside it; fixed metadata, so identical inputs give identical files
+    with atomic_open(path.with_suffix(".pdf"), "wb") as f:
+        fig.savefig(f, format="pdf", bbox_inches="tight",
+                    metadata={"Creator": None, "Producer": None, "CreationDate": None})
     plt.close(fig)
     return path
 
