@@ -15,6 +15,7 @@ from collections import defaultdict
 import numpy as np
 
 from posbench.evaluation.effective_length import effective_length
+from posbench.evaluation.suites.long_context import blind_pick
 from posbench.stats import DEFAULT_METHOD, interval, interval_label
 from posbench.studies.claims import ClaimConfig, check_claims, claims_markdown, family_note, rules_note
 
@@ -73,10 +74,12 @@ def length_tables(results: list[dict], confidence: float, n_boot: int) -> str:
             cells = [interval(list(per_row(results, fam, L)[row].values()), confidence, DEFAULT_METHOD, n_boot,
                               bounds=(0.0, 1.0)).fmt() for L in lengths]
             lines.append(f"| {row} | " + " | ".join(cells) + " |")
-        for key in ("baseline", "guess"):
-            base = family_scores(first, key)[fam]
-            lines.append(f"| *{key}* | " + " | ".join("n/a" if base.get(L) is None else f"{100 * base[L]:.1f}"
-                                                      for L in lengths) + " |")
+        base = family_scores(first, "baseline")[fam]
+        lines.append("| *baseline* | " + " | ".join("n/a" if base.get(L) is None else f"{100 * base[L]:.1f}"
+                                                    for L in lengths) + " |")
+        pick = family_scores(first, "guess")[fam]  # certain with one candidate: said as n/a (blind_pick)
+        lines.append("| *question-blind pick* | " + " | ".join(blind_pick(pick.get(L)).rstrip("%")
+                                                               for L in lengths) + " |")
         parts += lines + [""]
     return "\n".join(parts)
 

@@ -28,7 +28,7 @@ from posbench.procpool import usable_cores
 from posbench.stats import DEFAULT_METHOD, interval_label, pairwise
 from posbench.studies.claims import DEFAULT_MARGINS
 from posbench.studies.study_plots import id_ood_bars
-from posbench.studies.study_report import _by_group, comparisons, seed_calibration, summarize, summary_table
+from posbench.studies.study_report import by_group, comparisons, seed_calibration, summarize, summary_table
 from posbench.studies.study_spec import StudyConfig
 
 FILES = ("cells.json", "study.json", "run.json")
@@ -112,7 +112,7 @@ class Result:
         """Per task: the best PE beyond the training length and how the Holm-adjusted pairs came out."""
         ev, margin = self.study.eval, DEFAULT_MARGINS[HEADLINE_METRIC]
         out = []
-        for (task, _axes), per_pe in _by_group(self.cells, HEADLINE_METRIC).items():
+        for (task, _axes), per_pe in by_group(self.cells, HEADLINE_METRIC).items():
             pairs = pairwise(per_pe, ev.confidence, ev.n_boot, margin)
             means = {pe: sum(v.values()) / len(v) for pe, v in per_pe.items()}
             best = max(means, key=means.get)
