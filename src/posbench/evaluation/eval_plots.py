@@ -1,6 +1,6 @@
 """PNG plots (and the same figure as PDF, for a paper) for the evaluation reports: lines, heatmaps and grouped
-bars. Each suite decides what to draw (its `plots` classmethod); this file only knows how. "n/a" values are shown as such (grey, hatched
-cells; missing points), never as zero.
+bars. Each suite decides what to draw (its `plots` classmethod); this file only knows how. "n/a" values are shown
+as such (grey, hatched cells; missing points), never as zero.
 """
 
 from __future__ import annotations
