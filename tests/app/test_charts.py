@@ -162,7 +162,7 @@ def test_a_snapshot_just_before_the_final_one_is_not_drawn_as_a_doubled_end_poin
 
 
 def test_learning_curves_and_per_position_draw_the_pngs_interval_band():
-    """Issue 63 item 6: the app's accuracy curves carry the band the study PNGs draw (stats.interval over seeds,
+    """Item 6: the app's accuracy curves carry the band the study PNGs draw (stats.interval over seeds,
     t-interval clipped to [0, 1]). By hand: k_back at step 10, beyond-length accuracy 0.4, 0.5, 0.6 over seeds 0-2:
     mean 50, sd 10, t_{0.975, 2} = 4.303, half-width 4.303 x 10 / sqrt(3) = 24.84 pts: [25.16, 74.84]."""
     rows = [{"task": "k_back", "pe": "rope", "seed": s, "seq_len": 2, "ood_by_position": [None, 0.4 + 0.1 * s],
@@ -178,7 +178,7 @@ def test_learning_curves_and_per_position_draw_the_pngs_interval_band():
 
 
 def test_a_loss_series_with_one_point_is_drawn():
-    """Issue 63 item 6: the live loss chart was empty while a cell had logged one step (a line of one point is
+    """Item 6: the live loss chart was empty while a cell had logged one step (a line of one point is
     invisible): that point is a marker."""
     fig = spec(charts.loss_curves({"k_back_rope_s0": [{"step": 1, "loss": 2.0}],
                                    "k_back_rope_s1": [{"step": 1, "loss": 2.5}, {"step": 2, "loss": 2.0}]}))
@@ -187,7 +187,7 @@ def test_a_loss_series_with_one_point_is_drawn():
 
 
 def test_chance_and_training_length_are_named_in_the_legend_not_over_the_data():
-    """Issue 63 item 6: the "chance" and "training length" labels were written inside the plot, over the curves;
+    """Item 6: the "chance" and "training length" labels were written inside the plot, over the curves;
     they are legend entries of their (dotted, dashed) lines now."""
     rows = [{**c, "chance": 0.5} for c in cells()]
     for fig in (charts.learning_curves(rows, "k_back"), charts.per_position(rows, "k_back"),

@@ -29,7 +29,7 @@ def write_sweep(root):
 
 
 def test_a_sweep_folder_opens_as_its_runs_and_its_report(tmp_path):
-    """Issue 63 item 6: a sweep folder was refused ("not a study or eval output"): each eval/<run> had to be
+    """Item 6: a sweep folder was refused ("not a study or eval output"): each eval/<run> had to be
     opened alone."""
     out = open_output(write_sweep(tmp_path / "sweep"))
     assert isinstance(out, EvalOutput) and out.reports == [tmp_path / "sweep" / "report.md"]
@@ -37,7 +37,7 @@ def test_a_sweep_folder_opens_as_its_runs_and_its_report(tmp_path):
 
 
 def test_explore_shows_a_sweeps_runs_side_by_side_and_its_report(tmp_path, monkeypatch):
-    """Issue 63 item 6, on the page: the sweep's runs in one perplexity chart and its report.md below."""
+    """Item 6, on the page: the sweep's runs in one perplexity chart and its report.md below."""
     monkeypatch.setenv("POSBENCH_APP_RUNS", str(tmp_path / "runs"))
     write_sweep(tmp_path / "sweep")
     at = AppTest.from_file(MAIN, default_timeout=120).run()

@@ -28,7 +28,7 @@ print("not reached", flush=True)
 
 
 def test_a_stop_during_shutdown_leaves_no_exception_in_the_exit_callbacks():
-    """Issue 63 item 6: Stop left "Exception ignored in atexit callback ... SystemExit: 143" in runner.log."""
+    """Item 6: Stop left "Exception ignored in atexit callback ... SystemExit: 143" in runner.log."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "src"), str(ROOT)])}
     done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=120, env=env)
     assert done.returncode == 143, (done.returncode, done.stderr)  # 128 + SIGTERM: ended by the Stop

@@ -50,7 +50,7 @@ def test_each_bar_stands_beside_the_chance_of_its_own_unit(tmp_path, figures):
 
 
 def test_each_eval_plot_is_also_written_as_a_pdf(tmp_path):
-    """Issue 63 item 4: eval's own figures come as a vector PDF beside each PNG, as the study and sweep figures
+    """Item 4: eval's own figures come as a vector PDF beside each PNG, as the study and sweep figures
     do, with fixed metadata so identical inputs give identical files."""
     series = {"nano_rope": ([(64.0, 5.0), (128.0, 6.5)], "-", ("C0", "o"))}
     png = eval_plots.lines(tmp_path / "ppl_vs_length.png", series, "context length (tokens)", "perplexity", "t")

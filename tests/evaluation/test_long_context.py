@@ -181,7 +181,7 @@ def test_more_shots_than_any_length_holds_are_refused_before_they_are_built():
 
 
 def test_one_needle_has_no_question_blind_pick_beside_its_scores():
-    """Issue 63 item 8: single-needle NIAH read "0.0% (baseline 0.0%, guess 100.0%)": a question-blind pick among
+    """Item 8: single-needle NIAH read "0.0% (baseline 0.0%, guess 100.0%)": a question-blind pick among
     the context's candidates is certain when the context holds one candidate (finding it is the whole task), so it
     is no chance level. The report says so instead of a 100% baseline; multi-key NIAH keeps its 1/keys pick."""
     _, res = run(LongContextConfig(tasks=task_cfgs(["niah_single", "niah_multikey"]), n_samples=2, depths=[0.5]),

@@ -171,7 +171,7 @@ def test_tiny_study_end_to_end(tmp_path):
 
 
 def test_a_one_candidate_family_has_no_question_blind_pick_in_the_tables():
-    """Issue 63 item 8: a context with one candidate (single-needle NIAH) makes the question-blind pick certain; the
+    """Item 8: a context with one candidate (single-needle NIAH) makes the question-blind pick certain; the
     table says n/a for it rather than a 100.0 baseline row beside 0.0 scores."""
     one = {"pe": "rope", "seed": 0, "task": "ruler_mix", "axes": {},
            "length_grid": grid(by_length("niah_single", {128: 0.0, 256: 0.0}), guess=1.0)}
