@@ -178,3 +178,15 @@ def test_a_one_candidate_family_has_no_question_blind_pick_in_the_tables():
     tables = length_tables([one], 0.95, 1000)
     assert "| *question-blind pick* | n/a (one candidate in the context) | n/a (one candidate in the context) |" \
         in tables and "100.0" not in tables
+
+
+def test_the_mean_over_families_has_no_question_blind_pick_when_one_family_has_one_candidate():
+    """Item 8: the mean over families of the picks (1.0 for single-needle NIAH, 0.25 for multi-key) read 62.5, a
+    level no reader has to beat; it is n/a then."""
+    cells = [{"family": f, "length": 128, "depth": 0.5, "n": 8, "exact": 0.0, "chance": 0.0, "guess": g,
+              "commonest": 0.0, "baseline": 0.0} for f, g in (("niah_single", 1.0), ("niah_multikey", 0.25))]
+    one = {"pe": "rope", "seed": 0, "task": "ruler_mix", "axes": {},
+           "length_grid": {"train_len": 128, "lengths": [128], "cells": cells}}
+    tables = length_tables([one], 0.95, 1000)
+    assert "| *question-blind pick* | 25.0 |" in tables and "62.5" not in tables
+    assert "| *question-blind pick* | n/a (a family has one candidate in the context) |" in tables

@@ -77,11 +77,19 @@ def length_tables(results: list[dict], confidence: float, n_boot: int) -> str:
         base = family_scores(first, "baseline")[fam]
         lines.append("| *baseline* | " + " | ".join("n/a" if base.get(L) is None else f"{100 * base[L]:.1f}"
                                                     for L in lengths) + " |")
-        pick = family_scores(first, "guess")[fam]  # certain with one candidate: said as n/a (blind_pick)
-        lines.append("| *question-blind pick* | " + " | ".join(blind_pick(pick.get(L)).rstrip("%")
+        picks = family_scores(first, "guess")  # certain with one candidate: said as n/a (blind_pick)
+        lines.append("| *question-blind pick* | " + " | ".join(_pick_cell(picks, fam, L, families)
                                                                for L in lengths) + " |")
         parts += lines + [""]
     return "\n".join(parts)
+
+
+def _pick_cell(picks: dict, fam: str, L: int, families: list[str]) -> str:
+    """A family's question-blind pick at L; for the mean over families, n/a when one family's is (a mean with a
+    certain pick in it is no level to beat either)."""
+    if fam == MEAN and any((picks[f].get(L) or 0.0) >= 1.0 for f in families):
+        return "n/a (a family has one candidate in the context)"
+    return blind_pick(picks[fam].get(L)).rstrip("%")
 
 
 def effective_table(results: list[dict], keep: float, confidence: float, n_boot: int) -> str:
@@ -140,7 +148,9 @@ def long_context_section(results: list[dict], keep: float, confidence: float, n_
              f"Greedy decoding with the KV cache after each prompt, exact match of the whole answer, at "
              f"{', '.join(str(L) for L in lengths)} tokens ({train_len} = the training length); a family's score at a "
              f"length is its mean over depths. Mean % [{pct}% t-interval over seeds]; *baseline*: chance or the "
-             "commonest answer, *guess*: a question-blind pick among the context's candidates.", "",
+             "commonest answer, *question-blind pick*: a reader that picks one of the context's candidates "
+             "without reading the question (n/a where the context holds one: the pick is then the retrieval itself).",
+             "",
              length_tables(results, confidence, n_boot),
              "## Effective length per row", "",
              f"Per seed, on the mean over families: the longest tested length keeping {keep:.0%} of the "
