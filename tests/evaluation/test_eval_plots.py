@@ -59,3 +59,14 @@ def test_each_eval_plot_is_also_written_as_a_pdf(tmp_path):
     first = pdf.read_bytes()
     eval_plots.lines(tmp_path / "ppl_vs_length.png", series, "context length (tokens)", "perplexity", "t")
     assert pdf.read_bytes() == first
+
+
+def test_a_marked_length_is_named_in_the_legend_not_written_over_the_curves(tmp_path, figures):
+    """Item 6: the training-length label stood upright inside the plot, over the data; it is the dotted line's
+    legend entry now."""
+    series = {"nano_rope": ([(64.0, 5.0), (128.0, 6.5)], "-", ("C0", "o"))}
+    eval_plots.lines(tmp_path / "ppl_vs_length.png", series, "context length (tokens)", "perplexity", "t",
+                     marks={"training length (64)": 64.0})
+    ax = figures["ppl_vs_length.png"].axes[0]
+    assert not [t.get_text() for t in ax.texts]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["training length (64)", "nano_rope"]

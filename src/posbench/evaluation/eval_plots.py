@@ -46,12 +46,10 @@ def lines(path: Path, series: dict[str, tuple[list[tuple[float, float]], str, tu
           ylabel: str, title: str, logx: bool = False, logy: bool = False,
           marks: dict[str, float] | None = None) -> Path:
     """One line per series: label -> (points (x, y), line style, (colour, marker)) (`checkpoint_colours`);
-    `marks`: labelled vertical lines (e.g. the training length)."""
+    `marks`: vertical lines named in the legend (e.g. the training length)."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for label, x in (marks or {}).items():
-        ax.axvline(x, color="grey", linestyle=":", linewidth=1)
-        ax.annotate(label, (x, 1), xycoords=("data", "axes fraction"), fontsize=7, color="grey", rotation=90,
-                    ha="right", va="top")
+    for label, x in (marks or {}).items():  # named in the legend: a label inside the axes sat over the curves
+        ax.axvline(x, color="grey", linestyle=":", linewidth=1, label=label)
     for label, (points, style, (colour, marker)) in series.items():
         if points:
             xs, ys = zip(*points, strict=True)
@@ -62,7 +60,7 @@ def lines(path: Path, series: dict[str, tuple[list[tuple[float, float]], str, tu
         ax.set_yscale("log")
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.grid(True, alpha=0.3)
-    if series:
+    if series or marks:
         ax.legend(fontsize=7)
     return _save(fig, path)
 
