@@ -39,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from posbench.cli.arg_types import positive_int, thread_count
+from posbench.cli.arg_types import positive_int, positive_thread_count
 from posbench.cli.errors_cli import cli_entry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -204,8 +204,8 @@ def main(argv=None) -> int:
                    help="algorithmic examples per split; passkey: a quarter")
     p.add_argument("--batch-size", type=positive_int, default=8, help="eval.py's --batch-size")
     p.add_argument("--repeats", type=positive_int, default=1)
-    p.add_argument("--threads", type=thread_count, default=1,
-                   help="torch threads (1: steadier on a shared machine; 0: torch's default)")
+    p.add_argument("--threads", type=positive_thread_count, default=1,
+                   help="torch threads (1: steadier on a shared machine)")
     p.add_argument("--json", default="", help="write the rows here too")
     p.add_argument("--no-memory", action="store_true", help="skip the memory pass")
     p.add_argument("--no-eager", action="store_true",
@@ -222,8 +222,7 @@ def main(argv=None) -> int:
         p.error(f"--json {args.json}: its folder {Path(args.json).parent} does not exist")
     import torch
 
-    if args.threads:  # 0: torch's default
-        torch.set_num_threads(args.threads)
+    torch.set_num_threads(args.threads)
     rng = random.Random(0)
     with tempfile.TemporaryDirectory() as tmp:
         text = Path(tmp) / "words.txt"

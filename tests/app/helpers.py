@@ -41,3 +41,10 @@ def eval_payload(label: str, ppl: list[float], needle: list[float | None]) -> di
         "niah": {"lengths": lengths, "depths": [0.5], "by_length": {str(L): a for L, a in zip(lengths, needle)},
                  "cells": [{"length": L, "depth": 0.5, "accuracy": a, "na": None if a is not None else "too long"}
                            for L, a in zip(lengths, needle)]}}}
+
+
+def pe_traces(fig: dict) -> list[dict]:
+    """A chart's PE lines: without their interval bands and the reference lines' legend entries (chance, the
+    training length)."""
+    return [t for t in fig["data"] if t.get("fill") != "toself"
+            and not str(t.get("name", "")).startswith(("chance", "training length"))]

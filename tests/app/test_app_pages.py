@@ -6,7 +6,7 @@ import json
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.app.helpers import MAIN, eval_payload, write_study
+from tests.app.helpers import MAIN, eval_payload, pe_traces, write_study
 
 
 @pytest.fixture
@@ -43,12 +43,12 @@ def test_study_from_disk_summary_by_hand(app, tmp_path):
     at.radio(key="ex0_split").set_value("OOD, all positions").run()
     fig = json.loads(at.get("plotly_chart")[0].proto.spec)
     assert "OOD, all positions" in fig["layout"]["title"]["text"]
-    traces = {t["name"]: t for t in fig["data"]}
+    traces = {t["name"]: t for t in pe_traces(fig)}
     assert sorted(traces) == ["alibi", "rope"] and traces["rope"]["y"] == pytest.approx([25.0, 50.0])
     # switching a PE off removes its trace
     at.multiselect(key="ex0_pes_alibi_rope").set_value(["alibi"]).run()
     fig = json.loads(at.get("plotly_chart")[0].proto.spec)
-    assert [t["name"] for t in fig["data"]] == ["alibi"]
+    assert [t["name"] for t in pe_traces(fig)] == ["alibi"]
 
 
 def test_a_pe_whose_cells_finish_later_joins_the_charts(app, tmp_path):
@@ -58,11 +58,12 @@ def test_a_pe_whose_cells_finish_later_joins_the_charts(app, tmp_path):
     payload["cells"] = [c for c in everything if c["pe"] == "rope"]  # as while the alibi cells still run
     (out / "results.json").write_text(json.dumps(payload))
     at = explore(app, str(out))
-    assert [t["name"] for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]] == ["rope"]
+    assert [t["name"] for t in pe_traces(json.loads(at.get("plotly_chart")[0].proto.spec))] == ["rope"]
     payload["cells"] = everything
     (out / "results.json").write_text(json.dumps(payload))
     at.run()
-    assert sorted(t["name"] for t in json.loads(at.get("plotly_chart")[0].proto.spec)["data"]) == ["alibi", "rope"]
+    assert sorted(t["name"] for t in pe_traces(json.loads(at.get("plotly_chart")[0].proto.spec))) == ["alibi",
+                                                                                                 "rope"]
 
 
 def test_not_an_output_is_a_message(app, tmp_path):

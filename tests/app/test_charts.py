@@ -72,6 +72,8 @@ def test_one_colour_per_pe_on_every_chart():
     assert pe_colour("my_arm") == pe_colour("my_arm") in OTHER_COLOURS  # any other name: stable
     for name in ("learning_curves", "per_position", "loss"):
         for trace in spec(figure(name))["data"]:
+            if name != "loss" and trace["name"] not in PES:  # a reference line's legend entry (chance, length)
+                continue
             assert trace["line"]["color"] == pe_colour(trace["legendgroup"] if name == "loss" else trace["name"])
     for trace in spec(figure("bars"))["data"]:
         assert trace["marker"]["color"] == [pe_colour(pe) for pe in trace["x"]]
@@ -139,7 +141,7 @@ def test_accuracy_charts_draw_chance_and_list_pes_in_the_studys_order():
         s = spec(fig)
         assert any(sh.get("y0") == 50 and sh["line"].get("dash") == "dot" for sh in s["layout"].get("shapes", []))
     for fig in (charts.learning_curves(ordered, "k_back"), charts.per_position(ordered, "k_back")):
-        assert [t["name"] for t in spec(fig)["data"]] == order
+        assert [t["name"] for t in spec(fig)["data"] if t["name"] in PES and t.get("showlegend") is not False] == order
 
 
 def test_attention_colour_bar_lies_below_the_map_clear_of_the_toolbar():
@@ -157,3 +159,42 @@ def test_a_snapshot_just_before_the_final_one_is_not_drawn_as_a_doubled_end_poin
     even = [{"step": s, "ood_beyond_acc": 0.5} for s in (50, 100, 150)]
     assert spec(charts.learning_curves([{"task": "k_back", "pe": "rope", "curve": even}], "k_back"))["data"][0][
         "x"] == [50, 100, 150]
+
+
+def test_learning_curves_and_per_position_draw_the_pngs_interval_band():
+    """Item 6: the app's accuracy curves carry the band the study PNGs draw (stats.interval over seeds,
+    t-interval clipped to [0, 1]). By hand: k_back at step 10, beyond-length accuracy 0.4, 0.5, 0.6 over seeds 0-2:
+    mean 50, sd 10, t_{0.975, 2} = 4.303, half-width 4.303 x 10 / sqrt(3) = 24.84 pts: [25.16, 74.84]."""
+    rows = [{"task": "k_back", "pe": "rope", "seed": s, "seq_len": 2, "ood_by_position": [None, 0.4 + 0.1 * s],
+             "curve": [{"step": 10, "ood_beyond_acc": 0.4 + 0.1 * s}]} for s in range(3)]
+    for fig, x in ((charts.learning_curves(rows, "k_back"), 10), (charts.per_position(rows, "k_back"), 1)):
+        band = [t for t in spec(fig)["data"] if t.get("fill") == "toself"]
+        assert len(band) == 1 and band[0]["showlegend"] is False and band[0]["legendgroup"] == "rope"
+        ys = dict(zip(band[0]["x"], band[0]["y"]))  # upper edge out, lower edge back: one x each way here
+        assert band[0]["x"] == [x, x] and band[0]["y"][0] == pytest.approx(74.84, abs=0.01)
+        assert band[0]["y"][1] == pytest.approx(25.16, abs=0.01), ys
+    one = charts.learning_curves(rows[:1], "k_back")  # one seed: no interval, the point without a band
+    assert not [t for t in spec(one)["data"] if t.get("fill") == "toself"]
+
+
+def test_a_loss_series_with_one_point_is_drawn():
+    """Item 6: the live loss chart was empty while a cell had logged one step (a line of one point is
+    invisible): that point is a marker."""
+    fig = spec(charts.loss_curves({"k_back_rope_s0": [{"step": 1, "loss": 2.0}],
+                                   "k_back_rope_s1": [{"step": 1, "loss": 2.5}, {"step": 2, "loss": 2.0}]}))
+    modes = {t["name"]: t["mode"] for t in fig["data"]}
+    assert "markers" in modes["k_back_rope_s0"] and modes["k_back_rope_s1"] == "lines"
+
+
+def test_chance_and_training_length_are_named_in_the_legend_not_over_the_data():
+    """Item 6: the "chance" and "training length" labels were written inside the plot, over the curves;
+    they are legend entries of their (dotted, dashed) lines now."""
+    rows = [{**c, "chance": 0.5} for c in cells()]
+    for fig in (charts.learning_curves(rows, "k_back"), charts.per_position(rows, "k_back"),
+                charts.id_ood_bars([{**r, "chance": 0.5} for r in summary_rows()], "k_back")):
+        s = spec(fig)
+        assert not [a["text"] for a in s["layout"].get("annotations", [])]
+        legend = [t["name"] for t in s["data"] if t.get("showlegend") is not False]
+        assert "chance (50%)" in legend
+    legend = [t["name"] for t in spec(charts.per_position(rows, "k_back"))["data"]]
+    assert "training length (right: beyond it)" in legend

@@ -72,6 +72,7 @@ def test_eval_py_compares_two_checkpoints(runs, tmp_path):
     assert "- learned: prompt short (the full prompt's question and answer take" in summary
     for png in ("ppl_vs_length", "loss_vs_position", "algorithmic_id_ood", "passkey_heatmap", "niah_heatmap"):
         assert (out / f"{png}.png").read_bytes()[:8] == PNG, png
+        assert (out / f"{png}.pdf").read_bytes()[:5] == b"%PDF-", png  # the same figure for a paper
         assert f"({png}.png)" in summary
 
 

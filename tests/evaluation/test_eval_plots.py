@@ -47,3 +47,26 @@ def test_each_bar_stands_beside_the_chance_of_its_own_unit(tmp_path, figures):
     md = Algorithmic.markdown({**result, "n_examples": 4, "demo_split": "id"})
     header, _, row = md.split("\n\n")[1].splitlines()[:3]
     assert "chance per answer token" in header and "| 50.0% |" in row
+
+
+def test_each_eval_plot_is_also_written_as_a_pdf(tmp_path):
+    """Item 4: eval's own figures come as a vector PDF beside each PNG, as the study and sweep figures
+    do, with fixed metadata so identical inputs give identical files."""
+    series = {"nano_rope": ([(64.0, 5.0), (128.0, 6.5)], "-", ("C0", "o"))}
+    png = eval_plots.lines(tmp_path / "ppl_vs_length.png", series, "context length (tokens)", "perplexity", "t")
+    pdf = png.with_suffix(".pdf")
+    assert png.read_bytes()[:4] == b"\x89PNG" and pdf.read_bytes()[:5] == b"%PDF-"
+    first = pdf.read_bytes()
+    eval_plots.lines(tmp_path / "ppl_vs_length.png", series, "context length (tokens)", "perplexity", "t")
+    assert pdf.read_bytes() == first
+
+
+def test_a_marked_length_is_named_in_the_legend_not_written_over_the_curves(tmp_path, figures):
+    """Item 6: the training-length label stood upright inside the plot, over the data; it is the dotted line's
+    legend entry now."""
+    series = {"nano_rope": ([(64.0, 5.0), (128.0, 6.5)], "-", ("C0", "o"))}
+    eval_plots.lines(tmp_path / "ppl_vs_length.png", series, "context length (tokens)", "perplexity", "t",
+                     marks={"training length (64)": 64.0})
+    ax = figures["ppl_vs_length.png"].axes[0]
+    assert not [t.get_text() for t in ax.texts]
+    assert [t.get_text() for t in ax.get_legend().get_texts()] == ["training length (64)", "nano_rope"]

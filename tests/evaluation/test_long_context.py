@@ -178,3 +178,16 @@ def test_more_shots_than_any_length_holds_are_refused_before_they_are_built():
                                           r"take [\d,]+ tokens, the longest length evaluated \(256\)"):
         run(LongContextConfig(tasks=task_cfgs(["kv_retrieval"]), n_samples=2, depths=[0.5], shots=10 ** 9),
             [160, 256])
+
+
+def test_one_needle_has_no_question_blind_pick_beside_its_scores():
+    """Item 8: single-needle NIAH read "0.0% (baseline 0.0%, guess 100.0%)": a question-blind pick among
+    the context's candidates is certain when the context holds one candidate (finding it is the whole task), so it
+    is no chance level. The report says so instead of a 100% baseline; multi-key NIAH keeps its 1/keys pick."""
+    _, res = run(LongContextConfig(tasks=task_cfgs(["niah_single", "niah_multikey"]), n_samples=2, depths=[0.5]),
+                 [128], model=ScriptedModel(257, lambda hist: None))
+    assert res["families"]["niah_single"]["guess_by_length"]["128"] == 1.0  # the measure itself: one candidate
+    md = LongContext.markdown(res)
+    assert "guess 100.0%" not in md and "100.0%" not in md.split("| niah_single |")[2].splitlines()[0]
+    assert "question-blind pick n/a (one candidate in the context)" in md
+    assert "question-blind pick 33.3%" in md  # niah_multikey with 3 keys

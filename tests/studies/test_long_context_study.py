@@ -121,7 +121,7 @@ def test_length_table_and_multikey_claims():
     half = sps.t.ppf(0.975, 2) * x.std(ddof=1) / np.sqrt(3)
     assert f"| rope | {100 * x.mean():.1f} [{100 * max(0, x.mean() - half):.1f}, " \
            f"{100 * min(1, x.mean() + half):.1f}] | 0.0 [0.0, 0.0] |" in tables
-    assert "| *guess* | 25.0 | 25.0 |" in tables
+    assert "| *question-blind pick* | 25.0 | 25.0 |" in tables
     text = "\n".join(long_context_section(results, 0.8, 0.95, 1000))
     assert "## Multi-key NIAH above its question-blind baseline at 2x" in text
     verdicts = [line for line in text.splitlines() if line.startswith("**Verdict")]
@@ -168,3 +168,25 @@ def test_tiny_study_end_to_end(tmp_path):
                                for d in (0.0, 1.0)] + [("common_words", L, 0.5) for L in (96, 192)])
         assert all(x["n"] == 2 and x["exact"] in (0.0, 0.5, 1.0) for x in g["cells"])
         assert all(x["guess"] == 0.25 for x in g["cells"] if x["family"] == "niah_multikey")
+
+
+def test_a_one_candidate_family_has_no_question_blind_pick_in_the_tables():
+    """Item 8: a context with one candidate (single-needle NIAH) makes the question-blind pick certain; the
+    table says n/a for it rather than a 100.0 baseline row beside 0.0 scores."""
+    one = {"pe": "rope", "seed": 0, "task": "ruler_mix", "axes": {},
+           "length_grid": grid(by_length("niah_single", {128: 0.0, 256: 0.0}), guess=1.0)}
+    tables = length_tables([one], 0.95, 1000)
+    assert "| *question-blind pick* | n/a (one candidate in the context) | n/a (one candidate in the context) |" \
+        in tables and "100.0" not in tables
+
+
+def test_the_mean_over_families_has_no_question_blind_pick_when_one_family_has_one_candidate():
+    """Item 8: the mean over families of the picks (1.0 for single-needle NIAH, 0.25 for multi-key) read 62.5, a
+    level no reader has to beat; it is n/a then."""
+    cells = [{"family": f, "length": 128, "depth": 0.5, "n": 8, "exact": 0.0, "chance": 0.0, "guess": g,
+              "commonest": 0.0, "baseline": 0.0} for f, g in (("niah_single", 1.0), ("niah_multikey", 0.25))]
+    one = {"pe": "rope", "seed": 0, "task": "ruler_mix", "axes": {},
+           "length_grid": {"train_len": 128, "lengths": [128], "cells": cells}}
+    tables = length_tables([one], 0.95, 1000)
+    assert "| *question-blind pick* | 25.0 |" in tables and "62.5" not in tables
+    assert "| *question-blind pick* | n/a (a family has one candidate in the context) |" in tables

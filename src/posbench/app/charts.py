@@ -5,7 +5,9 @@ Every PE has one colour on every chart and page (`posbench.palette`, the same as
 or runs of one PE share it and differ by dash, under one legend entry per PE. Legends sit below the plot, in
 rows, so they never scroll; the toolbar stands upright at the right edge, clear of the title. Accuracy is
 named as the one it is: *OOD beyond train length* (targets past the training length only: the headline) or
-*OOD, all positions*; never "OOD" alone.
+*OOD, all positions*; never "OOD" alone. The accuracy curves carry the study PNGs' band (the same
+`stats.interval` over seeds, clipped to [0, 1]); reference lines (chance, the training length) are named in the
+legend, never written over the data.
 """
 
 from __future__ import annotations
@@ -16,13 +18,17 @@ import numpy as np
 import plotly.graph_objects as go
 
 from posbench.palette import HEATMAP_RANGE, HEATMAP_SCALE, pe_colour, seed_dash
+from posbench.stats import interval
 
 # learning-curve metrics (key in a cell's curve rows -> what the chart calls it), the headline first
 CURVE_LABELS = {"ood_beyond_acc": "OOD beyond train length", "id_acc": "ID", "ood_acc": "OOD, all positions"}
 TOOLBAR_W = 44  # px at the right edge for the upright toolbar
+ACC = (0.0, 1.0)  # an accuracy's range: its interval is clipped to it, as the PNGs' are
+N_BOOT = 2000  # the PNGs' resamples, for a method that resamples (the default t-interval does not)
 
 
-def _mean_by_step(rows_per_seed: list[list[dict]], key: str) -> tuple[list, list]:
+def _values_by_step(rows_per_seed: list[list[dict]], key: str) -> tuple[list, dict]:
+    """The steps to draw and each one's values over seeds."""
     by_step = defaultdict(list)
     for rows in rows_per_seed:
         for r in rows:
@@ -33,7 +39,20 @@ def _mean_by_step(rows_per_seed: list[list[dict]], key: str) -> tuple[list, list
         # a run whose steps are not a multiple of the snapshot interval has its last periodic snapshot right
         # before the final one (300 and 301): drawn as a doubled end point. The final model's is the result
         steps.pop(-2)
-    return steps, [float(np.mean(by_step[s])) for s in steps]
+    return steps, by_step
+
+
+def _band(fig: go.Figure, xs: list, per_x: list[list[float]], colour: str, group: str, confidence: float,
+          visible: bool | str = True) -> None:
+    """The interval over seeds at each x as a filled area under the PE's legend entry (toggled with its line),
+    in percent; nothing where no x has an interval (one seed: the points alone, as the PNGs draw them)."""
+    stats = [interval(v, confidence, n_boot=N_BOOT, bounds=ACC) for v in per_x]
+    if all(s.lo is None for s in stats):
+        return
+    lo, hi = [100 * s.band()[0] for s in stats], [100 * s.band()[1] for s in stats]
+    fig.add_trace(go.Scatter(x=list(xs) + list(xs)[::-1], y=hi + lo[::-1], fill="toself", mode="lines",
+                             line=dict(color=colour, width=0), fillcolor=colour, opacity=0.2, name=group,
+                             legendgroup=group, showlegend=False, hoverinfo="skip", visible=visible))
 
 
 def _layout(fig: go.Figure, title: str, x: str, y: str, height: int = 420) -> go.Figure:
@@ -53,13 +72,20 @@ def _wrap(title: str, width: int = 50) -> str:
     return f"{head}<br><sup>({rest}</sup>" if sep and len(title) > width else title
 
 
+def _legend_entry(fig: go.Figure, name: str, dash: str, colour: str) -> None:
+    """A reference line's name in the legend (a trace with no points): written inside the plot it sat over the
+    curves."""
+    fig.add_trace(go.Scatter(x=[None], y=[None], mode="lines", name=name, line=dict(color=colour, dash=dash),
+                             hoverinfo="skip"))
+
+
 def _chance_line(fig: go.Figure, cells: list[dict]) -> None:
     """The task's chance per target position (a cell's `chance`, the unit these charts measure), dotted, as the
-    study PNGs draw it."""
+    study PNGs draw it, named in the legend."""
     chance = next((c["chance"] for c in cells if c.get("chance") is not None), None)
     if chance is not None:
-        fig.add_hline(y=100 * chance, line_dash="dot", line_color="grey", annotation_text="chance",
-                      annotation_position="bottom right")
+        fig.add_hline(y=100 * chance, line_dash="dot", line_color="grey")
+        _legend_entry(fig, f"chance ({100 * chance:.3g}%)", "dot", "grey")
 
 
 def _by_pe(cells: list[dict]) -> dict[str, list[dict]]:
@@ -76,23 +102,27 @@ def _na_note(fig: go.Figure, text: str) -> None:
 
 
 def learning_curves(cells: list[dict], task: str, key: str = "ood_beyond_acc",
-                    visible: set[str] | None = None) -> go.Figure:
-    """Accuracy at the evaluated checkpoints, mean over seeds, one trace per PE (legend click toggles)."""
+                    visible: set[str] | None = None, confidence: float = 0.95) -> go.Figure:
+    """Accuracy at the evaluated checkpoints, mean over seeds with the interval band at `confidence`, one trace
+    per PE (legend click toggles both)."""
     fig = go.Figure()
     of_task = [c for c in cells if c.get("task") == task]
     by_pe = {pe: [c.get("curve") or [] for c in group] for pe, group in _by_pe(of_task).items()}
     drawn = False
     for pe, curves in by_pe.items():
-        steps, vals = _mean_by_step(curves, key)
+        steps, by_step = _values_by_step(curves, key)
         drawn = drawn or bool(steps)
-        fig.add_trace(go.Scatter(x=steps, y=[100 * v for v in vals], mode="lines+markers", name=pe,
-                                 line=dict(color=pe_colour(pe)),
-                                 visible=True if visible is None or pe in visible else "legendonly"))
+        shown = True if visible is None or pe in visible else "legendonly"
+        fig.add_trace(go.Scatter(x=steps, y=[100 * float(np.mean(by_step[s])) for s in steps], mode="lines+markers",
+                                 name=pe, legendgroup=pe, line=dict(color=pe_colour(pe)), visible=shown))
+        if steps:
+            _band(fig, steps, [by_step[s] for s in steps], pe_colour(pe), pe, confidence, shown)
     label = CURVE_LABELS.get(key, key)
     if by_pe and not drawn:
         _na_note(fig, f"n/a: these cells did not record {label} accuracy at each checkpoint")
     _chance_line(fig, of_task)
-    return _layout(fig, f"{task}: accuracy during training, {label} (mean over seeds)", "step", "accuracy %")
+    return _layout(fig, f"{task}: accuracy during training, {label} (mean over seeds, {confidence:.0%} interval "
+                        "band)", "step", "accuracy %")
 
 
 def loss_curves(series: dict[str, list[dict]], title: str = "training loss", groups: dict[str, str] | None = None,
@@ -107,7 +137,9 @@ def loss_curves(series: dict[str, list[dict]], title: str = "training loss", gro
         group = groups.get(name, name)
         k = seen[group]
         seen[group] += 1
-        fig.add_trace(go.Scatter(x=[r["step"] for r in rows], y=[r["loss"] for r in rows], mode="lines",
+        # one logged step (a cell that just started) is a marker: a line of one point draws nothing
+        fig.add_trace(go.Scatter(x=[r["step"] for r in rows], y=[r["loss"] for r in rows],
+                                 mode="lines" if len(rows) > 1 else "markers",
                                  name=group if legend_by_group else name, legendgroup=group if legend_by_group
                                  else name, showlegend=k == 0 or not legend_by_group,
                                  line=dict(color=pe_colour(group), dash=seed_dash(dashes.get(name, k))),
@@ -151,26 +183,31 @@ def id_ood_bars(rows: list[dict], task: str) -> go.Figure:
                    "accuracy %")
 
 
-def per_position(cells: list[dict], task: str) -> go.Figure:
-    """The OOD examples' accuracy at each target position, mean over seeds; a dashed line at the training
-    length (right of it: beyond it)."""
+def per_position(cells: list[dict], task: str, confidence: float = 0.95) -> go.Figure:
+    """The OOD examples' accuracy at each target position, mean over seeds with the interval band at
+    `confidence`; a dashed line at the training length (right of it: beyond it), named in the legend."""
     fig = go.Figure()
     of_task = [c for c in cells if c.get("task") == task and c.get("ood_by_position")]
     by_pe = {pe: [c["ood_by_position"] for c in group] for pe, group in _by_pe(of_task).items()}
     train_len = next((c["seq_len"] for c in reversed(of_task) if c.get("seq_len")), None)
     for pe, lists in by_pe.items():
         width = max(len(v) for v in lists)
-        vals = []
+        vals, per_t = [], []
         for t in range(width):
             got = [v[t] for v in lists if t < len(v) and v[t] is not None]
             vals.append(100 * float(np.mean(got)) if got else None)
-        fig.add_trace(go.Scatter(x=list(range(width)), y=vals, mode="lines", name=pe, connectgaps=False,
-                                 line=dict(color=pe_colour(pe))))
+            per_t.append(got)
+        fig.add_trace(go.Scatter(x=list(range(width)), y=vals, mode="lines", name=pe, legendgroup=pe,
+                                 connectgaps=False, line=dict(color=pe_colour(pe))))
+        xs = [t for t in range(width) if per_t[t]]
+        if xs:
+            _band(fig, xs, [per_t[t] for t in xs], pe_colour(pe), pe, confidence)
     if train_len:
-        fig.add_vline(x=train_len - 0.5, line_dash="dash", annotation_text="training length (right: beyond)")
+        fig.add_vline(x=train_len - 0.5, line_dash="dash", line_color="black")
+        _legend_entry(fig, "training length (right: beyond it)", "dash", "black")
     _chance_line(fig, of_task)
-    return _layout(fig, f"{task}: OOD examples, accuracy at each target position", "target position",
-                   "accuracy %")
+    return _layout(fig, f"{task}: OOD examples, accuracy at each target position (mean over seeds, "
+                        f"{confidence:.0%} interval band)", "target position", "accuracy %")
 
 
 def attention_map(probs_QK: list[list[float]], q_labels: list[str], k_labels: list[str], title: str,

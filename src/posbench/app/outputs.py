@@ -1,7 +1,8 @@
 """Reading what is on disk: a study directory (scripts/study.py or the app), eval.py's results.json
-(one checkpoint, or a comparison directory with one sub-directory per checkpoint), a training run's
-metrics.jsonl. Keys are read defensively: files written by older or newer code still open, and a
-missing metric shows as n/a instead of failing the page."""
+(one checkpoint, or a comparison directory with one sub-directory per checkpoint), a sweep's output folder (its
+runs' evaluations under eval/<run>/ and its report.md), a training run's metrics.jsonl. Keys are read
+defensively: files written by older or newer code still open, and a missing metric shows as n/a instead of
+failing the page."""
 
 from __future__ import annotations
 
@@ -35,8 +36,10 @@ class EvalOutput:
     path: Path
     payloads: list[dict]  # eval.py's results.json, one per checkpoint
     losses: dict[str, list[dict]] = field(default_factory=dict)  # label -> metrics.jsonl rows of its run
+    reports: list[Path] = field(default_factory=list)  # a sweep's report.md, shown below its runs
 
 
+MAX_REPORT_BYTES = 4 << 20  # a sweep's report.md: tables of a few hundred runs, far below this
 MAX_CELL_BYTES = 64 << 20  # a finished cell: its scores and its training-loss curve (a few MB at 100k steps)
 
 
@@ -158,22 +161,39 @@ def open_output(path: str | Path) -> StudyOutput | EvalOutput:
         raise NotAnOutput(f"{results}: neither a study's results (no `cells`) nor eval.py's (no `suites`)")
     if p.is_dir() and (p / "cells").is_dir():  # a study still running, or stopped before its report
         return StudyOutput(p, p.name, read_cells(p), _spec(p))
+    if p.is_dir() and (p / "eval").is_dir() and (runs := _comparison(p / "eval")):  # a sweep (sweeps/evaluate.py)
+        report = p / "report.md"
+        return EvalOutput(p, runs.payloads, runs.losses, [report] if report.is_file() else [])
     if p.is_dir():
-        payloads = [x for x in (_eval_payload(s / "results.json") for s in sorted(p.iterdir())
-                                if (s / "results.json").is_file()) if x]
-        if payloads:  # eval.py with several checkpoints: one sub-directory each
-            return EvalOutput(p, payloads, {x.get("label", "?"): _run_losses(x) for x in payloads})
+        if comparison := _comparison(p):  # eval.py with several checkpoints: one sub-directory each
+            return comparison
         if (p / "metrics.jsonl").is_file():  # a training run: its loss curve
             rows = [r for r in read_metrics(p / "metrics.jsonl") if "loss" in r and "step" in r]
             return EvalOutput(p, [], {p.name: rows})
     raise NotAnOutput(f"{p} is not a study or eval output: expected results.json (from scripts/study.py or "
-                      "eval.py), a study directory with cells/, an eval comparison directory, or a training run "
-                      "with metrics.jsonl")
+                      "eval.py), a study directory with cells/, an eval comparison directory, a sweep folder with "
+                      "eval/<run>/results.json, or a training run with metrics.jsonl")
+
+
+def _comparison(p: Path) -> EvalOutput | None:
+    """The eval outputs in `p`'s sub-directories (one checkpoint each), None when there is none."""
+    payloads = [x for x in (_eval_payload(s / "results.json") for s in sorted(p.iterdir())
+                            if (s / "results.json").is_file()) if x]
+    return EvalOutput(p, payloads, {x.get("label", "?"): _run_losses(x) for x in payloads}) if payloads else None
+
+
+def report_text(path: Path) -> str:
+    """A sweep's report.md, read without following a link and bounded (NotAnOutput naming it otherwise)."""
+    try:
+        return read_text_bounded(path, MAX_REPORT_BYTES, "a sweep report")
+    except (DataError, OSError) as e:
+        raise NotAnOutput(f"{path}: unreadable report ({e})") from None
 
 
 def merge_eval(outputs: list[EvalOutput]) -> EvalOutput:
     """Several eval outputs side by side (labels made unique by their directory)."""
     payloads, losses = [], {}
+    reports = [r for out in outputs for r in out.reports]
     tails = _tails([out.path for out in outputs])
     for out, tail in zip(outputs, tails):
         for payload in out.payloads:
@@ -181,7 +201,7 @@ def merge_eval(outputs: list[EvalOutput]) -> EvalOutput:
             payloads.append({**payload, "label": label})
         for label, rows in out.losses.items():
             losses[_distinct(label, tail, set(losses))] = rows
-    return EvalOutput(outputs[0].path, payloads, losses)
+    return EvalOutput(outputs[0].path, payloads, losses, reports)
 
 
 def _tails(paths: list[Path]) -> list[str]:

@@ -24,7 +24,13 @@ from posbench.studies.study_runner import run_study
 def _stop(signum, frame):
     """SIGTERM (the page's Stop) unwinds the worker like an exception: the process pool's `with` block shuts the
     pool down and the interpreter's finalizers release its semaphores, where dying by the signal left the
-    resource tracker to report "leaked semaphore objects" in runner.log. status.json keeps the page's "stopped"."""
+    resource tracker to report "leaked semaphore objects" in runner.log. status.json keeps the page's "stopped".
+
+    Once only: `background.stop` signals again every 0.1 s until the process is gone, and a second SystemExit
+    raised inside the pool's shutdown or an exit callback was "Exception ignored in atexit callback ...
+    SystemExit: 143" in runner.log and cut that cleanup short. Later signals are ignored; SIGKILL after the
+    grace period still ends a worker that hangs."""
+    signal.signal(signum, signal.SIG_IGN)
     raise SystemExit(128 + signum)
 
 

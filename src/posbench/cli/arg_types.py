@@ -40,6 +40,12 @@ def thread_count(text: str) -> int:
     return value
 
 
+def positive_thread_count(text: str) -> int:
+    """`thread_count` without 0: for a script whose default is a set count, not torch's."""
+    value = thread_count(text)
+    return _require(value, value >= 1, ">= 1")
+
+
 def threads_setting(text: str) -> int | str:
     """eval's --threads: `auto` or an integer, typed here; its range is EvalConfig's check (posbench/threads.py)."""
     if text == "auto":

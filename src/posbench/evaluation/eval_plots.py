@@ -1,6 +1,6 @@
-"""PNG plots for the evaluation reports: lines, heatmaps and grouped bars. Each suite decides what to
-draw (its `plots` classmethod); this file only knows how. "n/a" values are shown as such (grey, hatched
-cells; missing points), never as zero.
+"""PNG plots (and the same figure as PDF, for a paper) for the evaluation reports: lines, heatmaps and grouped
+bars. Each suite decides what to draw (its `plots` classmethod); this file only knows how. "n/a" values are shown
+as such (grey, hatched cells; missing points), never as zero.
 """
 
 from __future__ import annotations
@@ -22,7 +22,11 @@ MARKERS = ("o", "s", "^", "D", "v", "P")  # a second checkpoint of one PE: same 
 
 def _save(fig, path: Path) -> Path:
     with atomic_open(path, "wb") as f:  # a temp file renamed into place: never written through a link
-        fig.savefig(f, format=path.suffix.lstrip(".") or "png", dpi=DPI, bbox_inches="tight")
+        fig.savefig(f, format="png", dpi=DPI, bbox_inches="tight", metadata={"Software": None})
+    # the same figure as a vector PDF beside it; fixed metadata, so identical inputs give identical files
+    with atomic_open(path.with_suffix(".pdf"), "wb") as f:
+        fig.savefig(f, format="pdf", bbox_inches="tight",
+                    metadata={"Creator": None, "Producer": None, "CreationDate": None})
     plt.close(fig)
     return path
 
@@ -42,12 +46,10 @@ def lines(path: Path, series: dict[str, tuple[list[tuple[float, float]], str, tu
           ylabel: str, title: str, logx: bool = False, logy: bool = False,
           marks: dict[str, float] | None = None) -> Path:
     """One line per series: label -> (points (x, y), line style, (colour, marker)) (`checkpoint_colours`);
-    `marks`: labelled vertical lines (e.g. the training length)."""
+    `marks`: vertical lines named in the legend (e.g. the training length)."""
     fig, ax = plt.subplots(figsize=(7, 4.5))
-    for label, x in (marks or {}).items():
-        ax.axvline(x, color="grey", linestyle=":", linewidth=1)
-        ax.annotate(label, (x, 1), xycoords=("data", "axes fraction"), fontsize=7, color="grey", rotation=90,
-                    ha="right", va="top")
+    for label, x in (marks or {}).items():  # named in the legend: a label inside the axes sat over the curves
+        ax.axvline(x, color="grey", linestyle=":", linewidth=1, label=label)
     for label, (points, style, (colour, marker)) in series.items():
         if points:
             xs, ys = zip(*points, strict=True)
@@ -58,7 +60,7 @@ def lines(path: Path, series: dict[str, tuple[list[tuple[float, float]], str, tu
         ax.set_yscale("log")
     ax.set(xlabel=xlabel, ylabel=ylabel, title=title)
     ax.grid(True, alpha=0.3)
-    if series:
+    if series or marks:
         ax.legend(fontsize=7)
     return _save(fig, path)
 

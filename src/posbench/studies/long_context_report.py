@@ -15,6 +15,7 @@ from collections import defaultdict
 import numpy as np
 
 from posbench.evaluation.effective_length import effective_length
+from posbench.evaluation.suites.long_context import blind_pick
 from posbench.stats import DEFAULT_METHOD, interval, interval_label
 from posbench.studies.claims import ClaimConfig, check_claims, claims_markdown, family_note, rules_note
 
@@ -73,12 +74,22 @@ def length_tables(results: list[dict], confidence: float, n_boot: int) -> str:
             cells = [interval(list(per_row(results, fam, L)[row].values()), confidence, DEFAULT_METHOD, n_boot,
                               bounds=(0.0, 1.0)).fmt() for L in lengths]
             lines.append(f"| {row} | " + " | ".join(cells) + " |")
-        for key in ("baseline", "guess"):
-            base = family_scores(first, key)[fam]
-            lines.append(f"| *{key}* | " + " | ".join("n/a" if base.get(L) is None else f"{100 * base[L]:.1f}"
-                                                      for L in lengths) + " |")
+        base = family_scores(first, "baseline")[fam]
+        lines.append("| *baseline* | " + " | ".join("n/a" if base.get(L) is None else f"{100 * base[L]:.1f}"
+                                                    for L in lengths) + " |")
+        picks = family_scores(first, "guess")  # certain with one candidate: said as n/a (blind_pick)
+        lines.append("| *question-blind pick* | " + " | ".join(_pick_cell(picks, fam, L, families)
+                                                               for L in lengths) + " |")
         parts += lines + [""]
     return "\n".join(parts)
+
+
+def _pick_cell(picks: dict, fam: str, L: int, families: list[str]) -> str:
+    """A family's question-blind pick at L; for the mean over families, n/a when one family's is (a mean with a
+    certain pick in it is no level to beat either)."""
+    if fam == MEAN and any((picks[f].get(L) or 0.0) >= 1.0 for f in families):
+        return "n/a (a family has one candidate in the context)"
+    return blind_pick(picks[fam].get(L)).rstrip("%")
 
 
 def effective_table(results: list[dict], keep: float, confidence: float, n_boot: int) -> str:
@@ -137,7 +148,9 @@ def long_context_section(results: list[dict], keep: float, confidence: float, n_
              f"Greedy decoding with the KV cache after each prompt, exact match of the whole answer, at "
              f"{', '.join(str(L) for L in lengths)} tokens ({train_len} = the training length); a family's score at a "
              f"length is its mean over depths. Mean % [{pct}% t-interval over seeds]; *baseline*: chance or the "
-             "commonest answer, *guess*: a question-blind pick among the context's candidates.", "",
+             "commonest answer, *question-blind pick*: a reader that picks one of the context's candidates "
+             "without reading the question (n/a where the context holds one: the pick is then the retrieval itself).",
+             "",
              length_tables(results, confidence, n_boot),
              "## Effective length per row", "",
              f"Per seed, on the mean over families: the longest tested length keeping {keep:.0%} of the "

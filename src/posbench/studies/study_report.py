@@ -185,15 +185,18 @@ def _at_chance(values: dict, chance: float | None, margin: float) -> bool:
         and abs(s.mean - chance) <= margin
 
 
-def seed_calibration(results: list[dict], study: StudyConfig, metric: str = "ood_beyond_acc") -> str:
+SEED_COLUMNS = ("task", "best two PEs (beyond train length)", "paired difference, pts", "separated now",
+                "seeds needed (estimate)")
+
+
+def seed_calibration_rows(results: list[dict], ev, metric: str = "ood_beyond_acc") -> list[dict]:
     """Per task (and axes): the two best PEs on the headline metric, their paired difference over seeds, and
-    how many seeds the same t test would need to separate them if the effect stays as observed."""
+    how many seeds the same t test would need to separate them if the effect stays as observed (`ev`: the
+    study's eval settings). Rows keyed by SEED_COLUMNS: what report.md and the app show."""
     groups = by_group([r for r in results if r.get(metric) is not None], metric)
     chance = {group_key(r)[0]: r.get("chance") for r in results}
-    ev, margin = study.eval, DEFAULT_MARGINS.get(metric, 0.02)
-    label = interval_label(DEFAULT_METHOD, ev.confidence, len(study.seeds))
-    lines = [f"| task | best two PEs (beyond train length) | paired difference, pts [{label}] | separated now "
-             "| seeds needed (estimate) |", "|---|---|---|---|---|"]
+    margin = DEFAULT_MARGINS.get(metric, 0.02)
+    rows = []
     for (task, axes), per_pe in groups.items():
         ranked = sorted(per_pe, key=lambda pe: -sum(per_pe[pe].values()) / len(per_pe[pe]))
         if len(ranked) < 2:
@@ -202,15 +205,25 @@ def seed_calibration(results: list[dict], study: StudyConfig, metric: str = "ood
         diffs = paired_diffs(per_pe[a], per_pe[b])
         c = interval(diffs, ev.confidence, DEFAULT_METHOD, ev.n_boot)
         need = seeds_needed(diffs, ev.confidence)
-        label = f"{task} {_axes_label(dict(axes))}".strip()
         separated = c.lo is not None and (c.lo > 0 or c.hi < 0)
         if len(diffs) < 2:
             verdict = "n/a: one seed has no spread to judge by"
         elif all(_at_chance(per_pe[pe], chance.get(task), margin) for pe in (a, b)):
             verdict = f"both at chance ({100 * chance[task]:.0f}%): nothing to separate"
         else:
-            verdict = "not separable at this effect (mean difference 0)" if need is None else need
-        lines.append(f"| {label} | {a} vs {b} | {c.fmt()} | {'yes' if separated else 'no'} | {verdict} |")
+            verdict = "not separable at this effect (mean difference 0)" if need is None else str(need)
+        values = (f"{task} {_axes_label(dict(axes))}".strip(), f"{a} vs {b}", c.fmt(), "yes" if separated else "no",
+                  verdict)
+        rows.append(dict(zip(SEED_COLUMNS, values, strict=True)))
+    return rows
+
+
+def seed_calibration(results: list[dict], study: StudyConfig, metric: str = "ood_beyond_acc") -> str:
+    """The seed calibration table of report.md (`seed_calibration_rows`)."""
+    label = interval_label(DEFAULT_METHOD, study.eval.confidence, len(study.seeds))
+    heads = [f"{h} [{label}]" if h == SEED_COLUMNS[2] else h for h in SEED_COLUMNS]
+    lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
+    lines += ["| " + " | ".join(r.values()) + " |" for r in seed_calibration_rows(results, study.eval, metric)]
     return "\n".join(lines)
 
 

@@ -1,13 +1,16 @@
-"""Explore results on disk: study directories and eval outputs, several side by side."""
+"""Explore results on disk: study directories, eval outputs and sweep folders, several side by side."""
 
 from __future__ import annotations
+
+import re
+from pathlib import Path
 
 import numpy as np
 import streamlit as st
 
 from posbench.app import charts
 from posbench.app.long_context_view import show_long_context
-from posbench.app.outputs import EvalOutput, NotAnOutput, StudyOutput, merge_eval, open_output
+from posbench.app.outputs import EvalOutput, NotAnOutput, StudyOutput, merge_eval, open_output, report_text
 from posbench.app.tables import rows_csv
 from posbench.app.views.study import show_study
 
@@ -18,8 +21,8 @@ SPLITS = {"id": "ID", "ood": "OOD, all positions"}
 
 def page() -> None:
     st.header("Explore results")
-    text = st.text_area("Study directories, eval outputs or results.json files (one per line)", key="ex_paths",
-                        placeholder="runs/study_quickstart\ncheckpoints/rope/eval/step_1000")
+    text = st.text_area("Study directories, eval outputs, sweep folders or results.json files (one per line)",
+                        key="ex_paths", placeholder="runs/study_quickstart\ncheckpoints/rope/eval/step_1000")
     studies, evals = [], []
     for line in [x.strip() for x in text.splitlines() if x.strip()]:
         try:
@@ -121,3 +124,30 @@ def show_eval(out: EvalOutput) -> None:
                         key="ex_loss")
     elif payloads:
         st.caption("No metrics.jsonl next to these checkpoints: no loss curves.")
+    for path in out.reports:
+        show_report(path)
+
+
+IMAGE = re.compile(r"^!\[[^\]]*\]\(([^)\s]+)\)$")  # a report's figure line: ![name](file.png)
+
+
+def show_report(path: Path) -> None:
+    """A sweep's report.md as written, its figures (files in the sweep folder) shown as images."""
+    try:
+        text = report_text(path)
+    except NotAnOutput as e:
+        st.error(str(e))
+        return
+    with st.expander(f"Sweep report: {path}", expanded=True):
+        lines: list[str] = []
+        for line in text.splitlines():
+            m = IMAGE.match(line.strip())
+            figure = path.parent / m.group(1) if m else None
+            # only the sweep's own files (a figure inside its folder), never a path that leaves it
+            if figure is not None and path.parent.resolve() in figure.resolve().parents and figure.is_file():
+                st.markdown("\n".join(lines))  # the text so far, then the figure where the report puts it
+                st.image(str(figure))
+                lines = []
+            else:
+                lines.append(line)
+        st.markdown("\n".join(lines))

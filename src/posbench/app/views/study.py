@@ -42,11 +42,12 @@ def show_study(cells: list[dict], settings, key: str) -> None:
                      help="OOD beyond train length: only the OOD targets past the training length (extrapolation). "
                           "OOD, all positions: every target of the longer examples, also those inside the "
                           "training length.")
-    st.plotly_chart(charts.learning_curves(visible, task, labels[split]), key=f"{key}_lc")
+    st.plotly_chart(charts.learning_curves(visible, task, labels[split],
+                                            confidence=settings.eval.confidence), key=f"{key}_lc")
     left, right = st.columns(2)
     if visible:
         left.plotly_chart(charts.id_ood_bars(summarize(visible, settings), task), key=f"{key}_bars")
-    right.plotly_chart(charts.per_position(visible, task), key=f"{key}_pos")
+    right.plotly_chart(charts.per_position(visible, task, settings.eval.confidence), key=f"{key}_pos")
     _attention(of_task, key)
 
 

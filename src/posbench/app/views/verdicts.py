@@ -1,6 +1,6 @@
 """A study's pair verdicts on the page, as report.md and report.tex state them (studies/report_tex.verdicts): per
 task, every PE pair on OOD accuracy beyond the training length, a paired t test and an equivalence test over seeds,
-Holm-adjusted over the task's pairs."""
+Holm-adjusted over the task's pairs; beside them the report's seed calibration (seeds needed)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import streamlit as st
 
 from posbench.studies.claims import DEFAULT_MARGINS
 from posbench.studies.report_tex import verdicts
-from posbench.studies.study_report import by_group
+from posbench.studies.study_report import by_group, seed_calibration_rows
 
 METRIC = "ood_beyond_acc"
 
@@ -33,3 +33,9 @@ def show_verdicts(cells: list[dict], settings) -> None:
         st.table(rows)
     else:
         st.info("No pair to compare yet.")
+        return
+    need = seed_calibration_rows(cells, settings.eval, METRIC)
+    if need:  # the report's seed calibration: how many seeds would settle the closest call of each task
+        st.markdown("**Seeds needed** (the report's estimate: the best two PEs of each task, if the effect and its "
+                    "spread stay as these seeds show; before the Holm adjustment, which may need more)")
+        st.table(need)
