@@ -34,6 +34,7 @@ def thread_count(text: str) -> int:
     from posbench.threads import thread_problem
 
     value = _int(text)
+    _require(value, value >= 0, ">= 0")
     problem = thread_problem(value) if value else ""
     if problem:
         raise argparse.ArgumentTypeError(f"{value} {problem}")

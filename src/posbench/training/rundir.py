@@ -187,8 +187,11 @@ def comparable(ident: dict) -> dict:
 
 
 def _shown(value) -> str:
-    """A value of an identity as YAML spells it (true, null), bounded."""
-    text = json.dumps(value, sort_keys=True) if not isinstance(value, str) else value
+    """A value of an identity as YAML spells it (true, null), bounded; a string up to 200 characters whole, so a
+    data fingerprint (about 90) is named exactly, as the user needs it to find its shards."""
+    if isinstance(value, str):
+        return brief(value, 200) if len(value) > 200 else value
+    text = json.dumps(value, sort_keys=True)
     return brief(text, 60) if len(text) > 60 else text
 
 
