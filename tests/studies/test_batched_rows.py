@@ -25,18 +25,12 @@ from posbench.studies.seed_groups import seed_groups
 from posbench.studies.study_spec import expand, load_study
 from posbench.training.batch_sources import RandomTokens
 from posbench.training.loop import train
-from tests.studies.test_batched_seeds import RTOL, STUDY, max_rel, weights
+from tests.studies.test_batched_seeds import RTOL, STUDY, max_rel, one_thread, weights  # noqa: F401 (autouse)
 from tests.studies.test_study import mini
 
 STEPS, BATCH, T, V = 30, 8, 16, 11
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # as a study worker
-    yield
-    torch.set_num_threads(threads)
 
 
 def run_cfg(pe: dict, seed: int, out: Path) -> RunConfig:

@@ -13,23 +13,16 @@ from pathlib import Path
 from posbench.studies.cost import estimate
 from posbench.studies.study_runner import run_study, seed_major
 from posbench.studies.study_spec import expand, load_study
+from tests.studies.test_study import MINI
 
 ROOT = Path(__file__).resolve().parents[2]
-MINI = """
-name: mini
-tasks: [{name: k_back, k: 2}]
-pes: [{name: rope}, {name: learned}]
-seeds: [SEEDS]
-overrides: [model.d_model=32, model.n_heads=2, model.n_layers=1, model.d_ff=64]
-train: {steps: STEPS, batch_size: 8, curve_points: 2}
-eval: {n_examples: 24, n_boot: 500}
-workers: 1
-"""
 
 
 def mini(tmp_path, seeds="0, 1", steps=12):
+    """test_study's two-PE study, its reference dropped (these tests judge no claim), at `steps`."""
     path = tmp_path / "mini.yaml"
-    path.write_text(MINI.replace("SEEDS", seeds).replace("STEPS", str(steps)))
+    path.write_text(MINI.replace("SEEDS", seeds).replace("steps: 12", f"steps: {steps}")
+                    .replace("reference: {k_back: {rope: {id: 1.0, ood: 1.0}}}\n", ""))
     return path
 
 
