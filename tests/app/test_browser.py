@@ -110,9 +110,14 @@ def drop_from_multiselect(driver, index: int, values: list[str]) -> list[str]:
     return [t.get_attribute("aria-label") for t in widget.find_elements("css selector", "[data-tag]")]
 
 
+REFERENCE_ENTRIES = ("chance", "training length")  # the reference lines' legend entries, not PEs
+
+
 def legend(driver, chart: int = 0) -> list[str]:
+    """The chart's PE legend entries as drawn (the reference lines' entries left out)."""
     el = driver.find_elements("css selector", '[data-testid="stPlotlyChart"]')[chart]
-    return sorted(t.text for t in el.find_elements("css selector", ".legendtext"))
+    return sorted(t.text for t in el.find_elements("css selector", ".legendtext")
+                  if not t.text.startswith(REFERENCE_ENTRIES))
 
 
 def test_run_explore_and_switch_pe(app_url, browser, tmp_path):
@@ -157,7 +162,7 @@ def test_run_explore_and_switch_pe(app_url, browser, tmp_path):
     next(e for e in browser.find_elements("css selector", '[data-testid="stSidebar"] label')
          if e.text == "Explore results").click()
     wait_text(browser, "Study directories, eval outputs")
-    set_field(browser, "Study directories, eval outputs or results.json files (one per line)",
+    set_field(browser, "Study directories, eval outputs, sweep folders or results.json files (one per line)",
               str(tmp_path / "runs" / "browser"), tag="textarea")
     find(browser, "textarea").send_keys(Keys.CONTROL, Keys.ENTER)  # a text area's value is sent on Ctrl+Enter
     wait_text(browser, "Study browser (2 cells)")  # the backticks render as code
@@ -195,8 +200,8 @@ def test_colours_and_colour_bar_as_drawn(app_url, browser, tmp_path):
     next(e for e in browser.find_elements("css selector", '[data-testid="stSidebar"] label')
          if e.text == "Explore results").click()
     wait_text(browser, "Study directories, eval outputs")
-    set_field(browser, "Study directories, eval outputs or results.json files (one per line)", str(study),
-              tag="textarea")
+    set_field(browser, "Study directories, eval outputs, sweep folders or results.json files (one per line)",
+              str(study), tag="textarea")
     find(browser, "textarea").send_keys(Keys.CONTROL, Keys.ENTER)
     wait_text(browser, "accuracy during training")
     wait_text(browser, "Attention map")
@@ -205,7 +210,8 @@ def test_colours_and_colour_bar_as_drawn(app_url, browser, tmp_path):
     time.sleep(1)
     charts[0].screenshot(str(shots / "pe_colours.png"))
     strokes = {t.text: t.find_element("xpath", "..").find_element("css selector", "path.js-line")
-               .value_of_css_property("stroke") for t in charts[0].find_elements("css selector", ".legendtext")}
+               .value_of_css_property("stroke") for t in charts[0].find_elements("css selector", ".legendtext")
+               if not t.text.startswith(REFERENCE_ENTRIES)}
     attention = charts[-1]
     browser.execute_script("arguments[0].scrollIntoView();", attention)
     time.sleep(1)
