@@ -6,7 +6,8 @@ tests/docs/test_results_pages.py holds to results/NAME/), no page of README.md o
   form of every mean posbench judges;
 - a verdict word in a table row: reproduced, refuted, inconclusive, shown, agrees, seed-dependent, undecided, or
   `differs (+n pts)`, the reference comparison's verdict;
-- a "Verdict:" or "Verdicts (...)" label, the form a hand-written verdict paragraph took;
+- a "Verdict:" or "Verdicts (...)" label, the form a hand-written verdict paragraph took, or a bold phrase that
+  states a verdict (`**refuted for NoPE**`); a bold verdict word alone (`**inconclusive**`) is the word's definition;
 - a throughput figure (`12,345 tok/s`, `tokens/s`, `GFLOP/s`, `TFLOP/s`, `steps/s`, `it/s`, `batches/s`): a measured
   speed, which would need committed bench data;
 - in docs/, a table cell that is a time or a speed ratio (`0.26 s`, `16 min 8 s`, `1.07x`, `38.2 / 42.1 ms`). The
@@ -35,6 +36,9 @@ TIMING_CELL = re.compile(rf"(?:about |~)?(?:[\d,.]+(?:{UNIT})?\s*(?:/|-|to)\s*)*
                          r"|.*\b\d+ min \d+ s\b.*")
 VERDICT_IN_ROW = re.compile(r"\b(?:reproduced|refuted|inconclusive|shown|agrees|seed-dependent|undecided)\b"
                             r"|\bdiffers \(\s*[-+]?\d")
+BOLD = re.compile(r"\*\*([^*]+)\*\*")
+TERMS = {"reproduced", "not reproduced", "refuted", "inconclusive", "shown", "agrees", "differs", "differs (+n pts)",
+         "seed-dependent", "undecided"}  # the verdict words as reading-a-report.md defines them
 GENERATED = re.compile(r"<!-- results: \w+ [\w-]+ -->\n.*?\n<!-- /results -->", re.DOTALL)
 SEPARATOR = re.compile(r"^\|[-| :]+\|$")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -53,6 +57,8 @@ def problems(text: str, timings: bool = True) -> list[str]:
     found, body = [], False
     for n, line in enumerate(text.splitlines(), 1):
         found += [f"line {n}: {what}" for what, form in FORMS.items() if form.search(line)]
+        found += [f"line {n}: a verdict in bold" for span in BOLD.findall(line)
+                  if span.lower() not in TERMS and VERDICT_IN_ROW.search(span)]
         if not line.startswith("|"):
             body = False
         elif SEPARATOR.match(line):
@@ -79,6 +85,8 @@ def test_no_page_outside_docs_results_publishes_a_result(page):
     ("| rope | 0.78 (0.59, 0.97) |", "a number with its seeds' values"),
     ("Verdicts (paired t tests over 3 seeds): none", "a verdict label"),
     ("Verdict: **no pair is decided**", "a verdict label"),
+    ("is **refuted for NoPE** at 2x", "a verdict in bold"),
+    ("**every claim is inconclusive on every task**", "a verdict in bold"),
     ("training ran at 594k-633k tokens/s", "a throughput figure"),
     ("| rope | 1,355 tok/s |", "a throughput figure"),
     ("|a|b|\n|---|---|\n| `rope > alibi` | reproduced |", "a verdict in a table row"),
@@ -96,6 +104,7 @@ def test_reference_text_and_generated_blocks_pass():
                  "| `a > b` | the interval lies above 0 | below |\n"
                  "| `sinusoidal` | scaled table | **differs**: Vaswani et al. scale the embeddings |\n"
                  "A claim is *reproduced* when every relation is shown. Tested at 4x the training length.\n"
+                 "- **not reproduced**: one relation is refuted. Else **inconclusive**; **differs (+n pts)**.\n"
                  "| preset | params | GFLOP/token |\n|---|---|---|\n| tiny (512 x 6) | 58.7M | 0.39 |\n"
                  "| PE | length |\n|---|---|\n| alibi | 4x the training length |\n")
     assert problems(reference) == []
