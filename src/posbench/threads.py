@@ -9,7 +9,7 @@ a resume reuses.
 `auto` takes at most AUTO_CAP = 1 thread: on the small models this project trains on CPUs, one thread per process
 is the fastest choice on a machine shared with other work, where OpenMP's threads wait for each other (the
 README's smoke training on a loaded 2-core machine: a median 14.9k tokens/s with 1 thread, 2.2k with torch's
-default of 2; a 3-length evaluation 46 s against 251 s: docs/performance.md, scripts/bench_threads.py). On an idle
+default of 2; a 3-length evaluation 46 s against 251 s: scripts/bench_threads.py). On an idle
 machine two threads of one process are faster (procpool.py: 10-11k against ~7k tokens/s for the CPU demo model),
 so a dedicated machine sets train.threads=N; more processes, not more threads, are how this project uses more
 cores (studies, sweeps' --workers, torchrun).

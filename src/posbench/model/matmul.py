@@ -9,7 +9,7 @@ auto      whichever of the two ran this model's products faster here, measured w
 
 Why a measurement: MKL's sgemm picks its kernel by CPU vendor; on this project's AMD EPYC (Zen 5, AVX-512) it runs at
 ~108 GFLOP/s per thread at every shape of the quickstart model, oneDNN at 230-250 (forward, dL/dx) and
-170-200 (dL/dW, which needs one transposed copy) (docs/performance.md, "Quickstart speed"). The math is
+170-200 (dL/dW, which needs one transposed copy) (torch.profiler, one thread). The math is
 the same IEEE float32 product (oneDNN's default fpmath mode, no bf16/tf32 down-conversion); the order of
 the sums differs, so results differ from `torch` by float rounding only (~1e-7 relative per product).
 That is why it is an option, off by default: a run's numbers stay what they were unless it asks.

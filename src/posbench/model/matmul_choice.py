@@ -2,7 +2,8 @@
 model's shapes, measured when the run starts.
 
 Why a measurement, not a rule by CPU: on an AVX-512 AMD EPYC oneDNN ran the quickstart model's products at about 2x
-MKL's rate; on a 2-core AVX2 EPYC it ran them at 0.92-0.99x, larger products at 0.71-0.83x (docs/performance.md).
+MKL's rate; on a 2-core AVX2 EPYC it ran them at 0.92-0.99x, larger products at 0.71-0.83x (measured on those
+machines; none is kept as data).
 No table of CPUs here predicts which side of 1 a machine is on.
 
 The probe (`probe_rates`): every distinct (in, out) shape of the model's `nn.Linear` layers, on the step's rows
@@ -35,7 +36,7 @@ from torch import nn
 from posbench.model.matmul import AUTO, MATMULS, OneDNNLinear
 
 # oneDNN's rate over torch's it must reach to be chosen: the probe's ratio on a machine where the two tie swung
-# 0.97-1.05 between calls (a shared 2-core AMD EPYC, docs/performance.md); where oneDNN pays it is ~2x
+# 0.97-1.05 between calls (a shared 2-core AMD EPYC, `probe_rates`); where oneDNN pays it is ~2x
 ONEDNN_MARGIN = 1.10
 REPEATS = 7  # timings per shape and library after the warm-up; the best counts (0.2 s for the quickstart model)
 PRODUCT_FLOP = 1e9  # forward + backward FLOPs of one timed product at most (about 10 ms at 100 GFLOP/s)

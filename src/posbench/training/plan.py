@@ -37,7 +37,7 @@ def loss_chunk_tokens(cfg: RunConfig) -> int:
     """Tokens per chunk of the run's fused head + loss, 0 for the plain loss: `train.loss` and
     `train.loss_chunk_tokens` (`model.loss.auto_chunk_tokens`), and under `train.compile` at least a quarter of a
     micro-batch's tokens. Dynamo unrolls the loss's loop over chunks: on an H100, tiny's 32 x 1,024 tokens in 64
-    chunks of 512 compiled in 144 s, in 4 chunks of 8,192 in 23-33 s (docs/performance.md); the (C, V) fp32 block
+    chunks of 512 compiled in 144 s, in 4 chunks of 8,192 in 23-33 s (`gpu_check kernels`); the (C, V) fp32 block
     is then 2 GiB at V 65,536. Uncompiled runs keep the configured chunk."""
     chunk = auto_chunk_tokens(cfg.model.vocab_size, cfg.train.loss, cfg.train.loss_chunk_tokens)
     if chunk and cfg.train.compile:
