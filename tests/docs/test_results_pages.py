@@ -11,12 +11,23 @@ from pathlib import Path
 
 import pytest
 
-from posbench.studies.published import HEADLINE_METRIC, Result, headline_table, index, page, published, write_result
+from posbench.errors import ConfigError
+from posbench.studies.published import (
+    HEADLINE_METRIC,
+    README_BLOCKS,
+    Result,
+    headline_table,
+    index,
+    page,
+    published,
+    timings,
+    write_result,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS, DOCS = ROOT / "results", ROOT / "docs" / "results"
 NAMES = sorted(p.name for p in RESULTS.iterdir() if p.is_dir())
-HEADLINE = re.compile(r"<!-- results: (\w+) headline -->\n(.*?)\n<!-- /results -->", re.DOTALL)
+BLOCK = re.compile(r"<!-- results: (\w+) (\w+) -->\n(.*?)\n<!-- /results -->", re.DOTALL)
 
 
 def test_there_are_published_results_and_every_page_has_its_data():
@@ -36,11 +47,25 @@ def test_the_index_is_what_the_data_gives():
     assert (DOCS / "index.md").read_text() == index(published(RESULTS))
 
 
-def test_the_readme_headline_table_is_what_the_data_gives():
-    found = HEADLINE.findall((ROOT / "README.md").read_text())
-    assert [n for n, _ in found] == ["quickstart"]
-    for name, table in found:
-        assert table == headline_table(Result(RESULTS / name))
+def test_the_readme_blocks_are_what_the_data_gives():
+    found = BLOCK.findall((ROOT / "README.md").read_text())
+    assert [(n, b) for n, b, _ in found] == [("quickstart", "headline"), ("quickstart", "timings")]
+    for name, block, text in found:
+        assert text == README_BLOCKS[block](Result(RESULTS / name)), \
+            f"README's {name} {block} block differs from its data: paste README_BLOCKS[{block!r}] of it"
+
+
+def test_the_timings_table_lists_every_measured_run_and_refuses_an_incomplete_one(tmp_path):
+    copy = tmp_path / "quickstart"
+    shutil.copytree(RESULTS / "quickstart", copy)
+    (copy / "timings.json").write_text(json.dumps([{"cpu": "X", "flags": ["avx2"], "cores": 4, "wall_s": 125.4,
+                                                     "cpu_s": 480, "conditions": "quiet", "measured_by": "a test"}]))
+    table = README_BLOCKS["timings"](Result(copy))
+    assert table.splitlines()[-1] == "| X (AVX2) | 4 | 2 min 5 s | 480 s | quiet | a test |"  # 125.4 s by hand
+    assert len(timings(Result(copy))) == 2  # run.json's own run first
+    (copy / "timings.json").write_text(json.dumps([{"cpu": "X"}]))
+    with pytest.raises(ConfigError, match="run 0 lacks flags, cores, wall_s"):
+        timings(Result(copy))
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -115,12 +140,3 @@ def test_write_result_keeps_no_attention_maps(tmp_path):
     cell = {"cell_id": "x", "attention": {"probs": [[1.0]]}, "id_acc": 0.5}
     folder = write_result(tmp_path, [cell], load_study("quickstart"), "c", 1.0, 2.0)
     assert json.loads((folder / "cells.json").read_text()) == [{"cell_id": "x", "id_acc": 0.5}]
-
-
-def test_the_readmes_quickstart_timing_row_is_the_results_run_record():
-    run = json.loads((RESULTS / "quickstart" / "run.json").read_text())
-    minutes, seconds = divmod(round(run["wall_s"]), 60)
-    flags = "AVX-512" if "avx512f" in run["machine"]["flags"] else "AVX2"
-    row = f"| {run['machine']['cpu']}, {flags} | {run['machine']['cores']} | {minutes} min {seconds} s | " \
-          f"{run['cpu_s']:,.0f} s |"
-    assert row in (ROOT / "README.md").read_text()

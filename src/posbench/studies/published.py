@@ -7,6 +7,8 @@ Every study run writes `<out>/result/`, the form a published result is kept in u
     study.json   the study's spec, as `StudyConfig` loads it
     run.json     the command, posbench's commit, the machine (CPU model and vector flags, or GPU), wall and CPU time,
                  and an optional `note` a publisher adds (how busy the machine was)
+    timings.json optional, added by a publisher: other measured runs of the same command (machine, wall, CPU time,
+                 conditions, who measured), which README's timing table lists beside run.json's own
 
 Publishing a result is: run, copy `<out>/result/` to `results/<name>/`, then `posbench results render <name>`,
 which writes `docs/results/<name>.md` (tables and verdicts through the study report's own judges), its figure
@@ -154,6 +156,54 @@ def page(result: Result) -> str:
         summary_table(summarize(result.cells, s), s), "",
         "## How many seeds separate the top two PEs", "",
         seed_calibration(result.cells, s), ""])
+
+
+def headline_sentences(result: Result) -> str:
+    """The README's two lines under the headline table, in words, from the same verdicts."""
+    ordered, same = {}, []
+    for v in result.verdicts():
+        if v["same"] == v["pairs"]:
+            same.append(v["task"])
+        elif v["above"]:
+            ordered.setdefault((v["best"], v["above"], v["others"]), []).append(v["task"])
+    lines = [f"The judges order {best} above {f'all {others}' if above == others else f'{above} of the {others}'} "
+             f"other PEs on {' and '.join(tasks)}." for (best, above, others), tasks in ordered.items()]
+    lines += [f"On {task} the judges call every PE the same (within +-{100 * DEFAULT_MARGINS[HEADLINE_METRIC]:g} "
+              "points beyond the training length)." for task in same]
+    return "\n".join(lines)
+
+
+TIMING_KEYS = ("cpu", "flags", "cores", "wall_s", "cpu_s", "conditions", "measured_by")
+
+
+def timings(result: Result) -> list[dict]:
+    """run.json's own run first, then timings.json's (each checked: a missing key is a ConfigError naming it)."""
+    m = result.run["machine"]
+    rows = [{"cpu": m["cpu"], "flags": m.get("flags", []), "cores": m["cores"], "wall_s": result.run["wall_s"],
+             "cpu_s": result.run["cpu_s"], "conditions": result.run.get("note", ""),
+             "measured_by": f"this result's run (commit {result.run['commit'][:12]})"}]
+    path = result.folder / "timings.json"
+    extra = json.loads(path.read_text()) if path.is_file() else []
+    for i, row in enumerate(extra):
+        missing = [k for k in TIMING_KEYS if k not in row]
+        if missing:
+            raise ConfigError(f"{path}: run {i} lacks {', '.join(missing)} (each run needs {', '.join(TIMING_KEYS)})")
+    return rows + [{k: row[k] for k in TIMING_KEYS} for row in extra]
+
+
+def timings_table(result: Result) -> str:
+    """README's table of measured wall and CPU times of the result's command, one row per measured run."""
+    lines = ["| CPU | cores | wall | CPU time | conditions | measured by |", "|---|---|---|---|---|---|"]
+    for t in timings(result):
+        flags = "/".join(f.upper().replace("AVX512F", "AVX-512") for f in t["flags"])
+        minutes, seconds = divmod(round(t["wall_s"]), 60)
+        lines.append(f"| {t['cpu']} ({flags}) | {t['cores']} | {minutes} min {seconds} s | {t['cpu_s']:,.0f} s | "
+                     f"{t['conditions']} | {t['measured_by']} |")
+    return "\n".join(lines)
+
+
+# README's generated blocks, `<!-- results: <name> <block> -->` ... `<!-- /results -->`, by block
+README_BLOCKS = {"headline": lambda r: headline_table(r) + "\n\n" + headline_sentences(r), "timings": timings_table}
 
 
 def index(results: list[Result]) -> str:
