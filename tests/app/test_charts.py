@@ -3,6 +3,7 @@ legends that fit, titles clear of the toolbar, heatmaps with one column per eval
 shown, every accuracy named as the one it is."""
 
 import json
+from dataclasses import replace
 
 import plotly.io as pio
 import pytest
@@ -10,9 +11,16 @@ import pytest
 from posbench.app import charts
 from posbench.palette import OTHER_COLOURS, PE_COLOURS, pe_colour, seed_dash
 from posbench.stats import bootstrap_ci
+from posbench.studies.cell_result import parse_cell
 from tests.app.helpers import eval_payload
 
 PES = ["sinusoidal", "learned", "rope", "alibi", "none"]
+
+
+def typed(rows: list[dict]) -> list:
+    """Hand-made cells (the old keyless format, lifted by cell_result's migration) as the charts take them."""
+    return [parse_cell({"cell_id": f"{r['task']}_{r['pe']}_s{r.get('seed', 0)}", "seed": 0, "axes": {}, **r})
+            for r in rows]
 
 
 def cells():
@@ -23,7 +31,7 @@ def cells():
                         "curve": [{"step": 5, "id_acc": 0.5, "ood_acc": 0.5, "ood_beyond_acc": 0.25},
                                   {"step": 10, "id_acc": 1.0, "ood_acc": 0.8, "ood_beyond_acc": 0.5}],
                         "ood_by_position": [None, 1.0, 1.0, 1.0, 0.5, 0.5]})
-    return out
+    return typed(out)
 
 
 def summary_rows():
@@ -134,7 +142,7 @@ def test_accuracy_charts_draw_chance_and_list_pes_in_the_studys_order():
     """A dotted chance line on every accuracy chart (per target position, the unit they measure), and the PEs in
     the order the study lists them, as its PNGs do, not alphabetically."""
     order = ["rope", "none", "alibi"]
-    ordered = [{**c, "chance": 0.5} for pe in order for c in cells() if c["pe"] == pe]
+    ordered = [replace(c, chance=0.5) for pe in order for c in cells() if c.pe == pe]
     rows = [{**r, "chance": 0.5} for r in summary_rows()]
     for fig in (charts.learning_curves(ordered, "k_back"), charts.per_position(ordered, "k_back"),
                 charts.id_ood_bars(rows, "k_back")):
@@ -154,10 +162,10 @@ def test_attention_colour_bar_lies_below_the_map_clear_of_the_toolbar():
 def test_a_snapshot_just_before_the_final_one_is_not_drawn_as_a_doubled_end_point():
     """301 steps, a snapshot every 50: the curve holds 300 and 301; the chart ends once, at the final model."""
     curve = [{"step": s, "ood_beyond_acc": 0.5} for s in (50, 100, 150, 200, 250, 300, 301)]
-    fig = charts.learning_curves([{"task": "k_back", "pe": "rope", "curve": curve}], "k_back")
+    fig = charts.learning_curves(typed([{"task": "k_back", "pe": "rope", "curve": curve}]), "k_back")
     assert spec(fig)["data"][0]["x"] == [50, 100, 150, 200, 250, 301]
     even = [{"step": s, "ood_beyond_acc": 0.5} for s in (50, 100, 150)]
-    assert spec(charts.learning_curves([{"task": "k_back", "pe": "rope", "curve": even}], "k_back"))["data"][0][
+    assert spec(charts.learning_curves(typed([{"task": "k_back", "pe": "rope", "curve": even}]), "k_back"))["data"][0][
         "x"] == [50, 100, 150]
 
 
@@ -167,6 +175,7 @@ def test_learning_curves_and_per_position_draw_the_pngs_interval_band():
     mean 50, sd 10, t_{0.975, 2} = 4.303, half-width 4.303 x 10 / sqrt(3) = 24.84 pts: [25.16, 74.84]."""
     rows = [{"task": "k_back", "pe": "rope", "seed": s, "seq_len": 2, "ood_by_position": [None, 0.4 + 0.1 * s],
              "curve": [{"step": 10, "ood_beyond_acc": 0.4 + 0.1 * s}]} for s in range(3)]
+    rows = typed(rows)
     for fig, x in ((charts.learning_curves(rows, "k_back"), 10), (charts.per_position(rows, "k_back"), 1)):
         band = [t for t in spec(fig)["data"] if t.get("fill") == "toself"]
         assert len(band) == 1 and band[0]["showlegend"] is False and band[0]["legendgroup"] == "rope"
@@ -189,7 +198,7 @@ def test_a_loss_series_with_one_point_is_drawn():
 def test_chance_and_training_length_are_named_in_the_legend_not_over_the_data():
     """Item 6: the "chance" and "training length" labels were written inside the plot, over the curves;
     they are legend entries of their (dotted, dashed) lines now."""
-    rows = [{**c, "chance": 0.5} for c in cells()]
+    rows = [replace(c, chance=0.5) for c in cells()]
     for fig in (charts.learning_curves(rows, "k_back"), charts.per_position(rows, "k_back"),
                 charts.id_ood_bars([{**r, "chance": 0.5} for r in summary_rows()], "k_back")):
         s = spec(fig)

@@ -122,9 +122,9 @@ def test_bench_study_ab_prints_whether_the_conclusions_agree(tmp_path, monkeypat
     bench = script("bench_study")
     numbers = {"wall_s": 1.0, "cpu_s": {"train": 1.0}}
     monkeypatch.setattr(bench, "measure", lambda *a: ("| table |", numbers))
-    from tests.studies.test_study_compare import BASE, cells
+    from tests.studies.test_study_compare import BASE, cells, typed
 
-    monkeypatch.setattr(bench, "read_cells", lambda path: cells(BASE))
+    monkeypatch.setattr(bench, "read_cells", lambda path: typed(cells(BASE)))
     assert bench.main(["--ab", "--cells", "1", "--out", str(tmp_path / "out")]) == 0
     assert "conclusions: the same" in capsys.readouterr().out
     monkeypatch.setattr(bench, "read_cells", lambda path: [])  # nothing judged is not "the same" (item 3)

@@ -7,6 +7,7 @@ import re
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -108,7 +109,7 @@ def test_a_study_run_writes_the_data_form_and_the_command_renders_it(tmp_path):
     assert run["machine"]["device"] == "cpu" and run["machine"]["cores"] >= 1 and run["machine"]["cpu"]
     cells = json.loads((out / "result" / "cells.json").read_text())
     assert [c["cell_id"] for c in cells] == ["k_back_rope_s0", "k_back_rope_s1", "k_back_learned_s0",
-                                             "k_back_learned_s1"] and not any("attention" in c for c in cells)
+                                             "k_back_learned_s1"] and all(c["attention"] is None for c in cells)
     # publish: copy the folder, render
     shutil.copytree(out / "result", tmp_path / "results" / "mini")
     proc = subprocess.run([sys.executable, "-m", "posbench", "results", "render", "mini", "--results",
@@ -135,8 +136,13 @@ def test_bad_result_folders_are_one_line_errors_before_anything_is_written(tmp_p
 
 
 def test_write_result_keeps_no_attention_maps(tmp_path):
+    from posbench.studies.cell_result import Attention, CellResult, parse_cell
     from posbench.studies.study_spec import load_study
 
-    cell = {"cell_id": "x", "attention": {"probs": [[1.0]]}, "id_acc": 0.5}
+    cell = CellResult(cell_id="x", task="t", pe="rope", seed=0, axes={}, attention=Attention(["a"], [[[[1.0]]]]),
+                      id_acc=0.5)
     folder = write_result(tmp_path, [cell], load_study("quickstart"), "c", 1.0, 2.0)
-    assert json.loads((folder / "cells.json").read_text()) == [{"cell_id": "x", "id_acc": 0.5}]
+    (kept,) = json.loads((folder / "cells.json").read_text())
+    assert kept["attention"] is None and kept["id_acc"] == 0.5 and kept["schema"] == 2
+    assert parse_cell(kept) == replace(cell, attention=None)
+

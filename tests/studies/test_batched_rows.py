@@ -103,10 +103,10 @@ def test_a_row_group_that_does_not_stack_trains_one_group_per_pe(tmp_path, capsy
     out = capsys.readouterr().out
     assert "as one group per PE" in out and "do not stack" in out
     assert out.count("as one batched model") == 2  # then each PE's seeds together
-    assert [r["cell_id"] for r in results] == [c.cell_id for c in group.cells]
+    assert [r.cell_id for r in results] == [c.cell_id for c in group.cells]
     want = run_cell(group.cells[2], tmp_path / "alone")
-    assert results[2]["id_acc"] == want["id_acc"]
-    assert results[2]["train_loss"][0]["loss"] == pytest.approx(want["train_loss"][0]["loss"], rel=RTOL)
+    assert results[2].id_acc == want.id_acc
+    assert results[2].train_loss[0]["loss"] == pytest.approx(want.train_loss[0]["loss"], rel=RTOL)
 
 
 def test_members_of_one_task_and_seed_share_one_table_on_the_device(tmp_path):

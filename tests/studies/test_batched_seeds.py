@@ -140,14 +140,13 @@ def test_a_study_group_gives_each_cell_its_lone_result(tmp_path, capsys):
     assert "as one batched model" in capsys.readouterr().out
     for cell, got in zip(cells, batched):
         want = run_cell(cell, tmp_path / "alone")
-        assert got.keys() == want.keys()
         for key in ("cell_id", "seed", "pe", "params", "seq_len", "acc_by_length", "id_acc", "ood_acc"):
-            assert got[key] == want[key], key
-        assert [r["step"] for r in got["train_loss"]] == [r["step"] for r in want["train_loss"]]
-        for a, b in zip(got["train_loss"], want["train_loss"]):
+            assert getattr(got, key) == getattr(want, key), key
+        assert [r["step"] for r in got.train_loss] == [r["step"] for r in want.train_loss]
+        for a, b in zip(got.train_loss, want.train_loss):
             assert a["loss"] == pytest.approx(b["loss"], rel=RTOL)
-        assert [c["step"] for c in got["curve"]] == [c["step"] for c in want["curve"]]
-        assert got["id_loss"] == pytest.approx(want["id_loss"], rel=1e-4)
+        assert [c.step for c in got.curve] == [c.step for c in want.curve]
+        assert got.id_loss == pytest.approx(want.id_loss, rel=1e-4)
 
 
 def test_cells_that_cannot_batch_train_separately_and_say_why(tmp_path, capsys):
@@ -161,7 +160,7 @@ def test_cells_that_cannot_batch_train_separately_and_say_why(tmp_path, capsys):
     results = run_group(cells, tmp_path / "w")
     out = capsys.readouterr().out
     assert "separately" in out and "vmap" in out
-    assert [r["cell_id"] for r in results] == [c.cell_id for c in cells]
+    assert [r.cell_id for r in results] == [c.cell_id for c in cells]
 
 
 def test_groups_split_so_no_worker_idles(tmp_path):

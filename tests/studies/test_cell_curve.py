@@ -16,6 +16,7 @@ from posbench.evaluation.loading import load_model
 from posbench.evaluation.task_accuracy import score_rows
 from posbench.studies.cell import CpuPhases, run_cell
 from posbench.studies.cell_config import cell_config
+from posbench.studies.cell_result import CurvePoint
 from posbench.studies.row_cache import CachedRows
 from posbench.studies.study_spec import expand, load_study
 from posbench.training import checkpoint as ckpt
@@ -73,14 +74,14 @@ def test_in_memory_curve_equals_the_checkpoint_curve(tmp_path, pe):
 
     result = run_cell(cell, tmp_path / "memory")
     assert [r["step"] for r in curve] == [4, 8, 12]
-    assert result["curve"] == curve  # exactly: the same weights, scored the same way
+    assert result.curve == [CurvePoint(**row) for row in curve]  # exactly: the same weights, scored the same way
     for split, score in final.items():
-        assert (result[f"{split}_acc"], result[f"{split}_exact"], result[f"{split}_loss"]) == \
+        assert (result.metric(f"{split}_acc"), result.metric(f"{split}_exact"), result.metric(f"{split}_loss")) == \
             (score.acc, score.exact, score.loss)
-    assert result["ood_beyond_acc"] == final["ood"].beyond
+    assert result.ood_beyond_acc == final["ood"].beyond
     # the learning curve records the headline metric too: its last point is the final beyond-length score
-    assert result["curve"][-1]["ood_beyond_acc"] == result["ood_beyond_acc"] is not None
-    assert [r["loss"] for r in result["train_loss"]] == losses
+    assert result.curve[-1].ood_beyond_acc == result.ood_beyond_acc is not None
+    assert [r["loss"] for r in result.train_loss] == losses
     assert not list((tmp_path / "memory").glob(f"{cell.cell_id}/step_*"))  # no run dir left behind
 
 

@@ -4,21 +4,23 @@ t-intervals over seeds."""
 
 import pytest
 
+from posbench.studies.cell_result import parse_cell
 from posbench.studies.digits_report import beyond_by_step, beyond_curve_table, beyond_groups
 
 
 def cell(pe, seed, curve):
-    # JSON keys, as results.json gives them back: digit counts are strings
-    return {"task": "addition", "pe": pe, "seed": seed, "id_digits": 2,
-            "curve": [{"step": s, "exact_by_digits": {str(d): v for d, v in by.items()}} for s, by in curve]}
+    # JSON keys, as results.json gives them back: digit counts are strings (the reader makes them ints)
+    return parse_cell({"cell_id": f"addition_{pe}_s{seed}", "task": "addition", "pe": pe, "seed": seed, "axes": {},
+                       "id_digits": 2, "curve": [{"step": s, "exact_by_digits": {str(d): v for d, v in by.items()}}
+                                                 for s, by in curve]})
 
 
 RESULTS = [cell("coupled", 0, [(100, {2: 1.0, 3: 1.0, 4: 0.5, 5: 0.0, 6: 0.25}),
                                (200, {2: 1.0, 3: 1.0, 4: 1.0, 5: 0.5, 6: 0.75})]),
            cell("coupled", 1, [(100, {2: 1.0, 3: 0.0, 4: 0.5, 5: 0.0, 6: 0.5}),
                                (200, {2: 1.0, 3: 1.0, 4: 0.0, 5: 0.5, 6: 1.0})]),
-           {"task": "addition", "pe": "old", "seed": 0, "id_digits": 2,
-            "curve": [{"step": 100, "id_acc": 0.5}]}]  # written before snapshots kept digits: no row
+           parse_cell({"cell_id": "addition_old_s0", "task": "addition", "pe": "old", "seed": 0, "axes": {},
+                       "id_digits": 2, "curve": [{"step": 100, "id_acc": 0.5}]})]  # before snapshots kept digits
 
 
 @pytest.mark.parametrize("trained,longest,groups", [

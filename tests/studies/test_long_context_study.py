@@ -3,6 +3,7 @@ effective length per row with its interval, the multi-key claims), and a tiny st
 meaningless) that writes the section, the heatmaps and each cell's grid."""
 
 import json
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ from scipy import stats as sps
 
 from posbench.data.tasks import get_task_class
 from posbench.errors import ConfigError
+from posbench.studies.cell_result import CellResult
 from posbench.studies.long_context_report import (
     MEAN,
     effective_table,
@@ -32,8 +34,9 @@ def grid(scores: dict, train_len: int = 128, guess: float = 0.25) -> dict:
     return {"train_len": train_len, "lengths": sorted({L for _, L, _ in scores}), "cells": cells}
 
 
-def result(pe: str, seed: int, scores: dict) -> dict:
-    return {"pe": pe, "seed": seed, "task": "ruler_mix", "axes": {}, "length_grid": grid(scores)}
+def result(pe: str, seed: int, scores: dict) -> CellResult:
+    return CellResult(cell_id=f"ruler_mix_{pe}_s{seed}", pe=pe, seed=seed, task="ruler_mix", axes={},
+                      length_grid=grid(scores))
 
 
 def by_length(family: str, values: dict, depths=(0.5,)) -> dict:
@@ -173,8 +176,8 @@ def test_tiny_study_end_to_end(tmp_path):
 def test_a_one_candidate_family_has_no_question_blind_pick_in_the_tables():
     """Item 8: a context with one candidate (single-needle NIAH) makes the question-blind pick certain; the
     table says n/a for it rather than a 100.0 baseline row beside 0.0 scores."""
-    one = {"pe": "rope", "seed": 0, "task": "ruler_mix", "axes": {},
-           "length_grid": grid(by_length("niah_single", {128: 0.0, 256: 0.0}), guess=1.0)}
+    one = result("rope", 0, by_length("niah_single", {128: 0.0, 256: 0.0}))
+    one = replace(one, length_grid=grid(by_length("niah_single", {128: 0.0, 256: 0.0}), guess=1.0))
     tables = length_tables([one], 0.95, 1000)
     assert "| *question-blind pick* | n/a (one candidate in the context) | n/a (one candidate in the context) |" \
         in tables and "100.0" not in tables
@@ -185,8 +188,7 @@ def test_the_mean_over_families_has_no_question_blind_pick_when_one_family_has_o
     level no reader has to beat; it is n/a then."""
     cells = [{"family": f, "length": 128, "depth": 0.5, "n": 8, "exact": 0.0, "chance": 0.0, "guess": g,
               "commonest": 0.0, "baseline": 0.0} for f, g in (("niah_single", 1.0), ("niah_multikey", 0.25))]
-    one = {"pe": "rope", "seed": 0, "task": "ruler_mix", "axes": {},
-           "length_grid": {"train_len": 128, "lengths": [128], "cells": cells}}
+    one = replace(result("rope", 0, {}), length_grid={"train_len": 128, "lengths": [128], "cells": cells})
     tables = length_tables([one], 0.95, 1000)
     assert "| *question-blind pick* | 25.0 |" in tables and "62.5" not in tables
     assert "| *question-blind pick* | n/a (a family has one candidate in the context) |" in tables

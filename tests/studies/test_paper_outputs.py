@@ -2,6 +2,7 @@
 and the accuracy-vs-length figure's title kept whole and its interval band drawn."""
 
 import csv
+from dataclasses import replace
 
 import pytest
 from matplotlib.collections import PolyCollection
@@ -30,7 +31,7 @@ def test_report_tex_and_summary_csv_beside_report_md(tmp_path, study):
     row per (task, PE) with the means and interval ends (hand-computed here)."""
     out = tmp_path / "out"
     out.mkdir()
-    write_outputs(out, [{**r, "id_loss": 0.5, "ood_loss": 0.9, "gap": 0.2} for r in RESULTS], study, [])
+    write_outputs(out, [replace(r, id_loss=0.5, ood_loss=0.9, gap=0.2) for r in RESULTS], study, [])
     tex = (out / "report.tex").read_text()
     for rule in ("\\toprule", "\\midrule", "\\bottomrule", "\\usepackage{booktabs}"):
         assert rule in tex
@@ -57,7 +58,7 @@ def test_every_study_figure_is_also_a_pdf(tmp_path):
 def test_accuracy_vs_length_title_fits_and_draws_the_band(tmp_path):
     """Item 4: with 2 tasks the figure's title lies inside the figure, and 3 seeds draw an interval band
     around each PE's curve."""
-    two = RESULTS + [{**r, "task": "sort", "cell_id": r["cell_id"].replace("k_back", "sort")} for r in RESULTS]
+    two = RESULTS + [replace(r, task="sort", cell_id=r.cell_id.replace("k_back", "sort")) for r in RESULTS]
     fig = study_plots.accuracy_vs_length_figure(two, 0.95)
     fig.canvas.draw()
     box = fig.texts[0].get_window_extent()

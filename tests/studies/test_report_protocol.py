@@ -5,6 +5,7 @@ import torch
 from posbench.data.tasks.task import build_task
 from posbench.model.build import build_model
 from posbench.studies.cell_config import cell_config
+from posbench.studies.cell_result import parse_cell
 from posbench.studies.study_report import write_outputs
 from posbench.studies.study_spec import expand, load_study
 from tests.app.helpers import cell
@@ -20,7 +21,7 @@ def test_study_report_starts_with_the_protocol(tmp_path):
     machine, and defines "OOD success"."""
     (tmp_path / "s.yaml").write_text(STUDY)
     study = load_study(str(tmp_path / "s.yaml"))
-    results = [cell(pe, s, 0.5 + 0.1 * s, 0.4) for pe in ("rope", "learned") for s in (0, 1)]
+    results = [parse_cell(cell(pe, s, 0.5 + 0.1 * s, 0.4)) for pe in ("rope", "learned") for s in (0, 1)]
     write_outputs(tmp_path, results, study, [])
     report = (tmp_path / "report.md").read_text()
     protocol = report[report.index("## Protocol"):report.index("## Summary")]

@@ -5,12 +5,18 @@ import json
 
 import pytest
 
-from posbench.errors import ConfigError, DataError
+from posbench.errors import ConfigError
+from posbench.studies.cell_result import CellProblem, parse_cell
 from posbench.studies.study_compare import compare, read_cells, verdicts
 
 
+def typed(dicts: list[dict]) -> list:
+    return [parse_cell(d) for d in dicts]
+
+
 def cells(values: dict[str, list[float]], loss: float = 1.0) -> list[dict]:
-    """One task, PEs -> per-seed ood_beyond_acc; the other metrics fixed per seed."""
+    """One task, PEs -> per-seed ood_beyond_acc; the other metrics fixed per seed (the old keyless format, as
+    results.json files written before the schema version hold it; `typed` reads them)."""
     out = []
     for pe, accs in values.items():
         for seed, acc in enumerate(accs):
@@ -24,7 +30,7 @@ BASE = {"a": [0.9, 0.92, 0.91], "b": [0.5, 0.52, 0.55], "c": [0.5, 0.55, 0.52]}
 
 
 def test_verdicts_read_like_the_report():
-    v = verdicts(cells(BASE), "ood_beyond_acc", 0.95, 2000)
+    v = verdicts(typed(cells(BASE)), "ood_beyond_acc", 0.95, 2000)
     # a is 37-40 points above b and c on every seed; b and c swap order across seeds within 5 points: undecided
     assert v == {("t", (), "a", "b"): ">", ("t", (), "a", "c"): ">", ("t", (), "b", "c"): "?"}
 
@@ -34,13 +40,13 @@ def test_identical_runs_and_float_rounding_agree():
     after = copy.deepcopy(before)
     for r in after:
         r["id_loss"] *= 1 + 1e-7  # what batching changes: the 7th digit of a loss
-    ag = compare(before, after, n_boot=2000)
+    ag = compare(typed(before), typed(after), n_boot=2000)
     assert ag.same_conclusions and ag.pairs == ag.same == 3 and not (ag.differ or ag.numbers)
 
 
 def test_a_contradiction_a_weaker_verdict_and_a_mean_outside_the_interval_are_reported():
     after = cells({**BASE, "c": [0.95, 0.96, 0.97]})  # c now above a: the a-c ordering flips, b-c separates
-    ag = compare(cells(BASE), after, n_boot=2000)
+    ag = compare(typed(cells(BASE)), typed(after), n_boot=2000)
     assert not ag.same_conclusions
     assert ag.contradictions == ["t a vs c on ood_beyond_acc: before `>`, after `<`"]
     assert ag.differ == ["t b vs c on ood_beyond_acc: before `?`, after `<`"]  # decided in one run only
@@ -50,13 +56,13 @@ def test_a_contradiction_a_weaker_verdict_and_a_mean_outside_the_interval_are_re
 def test_a_verdict_decided_in_one_run_only_is_no_contradiction():
     after = cells({**BASE, "c": [0.53, 0.57, 0.55]})  # b - c now -3, -5, -0: still undecided; a still above both
     close = cells({**BASE, "b": [0.70, 0.72, 0.75]})  # a - b shrinks: ordered in both, the same verdicts
-    assert compare(cells(BASE), after, n_boot=2000).same_conclusions
-    assert compare(cells(BASE), close, n_boot=2000).same_conclusions
+    assert compare(typed(cells(BASE)), typed(after), n_boot=2000).same_conclusions
+    assert compare(typed(cells(BASE)), typed(close), n_boot=2000).same_conclusions
 
 
 def test_read_cells_from_a_dir_or_a_file(tmp_path):
     (tmp_path / "results.json").write_text(json.dumps({"study": "s", "cells": cells(BASE)}))
-    assert read_cells(tmp_path) == read_cells(tmp_path / "results.json") == cells(BASE)
+    assert read_cells(tmp_path) == read_cells(tmp_path / "results.json") == typed(cells(BASE))
 
 
 def test_a_damaged_results_file_is_bad_input_naming_it(tmp_path):
@@ -84,8 +90,8 @@ def test_item2_a_seed_that_is_not_a_finite_number_is_bad_input_not_same_conclusi
     assert main([before, after, "--n-boot", "200"]) == 2
     err = capsys.readouterr().err
     assert "cell 0" in err and "ood_beyond_acc is nan, not a finite number" in err
-    with pytest.raises(DataError, match="ood_beyond_acc is '0.9', not a number"):
-        compare(cells({**BASE, "a": ["0.9", 0.9, 0.9]}), cells(BASE), n_boot=200)
+    with pytest.raises(CellProblem, match="ood_beyond_acc is '0.9', not a number"):
+        typed(cells({**BASE, "a": ["0.9", 0.9, 0.9]}))
 
 
 def test_item3_no_pair_judged_in_both_runs_is_said_and_is_not_same_conclusions(tmp_path, capsys):
@@ -93,7 +99,7 @@ def test_item3_no_pair_judged_in_both_runs_is_said_and_is_not_same_conclusions(t
     from scripts.compare_studies import main
 
     two = cells({pe: v[:2] for pe, v in BASE.items()})
-    ag = compare(two, copy.deepcopy(two), n_boot=200)
+    ag = compare(typed(two), typed(two), n_boot=200)
     assert ag.pairs == 0 and not ag.same_conclusions
     assert main([write(tmp_path, "a", two), write(tmp_path, "b", copy.deepcopy(two)), "--n-boot", "200"]) == 1
     out = capsys.readouterr().out
@@ -108,7 +114,7 @@ def test_item3_cells_are_matched_by_what_they_are_not_only_by_id():
     after = copy.deepcopy(before)
     for r in after:
         r["pe"] = {"a": "x", "b": "y", "c": "z"}[r["pe"]]
-    ag = compare(before, after, n_boot=200)
+    ag = compare(typed(before), typed(after), n_boot=200)
     assert not ag.same_conclusions
     assert any("t a s0" in line and "t x s0" in line for line in ag.cells), ag.cells
 

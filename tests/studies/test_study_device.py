@@ -10,6 +10,7 @@ import torch
 
 from posbench.cli.study import main as study_main
 from posbench.evaluation.task_accuracy import model_device, score_rows
+from posbench.studies.cell_result import parse_cell
 from posbench.studies.study_report import devices_line
 from tests.evaluation.helpers import small_model
 from tests.studies.test_study import mini
@@ -53,7 +54,10 @@ def test_report_only_reports_finished_cells_and_names_the_missing_ones(tmp_path,
 
 
 def test_devices_line_counts_cells_per_device():
-    results = [{"device": "cuda: NVIDIA H100 80GB HBM3"}] * 2 + [{"device": "cpu"}, {}]  # {}: written before
+    def cell(**device):  # the old keyless format; without `device`: written before cells recorded it
+        return parse_cell({"cell_id": "t_rope_s0", "task": "t", "pe": "rope", "seed": 0, "axes": {}, **device})
+
+    results = [cell(device="cuda: NVIDIA H100 80GB HBM3")] * 2 + [cell(device="cpu"), cell()]
     assert devices_line(results) == " Trained on cpu (2 cells), cuda: NVIDIA H100 80GB HBM3 (2 cells)."
 
 

@@ -3,20 +3,25 @@ positions of the OOD examples; never "OOD" alone), the beyond-length accuracy is
 rather than drawn as 0, and each PE has the palette's colour. Read from the matplotlib figures themselves
 (caught before `_save` closes them)."""
 
+from dataclasses import replace
+
 import matplotlib.colors as mcolors
 import pytest
 
 from posbench.palette import pe_colour
 from posbench.studies import study_plots
+from posbench.studies.cell_result import parse_cell
 
 
 def cell(pe, seed, id_acc, ood_acc, beyond):
-    return {"cell_id": f"k_back_{pe}_s{seed}", "task": "k_back", "pe": pe, "seed": seed, "axes": {}, "chance": 0.5,
+    """A hand-made cell in the old keyless format (cell_result's migration reads it)."""
+    return parse_cell({
+            "cell_id": f"k_back_{pe}_s{seed}", "task": "k_back", "pe": pe, "seed": seed, "axes": {}, "chance": 0.5,
             "id_acc": id_acc, "ood_acc": ood_acc, "ood_beyond_acc": beyond, "seq_len": 4,
             "curve": [{"step": 5, "id_acc": id_acc / 2, "ood_acc": ood_acc / 2, "ood_beyond_acc": beyond / 2},
                       {"step": 10, "id_acc": id_acc, "ood_acc": ood_acc, "ood_beyond_acc": beyond}],
             "acc_by_length": {"3": id_acc, "6": ood_acc}, "ood_by_position": [None, 1.0, 1.0, 1.0, 0.5, 0.5],
-            "attention": {"tokens": [], "probs": []}}
+            "attention": {"tokens": [], "probs": []}})
 
 
 # the learned table at chance beyond the training length, flattered by its in-range positions (the issue's case)
@@ -79,8 +84,8 @@ def test_learning_curves_draw_the_beyond_length_accuracy(tmp_path, figures):
 
 
 def test_cells_without_the_beyond_metric_say_na(tmp_path, figures):
-    old = [{**c, "ood_beyond_acc": None, "curve": [{k: v for k, v in r.items() if k != "ood_beyond_acc"}
-                                                   for r in c["curve"]]} for c in RESULTS]
+    old = [replace(c, ood_beyond_acc=None, curve=[replace(p, ood_beyond_acc=None) for p in c.curve])
+           for c in RESULTS]
     study_plots.learning_curves(old, tmp_path, 0.95)
     study_plots.id_ood_bars(old, tmp_path, 0.95)
     curves = figures["learning_curves.png"]

@@ -19,6 +19,7 @@ import plotly.graph_objects as go
 
 from posbench.palette import HEATMAP_RANGE, HEATMAP_SCALE, pe_colour, seed_dash
 from posbench.stats import interval
+from posbench.studies.cell_result import CellResult, CurvePoint
 
 # learning-curve metrics (key in a cell's curve rows -> what the chart calls it), the headline first
 CURVE_LABELS = {"ood_beyond_acc": "OOD beyond train length", "id_acc": "ID", "ood_acc": "OOD, all positions"}
@@ -27,13 +28,13 @@ ACC = (0.0, 1.0)  # an accuracy's range: its interval is clipped to it, as the P
 N_BOOT = 2000  # the PNGs' resamples, for a method that resamples (the default t-interval does not)
 
 
-def _values_by_step(rows_per_seed: list[list[dict]], key: str) -> tuple[list, dict]:
-    """The steps to draw and each one's values over seeds."""
+def _values_by_step(curves: list[list[CurvePoint]], key: str) -> tuple[list, dict]:
+    """The steps to draw and each one's values of `key` (one of cell_result.CURVE_METRICS) over seeds."""
     by_step = defaultdict(list)
-    for rows in rows_per_seed:
-        for r in rows:
-            if r.get(key) is not None:
-                by_step[r["step"]].append(r[key])
+    for curve in curves:
+        for point in curve:
+            if getattr(point, key) is not None:
+                by_step[point.step].append(getattr(point, key))
     steps = sorted(by_step)
     if len(steps) >= 3 and steps[-1] - steps[-2] < (steps[-2] - steps[-3]) / 2:
         # a run whose steps are not a multiple of the snapshot interval has its last periodic snapshot right
@@ -79,20 +80,20 @@ def _legend_entry(fig: go.Figure, name: str, dash: str, colour: str) -> None:
                              hoverinfo="skip"))
 
 
-def _chance_line(fig: go.Figure, cells: list[dict]) -> None:
-    """The task's chance per target position (a cell's `chance`, the unit these charts measure), dotted, as the
-    study PNGs draw it, named in the legend."""
-    chance = next((c["chance"] for c in cells if c.get("chance") is not None), None)
+def _chance_line(fig: go.Figure, chances: list[float | None]) -> None:
+    """The task's chance per target position (a cell's `chance`, the unit these charts measure; the first known of
+    `chances`), dotted, as the study PNGs draw it, named in the legend."""
+    chance = next((c for c in chances if c is not None), None)
     if chance is not None:
         fig.add_hline(y=100 * chance, line_dash="dot", line_color="grey")
         _legend_entry(fig, f"chance ({100 * chance:.3g}%)", "dot", "grey")
 
 
-def _by_pe(cells: list[dict]) -> dict[str, list[dict]]:
+def _by_pe(cells: list[CellResult]) -> dict[str, list[CellResult]]:
     """Cells grouped by PE in the order they come (the study's own order, as in its PNGs' legends)."""
-    out: dict[str, list[dict]] = {}
+    out: dict[str, list[CellResult]] = {}
     for c in cells:
-        out.setdefault(c["pe"], []).append(c)
+        out.setdefault(c.pe, []).append(c)
     return out
 
 
@@ -101,13 +102,13 @@ def _na_note(fig: go.Figure, text: str) -> None:
                        font=dict(color="grey"))
 
 
-def learning_curves(cells: list[dict], task: str, key: str = "ood_beyond_acc",
+def learning_curves(cells: list[CellResult], task: str, key: str = "ood_beyond_acc",
                     visible: set[str] | None = None, confidence: float = 0.95) -> go.Figure:
     """Accuracy at the evaluated checkpoints, mean over seeds with the interval band at `confidence`, one trace
     per PE (legend click toggles both)."""
     fig = go.Figure()
-    of_task = [c for c in cells if c.get("task") == task]
-    by_pe = {pe: [c.get("curve") or [] for c in group] for pe, group in _by_pe(of_task).items()}
+    of_task = [c for c in cells if c.task == task]
+    by_pe = {pe: [c.curve for c in group] for pe, group in _by_pe(of_task).items()}
     drawn = False
     for pe, curves in by_pe.items():
         steps, by_step = _values_by_step(curves, key)
@@ -120,7 +121,7 @@ def learning_curves(cells: list[dict], task: str, key: str = "ood_beyond_acc",
     label = CURVE_LABELS.get(key, key)
     if by_pe and not drawn:
         _na_note(fig, f"n/a: these cells did not record {label} accuracy at each checkpoint")
-    _chance_line(fig, of_task)
+    _chance_line(fig, [c.chance for c in of_task])
     return _layout(fig, f"{task}: accuracy during training, {label} (mean over seeds, {confidence:.0%} interval "
                         "band)", "step", "accuracy %")
 
@@ -178,18 +179,18 @@ def id_ood_bars(rows: list[dict], task: str) -> go.Figure:
                              error_y=dict(type="data", symmetric=False, array=hi, arrayminus=lo), **style))
     fig.update_layout(barmode="group")
     fig.update_yaxes(range=[0, 105])
-    _chance_line(fig, rows)  # summarize's rows carry the task's chance
+    _chance_line(fig, [r.get("chance") for r in rows])  # summarize's rows carry the task's chance
     return _layout(fig, f"{task}: accuracy per target position (bars: mean over seeds, whiskers: CI)", "PE",
                    "accuracy %")
 
 
-def per_position(cells: list[dict], task: str, confidence: float = 0.95) -> go.Figure:
+def per_position(cells: list[CellResult], task: str, confidence: float = 0.95) -> go.Figure:
     """The OOD examples' accuracy at each target position, mean over seeds with the interval band at
     `confidence`; a dashed line at the training length (right of it: beyond it), named in the legend."""
     fig = go.Figure()
-    of_task = [c for c in cells if c.get("task") == task and c.get("ood_by_position")]
-    by_pe = {pe: [c["ood_by_position"] for c in group] for pe, group in _by_pe(of_task).items()}
-    train_len = next((c["seq_len"] for c in reversed(of_task) if c.get("seq_len")), None)
+    of_task = [c for c in cells if c.task == task and c.ood_by_position]
+    by_pe = {pe: [c.ood_by_position for c in group] for pe, group in _by_pe(of_task).items()}
+    train_len = next((c.seq_len for c in reversed(of_task) if c.seq_len), None)
     for pe, lists in by_pe.items():
         width = max(len(v) for v in lists)
         vals, per_t = [], []
@@ -205,7 +206,7 @@ def per_position(cells: list[dict], task: str, confidence: float = 0.95) -> go.F
     if train_len:
         fig.add_vline(x=train_len - 0.5, line_dash="dash", line_color="black")
         _legend_entry(fig, "training length (right: beyond it)", "dash", "black")
-    _chance_line(fig, of_task)
+    _chance_line(fig, [c.chance for c in of_task])
     return _layout(fig, f"{task}: OOD examples, accuracy at each target position (mean over seeds, "
                         f"{confidence:.0%} interval band)", "target position", "accuracy %")
 

@@ -14,7 +14,7 @@ from posbench.app.app_paths import SPEC
 from posbench.app.background import read_spec
 from posbench.errors import DataError
 from posbench.fileio import read_text_bounded
-from posbench.studies.cell_result import problem_of
+from posbench.studies.cell_result import CellProblem, CellResult, parse_cell
 from posbench.studies.study_spec import StudyConfig
 from posbench.training.loggers import read_metrics_text
 
@@ -27,7 +27,7 @@ class NotAnOutput(ValueError):
 class StudyOutput:
     path: Path
     name: str
-    cells: list[dict]  # one dict per finished cell, as the study runner wrote it
+    cells: list[CellResult]  # one per finished cell, as the study runner wrote it
     study: StudyConfig | None = None  # the spec, when the app started the run (summaries use its eval settings)
 
 
@@ -71,7 +71,7 @@ def read_metrics(path: Path) -> list[dict]:
     return rows
 
 
-def read_cells(study_dir: Path) -> list[dict]:
+def read_cells(study_dir: Path) -> list[CellResult]:
     """The finished cells of a study, also while it runs (cells/*.json are written atomically), each read by the
     study's own cell reader (studies/cell_result.py): a value that is not a finite number is NotAnOutput naming it."""
     cells_dir = Path(study_dir) / "cells"
@@ -79,18 +79,19 @@ def read_cells(study_dir: Path) -> list[dict]:
     return [checked_cell(read_json(p, MAX_CELL_BYTES), str(p)) for p in paths]
 
 
-def checked_cell(data: dict, where: str) -> dict:
-    problem = problem_of(data)
-    if problem is not None:
-        raise NotAnOutput(f"{where}: {problem}; a cell's values are numbers or null (n/a), so this one is not shown")
-    return data
+def checked_cell(data: dict, where: str) -> CellResult:
+    try:
+        return parse_cell(data)
+    except CellProblem as e:
+        raise NotAnOutput(f"{where}: {e}; a cell's values are numbers or null (n/a), so this one is not "
+                          "shown") from None
 
 
-def in_study_order(cells: list[dict], cell_ids: list[str]) -> list[dict]:
+def in_study_order(cells: list[CellResult], cell_ids: list[str]) -> list[CellResult]:
     """`cells` in the order of `cell_ids` (the study's grid: tasks, then its rows, then seeds), the order its
     PNGs draw and list them in; a cell the grid does not name goes last."""
     rank = {cid: i for i, cid in enumerate(cell_ids)}
-    return sorted(cells, key=lambda c: rank.get(c.get("cell_id"), len(rank)))
+    return sorted(cells, key=lambda c: rank.get(c.cell_id, len(rank)))
 
 
 def study_checkpoints_note(path: Path) -> str | None:

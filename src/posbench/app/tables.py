@@ -7,6 +7,7 @@ import csv
 import io
 from dataclasses import dataclass, field
 
+from posbench.studies.cell_result import SCALAR_FIELDS, CellResult
 from posbench.studies.study_report import summarize
 from posbench.studies.study_spec import StudyConfig, StudyEval
 
@@ -16,7 +17,7 @@ COLUMNS = (("id_acc", "ID acc %", True), ("ood_beyond_acc", "OOD beyond train le
            ("gap", "gap (ID - OOD beyond train length, pts)", True))
 
 
-def summary_rows(cells: list[dict], study: StudyConfig | SummarySettings) -> list[dict]:
+def summary_rows(cells: list[CellResult], study: StudyConfig | SummarySettings) -> list[dict]:
     """One display row per (task, PE, axes), strings formatted like report.md (`mean [lo, hi]`)."""
     if not cells:
         return []
@@ -38,14 +39,14 @@ def summary_rows(cells: list[dict], study: StudyConfig | SummarySettings) -> lis
     return out
 
 
-def cells_csv(cells: list[dict]) -> str:
-    """Every scalar of every cell (the union of keys, so new metrics come along), one row per cell."""
-    keys = sorted({k for c in cells for k, v in c.items() if not isinstance(v, (list, dict))})
+def cells_csv(cells: list[CellResult]) -> str:
+    """Every scalar field of the cells (so new metrics come along), one row per cell."""
+    keys = sorted(SCALAR_FIELDS)
     buf = io.StringIO()
     w = csv.DictWriter(buf, keys, lineterminator="\n")
     w.writeheader()
     for c in cells:
-        w.writerow({k: c.get(k) for k in keys})
+        w.writerow({k: getattr(c, k) for k in keys})
     return buf.getvalue()
 
 

@@ -1,7 +1,7 @@
 """One study cell: train a small model on one task with one PE and seed through the project's own
 trainer, scoring its checkpoints in and out of distribution as training reaches them (in memory: the
-trainer's `snapshots`). The result is a plain dict. Cells that differ only in seed train as one batched
-model (`run_group`) and are scored the same way."""
+trainer's `snapshots`). The result is a `CellResult` (studies/cell_result.py). Cells that differ only in seed
+train as one batched model (`run_group`) and are scored the same way."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from posbench.evaluation.task_accuracy import attention_probs, generated_exact, 
 from posbench.model.matmul import matmul_in
 from posbench.studies.batched_train import BatchedGroup, MembersDiffer, train_group, why_not_batched
 from posbench.studies.cell_config import cell_config
+from posbench.studies.cell_result import Attention, CellResult, CurvePoint
 from posbench.studies.length_grid import grid_result
 from posbench.studies.row_cache import CachedRows
 from posbench.studies.study_spec import Cell
@@ -106,7 +107,7 @@ class CellScoring:
                 by_bin.setdefault(int(ex.info[self.task.length_bin]), []).append(float(acc == 1.0))
         return {k: float(np.mean(v)) for k, v in sorted(by_bin.items())}
 
-    def result(self, model, train_loss: list[dict]) -> dict:
+    def result(self, model, train_loss: list[dict]) -> CellResult:
         """The cell's result from its final model (scored last by `score_snapshot`) and its loss rows."""
         cell, task, cfg, scores = self.cell, self.task, self.cfg, self.scores
         model = model.eval()
@@ -135,20 +136,21 @@ class CellScoring:
         length = len(examples[0].tokens_T)
         pos = self.positions["id"]
         attn = attention_probs(model, x[:1, :length], None if pos is None else pos[:1, :length])
-        final.update(grid_result(model, task, cell.study.eval.length_grid, cell.study.eval.seed, cfg.model.seq_len))
+        grid = grid_result(model, task, cell.study.eval.length_grid, cell.study.eval.seed, cfg.model.seq_len)
         self.phases.lap("eval")
-        return {"cell_id": cell.cell_id, "task": cell.task.name, "pe": cell.label, "seed": cell.seed,
-                "arch": cfg.model.arch.name, "data_note": task.data_note,
-                "device": device_name(model_device(model)),
-                "matmul": matmul_in(model),  # the linear layers' library that ran (model.matmul)
-                "axes": cell.axes, "chance": task.chance_accuracy, **final, "curve": self.curve,
-                "train_loss": train_loss,
-                "acc_by_length": {int(k): float(np.mean(v)) for k, v in sorted(by_length.items())},
-                "exact_by_digits": {int(k): float(np.mean(v)) for k, v in sorted(by_digits.items())},
-                "id_digits": task.cfg.split_range("id")[1] if task.length_bin else None,  # the longest trained bin
-                "attention": {"tokens": task.vocab.decode(examples[0].tokens_T.tolist()), "probs": attn},
-                "seq_len": cfg.model.seq_len, "ood_len": task.max_tokens("ood"), "params": sum(
-                    p.numel() for p in model.parameters())}
+        # keyword arguments: a misspelt or renamed field is a TypeError here, when the cell is made
+        return CellResult(
+            cell_id=cell.cell_id, task=cell.task.name, pe=cell.label, seed=cell.seed, arch=cfg.model.arch.name,
+            data_note=task.data_note, device=device_name(model_device(model)),
+            matmul=matmul_in(model),  # the linear layers' library that ran (model.matmul)
+            axes=cell.axes, chance=task.chance_accuracy, **final, length_grid=grid.get("length_grid"),
+            curve=[CurvePoint(**point) for point in self.curve], train_loss=train_loss,
+            acc_by_length={int(k): float(np.mean(v)) for k, v in sorted(by_length.items())},
+            exact_by_digits={int(k): float(np.mean(v)) for k, v in sorted(by_digits.items())},
+            id_digits=task.cfg.split_range("id")[1] if task.length_bin else None,  # the longest trained bin
+            attention=Attention(task.vocab.decode(examples[0].tokens_T.tolist()), attn),
+            seq_len=cfg.model.seq_len, ood_len=task.max_tokens("ood"),
+            params=sum(p.numel() for p in model.parameters()))
 
 
 def kept_checkpoint(work_dir: Path, cell_id: str) -> Path:
@@ -156,7 +158,7 @@ def kept_checkpoint(work_dir: Path, cell_id: str) -> Path:
     return Path(work_dir).parent / "checkpoints" / cell_id
 
 
-def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None, matmul: str | None = None) -> dict:
+def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None, matmul: str | None = None) -> CellResult:
     """One cell trained alone through the project's trainer (`training.loop.train`). `matmul`: the study's
     recorded library for model.matmul=auto (studies/study_matmul.py), None to resolve the setting here."""
     phases = phases or CpuPhases()
@@ -185,7 +187,7 @@ def run_cell(cell: Cell, work_dir: Path, phases: CpuPhases | None = None, matmul
 
 
 def run_group(cells: list[Cell], work_dir: Path, phases: CpuPhases | None = None,
-              matmul: str | None = None) -> list[dict]:
+              matmul: str | None = None) -> list[CellResult]:
     """Cells that differ only in seed or stackable PE options (studies/seed_groups.py) trained as one batched
     model (studies/batched_train.py), each scored as `run_cell` scores it; separately, with the reason printed,
     when their settings or model cannot batch, or when one member's loss goes non-finite (so the others

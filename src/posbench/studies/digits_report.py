@@ -11,23 +11,24 @@ from __future__ import annotations
 from collections import defaultdict
 
 from posbench.stats import interval
+from posbench.studies.cell_result import CellResult
 
 
-def digit_groups(results) -> dict[tuple[str, str], dict[int, list[float]]]:
-    """(task, PE) -> digit count -> one exact-match share per seed (JSON turned the counts into strings)."""
+def digit_groups(results: list[CellResult]) -> dict[tuple[str, str], dict[int, list[float]]]:
+    """(task, PE) -> digit count -> one exact-match share per seed ."""
     out: dict[tuple[str, str], dict[int, list[float]]] = defaultdict(lambda: defaultdict(list))
     for r in results:
-        for digits, exact in (r.get("exact_by_digits") or {}).items():
-            out[(r["task"], r["pe"])][int(digits)].append(exact)
+        for digits, exact in r.exact_by_digits.items():
+            out[(r.task, r.pe)][digits].append(exact)
     return out
 
 
-def trained_digits(results, task: str) -> int | None:
+def trained_digits(results: list[CellResult], task: str) -> int | None:
     """The longest in-distribution digit count of `task`, from the cells' ID split (`id_digits`)."""
-    return max((r.get("id_digits") or 0 for r in results if r["task"] == task), default=None) or None
+    return max((r.id_digits or 0 for r in results if r.task == task), default=None) or None
 
 
-def exact_by_digits_table(results: list[dict], confidence: float, n_boot: int) -> str:
+def exact_by_digits_table(results: list[CellResult], confidence: float, n_boot: int) -> str:
     """Markdown: one row per (task, PE), one column per digit count, mean exact match % [CI] over seeds."""
     groups = digit_groups(results)
     if not groups:
@@ -56,15 +57,15 @@ def beyond_groups(trained: int, longest: int) -> list[tuple[int, int]]:
     return [(lo, nxt - 1) for lo, nxt in zip(starts, starts[1:])]
 
 
-def beyond_by_step(results, task: str) -> tuple[list[tuple[int, int]], dict[tuple[str, tuple[int, int]],
-                                                                                dict[int, list[float]]]]:
+def beyond_by_step(results: list[CellResult], task: str) -> tuple[
+        list[tuple[int, int]], dict[tuple[str, tuple[int, int]], dict[int, list[float]]]]:
     """The task's longest trained digit count and its groups of untrained counts (`beyond_groups`), and (PE,
     group) -> training step -> one exact-match share per seed: the mean over the group's counts of each
-    learning-curve snapshot's `exact_by_digits` (JSON made the counts strings). The trained count first: a far end
+    learning-curve snapshot's `exact_by_digits`. The trained count first: a far end
     that does not move while it is still learning the trained lengths is short of training, not of extrapolation."""
     trained = trained_digits(results, task)
-    snapshots = [(r["pe"], int(p["step"]), {int(d): v for d, v in p["exact_by_digits"].items()})
-                 for r in results if r["task"] == task for p in r.get("curve") or [] if p.get("exact_by_digits")]
+    snapshots = [(r.pe, p.step, p.exact_by_digits)
+                 for r in results if r.task == task for p in r.curve if p.exact_by_digits]
     longest = max((d for _, _, by in snapshots for d in by), default=None)
     if trained is None or longest is None or longest <= trained:
         return [], {}
@@ -78,12 +79,12 @@ def beyond_by_step(results, task: str) -> tuple[list[tuple[int, int]], dict[tupl
     return groups, out
 
 
-def beyond_curve_table(results: list[dict], confidence: float, n_boot: int) -> str:
+def beyond_curve_table(results: list[CellResult], confidence: float, n_boot: int) -> str:
     """Markdown: per task, exact match % [CI] over seeds at the longest trained digit count and on each group of
     untrained counts (the longest tested among them) after each learning-curve checkpoint: does more training
     move the far end, or has it stopped (the question behind a result short of a paper's)."""
     lines = []
-    for task in dict.fromkeys(r["task"] for r in results):
+    for task in dict.fromkeys(r.task for r in results):
         groups, by = beyond_by_step(results, task)
         if not by:
             continue

@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from posbench.evaluation import eval_plots
+from posbench.studies.cell_result import CellResult
 from posbench.studies.long_context_report import MEAN, family_scores, grid_results
 
 
@@ -17,13 +18,13 @@ def _mean(values: list) -> float:
     return float("nan") if not values or any(v is None for v in values) else float(np.mean(values))
 
 
-def depth_grids(results: list[dict], family: str) -> tuple[dict[str, np.ndarray], list[int], list[float]]:
+def depth_grids(results: list[CellResult], family: str) -> tuple[dict[str, np.ndarray], list[int], list[float]]:
     """row -> grid[depth, length] of `family`'s exact match, mean over seeds (NaN = n/a)."""
     by: dict[str, dict[tuple, list]] = defaultdict(lambda: defaultdict(list))
     for r in grid_results(results):
-        for c in r["length_grid"]["cells"]:
+        for c in r.length_grid["cells"]:
             if c["family"] == family:
-                by[r["pe"]][(c["depth"], c["length"])].append(c["exact"])
+                by[r.pe][(c["depth"], c["length"])].append(c["exact"])
     keys = {k for cells in by.values() for k in cells}
     depths, lengths = sorted({d for d, _ in keys}), sorted({L for _, L in keys})
     grids = {row: np.array([[_mean(cells.get((d, L), [])) for L in lengths] for d in depths])
@@ -31,11 +32,11 @@ def depth_grids(results: list[dict], family: str) -> tuple[dict[str, np.ndarray]
     return grids, lengths, depths
 
 
-def family_grids(results: list[dict]) -> tuple[dict[str, np.ndarray], list[int], list[str]]:
+def family_grids(results: list[CellResult]) -> tuple[dict[str, np.ndarray], list[int], list[str]]:
     """row -> grid[family, length] (mean over depths, then over seeds; NaN = n/a), the families then their mean."""
     by: dict[str, list[dict]] = defaultdict(list)
     for r in grid_results(results):
-        by[r["pe"]].append(family_scores(r["length_grid"]))
+        by[r.pe].append(family_scores(r.length_grid))
     first = next(iter(by.values()))[0]
     names = [f for f in first if f != MEAN] + [MEAN]
     lengths = sorted(first[MEAN])
@@ -44,12 +45,12 @@ def family_grids(results: list[dict]) -> tuple[dict[str, np.ndarray], list[int],
     return grids, lengths, names
 
 
-def long_context_plots(results: list[dict], out_dir: Path) -> list[str]:
+def long_context_plots(results: list[CellResult], out_dir: Path) -> list[str]:
     """File names (relative to out_dir) of the heatmaps; [] when no cell has a length grid."""
     grids = grid_results(results)
     if not grids:
         return []
-    cells = grids[0]["length_grid"]["cells"]
+    cells = grids[0].length_grid["cells"]
     families = list(dict.fromkeys(c["family"] for c in cells))
     depth_families = [f for f in families if len({c["depth"] for c in cells if c["family"] == f}) > 1]
     paths = []

@@ -17,14 +17,15 @@ import numpy as np
 from posbench.evaluation.effective_length import effective_length
 from posbench.evaluation.suites.long_context import blind_pick
 from posbench.stats import DEFAULT_METHOD, interval, interval_label
+from posbench.studies.cell_result import CellResult
 from posbench.studies.claims import ClaimConfig, check_claims, claims_markdown, family_note, rules_note
 
 MEAN = "mean of families"
 MULTIKEY = "niah_multikey"
 
 
-def grid_results(results: list[dict]) -> list[dict]:
-    return [r for r in results if r.get("length_grid")]
+def grid_results(results: list[CellResult]) -> list[CellResult]:
+    return [r for r in results if r.length_grid is not None]
 
 
 def family_scores(grid: dict, key: str = "exact") -> dict[str, dict[int, float | None]]:
@@ -41,31 +42,31 @@ def family_scores(grid: dict, key: str = "exact") -> dict[str, dict[int, float |
     return out
 
 
-def per_row(results: list[dict], family: str, length: int, key: str = "exact") -> dict[str, dict[int, float]]:
+def per_row(results: list[CellResult], family: str, length: int, key: str = "exact") -> dict[str, dict[int, float]]:
     """{row: {seed: score}} of one family (or MEAN) at one length."""
     out: dict[str, dict[int, float]] = defaultdict(dict)
     for r in grid_results(results):
-        out[r["pe"]][r["seed"]] = family_scores(r["length_grid"], key)[family].get(length)
+        out[r.pe][r.seed] = family_scores(r.length_grid, key)[family].get(length)
     return dict(out)
 
 
-def seed_effective(r: dict, keep: float, family: str = MEAN) -> dict:
-    grid = r["length_grid"]
+def seed_effective(r: CellResult, keep: float, family: str = MEAN) -> dict:
+    grid = r.length_grid
     scores, base = family_scores(grid)[family], family_scores(grid, "baseline")[family]
     return effective_length(scores, base, grid["train_len"], keep)
 
 
-def _layout(results: list[dict]) -> tuple[list[str], list[str], list[int], int]:
+def _layout(results: list[CellResult]) -> tuple[list[str], list[str], list[int], int]:
     grids = grid_results(results)
-    rows = list(dict.fromkeys(r["pe"] for r in grids))
-    families = list(dict.fromkeys(c["family"] for r in grids for c in r["length_grid"]["cells"]))
-    return rows, families, grids[0]["length_grid"]["lengths"], grids[0]["length_grid"]["train_len"]
+    rows = list(dict.fromkeys(r.pe for r in grids))
+    families = list(dict.fromkeys(c["family"] for r in grids for c in r.length_grid["cells"]))
+    return rows, families, grids[0].length_grid["lengths"], grids[0].length_grid["train_len"]
 
 
-def length_tables(results: list[dict], confidence: float, n_boot: int) -> str:
+def length_tables(results: list[CellResult], confidence: float, n_boot: int) -> str:
     """One table per family (and the mean over families): rows by length multiple, with the baselines."""
     rows, families, lengths, train_len = _layout(results)
-    first = grid_results(results)[0]["length_grid"]
+    first = grid_results(results)[0].length_grid
     heads = [f"{L // train_len}x ({L})" for L in lengths]
     parts = []
     for fam in [*families, MEAN]:
@@ -92,13 +93,13 @@ def _pick_cell(picks: dict, fam: str, L: int, families: list[str]) -> str:
     return blind_pick(picks[fam].get(L)).rstrip("%")
 
 
-def effective_table(results: list[dict], keep: float, confidence: float, n_boot: int) -> str:
+def effective_table(results: list[CellResult], keep: float, confidence: float, n_boot: int) -> str:
     rows, families, lengths, train_len = _layout(results)
-    label = interval_label(DEFAULT_METHOD, confidence, len({r["seed"] for r in grid_results(results)}))
+    label = interval_label(DEFAULT_METHOD, confidence, len({r.seed for r in grid_results(results)}))
     lines = [f"| row | effective length, tokens [{label}] | per seed | n/a seeds | "
              + " | ".join(f"{f} (mean)" for f in families) + " |", "|---|---|---|---|" + "---|" * len(families)]
     for row in rows:
-        mine = sorted((r for r in grid_results(results) if r["pe"] == row), key=lambda r: r["seed"])
+        mine = sorted((r for r in grid_results(results) if r.pe == row), key=lambda r: r.seed)
         effs = [seed_effective(r, keep)["length"] for r in mine]
         s = interval(effs, confidence, DEFAULT_METHOD, n_boot, bounds=(train_len, lengths[-1]))
         point = "n/a" if s.mean is None else f"{s.mean:.0f}" if s.n < 2 else \
@@ -113,14 +114,14 @@ def effective_table(results: list[dict], keep: float, confidence: float, n_boot:
     return "\n".join(lines)
 
 
-def multikey_claims(results: list[dict], confidence: float, n_boot: int, multiple: int = 2) -> str:
+def multikey_claims(results: list[CellResult], confidence: float, n_boot: int, multiple: int = 2) -> str:
     """`row > guess` on multi-key NIAH exact match at `multiple` x the training length, for every row, as one Holm
     family; empty when the grid has no multi-key NIAH or no such length."""
     rows, families, lengths, train_len = _layout(results)
     length = multiple * train_len
     if MULTIKEY not in families or length not in lengths:
         return ""
-    guess = family_scores(grid_results(results)[0]["length_grid"], "guess")[MULTIKEY][length]
+    guess = family_scores(grid_results(results)[0].length_grid, "guess")[MULTIKEY][length]
     metric = f"{MULTIKEY} exact match at {multiple}x ({length} tokens)"
     by_row = per_row(results, MULTIKEY, length)
     jobs = [(ClaimConfig(order=f"{row} > {guess:g}", metric=metric), {f"{MULTIKEY} {multiple}x": by_row}, True,
@@ -138,7 +139,7 @@ def multikey_claims(results: list[dict], confidence: float, n_boot: int, multipl
                       claims_markdown(checks)])
 
 
-def long_context_section(results: list[dict], keep: float, confidence: float, n_boot: int) -> list[str]:
+def long_context_section(results: list[CellResult], keep: float, confidence: float, n_boot: int) -> list[str]:
     """The report's lines for the length grid; [] when no cell has one."""
     if not grid_results(results):
         return []

@@ -2,8 +2,8 @@
 
 Every study run writes `<out>/result/`, the form a published result is kept in under `results/<name>/`:
 
-    cells.json   every cell's per-seed values (what the report reads; the attention maps left out: they are
-                 figures of one example, 90% of a cell's bytes)
+    cells.json   every cell's result (studies/cell_result.py, its schema version in each) with the attention maps
+                 left out (null: they are figures of one example, 90% of a cell's bytes)
     study.json   the study's spec, as `StudyConfig` loads it
     run.json     the command, posbench's commit, the machine (CPU model and vector flags, or GPU), wall and CPU time,
                  and an optional `note` a publisher adds (how busy the machine was)
@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import platform
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 from posbench.config_loader import from_dict, to_dict
@@ -28,13 +29,13 @@ from posbench.errors import ConfigError
 from posbench.fileio import write_text
 from posbench.procpool import usable_cores
 from posbench.stats import DEFAULT_METHOD, interval_label, pairwise
+from posbench.studies.cell_result import CellProblem, CellResult, parse_cell
 from posbench.studies.claims import DEFAULT_MARGINS
 from posbench.studies.study_plots import id_ood_bars
 from posbench.studies.study_report import by_group, comparisons, seed_calibration, summarize, summary_table
 from posbench.studies.study_spec import StudyConfig
 
 FILES = ("cells.json", "study.json", "run.json")
-LEFT_OUT = ("attention",)  # per-cell keys a result does not keep (see the module docstring)
 FIGURE = "id_ood_bars.png"
 HEADLINE_METRIC = "ood_beyond_acc"
 REPO = Path(__file__).resolve().parents[3]  # a checkout's root (the commit a run records, when it is one)
@@ -65,11 +66,11 @@ def commit() -> str:
     return out.stdout.strip() if out.returncode == 0 else "unknown"
 
 
-def write_result(out_dir: Path, results: list[dict], study: StudyConfig, command: str, wall_s: float,
+def write_result(out_dir: Path, results: list[CellResult], study: StudyConfig, command: str, wall_s: float,
                  cpu_s: float, device: str = "cpu") -> Path:
     """`<out_dir>/result/`: the study's per-seed values, spec and run record (see the module docstring)."""
     folder = Path(out_dir) / "result"
-    cells = [{k: v for k, v in r.items() if k not in LEFT_OUT} for r in results]  # the grid's order: the tables'
+    cells = [replace(r, attention=None).to_data() for r in results]  # the grid's order: the tables'
 
     run = {"command": command, "commit": commit(), "machine": {**cpu_description(), "device": device},
            "wall_s": round(wall_s, 1), "cpu_s": round(cpu_s, 1)}
@@ -89,17 +90,25 @@ class Result:
             raise ConfigError(f"{self.folder} is not a result folder: {', '.join(missing)} missing (a study run "
                               "writes all three under <out>/result/)")
         try:
-            self.cells = json.loads((self.folder / "cells.json").read_text())
+            cells = json.loads((self.folder / "cells.json").read_text())
             self.study = from_dict(StudyConfig, json.loads((self.folder / "study.json").read_text()), "study")
             self.run = json.loads((self.folder / "run.json").read_text())
         except ValueError as e:
             raise ConfigError(f"{self.folder}: not a readable result ({e})") from None
+        if not isinstance(cells, list):
+            raise ConfigError(f"{self.folder / 'cells.json'}: not a list of cell results")
+        self.cells: list[CellResult] = []
+        for i, data in enumerate(cells):
+            try:
+                self.cells.append(parse_cell(data))
+            except CellProblem as e:
+                raise ConfigError(f"{self.folder / 'cells.json'}: cell {i} is not a cell's result ({e})") from None
         # the report's judges count the seeds the data has, whatever the spec listed
-        self.study.seeds = sorted({c["seed"] for c in self.cells})
+        self.study.seeds = sorted({c.seed for c in self.cells})
 
     def question(self) -> str:
-        pes = ", ".join(dict.fromkeys(c["pe"] for c in self.cells))
-        tasks = ", ".join(dict.fromkeys(c["task"] for c in self.cells))
+        pes = ", ".join(dict.fromkeys(c.pe for c in self.cells))
+        tasks = ", ".join(dict.fromkeys(c.task for c in self.cells))
         return f"How do {pes} compare in and beyond the training length on {tasks}?"
 
     def setting(self) -> str:

@@ -27,7 +27,7 @@ from pathlib import Path
 
 from posbench.errors import ConfigError, DataError
 from posbench.stats import DEFAULT_METHOD, interval, pairwise
-from posbench.studies.cell_result import problem_of
+from posbench.studies.cell_result import CellProblem, CellResult, parse_cell
 from posbench.studies.claims import DEFAULT_MARGINS
 from posbench.studies.study_report import group_key
 
@@ -35,15 +35,15 @@ NUMBERS = ("id_acc", "ood_beyond_acc", "ood_acc", "id_loss", "ood_loss")
 OPPOSITE = {">": "<", "<": ">"}
 
 
-def _by_group(cells: list[dict], metric: str) -> dict[tuple, dict[str, dict[int, float]]]:
+def _by_group(cells: list[CellResult], metric: str) -> dict[tuple, dict[str, dict[int, float]]]:
     out: dict[tuple, dict[str, dict[int, float]]] = defaultdict(dict)
     for r in cells:
         task, pe, axes = group_key(r)
-        out[(task, axes)].setdefault(pe, {})[r["seed"]] = r.get(metric)
+        out[(task, axes)].setdefault(pe, {})[r.seed] = r.metric(metric)
     return out
 
 
-def verdicts(cells: list[dict], metric: str, confidence: float, n_boot: int) -> dict[tuple, str]:
+def verdicts(cells: list[CellResult], metric: str, confidence: float, n_boot: int) -> dict[tuple, str]:
     """(task, axes, pe_a, pe_b) -> ">" / "<" (a shown above / below b), "~" (shown the same within the margin) or
     "?" (inconclusive), PEs in name order; pairs with fewer than two paired seeds are left out."""
     out = {}
@@ -55,11 +55,11 @@ def verdicts(cells: list[dict], metric: str, confidence: float, n_boot: int) -> 
     return out
 
 
-def _rows(cells: list[dict], confidence: float, n_boot: int) -> dict[tuple, dict]:
-    groups: dict[tuple, list[dict]] = defaultdict(list)
+def _rows(cells: list[CellResult], confidence: float, n_boot: int) -> dict[tuple, dict]:
+    groups: dict[tuple, list[CellResult]] = defaultdict(list)
     for r in cells:
         groups[group_key(r)].append(r)
-    return {key: {m: interval([c.get(m) for c in rows], confidence, DEFAULT_METHOD, n_boot) for m in NUMBERS}
+    return {key: {m: interval([c.metric(m) for c in rows], confidence, DEFAULT_METHOD, n_boot) for m in NUMBERS}
             for key, rows in groups.items()}
 
 
@@ -82,29 +82,25 @@ class Agreement:
         return not self.cells and not self.contradictions and not self.nothing_judged
 
 
-def identity(r: dict) -> str:
+def identity(r: CellResult) -> str:
     """What a cell is, whatever its id: "t a s0", with its axes."""
     task, pe, axes = group_key(r)
-    return f"{task} {pe} s{r['seed']}" + "".join(f" {k}={v}" for k, v in axes)
+    return f"{task} {pe} s{r.seed}" + "".join(f" {k}={v}" for k, v in axes)
 
 
-def check_cells(cells: list[dict], where: str) -> None:
-    """DataError naming the first cell that is not a cell's result (studies/cell_result.py: a value that is not a
-    finite number included), or two cells that are one (the same task, PE, seed and axes under two ids)."""
+def check_cells(cells: list[CellResult], where: str) -> None:
+    """DataError naming two cells that are one (the same task, PE, seed and axes under two ids)."""
     seen: dict[str, int] = {}
     for i, cell in enumerate(cells):
-        problem = problem_of(cell)
-        if problem is not None:
-            raise DataError(f"{where}: cell {i} is not a cell's result ({problem}); rerun the study to rewrite it")
         first = seen.setdefault(identity(cell), i)
         if first != i:
             task, pe, axes = group_key(cell)
-            raise DataError(f"{where}: cells {first} and {i} are both task {task}, PE {pe}, seed {cell['seed']}"
-                            f"{' at ' + str(dict(axes)) if axes else ''} ({cell['cell_id']!r}); one run holds each "
+            raise DataError(f"{where}: cells {first} and {i} are both task {task}, PE {pe}, seed {cell.seed}"
+                            f"{' at ' + str(dict(axes)) if axes else ''} ({cell.cell_id!r}); one run holds each "
                             "cell once: remove the copy")
 
 
-def compare(before: list[dict], after: list[dict], metric: str = "ood_beyond_acc", confidence: float = 0.95,
+def compare(before: list[CellResult], after: list[CellResult], metric: str = "ood_beyond_acc", confidence: float = 0.95,
             n_boot: int = 10000, slack: float = 1e-6) -> Agreement:
     """Every difference in conclusions between two runs of a study, sorted by kind. `slack`: how far outside an
     interval a mean may lie (an interval of identical seeds has width 0, and float rounding moves a loss in
@@ -112,7 +108,7 @@ def compare(before: list[dict], after: list[dict], metric: str = "ood_beyond_acc
     check_cells(before, "before")
     check_cells(after, "after")
     out = Agreement()
-    for what, key in (("cell ids", lambda r: r["cell_id"]), ("cells (task, PE, seed)", identity)):
+    for what, key in (("cell ids", lambda r: r.cell_id), ("cells (task, PE, seed)", identity)):
         ids_a, ids_b = {key(r) for r in before}, {key(r) for r in after}
         if ids_a != ids_b:
             out.cells.append(f"{what} differ: only before {sorted(ids_a - ids_b)[:5]}, "
@@ -144,7 +140,7 @@ def compare(before: list[dict], after: list[dict], metric: str = "ood_beyond_acc
     return out
 
 
-def read_cells(path: str | Path) -> list[dict]:
+def read_cells(path: str | Path) -> list[CellResult]:
     """The cell results of a study's output directory (its results.json) or of a results.json file."""
     p = Path(path)
     p = p / "results.json" if p.is_dir() else p
@@ -157,8 +153,14 @@ def read_cells(path: str | Path) -> list[dict]:
     cells = data.get("cells") if isinstance(data, dict) else None
     if not isinstance(cells, list):
         raise ConfigError(f"{p}: not a study's results.json (no `cells` list)")
+    results = []
+    for i, cell in enumerate(cells):  # bad input as the file's other faults are (a ConfigError, exit 2)
+        try:
+            results.append(parse_cell(cell))
+        except CellProblem as e:
+            raise ConfigError(f"{p}: cell {i} is not a cell's result ({e}); rerun the study to rewrite it") from None
     try:
-        check_cells(cells, str(p))
-    except DataError as e:  # bad input as the file's other faults are (a ConfigError, exit 2)
+        check_cells(results, str(p))
+    except DataError as e:
         raise ConfigError(str(e)) from None
-    return cells
+    return results

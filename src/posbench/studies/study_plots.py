@@ -25,6 +25,7 @@ from matplotlib.patches import Patch  # noqa: E402
 from posbench.fileio import atomic_open  # noqa: E402
 from posbench.palette import pe_colour  # noqa: E402
 from posbench.stats import interval  # noqa: E402
+from posbench.studies.cell_result import CellResult  # noqa: E402
 
 ACC = (0.0, 1.0)  # every plotted figure is an accuracy: intervals clipped to it
 from posbench.studies.digits_report import digit_groups, trained_digits  # noqa: E402
@@ -37,16 +38,16 @@ ID = ("id_acc", "ID")
 CURVE_METRICS = (BEYOND, ID, ALL_POSITIONS)
 
 
-def _by(results, *keys):
+def _by_task_pe(results: list[CellResult]) -> dict[tuple[str, str], list[CellResult]]:
     out = defaultdict(list)
     for r in results:
-        out[tuple(r[k] if k != "axes" else tuple(sorted(r["axes"].items())) for k in keys)].append(r)
+        out[(r.task, r.pe)].append(r)
     return out
 
 
 def _tasks_pes(results):
-    tasks = list(dict.fromkeys(r["task"] for r in results))
-    pes = list(dict.fromkeys(r["pe"] for r in results))
+    tasks = list(dict.fromkeys(r.task for r in results))
+    pes = list(dict.fromkeys(r.pe for r in results))
     return tasks, pes
 
 
@@ -56,9 +57,9 @@ def learning_curves(results, out_dir: Path, confidence: float) -> str:
     accuracy leave that panel n/a."""
     tasks, pes = _tasks_pes(results)
     fig, axes = plt.subplots(len(tasks), len(CURVE_METRICS), figsize=(14, 2.9 * len(tasks)), squeeze=False)
-    groups = _by(results, "task", "pe")
+    groups = _by_task_pe(results)
     for i, task in enumerate(tasks):
-        first = next(c for c in results if c["task"] == task)
+        first = next(c for c in results if c.task == task)
         for j, (key, label) in enumerate(CURVE_METRICS):
             ax = axes[i][j]
             drawn = False
@@ -66,8 +67,8 @@ def learning_curves(results, out_dir: Path, confidence: float) -> str:
                 cells = groups.get((task, pe), [])
                 if not cells:
                     continue
-                steps = [row["step"] for row in cells[0]["curve"]]
-                stats = [interval([c["curve"][k].get(key) for c in cells if k < len(c["curve"])],
+                steps = [point.step for point in cells[0].curve]
+                stats = [interval([getattr(c.curve[k], key) for c in cells if k < len(c.curve)],
                                   confidence, n_boot=2000, bounds=ACC) for k in range(len(steps))]
                 if any(s.mean is None for s in stats):
                     continue
@@ -78,7 +79,7 @@ def learning_curves(results, out_dir: Path, confidence: float) -> str:
             if not drawn:
                 ax.text(0.5, 0.5, "n/a: not recorded per checkpoint\nin these results", ha="center", va="center",
                         transform=ax.transAxes, fontsize=9, color="grey")
-            _accuracy_axes(ax, f"{task}: {label}", "step", first["chance"])
+            _accuracy_axes(ax, f"{task}: {label}", "step", first.chance)
     fig.legend(handles=[Line2D([], [], color=pe_colour(pe), marker="o", ms=3, label=pe) for pe in pes],
                loc="upper center", ncol=min(8, len(pes)), fontsize=8, frameon=False)
     fig.suptitle("Accuracy per target position during training (mean over seeds, CI band; dotted: chance)",
@@ -106,14 +107,14 @@ def id_ood_bars(results, out_dir: Path, confidence: float) -> str:
     positions, mean over seeds with CI whiskers; the PE's colour, the accuracy's fill (legend)."""
     tasks, pes = _tasks_pes(results)
     fig, axes = plt.subplots(1, len(tasks), figsize=(4.4 * len(tasks), 3.9), squeeze=False)
-    groups = _by(results, "task", "pe")
+    groups = _by_task_pe(results)
     bars = (ID, BEYOND, ALL_POSITIONS)
     width = 0.27
     for i, task in enumerate(tasks):
         ax = axes[0][i]
         for k, (key, _label) in enumerate(bars):
             for x, pe in enumerate(pes):
-                s = interval([c.get(key) for c in groups.get((task, pe), [])], confidence, n_boot=2000,
+                s = interval([c.metric(key) for c in groups.get((task, pe), [])], confidence, n_boot=2000,
                              bounds=ACC)
                 pos = x + (k - 1) * width
                 if s.mean is None:
@@ -122,7 +123,7 @@ def id_ood_bars(results, out_dir: Path, confidence: float) -> str:
                 err = [[100 * (s.mean - s.band()[0])], [100 * (s.band()[1] - s.mean)]]
                 ax.bar(pos, 100 * s.mean, width, yerr=err, capsize=2, color=pe_colour(pe), edgecolor=pe_colour(pe),
                        **BAR_STYLE[key])
-        ax.axhline(100 * next(c for c in results if c["task"] == task)["chance"], color="grey", ls=":", lw=1)
+        ax.axhline(100 * next(c for c in results if c.task == task).chance, color="grey", ls=":", lw=1)
         ax.set_xticks(np.arange(len(pes)), pes, rotation=30, fontsize=8)
         ax.set_title(task)
         ax.set_ylim(0, 105)
@@ -144,13 +145,13 @@ def accuracy_vs_length_figure(results, confidence: float):
     one). The figure's long title is wrapped to the figure's width, so two panels do not cut it at both ends."""
     tasks, pes = _tasks_pes(results)
     fig, axes = plt.subplots(1, len(tasks), figsize=(max(4 * len(tasks), 6), 3.6), squeeze=False)
-    groups = _by(results, "task", "pe")
+    groups = _by_task_pe(results)
     for i, task in enumerate(tasks):
         ax = axes[0][i]
         for pe in pes:
             per_len = defaultdict(list)
             for c in groups.get((task, pe), []):
-                for length, acc in c["acc_by_length"].items():
+                for length, acc in c.acc_by_length.items():
                     per_len[int(length)].append(acc)
             if per_len:
                 xs = sorted(per_len)
@@ -161,7 +162,7 @@ def accuracy_vs_length_figure(results, confidence: float):
                                     color=pe_colour(pe), alpha=0.15, lw=0)
         task_cells = [c for (t, _), cs in groups.items() if t == task for c in cs]
         # end of the training lengths
-        ax.axvline(task_cells[0]["seq_len"] + 0.5, color="grey", ls="--", lw=1, label="training length")
+        ax.axvline(task_cells[0].seq_len + 0.5, color="grey", ls="--", lw=1, label="training length")
         ax.set_title(f"{task}: by example length")
         ax.set_xlabel("example length (tokens)")
         ax.set_ylim(0, 102)
@@ -179,20 +180,20 @@ def accuracy_vs_length_figure(results, confidence: float):
 def accuracy_by_position(results, out_dir: Path, confidence: float) -> str | None:
     """The OOD examples' accuracy at each target position, mean over seeds with a CI band, a line at the
     training length: where a PE stops being right is the question extrapolation asks."""
-    results = [r for r in results if r.get("ood_by_position")]
+    results = [r for r in results if r.ood_by_position]
     if not results:
         return None
     tasks, pes = _tasks_pes(results)
     fig, axes = plt.subplots(len(tasks), 1, figsize=(8, 2.8 * len(tasks)), squeeze=False)
-    groups = _by(results, "task", "pe")
+    groups = _by_task_pe(results)
     for i, task in enumerate(tasks):
         ax = axes[i][0]
         for pe in pes:
             cells = groups.get((task, pe), [])
             if not cells:
                 continue
-            n = min(len(c["ood_by_position"]) for c in cells)
-            stats = [interval([c["ood_by_position"][t] for c in cells], confidence, n_boot=2000, bounds=ACC)
+            n = min(len(c.ood_by_position) for c in cells)
+            stats = [interval([c.ood_by_position[t] for c in cells], confidence, n_boot=2000, bounds=ACC)
                      for t in range(n)]
             xs = [t for t in range(n) if stats[t].mean is not None]
             if not xs:
@@ -200,10 +201,10 @@ def accuracy_by_position(results, out_dir: Path, confidence: float) -> str | Non
             ax.plot(xs, [100 * stats[t].mean for t in xs], lw=1.2, color=pe_colour(pe), label=pe)
             ax.fill_between(xs, [100 * stats[t].band()[0] for t in xs], [100 * stats[t].band()[1] for t in xs],
                             color=pe_colour(pe), alpha=0.2)
-        first = next(c for c in results if c["task"] == task)
-        ax.axvline(first["seq_len"], color="black", ls="--", lw=1, label="training length (right: beyond it)")
+        first = next(c for c in results if c.task == task)
+        ax.axvline(first.seq_len, color="black", ls="--", lw=1, label="training length (right: beyond it)")
         _accuracy_axes(ax, f"{task}: OOD examples, accuracy at each target position", "target position",
-                       first["chance"])
+                       first.chance)
     axes[0][0].legend(fontsize=8)
     return _save(fig, out_dir, "accuracy_by_position.png")
 
@@ -212,17 +213,17 @@ def attention_maps(results, out_dir: Path, task: str) -> str | None:
     """Layers x heads for one ID example per PE (first seed's final model); rows without attention
     (Mamba) are left out, and a task none of whose rows has attention gets no figure."""
     chosen = {}
-    for r in sorted(results, key=lambda r: r["seed"]):
-        if r["task"] == task and r["pe"] not in chosen and r["attention"]["probs"]:
-            chosen[r["pe"]] = r
+    for r in sorted(results, key=lambda r: r.seed):
+        if r.task == task and r.pe not in chosen and r.attention is not None and r.attention.probs:
+            chosen[r.pe] = r
     if not chosen:
         return None
-    n_layers = max(len(r["attention"]["probs"]) for r in chosen.values())
-    n_heads = max(len(r["attention"]["probs"][0]) for r in chosen.values())
+    n_layers = max(len(r.attention.probs) for r in chosen.values())
+    n_heads = max(len(r.attention.probs[0]) for r in chosen.values())
     cols = n_layers * n_heads
     fig, axes = plt.subplots(len(chosen), cols, figsize=(1.6 * cols, 1.7 * len(chosen)), squeeze=False)
     for i, (pe, r) in enumerate(chosen.items()):
-        for layer, heads in enumerate(r["attention"]["probs"]):
+        for layer, heads in enumerate(r.attention.probs):
             for h, probs in enumerate(heads):
                 ax = axes[i][layer * n_heads + h]
                 ax.imshow(np.array(probs), cmap="viridis", vmin=0, vmax=1)

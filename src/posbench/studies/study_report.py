@@ -14,6 +14,7 @@ from posbench.evaluation import protocol as run_protocol
 from posbench.fileio import write_text
 from posbench.stats import DEFAULT_METHOD, interval, interval_label, paired_diffs, pairwise, seeds_needed, success_rate
 from posbench.studies import protocol, report_tex
+from posbench.studies.cell_result import CellResult
 from posbench.studies.claims import DEFAULT_MARGINS, check_claims, claims_markdown, family_note, rules_note
 from posbench.studies.digits_report import beyond_curve_table, exact_by_digits_table
 from posbench.studies.long_context_report import long_context_section
@@ -28,26 +29,26 @@ BOUNDS = {"id_acc": (0.0, 1.0), "ood_beyond_acc": (0.0, 1.0), "ood_acc": (0.0, 1
 # ood_acc (all positions of the longer examples) mixes in-range positions in and stays, labelled as such.
 
 
-def group_key(r: dict) -> tuple:
-    return (r["task"], r["pe"], tuple(sorted((k, str(v)) for k, v in r["axes"].items())))
+def group_key(r: CellResult) -> tuple:
+    return (r.task, r.pe, tuple(sorted((k, str(v)) for k, v in r.axes.items())))
 
 
-def summarize(results: list[dict], study: StudyConfig) -> list[dict]:
+def summarize(results: list[CellResult], study: StudyConfig) -> list[dict]:
     """One row per (task, PE, axes): every metric's mean and CI over seeds, and success rates."""
-    groups: dict[tuple, list[dict]] = defaultdict(list)
+    groups: dict[tuple, list[CellResult]] = defaultdict(list)
     for r in results:
         groups[group_key(r)].append(r)
     rows = []
     ev = study.eval
     for (task, pe, axes), cells in groups.items():
-        row = {"task": task, "pe": pe, "axes": dict(axes), "seeds": sorted(c["seed"] for c in cells),
-               "chance": cells[0]["chance"]}
+        row = {"task": task, "pe": pe, "axes": dict(axes), "seeds": sorted(c.seed for c in cells),
+               "chance": cells[0].chance}
         for m in METRICS:
-            row[m] = interval([c.get(m) for c in cells], ev.confidence, DEFAULT_METHOD, ev.n_boot,
+            row[m] = interval([c.metric(m) for c in cells], ev.confidence, DEFAULT_METHOD, ev.n_boot,
                               bounds=BOUNDS.get(m))
         for m in ("id_acc", "ood_acc", "ood_beyond_acc"):
-            row[f"{m}_success"] = success_rate([c.get(m) for c in cells], ev.success_threshold)
-            row[f"{m}_by_seed"] = {c["seed"]: c.get(m) for c in cells}
+            row[f"{m}_success"] = success_rate([c.metric(m) for c in cells], ev.success_threshold)
+            row[f"{m}_by_seed"] = {c.seed: c.metric(m) for c in cells}
         rows.append(row)
     return rows
 
@@ -96,11 +97,11 @@ def reference_table(rows: list[dict], study: StudyConfig) -> str:
     return "\n".join(lines) if len(lines) > 2 else ""  # only exact-match references: no empty table
 
 
-def exact_reference_table(results: list[dict], study: StudyConfig) -> str:
+def exact_reference_table(results: list[CellResult], study: StudyConfig) -> str:
     """Whole-answer exact match (a word translated right, every character) and the per-character loss
     against references given as `id_exact` / `ood_exact` / `id_loss` (e.g. the Pig Latin write-up's word
     accuracy); the verdict rule is `_verdict`'s, on the exact-match CI over seeds."""
-    groups: dict[tuple, list[dict]] = defaultdict(list)
+    groups: dict[tuple, list[CellResult]] = defaultdict(list)
     for r in results:
         groups[group_key(r)].append(r)
     ev, fmt = study.eval, (lambda v: "-" if v is None else f"{100 * v:.1f}")
@@ -109,13 +110,14 @@ def exact_reference_table(results: list[dict], study: StudyConfig) -> str:
         ref = study.reference.get(task, {}).get(pe, {})
         if not {"id_exact", "ood_exact"} & set(ref):
             continue
-        stats = {m: interval([c.get(m) for c in cells], ev.confidence, DEFAULT_METHOD, ev.n_boot,
+        stats = {m: interval([c.metric(m) for c in cells], ev.confidence, DEFAULT_METHOD, ev.n_boot,
                              bounds=BOUNDS[m]) for m in ("id_exact", "ood_exact", "id_loss")}
         verdict = "; ".join(
-            f"{m.split('_')[0].upper()}: " + _verdict(ref[m], stats[m], {c["seed"]: c.get(m) for c in cells})
+            f"{m.split('_')[0].upper()}: " + _verdict(ref[m], stats[m], {c.seed: c.metric(m) for c in cells})
             for m in ("id_exact", "ood_exact") if m in ref)
         loss = "-" if ref.get("id_loss") is None else f"{ref['id_loss']:.3f}"
-        lines.append(f"| {task} | {pe} | {cells[0].get('params', '-')} | {fmt(ref.get('id_exact'))} | "
+        params = "-" if cells[0].params is None else cells[0].params
+        lines.append(f"| {task} | {pe} | {params} | {fmt(ref.get('id_exact'))} | "
                      f"{stats['id_exact'].fmt()} | {stats['ood_exact'].fmt()} | {loss} | "
                      f"{stats['id_loss'].fmt(False)} | {verdict} |")
     if not lines:
@@ -145,11 +147,11 @@ def _verdict(reference: float, ours, by_seed: dict, chance: float | None = None)
     return ("agrees" if inside else f"differs ({100 * (ours.mean - reference):+.0f} pts)") + below
 
 
-def by_group(results: list[dict], metric: str) -> dict[tuple, dict[str, dict]]:
+def by_group(results: list[CellResult], metric: str) -> dict[tuple, dict[str, dict]]:
     groups: dict[tuple, dict[str, dict]] = defaultdict(dict)
     for r in results:
         task, pe, axes = group_key(r)
-        groups[(task, axes)].setdefault(pe, {})[r["seed"]] = r.get(metric)
+        groups[(task, axes)].setdefault(pe, {})[r.seed] = r.metric(metric)
     return groups
 
 
@@ -157,7 +159,7 @@ def _negated(s):
     return replace(s, mean=-s.mean, lo=None if s.hi is None else -s.hi, hi=None if s.lo is None else -s.lo)
 
 
-def comparisons(results: list[dict], study: StudyConfig, metric: str = "ood_beyond_acc") -> str:
+def comparisons(results: list[CellResult], study: StudyConfig, metric: str = "ood_beyond_acc") -> str:
     """Per task (and axes): every PE pair as one family (Holm), ordered where the seeds show a difference, "the
     same" where they show equivalence within the metric's margin, undecided otherwise."""
     ev, margin = study.eval, DEFAULT_MARGINS.get(metric)
@@ -189,12 +191,12 @@ SEED_COLUMNS = ("task", "best two PEs (beyond train length)", "paired difference
                 "seeds needed (estimate)")
 
 
-def seed_calibration_rows(results: list[dict], ev, metric: str = "ood_beyond_acc") -> list[dict]:
+def seed_calibration_rows(results: list[CellResult], ev, metric: str = "ood_beyond_acc") -> list[dict]:
     """Per task (and axes): the two best PEs on the headline metric, their paired difference over seeds, and
     how many seeds the same t test would need to separate them if the effect stays as observed (`ev`: the
     study's eval settings). Rows keyed by SEED_COLUMNS: what report.md and the app show."""
-    groups = by_group([r for r in results if r.get(metric) is not None], metric)
-    chance = {group_key(r)[0]: r.get("chance") for r in results}
+    groups = by_group([r for r in results if r.metric(metric) is not None], metric)
+    chance = {r.task: r.chance for r in results}
     margin = DEFAULT_MARGINS.get(metric, 0.02)
     rows = []
     for (task, axes), per_pe in groups.items():
@@ -218,7 +220,7 @@ def seed_calibration_rows(results: list[dict], ev, metric: str = "ood_beyond_acc
     return rows
 
 
-def seed_calibration(results: list[dict], study: StudyConfig, metric: str = "ood_beyond_acc") -> str:
+def seed_calibration(results: list[CellResult], study: StudyConfig, metric: str = "ood_beyond_acc") -> str:
     """The seed calibration table of report.md (`seed_calibration_rows`)."""
     label = interval_label(DEFAULT_METHOD, study.eval.confidence, len(study.seeds))
     heads = [f"{h} [{label}]" if h == SEED_COLUMNS[2] else h for h in SEED_COLUMNS]
@@ -227,24 +229,24 @@ def seed_calibration(results: list[dict], study: StudyConfig, metric: str = "ood
     return "\n".join(lines)
 
 
-def claim_groups(results: list[dict], metric: str) -> dict[str, dict[str, dict]]:
+def claim_groups(results: list[CellResult], metric: str) -> dict[str, dict[str, dict]]:
     """{"task [axes]": {pe: {seed: metric}}}: what a claim is judged on, per task."""
     groups: dict[str, dict[str, dict]] = defaultdict(dict)
     for r in results:
         task, pe, axes = group_key(r)
         label = f"{task} {_axes_label(dict(axes))}".strip()
-        groups[label].setdefault(pe, {})[r["seed"]] = r.get(metric)
+        groups[label].setdefault(pe, {})[r.seed] = r.metric(metric)
     return dict(groups)
 
 
-def claims_report(results: list[dict], study: StudyConfig) -> str:
+def claims_report(results: list[CellResult], study: StudyConfig) -> str:
     jobs = [(claim, claim_groups(results, claim.metric), True, "pts") for claim in study.claims]
     checks, size = check_claims(jobs, study.eval.confidence, study.eval.n_boot)
     return "\n".join([rules_note(study.eval.confidence), "", family_note(size, study.eval.confidence), "",
                       claims_markdown(checks)])
 
 
-def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots: list[str]) -> str:
+def write_outputs(out_dir: Path, results: list[CellResult], study: StudyConfig, plots: list[str]) -> str:
     rows = summarize(results, study)
     pct = int(100 * study.eval.confidence)
     parts = [f"# Study `{study.name}`", "",
@@ -294,7 +296,8 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
               seed_calibration(results, study), "", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     report = "\n".join(parts) + "\n"
     write_text(out_dir / "report.md", report)
-    write_text(out_dir / "results.json", json.dumps({"study": study.name, "cells": results}, indent=1, sort_keys=True))
+    write_text(out_dir / "results.json", json.dumps({"study": study.name, "cells": [r.to_data() for r in results]},
+                                                    indent=1, sort_keys=True))
     write_text(out_dir / "results.csv", to_csv(results))
     metric = "ood_beyond_acc"
     verdicts = report_tex.verdicts(by_group(results, metric), study.eval.confidence, study.eval.n_boot,
@@ -304,27 +307,27 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
     return summary_table(rows, study)
 
 
-def devices_line(results: list[dict]) -> str:
+def devices_line(results: list[CellResult]) -> str:
     """Where the cells trained, e.g. " Trained on cuda: NVIDIA H100 80GB HBM3 (33 cells)." (results written before
     cells recorded it count as cpu, the only device studies had then)."""
-    counts = Counter(r.get("device", "cpu") for r in results)
+    counts = Counter(r.device or "cpu" for r in results)
     return " Trained on " + ", ".join(f"{d} ({n} cells)" for d, n in sorted(counts.items())) + "."
 
 
-def matmul_line(results: list[dict]) -> str:
+def matmul_line(results: list[CellResult]) -> str:
     """Which library ran the cells' linear layers (model.matmul, model/matmul_choice.py), e.g. " Linear layers
     (model.matmul) on onednn (20 cells)."; empty for results written before cells recorded it."""
-    counts = Counter(r["matmul"] for r in results if "matmul" in r)
+    counts = Counter(r.matmul for r in results if r.matmul is not None)
     if not counts:
         return ""
     return " Linear layers (model.matmul) on " + ", ".join(f"{m} ({n} cells)" for m, n in sorted(counts.items())) + "."
 
 
-def to_csv(results: list[dict]) -> str:
+def to_csv(results: list[CellResult]) -> str:
     buf = io.StringIO()
-    cols = ["cell_id", "task", "pe", "seed", "axes", *METRICS, "id_exact", "ood_exact", "chance"]
+    metrics = [*METRICS, "id_exact", "ood_exact", "chance"]
     w = csv.writer(buf, lineterminator="\n")
-    w.writerow(cols)
+    w.writerow(["cell_id", "task", "pe", "seed", "axes", *metrics])
     for r in results:
-        w.writerow([json.dumps(r["axes"], sort_keys=True) if c == "axes" else r.get(c) for c in cols])
+        w.writerow([r.cell_id, r.task, r.pe, r.seed, json.dumps(r.axes, sort_keys=True), *map(r.metric, metrics)])
     return buf.getvalue()

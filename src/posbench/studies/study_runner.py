@@ -28,9 +28,9 @@ from posbench.config_loader import to_dict
 from posbench.errors import ConfigError, user_paths
 from posbench.fileio import write_text
 from posbench.procpool import call_logged, run_jobs
-from posbench.studies.cell_result import cell_problem, loads_cell
+from posbench.studies.cell_result import cell_problem, dumps_cell, loads_cell
 from posbench.studies.published import write_result
-from posbench.studies.seed_groups import seed_groups
+from posbench.studies.seed_groups import SeedGroup, seed_groups
 from posbench.studies.study_matmul import study_matmul
 from posbench.studies.study_plots import all_plots
 from posbench.studies.study_report import write_outputs
@@ -110,7 +110,7 @@ def recorded_spec(out_dir: Path, cell: Cell) -> dict | None:
         return json.loads(path.read_text())
     if damage(out_dir, cell) is not None:
         return None
-    return json.loads(result.read_text()).get("spec")
+    return loads_cell(result.read_text(), str(result), cell.cell_id).spec
 
 
 def check_finished_cells(out_dir: Path, cells: list[Cell]) -> None:
@@ -152,8 +152,7 @@ def _run_and_save(cells: list[Cell], out_dir: str, matmul: str | None = None) ->
     for cell, result in zip(cells, results):
         write_text(spec_path(out, cell), cell_spec(cell))  # first: a cell file is never without its spec
         # the cell carries its spec too (specs/ can be lost); a NaN is never written (allow_nan: a ValueError)
-        write_text(cell_path(out, cell), json.dumps({**result, "spec": json.loads(cell_spec(cell))}, sort_keys=True,
-                                                    allow_nan=False))
+        write_text(cell_path(out, cell), dumps_cell(replace(result, spec=json.loads(cell_spec(cell)))))
     phases.lap("other")
     _cpu_after_last_cell = time.process_time()
     # a group's seconds are shared evenly by its cells (they trained as one model)
@@ -228,6 +227,18 @@ def write_report(study: StudyConfig, cells: list[Cell], out_dir: Path, seeds: li
     return out_dir / "report.md"
 
 
+def run_round(groups: list[SeedGroup], out_dir: Path, workers: int, matmul: str | None, done) -> list[str]:
+    """Train and write the cells of `groups` (jobs, in order), `workers` processes at a time; `done(name)` after
+    each job. Returns the failed jobs' lines (their logs under `<out>/logs/`); Ctrl-C propagates."""
+    if workers == 1:
+        for g in groups:
+            call_logged(_run_and_save, (g.cells, str(out_dir), matmul), str(out_dir / "logs" / f"{g.name}.log"), 1)
+            done(g.name)
+        return []
+    return run_jobs(_run_and_save, {g.name: (g.cells, str(out_dir), matmul) for g in groups}, workers,
+                    out_dir / "logs", on_done=done)
+
+
 def _cpu_seconds() -> float:
     """CPU time of this process and of its finished children (the cell workers, once the pool has joined them)."""
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -285,13 +296,9 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
         rounds.after_job()
 
     try:
-        if workers == 1:
-            for g in groups:
-                call_logged(_run_and_save, (g.cells, str(out_dir), matmul), str(out_dir / "logs" / f"{g.name}.log"), 1)
-                done(g.name)
-        else:
-            failures = run_jobs(_run_and_save, {g.name: (g.cells, str(out_dir), matmul) for g in groups}, workers,
-                                out_dir / "logs", on_done=done)
+        # today the whole grid, seed-major, is one call: workers never idle at a round's end, and `Rounds` reports
+        # each round as it completes; a per-round decision (sequential seeds) calls it once per round instead
+        failures = run_round(groups, out_dir, workers, matmul, done)
     except KeyboardInterrupt:
         bar.close()
         n = sum(cell_path(out_dir, c).is_file() for c in cells)

@@ -129,7 +129,7 @@ def _show_progress(run_dir, started_as: str) -> None:
     spec = background.read_spec(run_dir)
     grid = {c.cell_id: c for c in expand(spec)}
     cells = in_study_order(read_cells(run_dir), list(grid))  # legends in the study's order, as its PNGs
-    losses = {c["cell_id"]: c.get("train_loss", []) for c in cells}
+    losses = {c.cell_id: c.train_loss for c in cells}
     if state.state == "running":  # a stopped run's half-trained cells are not live
         losses.update(live_losses(run_dir))
     tasks = [t.name for t in spec.tasks]

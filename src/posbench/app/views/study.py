@@ -9,10 +9,11 @@ import streamlit as st
 from posbench.app import charts
 from posbench.app.tables import SummarySettings, cells_csv, rows_csv, summary_rows
 from posbench.app.views.verdicts import show_verdicts
+from posbench.studies.cell_result import CellResult
 from posbench.studies.study_report import summarize
 
 
-def show_study(cells: list[dict], settings, key: str) -> None:
+def show_study(cells: list[CellResult], settings, key: str) -> None:
     """`settings`: the StudyConfig (its eval settings make the CIs) or SummarySettings; `key` keeps the
     widgets of two studies on one page apart."""
     if not cells:
@@ -28,15 +29,15 @@ def show_study(cells: list[dict], settings, key: str) -> None:
     right.download_button("Download summary CSV", rows_csv(rows), f"{key}_summary.csv", "text/csv",
                           key=f"{key}_sum_csv")
 
-    tasks = list(dict.fromkeys(c["task"] for c in cells))  # in the order the cells come: the study's, as its PNGs
+    tasks = list(dict.fromkeys(c.task for c in cells))  # in the order the cells come: the study's, as its PNGs
     task = st.selectbox("Task", tasks, key=f"{key}_task")
-    of_task = [c for c in cells if c["task"] == task]
-    pes = list(dict.fromkeys(c["pe"] for c in of_task))
+    of_task = [c for c in cells if c.task == task]
+    pes = list(dict.fromkeys(c.pe for c in of_task))
     # the PE set is part of the key: while a study runs, a PE whose first cell just finished is shown
     # (a widget keeps its state under one key, so a selection made before that PE existed would hide it)
     shown = st.multiselect("PEs in the charts (or click the legend)", pes, default=pes,
                            key=f"{key}_pes_{'_'.join(sorted(pes))}")
-    visible = [c for c in of_task if c["pe"] in shown]
+    visible = [c for c in of_task if c.pe in shown]
     labels = {label: k for k, label in charts.CURVE_LABELS.items()}  # the headline (beyond train length) first
     split = st.radio("Learning curve: accuracy", list(labels), horizontal=True, key=f"{key}_split",
                      help="OOD beyond train length: only the OOD targets past the training length (extrapolation). "
@@ -51,20 +52,20 @@ def show_study(cells: list[dict], settings, key: str) -> None:
     _attention(of_task, key)
 
 
-def _attention(cells: list[dict], key: str) -> None:
+def _attention(cells: list[CellResult], key: str) -> None:
     st.subheader("Attention map")
-    have = [c for c in cells if (c.get("attention") or {}).get("probs")]
+    have = [c for c in cells if c.attention is not None and c.attention.probs]
     if not have:
         st.info("These cells store no attention map.")
         return
-    labels = {f"{c['pe']} seed {c['seed']}": c for c in have}
+    labels = {f"{c.pe} seed {c.seed}": c for c in have}
     cols = st.columns(3)
     cell = labels[cols[0].selectbox("Example (the first ID example, per cell)", list(labels), key=f"{key}_attn_cell")]
-    att = cell["attention"]
-    probs = att["probs"]
+    att = cell.attention
+    probs = att.probs
     layer = cols[1].selectbox("Layer", list(range(len(probs))), key=f"{key}_attn_layer")
     head = cols[2].selectbox("Head", list(range(len(probs[layer]))), key=f"{key}_attn_head")
-    tokens = [str(t) for t in att.get("tokens", [])]
+    tokens = [str(t) for t in att.tokens]
     st.plotly_chart(charts.attention_map(probs[layer][head], tokens, tokens,
-                                         f"{cell['task']} / {cell['pe']} / seed {cell['seed']}: layer {layer}, "
+                                         f"{cell.task} / {cell.pe} / seed {cell.seed}: layer {layer}, "
                                          f"head {head}"), key=f"{key}_attn")

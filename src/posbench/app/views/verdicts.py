@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from posbench.studies.cell_result import CellResult
 from posbench.studies.claims import DEFAULT_MARGINS
 from posbench.studies.report_tex import verdicts
 from posbench.studies.study_report import by_group, seed_calibration_rows
@@ -13,7 +14,7 @@ from posbench.studies.study_report import by_group, seed_calibration_rows
 METRIC = "ood_beyond_acc"
 
 
-def verdict_table(cells: list[dict], settings) -> list[dict]:
+def verdict_table(cells: list[CellResult], settings) -> list[dict]:
     """The rows the page shows: task, pair, difference in points with its interval, verdict."""
     ev = settings.eval
     found = verdicts(by_group(cells, METRIC), ev.confidence, ev.n_boot, DEFAULT_MARGINS.get(METRIC))
@@ -22,7 +23,7 @@ def verdict_table(cells: list[dict], settings) -> list[dict]:
             for v in found]
 
 
-def show_verdicts(cells: list[dict], settings) -> None:
+def show_verdicts(cells: list[CellResult], settings) -> None:
     st.subheader("Which PEs differ (OOD beyond train length)")
     st.caption(f"Per task, every PE pair: paired t test over seeds ({settings.eval.confidence:.0%}) of \"they "
                f"differ\" and two one-sided tests of \"the same within +-{100 * DEFAULT_MARGINS[METRIC]:g} pts\", "
