@@ -5,11 +5,13 @@ small SwiGLU-like network reads from the layer's input,
     z_i = W_z (silu(W_g h_i) * (W_c h_i))          h_i the layer's attention input, W_g, W_c: D -> D/8, W_z: D/8 -> H
 
 and RoPE rotates q_i and k_i of head h by the angles z_i[h] * theta^(-2j/K). The layers below keep RoPE at token
-indices. Defaults as the authors' code (SakanaAI/repo, OLMo/olmo/model.py `dynamic_position_encoding_swigluex_multihead`,
-mode `swigluex_multihead`; docs/pe_defaults.md): the hidden width D // 8, no biases, weights ~ N(0, init_std)
-truncated at 3 std (`init_normal` with init_cutoff_factor 3), re-positioning from layer 5 of their 16
-(`dynamic_pe_start_layer: 5`; here the same share of the model's layers, rounded), the network's weights decayed
-as every Linear weight of their AdamW (weight_decay 0.1). Trained with the language-model loss alone, as theirs.
+indices. Defaults as the authors' code (SakanaAI/repo, OLMo/olmo/model.py
+dynamic_position_encoding_swigluex_multihead, mode `swigluex_multihead`; docs/pe_defaults.md): the hidden width
+D // 8, no biases, weights ~ N(0, init_std) truncated at 3 std (init_normal with init_cutoff_factor 3),
+re-positioning from layer 5 of their 16 (`dynamic_pe_start_layer: 5`; here the same share of the model's layers,
+rounded), the network's weights decayed as every Linear weight of their AdamW (weight_decay 0.1). Trained with the
+language-model loss alone, as theirs, but from the first step: theirs is a second stage of continual pretraining
+from a RoPE checkpoint, which posbench has no stage switch for (docs/pe_defaults.md).
 
 The positions reach attention through the `token_positions` hook: a token's position reads only its own input, so
 the keys rotated once and kept in the KV cache are exactly those a full forward computes.
@@ -30,7 +32,7 @@ from posbench.errors import ConfigError
 from posbench.pe.encoding import PES
 from posbench.pe.rope import RopeConfig, RotaryBase
 
-# their OLMo-2 1B re-positions layers 5..15 of 16 (configs/official-0425/OLMo2-1B-stage2-seed42-SEXMH-L5.yaml)
+# their OLMo-2 1B re-positions layers 5..15 of 16 (OLMo/configs/official-0425/OLMo2-1B-stage2-seed42-SEXMH-L5.yaml)
 AUTHORS_START_SHARE = 5 / 16
 
 
