@@ -114,3 +114,10 @@ def test_the_memory_estimate_prices_the_per_head_rotation_tables():
 def test_it_counts_as_reading_tokens_so_the_encoder_decoder_refuses_it_for_its_encoder():
     from posbench.pe.encoding import reads_tokens
     assert reads_tokens(PES.get("repo")) and not reads_tokens(PES.get("rope"))
+
+
+def test_flops_count_the_three_projections_of_a_repositioning_layer_only():
+    pe = build_test_model("repo").pe  # d_model 32 -> hidden 4, 4 heads; layer 0 keeps token indices
+    assert pe.layer_flops(0, 64) == (0.0, 0.0)
+    forward = 2 * (32 * 4 + 32 * 4 + 4 * 4)  # W_g, W_c (32 x 4 each) and W_z (4 x 4), a multiply-add per weight
+    assert pe.layer_flops(1, 64) == (forward, 3 * forward)
