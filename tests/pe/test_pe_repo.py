@@ -120,3 +120,11 @@ def test_flops_count_the_three_projections_of_a_repositioning_layer_only():
     assert pe.layer_flops(0, 64) == (0.0, 0.0)
     forward = 2 * (32 * 4 + 32 * 4 + 4 * 4)  # W_g, W_c (32 x 4 each) and W_z (4 x 4), a multiply-add per weight
     assert pe.layer_flops(1, 64) == (forward, 3 * forward)
+
+
+def test_it_adds_no_bias_so_the_planner_gives_it_sdpas_causal_kernel_on_cuda_and_cpu():
+    from posbench.model.memory import layer_kernels
+    model = build_test_model("repo")
+    assert not any(model.pe.layer_pe(i).has_score_mod for i in range(4))
+    for device in ("cpu", "cuda"):
+        assert [k.name for _, k in layer_kernels(model.cfg, model.pe, device)] == ["sdpa"] * 4
