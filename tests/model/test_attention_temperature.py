@@ -24,6 +24,10 @@ def test_each_rule_by_hand():
     assert torch.allclose(log_n, torch.tensor([math.log(p + 1) / math.log(64) for p in range(40)],
                                               dtype=torch.float64), atol=1e-6)
     assert temperature("log_n", base_len=16).factor(torch.tensor([15.0])).item() == pytest.approx(1.0)
+    # at_least_one (SWAN-GPT's inference-time scaling): 1 up to base_len keys, log(n) / log(base_len) past it
+    floored = temperature("log_n", base_len=16, at_least_one=True).factor(pos).double()
+    want = torch.tensor([max(1.0, math.log(p + 1) / math.log(16)) for p in range(40)], dtype=torch.float64)
+    assert torch.allclose(floored, want, atol=1e-6) and (floored[:16] == 1.0).all() and floored[16] > 1.0
     ssmax = temperature("ssmax", init=0.5)
     with torch.no_grad():
         ssmax.s.copy_(torch.tensor([0.5, 1.0, 2.0, 3.0]))

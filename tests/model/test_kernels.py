@@ -98,7 +98,7 @@ def test_hybrid_picks_a_kernel_per_layer():
 
 
 @pytest.mark.parametrize("name", ["rope", "alibi", "learned", "none", "t5", "xpos", "fire", "hybrid", "pope", "fope",
-                                  "hope", "modded_rope", "cope", "fox"])
+                                  "hope", "modded_rope", "cope", "fox", "repo"])
 def test_kv_cache_equals_full_forward(name):
     model = build_test_model(name).eval()
     idx = torch.randint(0, 61, (2, 20))
@@ -110,7 +110,7 @@ def test_kv_cache_equals_full_forward(name):
     torch.testing.assert_close(torch.cat(parts, dim=1), full, rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("name", ["rope", "alibi", "sinusoidal", "fire", "xpos", "binary", "cope", "fox"])
+@pytest.mark.parametrize("name", ["rope", "alibi", "sinusoidal", "fire", "xpos", "binary", "cope", "fox", "repo"])
 def test_bf16_autocast_is_finite_and_close(name):
     model = build_test_model(name).eval()
     idx = torch.randint(0, 61, (2, 32))

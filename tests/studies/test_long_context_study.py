@@ -24,7 +24,7 @@ from posbench.studies.study_runner import cell_spec, run_study
 from posbench.studies.study_spec import expand, load_study
 
 ROWS = ["rope", "alibi", "none", "fire", "rnope_swa", "fox", "drope", "stick_breaking", "cable", "randomized",
-        "path"]
+        "path", "repo", "swan_gpt"]
 
 
 def grid(scores: dict, train_len: int = 128, guess: float = 0.25) -> dict:
@@ -50,6 +50,8 @@ def test_preset_rows_lengths_and_grid():
     assert [r.label for r in study.rows()] == ROWS and len(study.seeds) >= 3
     swa = study.pes[ROWS.index("rnope_swa")]
     assert (swa.window, swa.swa_layers) == (64, 1)  # half the training length, one windowed layer
+    (swan,) = study.arms  # SWAN-GPT's recipe at 2 layers: rnope_swa's split, the NoPE layer's scaling floored at 1
+    assert (swan.pe.window, swan.pe.swa_layers) == (64, 1)
     assert study.pes[ROWS.index("randomized")].positions == "float"
     g = study.eval.length_grid
     assert g.multiples == [1, 2, 4, 8] and g.lengths(128) == [128, 256, 512, 1024]

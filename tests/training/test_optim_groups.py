@@ -48,7 +48,19 @@ def test_a_fox_member_of_a_hybrid_is_decayed_too():
     assert id(fox.weight_LHD) in decay and id(fox.bias_LH) in no_decay
 
 
-@pytest.mark.parametrize("name", sorted(set(PES.names()) - {"fox", "cable"}))
+def test_repo_decays_its_three_projection_weights_as_their_adamw():
+    """SakanaAI/repo OLMo2-1B-stage2-seed42-SEXMH-L5.yaml: weight_decay 0.1 on every Linear weight, W_g, W_c and W_z
+    of the re-positioning network (no biases) included."""
+    model = build_test_model("repo")
+    decay, no_decay = groups_by_id(model)
+    mine = [model.pe.gate_RMD, model.pe.content_RMD, model.pe.final_RHM]
+    assert all(id(p) in decay for p in mine) and not {id(p) for p in mine} & set(no_decay)
+    want_decay, want_no = rule_before(model)
+    ids = {id(p) for p in mine}
+    assert set(decay) == set(want_decay) | ids and set(no_decay) == set(want_no) - ids
+
+
+@pytest.mark.parametrize("name", sorted(set(PES.names()) - {"fox", "cable", "repo"}))
 def test_every_other_pe_keeps_its_groups(name):
     model = build_test_model(name)
     assert groups_by_id(model) == rule_before(model)

@@ -89,7 +89,9 @@ class Attention(nn.Module):
         # model's CPU step); the gradient values are the same
         q_BHTK, k_BHTK, v_BHTK = qkv.unbind(0)
         q_BHTK, k_BHTK = self.q_norm(q_BHTK), self.k_norm(k_BHTK)
-        q_BHTK, k_BHTK = pe.rotate(q_BHTK, k_BHTK, pos_T)
+        # a PE that reads its positions from the tokens (RePo) rotates at those; the cache keeps the window's
+        token_pos_BHT = pe.token_positions(self.layer, x_BTD)
+        q_BHTK, k_BHTK = pe.rotate(q_BHTK, k_BHTK, pos_T if token_pos_BHT is None else token_pos_BHT)
         if cache is None:
             return q_BHTK, k_BHTK, v_BHTK, pos_T
         return (q_BHTK, *cache.extend(k_BHTK, v_BHTK, pos_T))

@@ -3,7 +3,9 @@ position the PE gives the query; n = p + 1 keys up to it), so attention stays sh
 
     none     1: today's attention, no parameter and no operation
     log_n    log(n) / log(base_len) (Chiang & Cholak 2022 scale logits by log n; base_len, default the training
-             length, makes the factor 1 there)
+             length, makes the factor 1 there); with `at_least_one`, max(1, that): attention within base_len is
+             untouched, so training at the training length is unchanged and the scaling acts only past it, at
+             inference (SWAN-GPT's dynamic scaling, configs/recipe/swan_gpt.yaml)
     ssmax    s[h] * log(n), s learned per head, initialised to `init` (Nakanishi 2025, Scalable-Softmax)
     llama4   log(floor((p + 1) / floor_scale) + 1) * scale + 1 (Llama 4's attention temperature tuning, transformers'
              Llama4TextAttention: floor_scale 8192, scale 0.1)
@@ -85,6 +87,7 @@ class LogN(Temperature):
     @dataclass
     class Config(TemperatureConfig):
         base_len: int | None = None  # the length where the factor is 1; None: the model's training length
+        at_least_one: bool = False  # factor max(1, log(n) / log(base_len)): no change up to base_len keys
 
         def check(self) -> None:
             if self.base_len is not None and self.base_len < 2:
@@ -95,7 +98,8 @@ class LogN(Temperature):
         self.log_base = math.log(cfg.base_len or train_len)
 
     def factor(self, pos_T):
-        return torch.log(pos_T + 1.0) / self.log_base
+        f = torch.log(pos_T + 1.0) / self.log_base
+        return f.clamp(min=1.0) if self.cfg.at_least_one else f
 
 
 @TEMPERATURES.register("ssmax")

@@ -10,7 +10,9 @@ per layer, the larger of
              temporaries (2D), and the larger of the layer's kernel's `forward_bytes` (model/kernels.py: its (T, S)
              scores, masks and a PE's `logits_mod_bytes` where its code path makes them; the call says whether
              model.attention_sinks and model.attention_temperature reach it, and the kernel knows its
-             model.attention_chunk) and, after it, its output and model.attention_gate's (`gate_bytes`)
+             model.attention_chunk) and, after it, its output and model.attention_gate's (`gate_bytes`); a PE that
+             reads its positions from the tokens (`token_positions`, RePo) rotates with per-head tables where RoPE
+             shares one (T, K) table: `token_position_floats` more
   MLP        the residual stream before and after attention, the norm (3D) and gate, up, silu(gate) and their
              product (4F)
 at `elem` bytes an activation (kernels count their own float32). `kv_cache_bytes`: every layer's keys and values
@@ -29,7 +31,7 @@ from posbench.model.attention_gate import GATES
 from posbench.model.attention_temperature import build_temperature
 from posbench.model.kernels import AttentionKernel, select_kernel
 from posbench.model.transformer import layer_window
-from posbench.pe.encoding import PositionalEncoding
+from posbench.pe.encoding import PositionalEncoding, overrides
 
 if TYPE_CHECKING:
     from posbench.model.model_config import ModelConfig
@@ -66,8 +68,17 @@ def forward_bytes(cfg: ModelConfig, pe: PositionalEncoding | None, device_type: 
         call = AttentionCall(B, H, T, T, K, layer_pe.qk_dim(K), docs=cfg.packing.active, sinks=cfg.attention_sinks,
                              tempered=temperature.applies(layer_pe.kind == "none"))
         after = call.out + gate  # the kernel's temporaries are freed before the gate reads its output
-        worst = max(worst, N * (7 * D + 4 * H * call.Q) * elem + max(kernel.forward_bytes(call), after))
+        per_token = 7 * D + 4 * H * call.Q + token_position_floats(layer_pe, H, K)
+        worst = max(worst, N * per_token * elem + max(kernel.forward_bytes(call), after))
     return worst
+
+
+def token_position_floats(pe: PositionalEncoding, H: int, K: int) -> int:
+    """Floats a token adds to a layer whose PE gives it positions read from its input (`token_positions`): the
+    positions (H) and RotaryBase.cos_sin's tables per head, the angles at half and full width, cos, sin and the
+    temporary of one of them (4.5 H K at once); 0 for every other PE. The positions' own network runs before the
+    rotation, while the rotated q, k and RoPE's temporaries (4 D) do not exist yet, and is narrower (RePo: 4 D / 8)."""
+    return H + 9 * H * K // 2 if overrides(type(pe), "token_positions") else 0
 
 
 def kv_cache_bytes(cfg: ModelConfig, pe: PositionalEncoding | None, B: int, T: int, elem: int = 4) -> int:

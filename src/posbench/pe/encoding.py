@@ -15,7 +15,7 @@ PE) answers `decay_params`; the class answers `check_model` before any instance 
   hook                                                called on        default
         overridden in
   check_model(cfg, ctx)                               class            -
-        DigitsPE, HybridPerLayer, ModdedNanoGPTRoPE, RNoPESWA, RotaryBase, SinInitPE, SinusoidalPE, WrapperPE
+        DigitsPE, HybridPerLayer, ModdedNanoGPTRoPE, RNoPESWA, RePo, RotaryBase, SinInitPE, SinusoidalPE, WrapperPE
   max_positions                                       model.pe         None
         Abacus, CoupledPositions, DigitsPE, HybridPerLayer, IntegerPE, LearnedPE, RandomizedPositions, WrapperPE
   is_relative                                         model.pe         kind != absolute
@@ -35,11 +35,13 @@ PE) answers `decay_params`; the class answers `check_model` before any instance 
   drop()                                              model.pe         raises: cannot drop
         DroPE
   decay_params()                                      each PE module   []: no decay
-        ForgetGate
+        ForgetGate, RePo
   rotate(q_BHTK, k_BHTK, pos_T)                       layer_pe(layer)  identity
         DroPE, FoPE, FoPELayer, PoPE, RotaryBase
   score_mod(layer, pos_q_T, pos_k_S, feats_BHS=None)  layer_pe(layer)  None: no bias
         BiasPE, ForgetGate
+  token_positions(layer, x_BTD)                       layer_pe(layer)  None: pos_T
+        RePo
   token_features(layer, x_BTD)                        layer_pe(layer)  None
         ForgetGate, PaTH
   logits_mod(layer, q_BHTK, s_BHTS, k_BHSK, feats_BHS)layer_pe(layer)  identity, never called
@@ -51,13 +53,14 @@ PE) answers `decay_params`; the class answers `check_model` before any instance 
   logits_mod_bytes(B, H, T, S)                        layer_pe(layer)  0
         CoPE, PaTH, StickBreaking
   layer_flops(layer, seq_len)                         layer_pe(layer)  (0, 0)
-        CoPE, FoPE, FoPELayer, ForgetGate, PaTH, PoPE, StickBreaking
+        CoPE, FoPE, FoPELayer, ForgetGate, PaTH, PoPE, RePo, StickBreaking
 
 What each hook means (each method's docstring has the details):
   max_positions / positions / document_positions: float32 positions (bf16 cannot hold ints > 256), per row when
       they restart at each document (model.packing.positions=document, model/packing.py); `PositionRangeError`
       past max_positions. data_positions: what a task's own per-token ids mean to the PE (abacus, coupled).
-  embed: absolute PEs add to the token embeddings. rotate: the RoPE family rotates q and k; qk_dim: their width.
+  embed: absolute PEs add to the token embeddings. rotate: the RoPE family rotates q and k; qk_dim: their width;
+      token_positions: positions per head read from the layer's input (RePo), rotated at instead of pos_T.
   score_mod: the logit bias as a FlexAttention score_mod fn(score, b, h, q_idx, kv_idx); a data-dependent bias
       (FoX) reads `feats_BHS`, the `token_features` of every key, which attention keeps in the KV cache.
   logits_mod: CoPE's positions sum gates over a whole row, which no elementwise score_mod can express, so it
@@ -232,6 +235,12 @@ class PositionalEncoding(nn.Module):
         bias. `feats_BHS`: `token_features` of every key, cached ones included (None for a PE without them)."""
         return None
 
+    def token_positions(self, layer: int, x_BTD: torch.Tensor) -> torch.Tensor | None:
+        """(B, H, T) float32 positions per head and token read from layer `layer`'s attention input (RePo), which
+        attention hands `rotate` in place of the window's positions; None: the layer rotates at `pos_T`. A token's
+        position may read only its own input, so the keys kept in the KV cache stay those a full forward makes."""
+        return None
+
     def token_features(self, layer: int, x_BTD: torch.Tensor) -> torch.Tensor | None:
         """(B, H, T) float32 per head and token read from layer `layer`'s attention input (FoX's log forget gates),
         or (B, H, F, T) with F channels per token (PaTH's w and beta), kept in the KV cache beside the keys (joined
@@ -318,7 +327,7 @@ def overrides(cls, *hooks: str) -> bool:
 def reads_tokens(cls) -> bool:
     """Whether a PE class is data-dependent (reads the layer input or the whole logit matrix): such a PE is defined
     for causal self-attention only (model/attention.py), not for the encoder-decoder's bidirectional encoder."""
-    return overrides(cls, "token_features", "logits_mod")
+    return overrides(cls, "token_features", "logits_mod", "token_positions")
 
 
 def attention_bias(pe: PositionalEncoding, layer: int, pos_q_T: torch.Tensor, pos_k_S: torch.Tensor,
@@ -364,6 +373,7 @@ HOOKS: tuple[Hook, ...] = (
     Hook("decay_params()", "module", "[]: no decay"),
     Hook("rotate(q_BHTK, k_BHTK, pos_T)", "layer", "identity"),
     Hook("score_mod(layer, pos_q_T, pos_k_S, feats_BHS=None)", "layer", "None: no bias"),
+    Hook("token_positions(layer, x_BTD)", "layer", "None: pos_T"),
     Hook("token_features(layer, x_BTD)", "layer", "None"),
     Hook("logits_mod(layer, q_BHTK, s_BHTS, k_BHSK, feats_BHS)", "layer", "identity, never called"),
     Hook("fast_bias(layer, pos_q_T, pos_k_S)", "layer", "None: no fast form"),
