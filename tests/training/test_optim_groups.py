@@ -48,7 +48,22 @@ def test_a_fox_member_of_a_hybrid_is_decayed_too():
     assert id(fox.weight_LHD) in decay and id(fox.bias_LH) in no_decay
 
 
-@pytest.mark.parametrize("name", sorted(set(PES.names()) - {"fox", "cable"}))
+# Their authors' optimizers decay every PE parameter: GRAPE's all but RMSNorm weights (model-architectures/GRAPE
+# optim_utils.py lines 8-30), Selective RoPE's all (timurcarstensen/selective-rope train_language_modeling.py 531-538)
+DECAY_ALL = ["grape_a", "grape_m", "grape_m_ctx", "selective_rope"]
+
+
+@pytest.mark.parametrize("name", DECAY_ALL)
+def test_pes_whose_authors_decay_every_parameter_decay_them_all(name):
+    model = build_test_model(name)
+    decay, no_decay = groups_by_id(model)
+    pe = {id(p) for p in model.pe.parameters()}
+    assert pe and pe <= set(decay)
+    want_decay, want_no = rule_before(model)
+    assert set(decay) == set(want_decay) | pe and set(no_decay) == set(want_no) - pe
+
+
+@pytest.mark.parametrize("name", sorted(set(PES.names()) - {"fox", "cable", *DECAY_ALL}))
 def test_every_other_pe_keeps_its_groups(name):
     model = build_test_model(name)
     assert groups_by_id(model) == rule_before(model)
