@@ -31,7 +31,7 @@ def rotated_logits(q_BHTK: torch.Tensor, k_BHSK: torch.Tensor, s_BHTS: torch.Ten
     T, K = q_BHTK.shape[-2], q_BHTK.shape[-1]
     q_rot = rotate_pairs(q_BHTK.float(), angle_BHSP[:, :, angle_BHSP.shape[2] - T:])
     k_rot = rotate_pairs(k_BHSK.float(), angle_BHSP)
-    s_new = (q_rot / math.sqrt(K)) @ k_rot.transpose(-1, -2)
+    s_new = (q_rot @ k_rot.transpose(-1, -2)) / math.sqrt(K)  # the eager kernel's order: 0 angles, its logits
     return torch.where(s_BHTS.isneginf(), s_BHTS, s_new)
 
 
