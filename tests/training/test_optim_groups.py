@@ -50,7 +50,7 @@ def test_a_fox_member_of_a_hybrid_is_decayed_too():
 
 # Their authors' optimizers decay every PE parameter: GRAPE's all but RMSNorm weights (model-architectures/GRAPE
 # optim_utils.py lines 8-30), Selective RoPE's all (timurcarstensen/selective-rope train_language_modeling.py 531-538)
-DECAY_ALL = ["grape_a", "grape_m", "grape_m_ctx", "selective_rope"]
+DECAY_ALL = ["grape_a", "grape_ap", "grape_m", "grape_m_ctx", "selective_rope"]
 
 
 @pytest.mark.parametrize("name", DECAY_ALL)

@@ -36,23 +36,24 @@ PE) answers `decay_params`; the class answers `check_model` before any instance 
   drop()                                              model.pe         raises: cannot drop
         DroPE
   decay_params()                                      each PE module   []: no decay
-        ForgetGate, GrapeA, GrapeM, GrapeMContextual, SelectiveRoPE
+        ForgetGate, GrapeA, GrapeAP, GrapeM, GrapeMContextual, SelectiveRoPE
   rotate(q_BHTK, k_BHTK, pos_T)                       layer_pe(layer)  identity
         DroPE, FoPE, FoPELayer, PoPE, RotaryBase
   score_mod(layer, pos_q_T, pos_k_S, feats_BHS=None)  layer_pe(layer)  None: no bias
         BiasPE, ForgetGate
   token_features(layer, x_BTD)                        layer_pe(layer)  None
-        ForgetGate, GrapeMContextual, PaTH, SelectiveRoPE
+        ForgetGate, GrapeAP, GrapeMContextual, PaTH, SelectiveRoPE
   logits_mod(layer, q_BHTK, s_BHTS, k_BHSK, feats_BHS)layer_pe(layer)  identity, never called
-        CoPE, GrapeA, GrapeMContextual, PaTH, SelectiveRoPE, StickBreaking
+        CoPE, GrapeA, GrapeAP, GrapeMContextual, PaTH, SelectiveRoPE, StickBreaking
   fast_bias(layer, pos_q_T, pos_k_S)                  layer_pe(layer)  None: no fast form
         ALiBi, BiasPE, FIRE, RelativeLearnedBias, T5Bias
   qk_dim(head_dim)                                    layer_pe(layer)  head_dim
         PoPE
   logits_mod_bytes(B, H, T, S)                        layer_pe(layer)  0
-        CoPE, GrapeA, GrapeMContextual, PaTH, SelectiveRoPE, StickBreaking
+        CoPE, GrapeA, GrapeAP, GrapeMContextual, PaTH, SelectiveRoPE, StickBreaking
   layer_flops(layer, seq_len)                         layer_pe(layer)  (0, 0)
-        CoPE, FoPE, FoPELayer, ForgetGate, GrapeA, GrapeMContextual, PaTH, PoPE, SelectiveRoPE, StickBreaking
+        CoPE, FoPE, FoPELayer, ForgetGate, GrapeA, GrapeAP, GrapeMContextual, PaTH, PoPE, SelectiveRoPE,
+        StickBreaking
 
 What each hook means (each method's docstring has the details):
   max_positions / positions / document_positions: float32 positions (bf16 cannot hold ints > 256), per row when
