@@ -128,15 +128,15 @@ def test_grape_ap_sums_the_edge_potentials_between_key_and_query_as_the_authors(
     p = (x[0].double() @ model.pe.p_LWD[0].detach().double().t()).view(8, H, 8)  # (T, H, d_p)
     want = torch.full((H, 8, 8), float("-inf"), dtype=torch.float64)
     for h in range(H):
-        def psi(t, l):  # their line 179: log sigmoid(p_t . rotary_base1(rms_norm(p_l)) / d_p), times the slope
-            pl = p[l, h] / (p[l, h].square().mean() + torch.finfo(torch.float32).eps).sqrt()
-            c, s = math.cos(l), math.sin(l)
+        def psi(t, m):  # their line 179: log sigmoid(p_t . rotary_base1(rms_norm(p_m)) / d_p), times the slope
+            pl = p[m, h] / (p[m, h].square().mean() + torch.finfo(torch.float32).eps).sqrt()
+            c, s = math.cos(m), math.sin(m)
             turned = torch.cat((pl[:4] * c + pl[4:] * s, -pl[:4] * s + pl[4:] * c))
             return slopes[h] * F.logsigmoid(p[t, h] @ turned / 8)
 
         for t in range(8):
             for j in range(t + 1):
                 want[h, t, j] = q[0, h, t].double() @ k[0, h, j].double() / math.sqrt(K) \
-                    + sum(psi(t, l) for l in range(j + 1, t + 1))
+                    + sum(psi(t, m) for m in range(j + 1, t + 1))
     torch.testing.assert_close(got[0], want, rtol=1e-5, atol=1e-5)
     assert_eager_only(model.pe)
