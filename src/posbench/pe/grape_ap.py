@@ -18,9 +18,10 @@ init_utils.py, `hidden_init_std_factor` 0.5). Weight decay on W_p: their optimiz
 RMSNorm weights (optim_utils.py lines 8-30).
 
 The bias reads whole rows (a sum over the keys between), which no elementwise score_mod can express: it is a
-`logits_mod`, eager kernel only. l is the token's index among the S tokens the call sees (cached ones first), as
-the authors' positions 0..T-1 of the sequence; under document packing it keeps counting across documents (their
-training packs none), and the document mask keeps each sum within one document.
+`logits_mod`, eager kernel only. l is the token's index in the sequence (the S tokens the call sees, cached ones
+first), as the authors' positions 0..T-1; under model.packing.mask=document it restarts at each document start the
+call sees (pe/path.py `segments`, as PaTH's convolution; a start already in the KV cache is not seen again, and
+a model.attention_chunk start restarts it too).
 Shape legend: B batch, H heads, T queries (the last T of the S keys), S keys, d_p = E channels, L layers.
 """
 
@@ -36,6 +37,7 @@ from torch import nn
 from posbench.errors import ConfigError
 from posbench.pe.alibi import alibi_slopes
 from posbench.pe.encoding import PES, PEConfig, PositionalEncoding
+from posbench.pe.path import segments
 from posbench.pe.token_rotation import rotate_pairs
 
 
@@ -68,19 +70,21 @@ class GrapeAP(PositionalEncoding):
         p_BTW = x_BTD.float() @ self.p_LWD[layer].float().t()
         return p_BTW.view(B, T, self.ctx.n_heads, self.cfg.p_dim).permute(0, 2, 3, 1)
 
-    def potentials(self, feats_BHES, T: int):
+    def potentials(self, feats_BHES, s_BHTS):
         """(B, H, T, S) m_h log sigmoid(p_t . R(-l) p^_l / d_p) for keys l <= t, 0 after the query."""
+        T = s_BHTS.shape[-2]
         p_BHSE = feats_BHES.float().transpose(-1, -2)
         S, E = p_BHSE.shape[-2:]
-        l_S = torch.arange(S, device=p_BHSE.device, dtype=torch.float32)
-        key_BHSE = rotate_pairs(F.rms_norm(p_BHSE, (E,)), -l_S[:, None].expand(S, E // 2))
+        l_BS = token_index(s_BHTS).float()
+        key_BHSE = rotate_pairs(F.rms_norm(p_BHSE, (E,)), -l_BS[:, None, :, None].expand(-1, 1, S, E // 2))
         psi = F.logsigmoid(p_BHSE[:, :, S - T:] @ key_BHSE.transpose(-1, -2) / E)
-        causal_TS = l_S <= (S - T + torch.arange(T, device=p_BHSE.device))[:, None]
+        idx_S = torch.arange(S, device=p_BHSE.device)
+        causal_TS = idx_S <= (S - T + torch.arange(T, device=p_BHSE.device))[:, None]
         return psi * causal_TS * self.slopes_H.float()[:, None, None]
 
     def logits_mod(self, layer, q_BHTK, s_BHTS, k_BHSK=None, feats_BHS=None):
         with torch.autocast(q_BHTK.device.type, enabled=False):
-            psi_BHTS = self.potentials(feats_BHS, s_BHTS.shape[-2])
+            psi_BHTS = self.potentials(feats_BHS, s_BHTS)
             return s_BHTS + (psi_BHTS.sum(-1, keepdim=True) - psi_BHTS.cumsum(-1))  # masked keys stay -inf
 
     def logits_mod_bytes(self, B, H, T, S):
@@ -94,3 +98,14 @@ class GrapeAP(PositionalEncoding):
         H, E, D = self.ctx.n_heads, self.cfg.p_dim, self.ctx.d_model
         forward = 2 * D * H * E + 8 * H * E + H * seq_len * (2 * E + 6)
         return forward, 3 * forward
+
+
+def token_index(s_BHTS) -> torch.Tensor:
+    """(B, S) each token's index in its segment (pe/path.py `segments`: a document start seen in this call under
+    model.packing.mask=document begins one), so l restarts with each document as the authors' positions do per
+    sequence."""
+    seg_BS = segments(s_BHTS)
+    S = seg_BS.shape[-1]
+    idx_S = torch.arange(S, device=seg_BS.device)
+    start_BS = seg_BS != F.pad(seg_BS, (1, 0), value=-1)[:, :S]
+    return idx_S - torch.cummax(torch.where(start_BS, idx_S, 0), dim=-1).values
