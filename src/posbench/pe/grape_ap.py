@@ -9,12 +9,12 @@ forgetting rate that query t sets for every token after the key. GRAPE-A (pe/gra
 potentials do not depend on t.
 
 Facts from the authors' code (model-architectures/GRAPE, commit f5b539f, model/llama-mha-grape-ap-v1.py): W_p a
-Linear(d_model, H*d_p) without bias (line 117), d_p = 8 (`p_head_dim`, config/train_llama_mha_grape_ap_v1_pdim8_
-medium_adam_80g8.py), untied from q, k, v (`p_tie_mode` 'none'); p^ = F.rms_norm(p) without weight (line 171); the
+Linear(d_model, H*d_p) without bias (line 117), d_p = 8 (`p_head_dim` in their two pdim8 configs of GRAPE-AP),
+untied from q, k, v (`p_tie_mode` 'none'); p^ = F.rms_norm(p) without weight (line 171); the
 rotary of base 1 on p^ with positions 0..T-1 (lines 126-128, 19-36) turning by -angle (x1 cos + x2 sin, lines
 38-45); the query side unrotated and unnormalised, the scale 1 / d_p (line 178); slopes (lines 47-61, 131); the
-masked sum sum - cumsum (lines 179-185). W_p ~ N(0, 0.5 / sqrt(d_model)), as every matrix of their init (model/
-init_utils.py, `hidden_init_std_factor` 0.5). Weight decay on W_p: their optimizer decays every parameter but
+masked sum sum - cumsum (lines 179-185). W_p ~ N(0, 0.5 / sqrt(d_model)), as every matrix of their init
+(model/init_utils.py, `hidden_init_std_factor` 0.5). Weight decay on W_p: their optimizer decays every parameter but
 RMSNorm weights (optim_utils.py lines 8-30).
 
 The bias reads whole rows (a sum over the keys between), which no elementwise score_mod can express: it is a

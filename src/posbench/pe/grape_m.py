@@ -52,8 +52,8 @@ class GrapeM(RotaryBase):
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
-        # one spectrum per layer, as each of the authors' attention layers builds its own (model/llama-mha-grape-m-
-        # nonctx.py line 195)
+        # one spectrum per layer, as each of the authors' attention layers builds its own
+        # (model/llama-mha-grape-m-nonctx.py line 195)
         stored_P = self.initial_inv_freq().log() * cfg.log_freq_scale
         self.log_freq_LP = nn.Parameter(stored_P.repeat(ctx.n_layers, 1))
         # a per-layer view each; a plain list, not submodules: the parameter stays here, saved and moved as `pe`
