@@ -30,10 +30,11 @@ def their_logits(q_HTK, k_HTK, angle_HTP):
     T = q_HTK.shape[1]
     out = torch.full((H, T, T), float("-inf"), dtype=torch.float64)
     for h in range(H):
+        q_turned = [their_turn(q_HTK[h, t], angle_HTP[h, t]) for t in range(T)]
+        k_turned = [their_turn(k_HTK[h, t], angle_HTP[h, t]) for t in range(T)]
         for i in range(T):
             for j in range(i + 1):
-                out[h, i, j] = their_turn(q_HTK[h, i], angle_HTP[h, i]) @ their_turn(k_HTK[h, j], angle_HTP[h, j]) \
-                    / math.sqrt(K)
+                out[h, i, j] = q_turned[i] @ k_turned[j] / math.sqrt(K)
     return out
 
 
