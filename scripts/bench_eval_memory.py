@@ -34,6 +34,10 @@ ROWS = {
     "cope": ("cope", "auto", []),  # eager: CoPE's gates, positions and interpolation over (T, S)
     "stick_breaking": ("stick_breaking", "auto", []),  # eager: the log sticks' cumulative sums over (T, S)
     "path": ("path", "auto", []),  # eager: PaTH's correction of the logits, assembled from its chunk blocks
+    "selective_rope": ("selective_rope", "auto", []),  # eager: q, k turned by token phases, rescored over (T, S)
+    "grape_m_ctx": ("grape_m_ctx", "auto", []),  # eager: as selective_rope, one phase per token
+    "grape_a": ("grape_a", "auto", []),  # eager: the key-gated distance bias over (T, S)
+    "grape_ap": ("grape_ap", "auto", []),  # eager: edge potentials over (T, S) and their cumulative sums
     "alibi": ("alibi", "auto", []),  # sdpa_bias: the far field, linear in T
     "alibi_eager": ("alibi", "eager", []),  # eager: the (H, T, S) bias and scores
     "kerple": ("kerple_log", "auto", []),  # sdpa_bias blocked: the (T, S) allowed mask and a block at a time

@@ -77,6 +77,15 @@ ELSEWHERE = {
     "get_step_eye",
     "configs/task/addition_coupled.yaml",  # HanseulJo/position-coupling
     "max_abacus_len",  # mcleish7/arithmetic
+    "model/llama-mha-grape-m-nonctx.py", "model/llama-mha-grape-m-ctx.py",  # model-architectures/GRAPE
+    "model/llama-mha-grape-a-keygated.py", "model/llama-mha-grape-ap-v1.py", "model/llama-mha-grape-*.py",
+    "model/init_utils.py", "optim_utils.py", "train_adam_finewebedu.py", "get_optimizer_param_groups",
+    "apply_rotary_emb", "grape_log_freq_scale", "omega_proj", "_cumulative_phase", "grape_ctx_per_head",
+    "grape_ctx_init_omega", "grape_ctx_omega_scale", "_get_alibi_slopes", "q_rms", "k_rms", "keygated_omega_init",
+    "keygated_u_l2_norm", "c_p", "p_head_dim", "p_tie_mode",
+    "rotary_temperature", "skip_conv", "train_language_modeling.py",  # timurcarstensen/selective-rope
+    "configs/language_modeling/model/attn.yaml", "configs/language_modeling/trainer/trainer.yaml",
+    "configs/language_modeling/model/position_embedding/selective_rope.yaml",
 }
 SKIP_DIRS = {".git", "__pycache__", ".pytest_cache", ".ruff_cache", ".venv", "node_modules"}
 RUN_TIME_ROOTS = ("data", "runs", "checkpoints", "wandb", "build", "dist")  # git-ignored, written by the tools

@@ -12,7 +12,8 @@ def held_bytes(cache) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-@pytest.mark.parametrize("pe", ["rope", "none", "fox", "cable", "path", "stick_breaking", "alibi"])
+@pytest.mark.parametrize("pe", ["rope", "none", "fox", "cable", "path", "stick_breaking", "alibi", "selective_rope",
+                                "grape_m_ctx", "grape_ap"])
 def test_the_estimate_is_the_prefilled_cache(pe):
     model, cfg = small_model(pe, seq_len=32)
     B, T = 3, 20

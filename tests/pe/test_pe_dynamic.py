@@ -122,7 +122,8 @@ def test_cope_init_follows_the_authors_code():
 
 
 @pytest.mark.parametrize("window", [None, 5], ids=["full", "window5"])  # a window hides keys from gates and decay
-@pytest.mark.parametrize("name", ["cope", "fox"])
+@pytest.mark.parametrize("name", ["cope", "fox", "grape_a", "grape_ap", "grape_m_ctx",
+                                  "selective_rope"])
 def test_cached_decoding_equals_the_full_forward(name, window):
     model = randomized(name, overrides=[] if window is None else [f"model.attention_window={window}"])
     idx = torch.randint(0, 61, (2, 16))

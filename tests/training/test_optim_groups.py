@@ -60,7 +60,22 @@ def test_repo_decays_its_three_projection_weights_as_their_adamw():
     assert set(decay) == set(want_decay) | ids and set(no_decay) == set(want_no) - ids
 
 
-@pytest.mark.parametrize("name", sorted(set(PES.names()) - {"fox", "cable", "repo"}))
+# Their authors' optimizers decay every PE parameter: GRAPE's all but RMSNorm weights (model-architectures/GRAPE
+# optim_utils.py lines 8-30), Selective RoPE's all (timurcarstensen/selective-rope train_language_modeling.py 531-538)
+DECAY_ALL = ["grape_a", "grape_ap", "grape_m", "grape_m_ctx", "selective_rope"]
+
+
+@pytest.mark.parametrize("name", DECAY_ALL)
+def test_pes_whose_authors_decay_every_parameter_decay_them_all(name):
+    model = build_test_model(name)
+    decay, no_decay = groups_by_id(model)
+    pe = {id(p) for p in model.pe.parameters()}
+    assert pe and pe <= set(decay)
+    want_decay, want_no = rule_before(model)
+    assert set(decay) == set(want_decay) | pe and set(no_decay) == set(want_no) - pe
+
+
+@pytest.mark.parametrize("name", sorted(set(PES.names()) - {"fox", "cable", "repo", *DECAY_ALL}))
 def test_every_other_pe_keeps_its_groups(name):
     model = build_test_model(name)
     assert groups_by_id(model) == rule_before(model)

@@ -15,7 +15,8 @@ PE) answers `decay_params`; the class answers `check_model` before any instance 
   hook                                                called on        default
         overridden in
   check_model(cfg, ctx)                               class            -
-        DigitsPE, HybridPerLayer, ModdedNanoGPTRoPE, RNoPESWA, RePo, RotaryBase, SinInitPE, SinusoidalPE, WrapperPE
+        DigitsPE, GrapeMContextual, HybridPerLayer, ModdedNanoGPTRoPE, RNoPESWA, RePo, RotaryBase, SelectiveRoPE,
+        SinInitPE, SinusoidalPE, WrapperPE
   max_positions                                       model.pe         None
         Abacus, CoupledPositions, DigitsPE, HybridPerLayer, IntegerPE, LearnedPE, RandomizedPositions, WrapperPE
   is_relative                                         model.pe         kind != absolute
@@ -29,13 +30,13 @@ PE) answers `decay_params`; the class answers `check_model` before any instance 
   embed(x_BTD, pos_T)                                 model.pe         identity
         Abacus, FixedTablePE, LearnedPE, WrapperPE
   layer_pe(layer)                                     model.pe         self
-        FoPE, HybridPerLayer, WrapperPE
+        FoPE, GrapeM, HybridPerLayer, WrapperPE
   layer_window(layer)                                 model.pe         None: full attention
         RNoPESWA, WrapperPE
   drop()                                              model.pe         raises: cannot drop
         DroPE
   decay_params()                                      each PE module   []: no decay
-        ForgetGate, RePo
+        ForgetGate, GrapeA, GrapeAP, GrapeM, GrapeMContextual, RePo, SelectiveRoPE
   rotate(q_BHTK, k_BHTK, pos_T)                       layer_pe(layer)  identity
         DroPE, FoPE, FoPELayer, PoPE, RotaryBase
   score_mod(layer, pos_q_T, pos_k_S, feats_BHS=None)  layer_pe(layer)  None: no bias
@@ -43,17 +44,18 @@ PE) answers `decay_params`; the class answers `check_model` before any instance 
   token_positions(layer, x_BTD)                       layer_pe(layer)  None: pos_T
         RePo
   token_features(layer, x_BTD)                        layer_pe(layer)  None
-        ForgetGate, PaTH
+        ForgetGate, GrapeAP, GrapeMContextual, PaTH, SelectiveRoPE
   logits_mod(layer, q_BHTK, s_BHTS, k_BHSK, feats_BHS)layer_pe(layer)  identity, never called
-        CoPE, PaTH, StickBreaking
+        CoPE, GrapeA, GrapeAP, GrapeMContextual, PaTH, SelectiveRoPE, StickBreaking
   fast_bias(layer, pos_q_T, pos_k_S)                  layer_pe(layer)  None: no fast form
         ALiBi, BiasPE, FIRE, RelativeLearnedBias, T5Bias
   qk_dim(head_dim)                                    layer_pe(layer)  head_dim
         PoPE
   logits_mod_bytes(B, H, T, S)                        layer_pe(layer)  0
-        CoPE, PaTH, StickBreaking
+        CoPE, GrapeA, GrapeAP, GrapeMContextual, PaTH, SelectiveRoPE, StickBreaking
   layer_flops(layer, seq_len)                         layer_pe(layer)  (0, 0)
-        CoPE, FoPE, FoPELayer, ForgetGate, PaTH, PoPE, RePo, StickBreaking
+        CoPE, FoPE, FoPELayer, ForgetGate, GrapeA, GrapeAP, GrapeMContextual, PaTH, PoPE, RePo, SelectiveRoPE,
+        StickBreaking
 
 What each hook means (each method's docstring has the details):
   max_positions / positions / document_positions: float32 positions (bf16 cannot hold ints > 256), per row when
