@@ -1,4 +1,5 @@
-"""The KV-cache estimate equals what a prefilled cache holds: keys, values and the PE's cached token features."""
+"""The KV-cache estimate equals what a prefilled cache holds: keys, values (TAPE's state beside them) and the PE's
+cached token features."""
 
 import pytest
 import torch
@@ -12,7 +13,7 @@ def held_bytes(cache) -> int:
     return sum(t.numel() * t.element_size() for t in tensors)
 
 
-@pytest.mark.parametrize("pe", ["rope", "none", "fox", "cable", "path", "stick_breaking", "alibi"])
+@pytest.mark.parametrize("pe", ["rope", "none", "fox", "cable", "path", "stick_breaking", "alibi", "tape", "seqpe"])
 def test_the_estimate_is_the_prefilled_cache(pe):
     model, cfg = small_model(pe, seq_len=32)
     B, T = 3, 20
