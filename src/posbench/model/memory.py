@@ -13,8 +13,9 @@ per layer, the larger of
              model.attention_chunk) and, after it, its output and model.attention_gate's (`gate_bytes`)
   MLP        the residual stream before and after attention, the norm (3D) and gate, up, silu(gate) and their
              product (4F)
-at `elem` bytes an activation (kernels count their own float32). `kv_cache_bytes`: every layer's keys and values
-(greedy decoding's KV cache), and a carried PE state (TAPE's) beside the values, with its `carry_bytes`. The head (logits) is the caller's: evaluation knows how many rows of
+at `elem` bytes an activation (kernels count their own float32). A PE's carried state (TAPE's) widens the values the
+kernel reads and adds its `carry_bytes` to both phases. `kv_cache_bytes`: every layer's keys and values, the state
+beside them (greedy decoding's KV cache). The head (logits) is the caller's: evaluation knows how many rows of
 logits it makes at once. Calibrated against peak RSS by scripts/bench_eval_memory.py (docs/performance.md).
 """
 

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from posbench.errors import ConfigError
-from posbench.pe.encoding import PES, PEConfig, PositionalEncoding
+from posbench.pe.encoding import PES, PositionalEncoding
 from posbench.pe.seqpe_objectives import ObjectiveConfig, seqpe_objectives
 
 
