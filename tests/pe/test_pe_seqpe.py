@@ -117,6 +117,9 @@ def test_training_adds_both_objectives_and_evaluation_none():
     assert model.eval()(idx[:, :-1], idx[:, 1:]).aux_loss is None
     off = build_test_model("seqpe", overrides=["pe.contrastive_weight=0", "pe.transfer_weight=0"]).train()
     assert float(off(idx[:, :-1], idx[:, 1:]).aux_loss) == 0.0
+    # a window shorter than the 32 distilled offsets (a task's 16 tokens) distils all of its offsets
+    short = build_test_model("seqpe", overrides=small + ["pe.contrastive_weight=0"], seq_len=16).train()
+    assert float(short(idx[:, :16], idx[:, 1:17]).aux_loss.detach()) > 0
 
 
 def test_training_shifts_a_batch_to_one_of_the_drawn_starts():

@@ -71,7 +71,7 @@ def test_an_untrained_tape_is_rope():
 
 
 def test_a_trained_tape_keeps_shift_invariance_at_every_layer():
-    """The paper's equivariance (section 3.2): every update is linear in the state per channel, so shifting every
+    """The paper's orthogonal equivariance: every update is linear in the state per channel, so shifting every
     position turns every state alike and no logit changes, in the last layer as in the first."""
     model = build_test_model("tape").eval()
     with torch.no_grad():

@@ -340,7 +340,7 @@ class PositionalEncoding(nn.Module):
 
     def aux_loss(self, pos_T: torch.Tensor) -> torch.Tensor | None:
         """An objective of the PE's own that training adds to the language-model loss (0-d, already weighted by
-        the PE's config: SeqPE's contrastive and distillation losses, arXiv 2506.13277 section 3.3); called once
+        the PE's config: SeqPE's contrastive and distillation losses, arXiv 2506.13277); called once
         per training forward with the batch's positions. None: the PE has none."""
         return None
 

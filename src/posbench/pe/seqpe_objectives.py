@@ -1,4 +1,4 @@
-"""SeqPE's two training objectives (arXiv 2506.13277 section 3.3; ghrua/seqpe text_seqpe/src/transformers/
+"""SeqPE's two training objectives (arXiv 2506.13277; ghrua/seqpe text_seqpe/src/transformers/
 custom_modules/pe_sampler.py and pe_criterion.py), added to the language-model loss with their weights:
   contrastive   a pivot position's vector against `contrastive_num` candidates, cross-entropy toward the candidate
                 nearest to it: p_pivot . p_c as logits (`SeqPeContrastiveCriterion`). Candidates: random positions
@@ -146,7 +146,8 @@ def seqpe_objectives(pe, cfg: ObjectiveConfig, ctx, pos_T: torch.Tensor, vectors
     unshifted = pos_T.dim() == 1 and len(pos_T) == T and bool((pos_T == torch.arange(T, device=device)).all())
     if cfg.transfer_weight > 0 and unshifted:
         starts = rng.sample(range(T // 4, cfg.max_position - T), cfg.transfer_batch)
-        idx = torch.tensor([rng.sample(range(T), cfg.transfer_num) for _ in starts], device=device)
+        n = min(cfg.transfer_num, T)  # a window shorter than transfer_num (a task's): all its offsets
+        idx = torch.tensor([rng.sample(range(T), n) for _ in starts], device=device)
         main = (vectors_TE if vectors_TE is not None else pe.encode(pos_T))[idx]
         far = pe.encode(idx + torch.tensor(starts, device=device)[:, None])
         total = total + cfg.transfer_weight * transfer_loss(main, far, ctx.n_heads)

@@ -1,6 +1,6 @@
 """TAPE, contextualized equivariant positional encoding (Zhu, Wang, Cai, Lee, Li, Wang, ICML 2025, arXiv 2501.00712;
 the authors' code: VITA-Group/TAPE, models/llama/adape.py, `adape` there). RoPE's (cos, sin) of each token become
-a per-token, per-head tensor E that every layer updates from content (section 3):
+a per-token, per-head tensor E that every layer updates from content:
   attention  q and k are rotated by their token's E (rotate-half form, E no longer of unit norm), and the
              attention weights that mix the values also mix the states: E <- E + s_h (A E), s_h the row sum of an
              (H, H) matrix (the authors' einsum 'bqnd,qe->bqnd' keeps only the row sums), zero at init;
