@@ -77,6 +77,19 @@ ELSEWHERE = {
     "get_step_eye",
     "configs/task/addition_coupled.yaml",  # HanseulJo/position-coupling
     "max_abacus_len",  # mcleish7/arithmetic
+    "config/adape.json",  # VITA-Group/TAPE
+    "post_attention_linear",
+    "text_seqpe/",  # ghrua/seqpe
+    "get_digit_num",
+    "mask_padding",
+    "_init_seqpe_gpt_weights",
+    "init_weights",
+    "attn_scalar",
+    "method_ratio",
+    "hard_neg_ratio",
+    "seqpe_contrastive_num",
+    "seqpe_transfer_num",
+    "pe_main",
 }
 SKIP_DIRS = {".git", "__pycache__", ".pytest_cache", ".ruff_cache", ".venv", "node_modules"}
 RUN_TIME_ROOTS = ("data", "runs", "checkpoints", "wandb", "build", "dist")  # git-ignored, written by the tools

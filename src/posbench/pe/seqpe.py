@@ -28,14 +28,14 @@ from posbench.pe.seqpe_objectives import ObjectiveConfig, seqpe_objectives
 
 
 def digits(pos: torch.Tensor, n_digits: int) -> torch.Tensor:
-    """(..., n_digits) long: each integer position's decimal digits, left-padded with 0 (pe_utils.py `pos2seq`)."""
+    """(..., n_digits) long: each integer position's decimal digits, left-padded with 0 (custom_modules/pe_utils.py `pos2seq`)."""
     p = pos.long()[..., None]
     place = 10 ** torch.arange(n_digits - 1, -1, -1, device=pos.device)
     return (p // place) % 10
 
 
 class DigitBlock(nn.Module):
-    """One GPT-2 block (pre-LayerNorm, causal attention, gelu_new MLP), as sequential_pe.py `SequentialPeBlock`."""
+    """One GPT-2 block (pre-LayerNorm, causal attention, gelu_new MLP), as custom_modules/sequential_pe.py's."""
 
     def __init__(self, E: int, heads: int, dropout: float):
         super().__init__()
@@ -117,8 +117,8 @@ class SeqPE(PositionalEncoding):
         self.blocks = nn.ModuleList(DigitBlock(E, cfg.n_heads or max(E // 64, 1), cfg.dropout)
                                     for _ in range(cfg.n_layers))
         self.ln_f, self.out_proj = nn.LayerNorm(E, eps=1e-5), nn.Linear(E, E)
-        self.pe_qk = nn.Linear(E, 2 * E)  # modeling_gpt2.py GPT2Model.pe_qk ('single': one for every layer)
-        for m in self.modules():  # sequential_pe.py `_init_seqpe_gpt_weights`: N(0, 0.02), zero biases, LN 1
+        self.pe_qk = nn.Linear(E, 2 * E)  # GPT2Model.pe_qk ('single': one for every layer)
+        for m in self.modules():  # custom_modules/sequential_pe.py: N(0, 0.02), zero biases, LN 1
             if isinstance(m, (nn.Linear, nn.Embedding)):
                 nn.init.normal_(m.weight, std=ctx.init_std)
             if isinstance(m, nn.Linear):

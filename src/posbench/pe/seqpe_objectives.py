@@ -1,5 +1,5 @@
-"""SeqPE's two training objectives (arXiv 2506.13277; ghrua/seqpe text_seqpe/src/transformers/
-custom_modules/pe_sampler.py and pe_criterion.py), added to the language-model loss with their weights:
+"""SeqPE's two training objectives (arXiv 2506.13277; ghrua/seqpe, under text_seqpe/src/transformers/:
+custom_modules/pe_sampler.py and custom_modules/pe_criterion.py), added to the language-model loss with their weights:
   contrastive   a pivot position's vector against `contrastive_num` candidates, cross-entropy toward the candidate
                 nearest to it: p_pivot . p_c as logits (`SeqPeContrastiveCriterion`). Candidates: random positions
                 of [0, max_position), merged with, for 60% of pivots, positions of a window of `dist_sample_range`
@@ -25,7 +25,7 @@ import torch.nn.functional as F
 from posbench.errors import ConfigError
 from posbench.pe.encoding import PEConfig
 
-HARD_SHARE, DISTRIBUTIONAL_SHARE = 0.25, 0.6  # pe_sampler.py: hard_neg_ratio, 1 - method_ratio
+HARD_SHARE, DISTRIBUTIONAL_SHARE = 0.25, 0.6  # custom_modules/pe_sampler.py: hard_neg_ratio, 1 - method_ratio
 
 
 @dataclass

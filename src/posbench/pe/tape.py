@@ -42,7 +42,7 @@ class TAPE(PositionalEncoding):
         theta: float = 10000.0  # config/adape.json: rope_theta absent, 10000
         position_size: int = 0  # P, the MLP update's width; 0: 4 per head (adape.json: 48 for 12 heads)
         train_shift: int | None = None  # largest training shift; None: 2 x model.seq_len (the authors' 2 x 1024)
-        zero_init: bool = True  # W_up and the attention update zero at init (adape.py `_init_weights`)
+        zero_init: bool = True  # W_up and the attention update zero at init (models/llama/adape.py `_init_weights`)
 
         def check(self) -> None:
             if not self.theta > 1:
@@ -64,7 +64,7 @@ class TAPE(PositionalEncoding):
         self.shift = 2 * ctx.seq_len if cfg.train_shift is None else cfg.train_shift
         self.register_buffer("inv_freq", cfg.theta ** (-torch.arange(0, K, 2, dtype=torch.float32) / K),
                              persistent=False)
-        std = ctx.init_std  # adape.py `_init_weights`: every Linear N(0, 0.02), then the two zeroed
+        std = ctx.init_std  # models/llama/adape.py `_init_weights`: every Linear N(0, 0.02), then the two zeroed
         self.post_LHH = nn.Parameter(torch.zeros(L, H, H))  # post_attention_linear
         self.up_LPH = nn.Parameter(torch.zeros(L, P, H))  # PELayer.up_proj
         self.x_LPD = nn.Parameter(torch.randn(L, P, D) * std)  # PELayer.x_proj
@@ -79,7 +79,7 @@ class TAPE(PositionalEncoding):
         return [self.post_LHH, self.up_LPH, self.x_LPD, self.down_LHP]
 
     def positions(self, T: int, device, offset: int = 0) -> torch.Tensor:
-        # training: every position shifted by one k ~ U{0..shift} per forward (adape.py AdaRotaryEmbedding.forward)
+        # training: every position shifted by one k ~ U{0..shift} per forward (AdaRotaryEmbedding.forward)
         k = int(torch.randint(0, self.shift + 1, ())) if self.training and self.shift else 0
         return super().positions(T, device, offset) + k
 
