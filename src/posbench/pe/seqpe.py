@@ -28,7 +28,8 @@ from posbench.pe.seqpe_objectives import ObjectiveConfig, seqpe_objectives
 
 
 def digits(pos: torch.Tensor, n_digits: int) -> torch.Tensor:
-    """(..., n_digits) long: each integer position's decimal digits, left-padded with 0 (custom_modules/pe_utils.py `pos2seq`)."""
+    """(..., n_digits) long: each integer position's decimal digits, left-padded with 0
+    (custom_modules/pe_utils.py `pos2seq`)."""
     p = pos.long()[..., None]
     place = 10 ** torch.arange(n_digits - 1, -1, -1, device=pos.device)
     return (p // place) % 10
