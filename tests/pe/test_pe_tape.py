@@ -2,9 +2,12 @@
 their layout (cos and sin each K wide, duplicated halves) and their einsums, and its whole-model claims: an untrained
 TAPE is RoPE, and a trained one keeps RoPE's shift invariance at every layer."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
+from posbench.config import load_config
+from posbench.errors import ConfigError
 from tests.conftest import build_test_model
 
 
@@ -100,3 +103,11 @@ def test_training_shifts_every_position_by_one_draw_up_to_twice_the_training_len
         firsts.add(int(pos[0]))
     assert max(firsts) <= 2 * 64 and len(firsts) > 20
     assert pe.eval().positions(5, "cpu").tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+
+
+@pytest.mark.parametrize("overrides", [["pe.name=hybrid", "pe.pattern=[{name: tape}, {name: rope}]"],
+                                       ["model.arch.name=encoder_decoder", "model.arch.decoder_pe.name=seqpe"]])
+def test_a_state_or_an_objective_the_model_would_not_carry_is_refused(overrides):
+    """A hybrid member or the encoder-decoder would drop TAPE's state or SeqPE's objectives: refused, exit 2."""
+    with pytest.raises(ConfigError, match="model's PE|decoder-only"):
+        load_config(overrides=["model.d_model=32", "model.n_heads=4", "model.n_layers=2", *overrides])
