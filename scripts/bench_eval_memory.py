@@ -41,6 +41,8 @@ ROWS = {
     "alibi": ("alibi", "auto", []),  # sdpa_bias: the far field, linear in T
     "alibi_eager": ("alibi", "eager", []),  # eager: the (H, T, S) bias and scores
     "kerple": ("kerple_log", "auto", []),  # sdpa_bias blocked: the (T, S) allowed mask and a block at a time
+    "tape": ("tape", "auto", []),  # SDPA, v wider than q and k (the carried state): the math path, the state
+    "seqpe": ("seqpe", "auto", []),  # SDPA, q and k wider than v (the digit encoder's parts): the math path
     # the attention options (model/attention_sinks.py, masks.chunk_mask, attention_gate.py, attention_temperature.py)
     "rope_sinks": ("rope", "auto", ["model.attention_sinks=true"]),  # SDPA: (H, T, S + 1) float mask, zero key
     "rope_chunk": ("rope", "auto", ["model.attention_chunk=256"]),  # SDPA: the chunked bool mask, then float

@@ -35,6 +35,12 @@ def pytest_collection_modifyitems(config, items):
 TEST_PE_OVERRIDES = {
     "fire": ["pe.threshold_init=4"],
     "randomized": ["pe.max_positions=256"],
+    # TAPE's authors zero W_up and the attention update at init (an untrained TAPE is RoPE, its other update
+    # weights get no gradient at step 0): the contract runs it trained-like, every update live
+    "tape": ["pe.zero_init=false"],
+    # SeqPE's logit term at the authors' init is ~1e-4 (two 0.02-std maps of a unit-RMS vector): the authors'
+    # seqpe_scalar_scale makes it visible to the contract's absolute-PE check
+    "seqpe": ["pe.scalar_scale=2000"],
 }
 
 

@@ -86,6 +86,19 @@ ELSEWHERE = {
     "rotary_temperature", "skip_conv", "train_language_modeling.py",  # timurcarstensen/selective-rope
     "configs/language_modeling/model/attn.yaml", "configs/language_modeling/trainer/trainer.yaml",
     "configs/language_modeling/model/position_embedding/selective_rope.yaml",
+    "config/adape.json",  # VITA-Group/TAPE
+    "post_attention_linear",
+    "text_seqpe/",  # ghrua/seqpe
+    "get_digit_num",
+    "mask_padding",
+    "_init_seqpe_gpt_weights",
+    "init_weights",
+    "attn_scalar",
+    "method_ratio",
+    "hard_neg_ratio",
+    "seqpe_contrastive_num",
+    "seqpe_transfer_num",
+    "pe_main",
 }
 SKIP_DIRS = {".git", "__pycache__", ".pytest_cache", ".ruff_cache", ".venv", "node_modules"}
 RUN_TIME_ROOTS = ("data", "runs", "checkpoints", "wandb", "build", "dist")  # git-ignored, written by the tools

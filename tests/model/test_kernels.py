@@ -98,7 +98,7 @@ def test_hybrid_picks_a_kernel_per_layer():
 
 
 @pytest.mark.parametrize("name", ["rope", "alibi", "learned", "none", "t5", "xpos", "fire", "hybrid", "pope", "fope",
-                                  "hope", "modded_rope", "cope", "fox", "repo"])
+                                  "hope", "modded_rope", "cope", "fox", "repo", "tape", "seqpe"])
 def test_kv_cache_equals_full_forward(name):
     model = build_test_model(name).eval()
     idx = torch.randint(0, 61, (2, 20))

@@ -1,4 +1,5 @@
-"""The KV-cache estimate equals what a prefilled cache holds: keys, values and the PE's cached token features."""
+"""The KV-cache estimate equals what a prefilled cache holds: keys, values (TAPE's state beside them) and the PE's
+cached token features."""
 
 import pytest
 import torch
@@ -13,7 +14,7 @@ def held_bytes(cache) -> int:
 
 
 @pytest.mark.parametrize("pe", ["rope", "none", "fox", "cable", "path", "stick_breaking", "alibi", "selective_rope",
-                                "grape_m_ctx", "grape_ap"])
+                                "grape_m_ctx", "grape_ap", "tape", "seqpe"])
 def test_the_estimate_is_the_prefilled_cache(pe):
     model, cfg = small_model(pe, seq_len=32)
     B, T = 3, 20

@@ -67,7 +67,7 @@ def test_the_tables_in_the_docstring_and_the_architecture_doc_are_the_codes():
 def test_a_table_row_follows_a_new_override():
     """The table is made from the classes: one more override shows in the row that names the hook."""
     before = overriders()["qk_dim"]
-    assert before == ["PoPE"]
+    assert before == ["PoPE", "SeqPE"]
 
     class Wide(PositionalEncoding):
         def qk_dim(self, head_dim):
@@ -75,7 +75,7 @@ def test_a_table_row_follows_a_new_override():
 
     Wide.__module__ = posbench.pe.__name__ + ".wide"
     try:
-        assert overriders()["qk_dim"] == ["PoPE", "Wide"]
+        assert overriders()["qk_dim"] == ["PoPE", "SeqPE", "Wide"]
         assert contract_table(overriders(), markdown=False) not in encoding.__doc__
     finally:
         Wide.__module__ = __name__

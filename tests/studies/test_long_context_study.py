@@ -24,7 +24,7 @@ from posbench.studies.study_runner import cell_spec, run_study
 from posbench.studies.study_spec import expand, load_study
 
 ROWS = ["rope", "alibi", "none", "fire", "rnope_swa", "fox", "drope", "stick_breaking", "cable", "randomized",
-        "path", "repo", "grape_m", "grape_m_ctx", "grape_a", "grape_ap", "selective_rope", "swan_gpt"]
+        "path", "repo", "grape_m", "grape_m_ctx", "grape_a", "grape_ap", "selective_rope", "tape", "seqpe", "swan_gpt"]
 
 
 def grid(scores: dict, train_len: int = 128, guess: float = 0.25) -> dict:

@@ -75,7 +75,17 @@ def test_pes_whose_authors_decay_every_parameter_decay_them_all(name):
     assert set(decay) == set(want_decay) | pe and set(no_decay) == set(want_no) - pe
 
 
-@pytest.mark.parametrize("name", sorted(set(PES.names()) - {"fox", "cable", "repo", *DECAY_ALL}))
+def test_tape_decays_its_update_weights():
+    """VITA-Group/TAPE trains with HF Trainer's AdamW, weight_decay 0.01 (script/train.sh), which decays every
+    Linear weight: TAPE's four update matrices join the model's matrices, nothing else changes."""
+    model = build_test_model("tape")
+    decay, no_decay = groups_by_id(model)
+    own = [id(p) for p in (model.pe.post_LHH, model.pe.up_LPH, model.pe.x_LPD, model.pe.down_LHP)]
+    want_decay, want_no = rule_before(model)
+    assert set(decay) == set(want_decay) | set(own) and set(no_decay) == set(want_no) - set(own)
+
+
+@pytest.mark.parametrize("name", sorted(set(PES.names()) - {"fox", "cable", "repo", "tape", *DECAY_ALL}))
 def test_every_other_pe_keeps_its_groups(name):
     model = build_test_model(name)
     assert groups_by_id(model) == rule_before(model)

@@ -99,9 +99,13 @@ class EncoderDecoderArch(ArchConfig):
 
     def check_model(self, ctx, pe_cfg):
         from posbench.pe import PES
-        from posbench.pe.encoding import reads_tokens
+        from posbench.pe.encoding import decoder_only, reads_tokens
 
         PES.get(self.decoder_pe.name).check_model(self.decoder_pe, ctx)
+        for member in [self.decoder_pe, pe_cfg, *getattr(pe_cfg, "pattern", [])]:
+            if decoder_only(PES.get(member.name)):  # a state through the layers (TAPE), an own loss (SeqPE)
+                raise ConfigError(f"pe `{member.name}` needs the decoder-only transformer (model.arch.name=decoder): "
+                                  "the encoder-decoder carries no PE state between layers and adds no PE objective")
         for member in [pe_cfg, *getattr(pe_cfg, "pattern", [])]:
             if reads_tokens(PES.get(member.name)):  # FoX's decay and CoPE's counts run over earlier keys only
                 raise ConfigError(f"pe `{member.name}` is defined for causal self-attention, not the bidirectional "

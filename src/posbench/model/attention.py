@@ -45,6 +45,14 @@ class LayerCache:
 
 
 @dataclass
+class CarriedState:
+    """The PE's per-token state between layers within one forward (pe.start_state; TAPE's positions, None for
+    every other PE): attention and the block's MLP replace `value` through the PE's carry hooks."""
+
+    value: torch.Tensor | None = None
+
+
+@dataclass
 class KVCache:
     layers: list[LayerCache] = field(default_factory=list)
     length: int = 0  # tokens already processed: the position offset of the next call
@@ -81,7 +89,7 @@ class Attention(nn.Module):
             raise ConfigError(f"model.attention={kernel.name} cannot carry model.attention_sinks; use auto, sdpa, "
                               "eager, sdpa_bias or flex")
 
-    def _qkv(self, x_BTD, pos_T, pe: PositionalEncoding, cache: LayerCache | None):
+    def _qkv(self, x_BTD, pos_T, pe: PositionalEncoding, cache: LayerCache | None, state=None):
         B, T, D = x_BTD.shape
         qkv = self.qkv(x_BTD).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
         # unbind, not qkv[0], qkv[1], qkv[2]: the same views, but its backward stacks the three gradients
@@ -92,27 +100,32 @@ class Attention(nn.Module):
         # a PE that reads its positions from the tokens (RePo) rotates at those; the cache keeps the window's
         token_pos_BHT = pe.token_positions(self.layer, x_BTD)
         q_BHTK, k_BHTK = pe.rotate(q_BHTK, k_BHTK, pos_T if token_pos_BHT is None else token_pos_BHT)
+        # a carried position state (TAPE) rotates q, k and rides beside v, so the cache keeps every key's
+        q_BHTK, k_BHTK, v_BHTK = pe.carry_in(self.layer, q_BHTK, k_BHTK, v_BHTK, state)
         if cache is None:
             return q_BHTK, k_BHTK, v_BHTK, pos_T
         return (q_BHTK, *cache.extend(k_BHTK, v_BHTK, pos_T))
 
     def forward(self, x_BTD, pos_T, pe: PositionalEncoding, cache: LayerCache | None = None,
-                docs: Documents | None = None):
+                docs: Documents | None = None, state: CarriedState | None = None):
         """`pos_T`: (T,) or per row (B, T); `docs`: the batch's documents (model/packing.py), None when windows
-        are not split (the plain causal kernels)."""
+        are not split (the plain causal kernels); `state`: the PE's carried state (pe.start_state), updated here."""
         B, T, D = x_BTD.shape
-        q, k, v, pos_S = self._qkv(x_BTD, pos_T, pe, cache)
+        state = state or CarriedState()
+        q, k, v, pos_S = self._qkv(x_BTD, pos_T, pe, cache, state.value)
         mod = attention_bias(pe, self.layer, pos_T, pos_S, self._features(x_BTD, pe, cache), k)
         fast = pe.fast_bias(self.layer, pos_T, pos_S)
         if self.temperature.applies(pe.kind == "none"):
             q, mod, fast = self._temper(q, mod, pos_T, pe)
         out_BHTK = self.kernel(q, k, v, mod, self.training, docs, fast, sinks_H=self.sinks)
+        out_BHTK, state.value = pe.carry_out(self.layer, out_BHTK, state.value)
         out_BTHK = self.gate(x_BTD, out_BHTK.transpose(1, 2))
         return self.resid_dropout(self.proj(out_BTHK.reshape(B, T, D)))
 
-    def scores(self, x_BTD, pos_T, pe: PositionalEncoding, docs: Documents | None = None) -> torch.Tensor:
+    def scores(self, x_BTD, pos_T, pe: PositionalEncoding, docs: Documents | None = None,
+               state: CarriedState | None = None) -> torch.Tensor:
         """Pre-softmax logits (B, H, T, T), float32, from the eager reference: for analysis and tests."""
-        q, k, _, _ = self._qkv(x_BTD, pos_T, pe, None)
+        q, k, _, _ = self._qkv(x_BTD, pos_T, pe, None, state.value if state else None)
         mod = attention_bias(pe, self.layer, pos_T, pos_T, self._features(x_BTD, pe, None), k)
         if self.temperature.applies(pe.kind == "none"):
             q, mod, _ = self._temper(q, mod, pos_T, pe)
@@ -120,10 +133,11 @@ class Attention(nn.Module):
         eager.chunk = self.kernel.chunk
         return eager.scores(q, k, mod, docs)
 
-    def probs(self, x_BTD, pos_T, pe: PositionalEncoding, docs: Documents | None = None) -> torch.Tensor:
+    def probs(self, x_BTD, pos_T, pe: PositionalEncoding, docs: Documents | None = None,
+              state: CarriedState | None = None) -> torch.Tensor:
         """Attention probabilities (B, H, T, T) over the real keys, float32 (analysis): with sinks, a row sums to
         what the keys keep beside the sink's share; a row with no key allowed is 0."""
-        s_BHTT = self.scores(x_BTD, pos_T, pe, docs)
+        s_BHTT = self.scores(x_BTD, pos_T, pe, docs, state)
         if self.sinks is None:
             return torch.softmax(s_BHTT, dim=-1).nan_to_num(0.0)
         return softmax_with_sinks(s_BHTT, self.sinks.float()).nan_to_num(0.0)

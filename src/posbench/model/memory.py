@@ -15,8 +15,9 @@ per layer, the larger of
              shares one (T, K) table: `token_position_floats` more
   MLP        the residual stream before and after attention, the norm (3D) and gate, up, silu(gate) and their
              product (4F)
-at `elem` bytes an activation (kernels count their own float32). `kv_cache_bytes`: every layer's keys and values
-(greedy decoding's KV cache). The head (logits) is the caller's: evaluation knows how many rows of
+at `elem` bytes an activation (kernels count their own float32). A PE's carried state (TAPE's) widens the values the
+kernel reads and adds its `carry_bytes` to both phases. `kv_cache_bytes`: every layer's keys and values, the state
+beside them (greedy decoding's KV cache). The head (logits) is the caller's: evaluation knows how many rows of
 logits it makes at once. Calibrated against peak RSS by scripts/bench_eval_memory.py (docs/performance.md).
 """
 
@@ -61,15 +62,17 @@ def forward_bytes(cfg: ModelConfig, pe: PositionalEncoding | None, device_type: 
     without attention (Mamba), whose layers are counted as the MLP's."""
     D, F, H, K = cfg.d_model, cfg.d_ff, cfg.n_heads, cfg.d_model // cfg.n_heads
     N = B * T
-    worst = N * (3 * D + 4 * F) * elem  # the MLP
+    mlp = worst = N * (3 * D + 4 * F) * elem  # the MLP
     temperature = build_temperature(cfg.attention_temperature, H, cfg.seq_len)
     gate = gate_bytes(cfg, N, elem)
-    for layer_pe, kernel in (layer_kernels(cfg, pe, device_type) if pe is not None else []):
-        call = AttentionCall(B, H, T, T, K, layer_pe.qk_dim(K), docs=cfg.packing.active, sinks=cfg.attention_sinks,
-                             tempered=temperature.applies(layer_pe.kind == "none"))
+    carried = state_channels(pe) if pe is not None else 0  # TAPE's state rides beside v
+    for layer, (layer_pe, kernel) in enumerate(layer_kernels(cfg, pe, device_type) if pe is not None else []):
+        call = AttentionCall(B, H, T, T, K + carried, layer_pe.qk_dim(K), docs=cfg.packing.active,
+                             sinks=cfg.attention_sinks, tempered=temperature.applies(layer_pe.kind == "none"))
         after = call.out + gate  # the kernel's temporaries are freed before the gate reads its output
+        state = layer_pe.carry_bytes(layer, N)  # the carried state and its update, in attention and the MLP alike
         per_token = 7 * D + 4 * H * call.Q + token_position_floats(layer_pe, H, K)
-        worst = max(worst, N * per_token * elem + max(kernel.forward_bytes(call), after))
+        worst = max(worst, mlp + state, N * per_token * elem + state + max(kernel.forward_bytes(call), after))
     return worst
 
 
@@ -81,16 +84,26 @@ def token_position_floats(pe: PositionalEncoding, H: int, K: int) -> int:
     return H + 9 * H * K // 2 if overrides(type(pe), "token_positions") else 0
 
 
+def state_channels(pe: PositionalEncoding) -> int:
+    """Floats per head and token of the PE's carried state (pe.start_state, TAPE's), which rides beside the values
+    through attention and in the KV cache: measured at one position, so no PE declares it; 0 without a state."""
+    device = next(pe.parameters(), torch.empty(0)).device
+    with torch.no_grad():
+        state = pe.start_state(torch.zeros(1, device=device))
+    return 0 if state is None else state.shape[-1]
+
+
 def kv_cache_bytes(cfg: ModelConfig, pe: PositionalEncoding | None, B: int, T: int, elem: int = 4) -> int:
     """Bytes of every layer's keys (the PE's qk_dim wide), values and the PE's cached token features (FoX, CABLE:
     one per head and token; PaTH: its w and beta) for B rows of T tokens (greedy decoding)."""
     if pe is None:
         return 0
     K = cfg.d_model // cfg.n_heads
-    total = 0
+    total, carried = 0, state_channels(pe)
     for layer in range(cfg.n_layers):
         layer_pe = pe.layer_pe(layer)
-        per_head = layer_pe.qk_dim(K) + K + feature_channels(layer_pe, layer, cfg.d_model, cfg.n_heads)
+        per_head = (layer_pe.qk_dim(K) + K + carried
+                    + feature_channels(layer_pe, layer, cfg.d_model, cfg.n_heads))
         total += B * T * cfg.n_heads * per_head * elem
     return total
 

@@ -13,6 +13,8 @@ Shape legend: B batch, T tokens, V vocabulary.
 - `logit_moments`: only from the fused loss, only when the call asked for them (`logit_moments=True`, the
   training loop's log steps): a detached float32 (6,) tensor [max |z|, sum z, sum z^2, count, sum of the
   rows' entropies, rows] of the logits z (`training.metrics` reads it where it has no logits). None otherwise.
+- `aux_loss`: the PE's own objective (pe.aux_loss: SeqPE's contrastive and distillation losses, already weighted
+  by its config), in training mode with targets only; the training step minimises `loss + aux_loss`. None otherwise.
 
 It is a pytree node (torch.utils._pytree), so wrappers that look for the tensors in a module's output
 (DDP, FSDP2's pre-backward hooks, torch.compile) see the ones inside it.
@@ -31,6 +33,7 @@ class ModelOutput:
     loss: torch.Tensor | None = None
     logits: torch.Tensor | None = None
     logit_moments: torch.Tensor | None = None
+    aux_loss: torch.Tensor | None = None
 
 
 _pytree.register_dataclass(ModelOutput)

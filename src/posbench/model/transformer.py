@@ -13,13 +13,14 @@ Initialisation: GPT-2's (model/init.py); the two projections that write into the
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import TYPE_CHECKING
 
 import torch
 from torch import nn
 
-from posbench.model.attention import Attention, KVCache
+from posbench.model.attention import Attention, CarriedState, KVCache
 from posbench.model.attention_temperature import build_temperature
 from posbench.model.embedding import TokenEmbedding
 from posbench.model.init import init_embeddings, init_residual_block
@@ -56,9 +57,12 @@ class Block(nn.Module):
         self.mlp_norm = norm(cfg.d_model, cfg.norm_eps)
         self.mlp = mlp(cfg.d_model, cfg.d_ff, cfg.dropout)
 
-    def forward(self, x_BTD, pos_T, pe, cache=None, docs=None):
-        x_BTD = x_BTD + self.attn(self.attn_norm(x_BTD), pos_T, pe, cache, docs)
-        return x_BTD + self.mlp(self.mlp_norm(x_BTD))
+    def forward(self, x_BTD, pos_T, pe, cache=None, docs=None, state: CarriedState | None = None):
+        state = state or CarriedState()
+        x_BTD = x_BTD + self.attn(self.attn_norm(x_BTD), pos_T, pe, cache, docs, state)
+        mlp_BTD = self.mlp(self.mlp_norm(x_BTD))
+        state.value = pe.carry_mlp(self.attn.layer, mlp_BTD, state.value)  # TAPE's MLP update reads the output
+        return x_BTD + mlp_BTD
 
 
 def layer_window(cfg: ModelConfig, pe: PositionalEncoding, layer: int) -> int | None:
@@ -150,8 +154,9 @@ class Transformer(nn.Module):
         B, T = idx_BT.shape
         pos_T, docs = self.packed_positions(idx_BT, pos_T, cache, data_pos_BT)
         x_BTD = self.emb_dropout(self.pe.embed(self.tok_emb(idx_BT), pos_T))
+        state = CarriedState(self.pe.start_state(pos_T))
         for layer, block in enumerate(self.blocks):
-            x_BTD = block(x_BTD, pos_T, self.pe.layer_pe(layer), cache.layers[layer] if cache else None, docs)
+            x_BTD = block(x_BTD, pos_T, self.pe.layer_pe(layer), cache.layers[layer] if cache else None, docs, state)
         if cache is not None:
             cache.length += T
         return self.norm(x_BTD), pos_T
@@ -163,10 +168,13 @@ class Transformer(nn.Module):
         when `logit_moments` asks (model/output.py has the fields). `data_pos_BT`: per-token position ids the data
         carries (B, T) int, for the new tokens only when decoding with a cache; the PE's `data_positions` hook
         decides their meaning (most PEs ignore them)."""
-        h_BTD, _ = self.hidden(idx_BT, pos_T, cache, data_pos_BT)
+        h_BTD, pos_T = self.hidden(idx_BT, pos_T, cache, data_pos_BT)
         if targets_BT is None:
             return ModelOutput(logits=self.lm_head(h_BTD))
-        return self.loss(h_BTD, self.lm_head.weight, targets_BT, self.loss_chunk_tokens, self.lm_head, logit_moments)
+        out = self.loss(h_BTD, self.lm_head.weight, targets_BT, self.loss_chunk_tokens, self.lm_head, logit_moments)
+        # the PE's own objective (SeqPE's), training only: the step adds it to the loss it minimises
+        aux = self.pe.aux_loss(pos_T) if self.training else None
+        return out if aux is None else dataclasses.replace(out, aux_loss=aux)
 
     def new_cache(self) -> KVCache:
         return KVCache.empty(self.cfg.n_layers)
@@ -184,9 +192,10 @@ class Transformer(nn.Module):
     def _per_layer(self, what: str, idx_BT, pos_T, data_pos_BT) -> list[torch.Tensor]:
         pos_T, docs = self.packed_positions(idx_BT, pos_T, data_pos_BT=data_pos_BT)
         x_BTD = self.pe.embed(self.tok_emb(idx_BT), pos_T)
+        state = CarriedState(self.pe.start_state(pos_T))
         out = []
         for layer, block in enumerate(self.blocks):
             pe = self.pe.layer_pe(layer)
-            out.append(getattr(block.attn, what)(block.attn_norm(x_BTD), pos_T, pe, docs))
-            x_BTD = block(x_BTD, pos_T, pe, None, docs)
+            out.append(getattr(block.attn, what)(block.attn_norm(x_BTD), pos_T, pe, docs, state))
+            x_BTD = block(x_BTD, pos_T, pe, None, docs, state)
         return out

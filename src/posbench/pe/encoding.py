@@ -16,19 +16,20 @@ PE) answers `decay_params`; the class answers `check_model` before any instance 
         overridden in
   check_model(cfg, ctx)                               class            -
         DigitsPE, GrapeMContextual, HybridPerLayer, ModdedNanoGPTRoPE, RNoPESWA, RePo, RotaryBase, SelectiveRoPE,
-        SinInitPE, SinusoidalPE, WrapperPE
+        SeqPE, SinInitPE, SinusoidalPE, TAPE, WrapperPE
   max_positions                                       model.pe         None
-        Abacus, CoupledPositions, DigitsPE, HybridPerLayer, IntegerPE, LearnedPE, RandomizedPositions, WrapperPE
+        Abacus, CoupledPositions, DigitsPE, HybridPerLayer, IntegerPE, LearnedPE, RandomizedPositions, SeqPE,
+        WrapperPE
   is_relative                                         model.pe         kind != absolute
         FIRE, FoPE, FoPELayer, HybridPerLayer, WrapperPE
   positions(T, device, offset)                        model.pe         offset .. offset+T-1
-        CoupledPositions, RandomizedPositions, WrapperPE
+        CoupledPositions, RandomizedPositions, SeqPE, TAPE, WrapperPE
   document_positions(within_BT, doc_BT)               model.pe         index in its document
         RandomizedPositions, WrapperPE
   data_positions(data_BT, default)                    model.pe         default(): ids ignored
         Abacus, CoupledPositions
   embed(x_BTD, pos_T)                                 model.pe         identity
-        Abacus, FixedTablePE, LearnedPE, WrapperPE
+        Abacus, FixedTablePE, LearnedPE, SeqPE, WrapperPE
   layer_pe(layer)                                     model.pe         self
         FoPE, GrapeM, HybridPerLayer, WrapperPE
   layer_window(layer)                                 model.pe         None: full attention
@@ -36,9 +37,9 @@ PE) answers `decay_params`; the class answers `check_model` before any instance 
   drop()                                              model.pe         raises: cannot drop
         DroPE
   decay_params()                                      each PE module   []: no decay
-        ForgetGate, GrapeA, GrapeAP, GrapeM, GrapeMContextual, RePo, SelectiveRoPE
+        ForgetGate, GrapeA, GrapeAP, GrapeM, GrapeMContextual, RePo, SelectiveRoPE, TAPE
   rotate(q_BHTK, k_BHTK, pos_T)                       layer_pe(layer)  identity
-        DroPE, FoPE, FoPELayer, PoPE, RotaryBase
+        DroPE, FoPE, FoPELayer, PoPE, RotaryBase, SeqPE
   score_mod(layer, pos_q_T, pos_k_S, feats_BHS=None)  layer_pe(layer)  None: no bias
         BiasPE, ForgetGate
   token_positions(layer, x_BTD)                       layer_pe(layer)  None: pos_T
@@ -50,12 +51,24 @@ PE) answers `decay_params`; the class answers `check_model` before any instance 
   fast_bias(layer, pos_q_T, pos_k_S)                  layer_pe(layer)  None: no fast form
         ALiBi, BiasPE, FIRE, RelativeLearnedBias, T5Bias
   qk_dim(head_dim)                                    layer_pe(layer)  head_dim
-        PoPE
+        PoPE, SeqPE
   logits_mod_bytes(B, H, T, S)                        layer_pe(layer)  0
         CoPE, GrapeA, GrapeAP, GrapeMContextual, PaTH, SelectiveRoPE, StickBreaking
   layer_flops(layer, seq_len)                         layer_pe(layer)  (0, 0)
         CoPE, FoPE, FoPELayer, ForgetGate, GrapeA, GrapeAP, GrapeMContextual, PaTH, PoPE, RePo, SelectiveRoPE,
-        StickBreaking
+        SeqPE, StickBreaking, TAPE
+  start_state(pos_T)                                  model.pe         None: no state
+        TAPE, WrapperPE
+  carry_in(layer, q_BHTK, k_BHTK, v_BHTK, state)      layer_pe(layer)  identity
+        TAPE
+  carry_out(layer, out_BHTV, state)                   layer_pe(layer)  identity
+        TAPE
+  carry_mlp(layer, mlp_BTD, state)                    layer_pe(layer)  identity
+        TAPE
+  carry_bytes(layer, N)                               layer_pe(layer)  0
+        TAPE
+  aux_loss(pos_T)                                     model.pe         None: no objective
+        SeqPE, WrapperPE
 
 What each hook means (each method's docstring has the details):
   max_positions / positions / document_positions: float32 positions (bf16 cannot hold ints > 256), per row when
@@ -310,6 +323,37 @@ class PositionalEncoding(nn.Module):
         """Derived from the class overriding `drop`, as `has_score_mod` is: checked before training starts."""
         return cls.drop is not PositionalEncoding.drop
 
+    def start_state(self, pos_T: torch.Tensor) -> torch.Tensor | None:
+        """A per-token position state the layers carry and update from content (TAPE, arXiv 2501.00712: positions
+        as tensors attention and the MLP rewrite layer by layer), made from the positions once per forward; None:
+        the PE carries nothing, and the `carry_*` hooks get None and change nothing."""
+        return None
+
+    def carry_in(self, layer: int, q_BHTK, k_BHTK, v_BHTK, state):
+        """(q, k, v) of layer `layer` given the carried state (after `rotate`, before the KV cache keeps k and v):
+        TAPE rotates q and k by each token's state and appends the state to v, so the kernel's attention weights
+        also mix the states and the cache keeps every key's. Identity by default."""
+        return q_BHTK, k_BHTK, v_BHTK
+
+    def carry_out(self, layer: int, out_BHTV, state):
+        """(out_BHTK, state): the kernel's output split into the values' share and the state's update after
+        attention (TAPE's eq. for the attention layer). Identity by default."""
+        return out_BHTV, state
+
+    def carry_mlp(self, layer: int, mlp_BTD, state):
+        """The state after layer `layer`'s MLP, from the MLP's output `mlp_BTD` (TAPE's MLP layer). Identity."""
+        return state
+
+    def carry_bytes(self, layer: int, N: int) -> int:
+        """Bytes the carried state and its updates hold at once for N tokens in layer `layer` (model/memory.py)."""
+        return 0
+
+    def aux_loss(self, pos_T: torch.Tensor) -> torch.Tensor | None:
+        """An objective of the PE's own that training adds to the language-model loss (0-d, already weighted by
+        the PE's config: SeqPE's contrastive and distillation losses, arXiv 2506.13277); called once
+        per training forward with the batch's positions. None: the PE has none."""
+        return None
+
     def layer_flops(self, layer: int, seq_len: int) -> tuple[float, float]:
         """(forward, training step) FLOPs per token this PE adds to one layer beyond the model's matmul estimate
         (model/flops.py): wider q.k products (PoPE), frequency mixtures (FoPE), gates and their row sums (FoX,
@@ -329,7 +373,13 @@ def overrides(cls, *hooks: str) -> bool:
 def reads_tokens(cls) -> bool:
     """Whether a PE class is data-dependent (reads the layer input or the whole logit matrix): such a PE is defined
     for causal self-attention only (model/attention.py), not for the encoder-decoder's bidirectional encoder."""
-    return overrides(cls, "token_features", "logits_mod", "token_positions")
+    return overrides(cls, "token_features", "logits_mod", "token_positions", "start_state")
+
+
+def decoder_only(cls) -> bool:
+    """Whether a PE class needs the decoder-only Transformer: it carries a state through the layers (TAPE) or adds
+    its own objective (SeqPE), which only model/transformer.py threads and returns."""
+    return overrides(cls, "start_state", "aux_loss")
 
 
 def attention_bias(pe: PositionalEncoding, layer: int, pos_q_T: torch.Tensor, pos_k_S: torch.Tensor,
@@ -382,6 +432,12 @@ HOOKS: tuple[Hook, ...] = (
     Hook("qk_dim(head_dim)", "layer", "head_dim"),
     Hook("logits_mod_bytes(B, H, T, S)", "layer", "0"),
     Hook("layer_flops(layer, seq_len)", "layer", "(0, 0)"),
+    Hook("start_state(pos_T)", "model", "None: no state"),
+    Hook("carry_in(layer, q_BHTK, k_BHTK, v_BHTK, state)", "layer", "identity"),
+    Hook("carry_out(layer, out_BHTV, state)", "layer", "identity"),
+    Hook("carry_mlp(layer, mlp_BTD, state)", "layer", "identity"),
+    Hook("carry_bytes(layer, N)", "layer", "0"),
+    Hook("aux_loss(pos_T)", "model", "None: no objective"),
 )
 
 # Members of PositionalEncoding that are not hooks: derived from the hooks or helpers of the model's, never overridden

@@ -79,7 +79,9 @@ def _forward_backward(run: Run, log_now: bool) -> tuple[torch.Tensor, ModelOutpu
                 out = run.step_fn(x, y, logit_moments=log_now, data_pos_BT=data_pos)
             except PositionRangeError as e:  # evaluation's "n/a" is training's config error (exit 2)
                 raise ConfigError(e.training_advice()) from None
-        loss = faults.inject("nan_loss", f"{step},{rank}", out.loss)  # tests: POSBENCH_INJECT_NAN=step,rank
+        # the PE's own objective, weighted by its config (SeqPE's), is minimised beside the LM loss
+        objective = out.loss if out.aux_loss is None else out.loss + out.aux_loss
+        loss = faults.inject("nan_loss", f"{step},{rank}", objective)  # tests: POSBENCH_INJECT_NAN=step,rank
         run.precision.backward(loss / accum)
         loss_sum += loss.detach() / accum
     return loss_sum, out
