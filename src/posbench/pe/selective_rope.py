@@ -10,7 +10,8 @@ projection d_model -> rank -> H*K/2 without biases (lines 105-109); a causal dep
 no bias, no activation (lines 115-122, fla ShortConvolution); the inclusive cumulative sum (line 298); the
 temperature tau_p = temp_max / theta^(2p/K), fixed (lines 32-37, 130-133); channel p turns with p + K/2 by +angle
 (lines 307-318). Defaults of their language-model preset
-(configs/language_modeling/model/position_embedding/selective_rope.yaml): theta 500000, temp_max 1, rank 32, the convolution on, no phase gate and no phase bias.
+(configs/language_modeling/model/position_embedding/selective_rope.yaml): theta 500000, temp_max 1, rank 32,
+the convolution on, no phase gate and no phase bias.
 Init (models/transformer/modeling.py `_init_weights`, lines 120-125): every Linear and Conv1d weight ~ N(0, 0.02).
 Weight decay: their trainer hands every parameter to AdamW (train_language_modeling.py lines 531-538), so
 `decay_params` lists them all.
