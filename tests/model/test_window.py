@@ -213,7 +213,7 @@ def test_flash_alibi_passes_the_window_as_flash_attn_defines_it(monkeypatch):
     k, v = torch.randn(2, 4, 12, 8), torch.randn(2, 4, 12, 8)
     score_mod = pe.score_mod(0, torch.arange(7.0, 12.0), torch.arange(12.0))
     for window in (None, 1, 3, 20):
-        fast = pe.fast_bias(0, torch.arange(7.0, 12.0), torch.arange(12.0))
+        fast = pe.speed.fast_bias(0, torch.arange(7.0, 12.0), torch.arange(12.0))
         got = FlashAlibiKernel(pe, "cuda", 0.0, window)(q, k, v, None, False, None, fast)
         want = EagerKernel(pe, "cpu", 0.0, window)(q, k, v, score_mod, False)
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

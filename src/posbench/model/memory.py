@@ -63,8 +63,8 @@ def forward_bytes(cfg: ModelConfig, pe: PositionalEncoding | None, device_type: 
     temperature = build_temperature(cfg.attention_temperature, H, cfg.seq_len)
     gate = gate_bytes(cfg, N, elem)
     for layer_pe, kernel in (layer_kernels(cfg, pe, device_type) if pe is not None else []):
-        call = AttentionCall(B, H, T, T, K, layer_pe.qk_dim(K), docs=cfg.packing.active, sinks=cfg.attention_sinks,
-                             tempered=temperature.applies(layer_pe.kind == "none"))
+        call = AttentionCall(B, H, T, T, K, layer_pe.speed.qk_dim(K), docs=cfg.packing.active,
+                             sinks=cfg.attention_sinks, tempered=temperature.applies(layer_pe.position_free))
         after = call.out + gate  # the kernel's temporaries are freed before the gate reads its output
         worst = max(worst, N * (7 * D + 4 * H * call.Q) * elem + max(kernel.forward_bytes(call), after))
     return worst
@@ -79,7 +79,7 @@ def kv_cache_bytes(cfg: ModelConfig, pe: PositionalEncoding | None, B: int, T: i
     total = 0
     for layer in range(cfg.n_layers):
         layer_pe = pe.layer_pe(layer)
-        per_head = layer_pe.qk_dim(K) + K + feature_channels(layer_pe, layer, cfg.d_model, cfg.n_heads)
+        per_head = layer_pe.speed.qk_dim(K) + K + feature_channels(layer_pe, layer, cfg.d_model, cfg.n_heads)
         total += B * T * cfg.n_heads * per_head * elem
     return total
 
