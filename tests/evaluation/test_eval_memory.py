@@ -38,14 +38,14 @@ def test_qk_dim_is_the_width_rotate_returns(name):
     for layer in range(model.cfg.n_layers):
         pe = model.pe.layer_pe(layer)
         q, k = pe.rotate(torch.randn(2, 4, 5, 8), torch.randn(2, 4, 5, 8), pe.positions(5, "cpu"))
-        assert q.shape[-1] == k.shape[-1] == pe.qk_dim(8), (name, layer)
+        assert q.shape[-1] == k.shape[-1] == pe.speed.qk_dim(8), (name, layer)
 
 
 def test_pe_hooks_by_hand():
-    assert pe_of("rope").qk_dim(8) == 8 and pe_of("pope").qk_dim(8) == 16
-    assert pe_of("rope").logits_mod_bytes(2, 3, 5, 7) == 0
+    assert pe_of("rope").speed.qk_dim(8) == 8 and pe_of("pope").speed.qk_dim(8) == 16
+    assert pe_of("rope").speed.logits_mod_bytes(2, 3, 5, 7) == 0
     # CoPE: 9 float32 (B, H, T, S) at its peak and q . e[n] over npos_max = seq_len + 1 = 65 positions
-    assert pe_of("cope").logits_mod_bytes(2, 3, 5, 7) == 4 * 2 * 3 * 5 * (9 * 7 + 65) == 15_360
+    assert pe_of("cope").speed.logits_mod_bytes(2, 3, 5, 7) == 4 * 2 * 3 * 5 * (9 * 7 + 65) == 15_360
 
 
 def test_kernel_costs_by_hand():

@@ -196,5 +196,6 @@ def test_the_kernel_executes_the_planned_path(monkeypatch):
     q = k = v = torch.randn(1, 4, 8, 8)
     pos = torch.arange(8.0)
     with torch.no_grad():
-        BlockedBiasKernel(pe, "cpu", 0.0)(q, k, v, pe.score_mod(0, pos, pos), False, None, pe.fast_bias(0, pos, pos))
+        fast = pe.speed.fast_bias(0, pos, pos)
+        BlockedBiasKernel(pe, "cpu", 0.0)(q, k, v, pe.score_mod(0, pos, pos), False, None, fast)
     assert seen == ran == [BiasPath.ONE_BLOCK_TABLE]

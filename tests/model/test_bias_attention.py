@@ -137,7 +137,7 @@ def test_no_block_holds_the_whole_grid():
     T, H = 2048, 4
     grids = []
     mod = pe.score_mod(0, torch.arange(T), torch.arange(T))
-    fast = pe.fast_bias(0, torch.arange(T), torch.arange(T))
+    fast = pe.speed.fast_bias(0, torch.arange(T), torch.arange(T))
 
     def spy(score, b, h, q_idx, kv_idx):
         grids.append((q_idx.numel(), kv_idx.numel()))
@@ -164,7 +164,7 @@ def test_documents_without_the_mask_use_per_row_positions():
     q, k, v = (torch.randn(1, 4, 5, 8) for _ in range(3))
     with torch.no_grad():
         out = BlockedBiasKernel(pe, "cpu", 0.0)(q, k, v, mod, training=False, docs=docs,
-                                                fast=pe.fast_bias(0, pos, pos))
+                                                fast=pe.speed.fast_bias(0, pos, pos))
         ref = EagerKernel(pe, "cpu", 0.0)(q, k, v, mod, training=False, docs=docs)
         window = EagerKernel(pe, "cpu", 0.0)(q, k, v, pe.score_mod(0, torch.arange(5), torch.arange(5)), False)
     torch.testing.assert_close(out, ref, rtol=1e-5, atol=1e-6)
@@ -185,7 +185,7 @@ def test_the_distance_table_gives_the_grids_bias(name):
     T, S, H = 7, 12, 4
     pos_q, pos_k = torch.arange(S - T, S), torch.arange(S)
     mod = model.pe.layer_pe(1).score_mod(1, pos_q, pos_k)
-    distance = model.pe.layer_pe(1).fast_bias(1, pos_q, pos_k).table(H)
+    distance = model.pe.layer_pe(1).speed.fast_bias(1, pos_q, pos_k).table(H)
     assert distance.rows == T
     table = distance.bias_HS
     assert table.shape == (H, S)
@@ -214,7 +214,7 @@ def test_only_a_relative_bias_at_consecutive_positions_is_gathered(monkeypatch):
         mod = pe.score_mod(0, pos, pos)
         calls.clear()
         with torch.no_grad():
-            out = BlockedBiasKernel(pe, "cpu", 0.0)(q, k, v, mod, training=False, fast=pe.fast_bias(0, pos, pos))
+            out = BlockedBiasKernel(pe, "cpu", 0.0)(q, k, v, mod, training=False, fast=pe.speed.fast_bias(0, pos, pos))
             n_calls = len(calls)
             ref = EagerKernel(pe, "cpu", 0.0)(q, k, v, mod, training=False)
         assert (n_calls == 0) == gathered, (name, n_calls)

@@ -28,7 +28,7 @@ def randomized(model):
 
 
 def fast(pe, layer, T=4):
-    return pe.layer_pe(layer).fast_bias(layer, torch.arange(float(T)), torch.arange(float(T)))
+    return pe.layer_pe(layer).speed.fast_bias(layer, torch.arange(float(T)), torch.arange(float(T)))
 
 
 def test_which_pes_claim_a_far_field():

@@ -1,4 +1,4 @@
-"""FIRE's no-grad fast path in sdpa_bias (pe/fire.py `piecewise`, `rows_bias`, `invariant_rows`;
+"""FIRE's no-grad fast path in sdpa_bias (pe/fire_speed.py `piecewise`, `rows_bias`, `invariant_rows`;
 model/bias_attention.py `split_blocks`): its MLP as a piecewise-linear function of x against the unrolled MLP
 (a float64 reference written here, and `FIRE.bias` itself), and the whole model against the eager kernel with the
 threshold inside the window, so queries before it (distance table) and after it (per-row bias) both run.
@@ -68,7 +68,7 @@ def scale(pe, t):
 
 
 def piecewise_at(pe, t, x):
-    breaks, slope_HP, intercept_HP = pe.piecewise(t)
+    breaks, slope_HP, intercept_HP = pe.speed.piecewise(t)
     s = torch.bucketize(x, breaks)
     return slope_HP[:, s] * x + intercept_HP[:, s]
 
@@ -85,7 +85,7 @@ def test_the_segments_by_hand():
         pe.b1_LN[0] = torch.tensor([-0.25, 1.0, 0.5])
         pe.w2_LHN[0] = torch.tensor([[2.0, 3.0, 5.0]])
         pe.b2_LH[0] = torch.tensor([0.1])
-    breaks, slope, intercept = pe.piecewise(0)
+    breaks, slope, intercept = pe.speed.piecewise(0)
     torch.testing.assert_close(breaks, torch.tensor([0.25, 0.5]))
     torch.testing.assert_close(slope, torch.tensor([[-6.0, -4.0, 2.0]]))
     torch.testing.assert_close(intercept, torch.tensor([[5.6, 5.1, 2.1]]))
@@ -98,7 +98,7 @@ def test_piecewise_equals_the_mlp_everywhere(seed):
     values by O(1) of the scale on that segment, far above the tolerance."""
     pe = fire(seed=seed).pe
     awkward(pe, seed=seed)
-    breaks, _, _ = pe.piecewise(0)
+    breaks, _, _ = pe.speed.piecewise(0)
     assert breaks.numel() == 30 and int((breaks == 0.5).sum()) == 3  # the two constants carry no break
     x = torch.cat((torch.linspace(-0.5, 1.5, 4001), breaks, breaks.nextafter(torch.tensor(-9.0)),
                    breaks.nextafter(torch.tensor(9.0))))
@@ -118,7 +118,7 @@ def test_a_unit_with_a_huge_breakpoint_and_all_units_constant():
     torch.testing.assert_close(piecewise_at(pe, 0, x).double(), mlp64(pe, 0, x), rtol=1e-5, atol=1e-5 * scale(pe, 0))
     with torch.no_grad():
         pe.w1_LN[0] = 0.0
-    breaks, slope, _ = pe.piecewise(0)
+    breaks, slope, _ = pe.speed.piecewise(0)
     assert breaks.numel() == 0 and slope.shape == (4, 1) and (slope == 0).all()
     torch.testing.assert_close(piecewise_at(pe, 0, x).double(), mlp64(pe, 0, x), rtol=1e-5, atol=1e-6)
 
@@ -136,7 +136,7 @@ def test_rows_bias_equals_the_score_mod_per_element(positions, gathered):
     mod = pe.score_mod(0, pos_k[S - T:], pos_k)
     gather = functools.partial(bias_attention.distance_blocks, T=T, S=S, rows=6) if gathered else None
     with torch.no_grad():
-        block = pe.fast_bias(0, pos_k[S - T:], pos_k).rows_bias(H, gather)
+        block = pe.speed.fast_bias(0, pos_k[S - T:], pos_k).rows_bias(H, gather)
     allowed = causal_mask(T, S, "cpu")
     for q0, q1, k0, k1, _, _ in bias_attention.block_spans(allowed, 6):
         with torch.no_grad():
@@ -149,11 +149,11 @@ def test_rows_bias_equals_the_score_mod_per_element(positions, gathered):
 
 def test_invariant_rows_are_those_at_or_before_the_threshold():
     pe = fire(threshold=8.0).pe
-    assert pe.invariant_rows(0, torch.arange(64.0)) == 9  # positions 0 .. 8: max(L, i) = L
-    assert pe.invariant_rows(0, torch.arange(20.0, 30.0)) == 0
+    assert pe.speed.invariant_rows(0, torch.arange(64.0)) == 9  # positions 0 .. 8: max(L, i) = L
+    assert pe.speed.invariant_rows(0, torch.arange(20.0, 30.0)) == 0
     with torch.no_grad():
         pe.threshold_L.fill_(0.0)  # max(L, i) clamps at 1: positions 0 and 1 share psi(1)
-    assert pe.invariant_rows(0, torch.arange(64.0)) == 2
+    assert pe.speed.invariant_rows(0, torch.arange(64.0)) == 2
 
 
 def with_kernel(model, name):
@@ -182,7 +182,7 @@ def test_logits_equal_the_eager_kernels(threshold, T, small_blocks, monkeypatch)
         return wrapped
 
     monkeypatch.setattr(sdpa_bias_kernel, "distance_blocks", counting("table", bias_attention.distance_blocks))
-    monkeypatch.setattr(model.pe, "rows_bias", counting("rows", model.pe.rows_bias))
+    monkeypatch.setattr(model.pe.speed, "rows_bias", counting("rows", model.pe.speed.rows_bias))
     idx = torch.randint(0, BOS, (2, T), generator=torch.Generator().manual_seed(1))
     with torch.no_grad():
         ref = with_kernel(model, "eager")(idx).logits
@@ -232,7 +232,7 @@ def test_spread_positions_use_rows_bias_for_every_query():
     pe = fire(threshold=8.0).pe
     awkward(pe)
     pos = torch.arange(30.0) * 2
-    mod, fast = pe.score_mod(0, pos, pos), pe.fast_bias(0, pos, pos)
+    mod, fast = pe.score_mod(0, pos, pos), pe.speed.fast_bias(0, pos, pos)
     assert fast.table(4) is None and fast.rows_bias is not None
     q, k, v = (torch.randn(2, 4, 30, 8, generator=torch.Generator().manual_seed(i)) for i in range(3))
     with torch.no_grad():
@@ -246,8 +246,8 @@ def test_the_kept_segments_follow_the_weights():
     weights change, in place through an optimizer-like update or through `.data`, which moves no version."""
     pe = fire().pe
     x = torch.linspace(0, 1, 257)
-    first = pe.piecewise(0)
-    assert pe.piecewise(0) is first
+    first = pe.speed.piecewise(0)
+    assert pe.speed.piecewise(0) is first
     with torch.no_grad():
         pe.w1_LN[0, 3] += 0.5
     torch.testing.assert_close(piecewise_at(pe, 0, x).double(), mlp64(pe, 0, x), rtol=1e-5, atol=1e-5 * scale(pe, 0))
@@ -265,7 +265,7 @@ def test_sorted_rows_equal_the_lookup_per_entry(rows):
 
     pe = fire().pe
     awkward(pe)
-    breaks, slope, intercept = pe.piecewise(0)
+    breaks, slope, intercept = pe.speed.piecewise(0)
     at_breaks = torch.cat((breaks.flip(0), breaks.flip(0)[-1:].expand(270)))  # 300: every break, then the last
     base = torch.linspace(1.2, -0.2, 300)
     if rows == "alike":

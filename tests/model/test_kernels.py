@@ -43,7 +43,7 @@ def test_eager_equals_naive_alibi():
     model = build_test_model("alibi")
     q, k, v = qkv()
     pos = torch.arange(24.0)
-    slopes = model.pe.fast_bias(0, pos, pos).alibi_slopes
+    slopes = model.pe.speed.fast_bias(0, pos, pos).alibi_slopes
     bias = -slopes[:, None, None] * (pos[:, None] - pos[None, :]).clamp_min(0)
     eager = EagerKernel(model.pe, "cpu", 0.0)(q, k, v, model.pe.score_mod(0, pos, pos), False)
     torch.testing.assert_close(eager, naive_attention(q, k, v, bias), rtol=1e-5, atol=1e-5)

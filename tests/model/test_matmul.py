@@ -120,12 +120,14 @@ def test_run_identity_ignores_the_choice():
     """Checkpoints are interchangeable between the two settings, so a resume may switch it: the run directory's
     identity (training/rundir.py) is the same, and equal to one made before model.matmul existed."""
     from posbench.config_loader import to_dict
-    from posbench.training.rundir import ATTENTION_OPTIONS, identity
+    from posbench.identity_fields import own_entries
+    from posbench.model.model_config import ModelConfig
+    from posbench.training.rundir import identity
 
     cfgs = [load_config(overrides=[f"model.matmul={m}"]) for m in ("torch", "onednn")]
     idents = [identity(c, "data") for c in cfgs]
     assert idents[0] == idents[1] and "matmul" not in idents[0]["model"]
-    later = ("matmul", "kernels", "packing", "attention_window", *ATTENTION_OPTIONS)  # added since, out when default
+    later = ("matmul", "kernels", *(e.name for e in own_entries(ModelConfig)))  # added since, out when default
     before = {k: v for k, v in to_dict(cfgs[0].model).items() if k not in later}
     assert idents[0]["model"] == before
 

@@ -297,7 +297,7 @@ def test_flash_alibi_varlen_cuts_rows_into_documents(monkeypatch):
     doc, _, _ = split_documents(idx, BOS)
     docs = Documents(doc, doc, masked=True)
     q, k, v = (torch.randn(2, 4, 27, 8) for _ in range(3))
-    fast = pe.fast_bias(0, torch.arange(27.0), torch.arange(27.0))
+    fast = pe.speed.fast_bias(0, torch.arange(27.0), torch.arange(27.0))
     got = FlashAlibiKernel(pe, "cuda", 0.0)(q, k, v, None, False, docs, fast)
     want = EagerKernel(pe, "cpu", 0.0)(q, k, v, pe.score_mod(0, torch.arange(27.0), torch.arange(27.0)), False, docs)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

@@ -7,10 +7,11 @@ import torch
 
 from posbench.config import load_config
 from posbench.errors import ConfigError
+from posbench.identity_fields import name_suffix
 from posbench.model.flops import stats_of
 from posbench.model.masks import causal_mask, window_mask_mod
 from posbench.model.packing import Documents
-from posbench.training.rundir import identity, window_suffix
+from posbench.training.rundir import identity
 from tests.conftest import build_test_model
 from tests.model.test_packing import alone_run, documents, packed_run, packing
 
@@ -167,7 +168,7 @@ def test_the_run_identity_records_the_window_only_when_set():
     windowed_cfg = load_config(model_size="nano", overrides=["model.attention_window=[8,null]"])
     assert identity(windowed_cfg, "fp")["attention_window"] == [8, None]
     assert identity(windowed_cfg, "fp")["model"] == ident["model"]
-    assert window_suffix(plain) == "" and window_suffix(windowed_cfg) == "_win8-full"
+    assert name_suffix(plain.model) == "" and name_suffix(windowed_cfg.model) == "_win8-full"
 
 
 def test_flops_count_the_keys_a_window_lets_a_query_see():
@@ -212,7 +213,7 @@ def test_flash_alibi_passes_the_window_as_flash_attn_defines_it(monkeypatch):
     k, v = torch.randn(2, 4, 12, 8), torch.randn(2, 4, 12, 8)
     score_mod = pe.score_mod(0, torch.arange(7.0, 12.0), torch.arange(12.0))
     for window in (None, 1, 3, 20):
-        fast = pe.fast_bias(0, torch.arange(7.0, 12.0), torch.arange(12.0))
+        fast = pe.speed.fast_bias(0, torch.arange(7.0, 12.0), torch.arange(12.0))
         got = FlashAlibiKernel(pe, "cuda", 0.0, window)(q, k, v, None, False, None, fast)
         want = EagerKernel(pe, "cpu", 0.0, window)(q, k, v, score_mod, False)
         torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)

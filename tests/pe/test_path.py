@@ -117,8 +117,8 @@ def test_only_the_eager_kernel_runs_it():
     pe = build_test_model("path").pe
     assert_eager_only(pe)
     # the memory check's peak: two (T_pad, S_pad) float32 matrices of the assembly, then the correction's (T, S)
-    assert pe.logits_mod_bytes(2, 4, 8, 16) == 4 * 2 * 4 * (2 * 16 * 16 + 8 * 16)  # one chunk of 16
-    assert pe.logits_mod_bytes(1, 4, 1, 130) == 4 * 4 * (2 * 64 * 192 + 130)  # decoding: the last chunk's rows
+    assert pe.speed.logits_mod_bytes(2, 4, 8, 16) == 4 * 2 * 4 * (2 * 16 * 16 + 8 * 16)  # one chunk of 16
+    assert pe.speed.logits_mod_bytes(1, 4, 1, 130) == 4 * 4 * (2 * 64 * 192 + 130)  # decoding: the last chunk's rows
 
 
 def test_training_steps_reach_every_path_parameter():
@@ -146,7 +146,7 @@ def test_flops_count_the_key_transforms():
 
     model = build_test_model("path", seq_len=128)
     pe = model.pe
-    fwd, train = pe.layer_flops(0, 128)
+    fwd, train = pe.speed.layer_flops(0, 128)
     assert train == 3 * fwd
     H, K, D = 4, 8, 32
     per_head = 10 * 64 * K + 64 * (64 + K) + 2 * 64 * 64 + 2 * K * K + 4 * K * 128 + 2 * K * K * 128 / 64

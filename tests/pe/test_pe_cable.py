@@ -92,7 +92,7 @@ def test_cable_flops_count_its_projection_and_bias():
     cfg = load_config(overrides=["model.size=nano"], pe_type="cable")
     pe = Transformer(cfg.model, cfg.pe).pe
     H, D = cfg.model.n_heads, cfg.model.d_model
-    assert pe.layer_flops(0, 100)[0] == 2 * D * H + H + 2 * H * 100
+    assert pe.speed.layer_flops(0, 100)[0] == 2 * D * H + H + 2 * H * 100
 
 
 def test_cable_trains_decodes_with_its_cache_and_exports_with_parity(tmp_path):

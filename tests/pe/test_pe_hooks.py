@@ -1,6 +1,7 @@
-"""The PE contract as a table (pe/encoding.py `HOOKS`): it names every overridable member of PositionalEncoding, the
-docstring's and docs/architecture.md's copies match the code (which classes override which hook), no PE overrides
-a derived member, and wrappers (pe/wrapper.py) relay every hook by construction."""
+"""The PE contract as two tables: the meaning (pe/encoding.py `HOOKS`) names every overridable member of
+PositionalEncoding, the speed and accounting layer (pe/speed.py `SPEED`) every member of its providers; the
+docstring's and docs/architecture.md's copies match the code (which classes override which member), no PE overrides
+a derived member or defines a speed member itself, and wrappers (pe/wrapper.py) relay every hook by construction."""
 
 import inspect
 from pathlib import Path
@@ -12,16 +13,17 @@ from torch import nn
 import posbench.pe
 from posbench.pe import encoding
 from posbench.pe.encoding import DERIVED, HOOKS, PES, PositionalEncoding, contract_table
+from posbench.pe.speed import SPEED, PESpeed
 from posbench.pe.wrapper import NOT_RELAYED, WrapperPE
 from tests.conftest import build_test_model
 
 ROOT = Path(__file__).resolve().parents[2]
-CLASS_ATTRIBUTES = {"name", "kind", "summary", "Config"}  # ClassVars that describe a PE, not hooks
+CLASS_ATTRIBUTES = {"name", "kind", "summary", "Config", "Speed"}  # ClassVars that describe a PE, not hooks
 
 
-def pe_classes():
-    """Every PositionalEncoding subclass defined in posbench/pe/ (bases and layer views included)."""
-    found, todo = set(), [PositionalEncoding]
+def pe_classes(base=PositionalEncoding):
+    """Every subclass of `base` defined in posbench/pe/ (bases, layer views and nested providers included)."""
+    found, todo = set(), [base]
     while todo:
         for sub in todo.pop().__subclasses__():
             if sub.__module__.startswith(posbench.pe.__name__ + ".") and sub not in found:
@@ -31,7 +33,9 @@ def pe_classes():
 
 
 def overriders():
-    return {hook.name: sorted(c.__name__ for c in pe_classes() if hook.name in c.__dict__) for hook in HOOKS}
+    hooks = {hook.name: sorted(c.__name__ for c in pe_classes() if hook.name in c.__dict__) for hook in HOOKS}
+    return hooks | {m.name: sorted(c.__qualname__ for c in pe_classes(PESpeed) if m.name in c.__dict__)
+                    for m in SPEED}
 
 
 def own_members():
@@ -65,20 +69,30 @@ def test_the_tables_in_the_docstring_and_the_architecture_doc_are_the_codes():
 
 
 def test_a_table_row_follows_a_new_override():
-    """The table is made from the classes: one more override shows in the row that names the hook."""
-    before = overriders()["qk_dim"]
-    assert before == ["PoPE", "SeqPE"]
+    """The table is made from the classes: one more provider override shows in the row that names the member."""
+    assert overriders()["qk_dim"] == ["FoPELayer.Speed", "SeqPE.Speed"]
 
-    class Wide(PositionalEncoding):
+    class Wide(PESpeed):
         def qk_dim(self, head_dim):
             return 3 * head_dim
 
     Wide.__module__ = posbench.pe.__name__ + ".wide"
     try:
-        assert overriders()["qk_dim"] == ["PoPE", "SeqPE", "Wide"]
+        assert overriders()["qk_dim"] == ["FoPELayer.Speed", "SeqPE.Speed",
+                                          "test_a_table_row_follows_a_new_override.<locals>.Wide"]
         assert contract_table(overriders(), markdown=False) not in encoding.__doc__
     finally:
         Wide.__module__ = __name__
+
+
+@pytest.mark.parametrize("member", [m.name for m in SPEED])
+def test_a_speed_member_on_the_pe_itself_is_refused_at_registration(member):
+    """Model code asks `pe.speed`: a `layer_flops` written on the PE (the contract before its two layers) would never
+    be called, so registering such a PE fails, naming where the member belongs."""
+    cls = type("Stale", (PositionalEncoding,), {"summary": "stale", member: lambda self, *a: 0})
+    with pytest.raises(TypeError, match=f"Stale defines {member} on the PE; .* `Speed` provider"):
+        PES.register("stale_speed_member")(cls)
+    assert "stale_speed_member" not in PES.names()
 
 
 class Spy(PositionalEncoding):

@@ -117,9 +117,9 @@ def test_it_counts_as_reading_tokens_so_the_encoder_decoder_refuses_it_for_its_e
 
 def test_flops_count_the_three_projections_of_a_repositioning_layer_only():
     pe = build_test_model("repo").pe  # d_model 32 -> hidden 4, 4 heads; layer 0 keeps token indices
-    assert pe.layer_flops(0, 64) == (0.0, 0.0)
+    assert pe.speed.layer_flops(0, 64) == (0.0, 0.0)
     forward = 2 * (32 * 4 + 32 * 4 + 4 * 4)  # W_g, W_c (32 x 4 each) and W_z (4 x 4), a multiply-add per weight
-    assert pe.layer_flops(1, 64) == (forward, 3 * forward)
+    assert pe.speed.layer_flops(1, 64) == (forward, 3 * forward)
 
 
 def test_it_adds_no_bias_so_the_planner_gives_it_sdpas_causal_kernel_on_cuda_and_cpu():

@@ -91,8 +91,8 @@ def test_cached_decoding_equals_the_full_forward(window):
 def test_only_the_eager_kernel_runs_it_and_flops_count_the_row_sums():
     pe = build_test_model("stick_breaking").pe
     assert_eager_only(pe)
-    assert pe.layer_flops(0, 100) == (4 * 4 * 100, 3 * 4 * 4 * 100)
-    assert pe.logits_mod_bytes(2, 4, 8, 16) == 4 * 2 * 4 * 8 * 5 * 16
+    assert pe.speed.layer_flops(0, 100) == (4 * 4 * 100, 3 * 4 * 4 * 100)
+    assert pe.speed.logits_mod_bytes(2, 4, 8, 16) == 4 * 2 * 4 * 8 * 5 * 16
 
 
 def test_trains_with_finite_gradients_decodes_with_its_cache_and_exports_with_parity(tmp_path):

@@ -31,7 +31,8 @@ STAGE_CONFIGS = {
     # and the bottom module whose one bound every thread count is checked against (threads.check_threads)
     "training/train_config.py": ("posbench.training", "posbench.threads"),
 }
-GENERIC = ("posbench.config_loader", "posbench.registry", "posbench.errors", "posbench.yaml_io")
+GENERIC = ("posbench.config_loader", "posbench.registry", "posbench.errors", "posbench.yaml_io",
+           "posbench.identity_fields")
 
 
 def module_name(path: Path, root: Path = SRC) -> str:

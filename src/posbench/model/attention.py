@@ -114,8 +114,8 @@ class Attention(nn.Module):
         state = state or CarriedState()
         q, k, v, pos_S = self._qkv(x_BTD, pos_T, pe, cache, state.value)
         mod = attention_bias(pe, self.layer, pos_T, pos_S, self._features(x_BTD, pe, cache), k)
-        fast = pe.fast_bias(self.layer, pos_T, pos_S)
-        if self.temperature.applies(pe.kind == "none"):
+        fast = pe.speed.fast_bias(self.layer, pos_T, pos_S)
+        if self.temperature.applies(pe.position_free):
             q, mod, fast = self._temper(q, mod, pos_T, pe)
         out_BHTK = self.kernel(q, k, v, mod, self.training, docs, fast, sinks_H=self.sinks)
         out_BHTK, state.value = pe.carry_out(self.layer, out_BHTK, state.value)
@@ -127,7 +127,7 @@ class Attention(nn.Module):
         """Pre-softmax logits (B, H, T, T), float32, from the eager reference: for analysis and tests."""
         q, k, _, _ = self._qkv(x_BTD, pos_T, pe, None, state.value if state else None)
         mod = attention_bias(pe, self.layer, pos_T, pos_T, self._features(x_BTD, pe, None), k)
-        if self.temperature.applies(pe.kind == "none"):
+        if self.temperature.applies(pe.position_free):
             q, mod, _ = self._temper(q, mod, pos_T, pe)
         eager = EagerKernel(pe, "cpu", 0.0, self.kernel.window)  # this layer's sliding window, if any
         eager.chunk = self.kernel.chunk

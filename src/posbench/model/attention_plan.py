@@ -180,4 +180,4 @@ _PROBE = torch.zeros(1)
 def static_fast_bias(pe: PositionalEncoding) -> FastBias | None:
     """Layer 0's FastBias of a one-token call: the fields that do not depend on the call (which fast forms the PE
     has, ALiBi's slopes), for choices made at construction (`supports`, `forward_bytes`)."""
-    return pe.fast_bias(0, _PROBE, _PROBE)
+    return pe.speed.fast_bias(0, _PROBE, _PROBE)

@@ -14,8 +14,8 @@ Other architectures (model.arch): the attention term is counted once per attenti
 encoder-decoder's encoder self-, decoder self- and cross-attention alike, over T x T), and is zero for
 Mamba, whose selective scan (about 9 * E * d_model * d_state per token and layer) is left out of this
 matmul-based estimate. PE parameters are those of every positional-encoding module (the
-encoder-decoder has two). A PE's own work beyond these terms (`PositionalEncoding.layer_flops`: PoPE's q.k over
-2K channels, FoPE's frequency mixtures, FoX's gate projection and cumulative sum, CoPE's q . e table products and
+encoder-decoder has two). A PE's own work beyond these terms (its provider's `layer_flops`, pe/speed.py: PoPE's q.k
+over 2K channels, FoPE's frequency mixtures, FoX's gate projection and cumulative sum, CoPE's q . e table products and
 its gate cumsum and interpolation over the keys) is added per layer that uses it (`pe.layer_pe(layer)`), over the
 keys the layer scores (its sliding window when shorter).
 """
@@ -83,7 +83,7 @@ def stats_of(model: torch.nn.Module, cfg: ModelConfig, seq_len: int | None = Non
         windowed = pe_module is getattr(model, "pe", None)
         for layer in range(pe_module.ctx.n_layers):  # the PE's own extra work over the keys this layer scores
             T_layer = min(windows[layer] or T, T) if windowed and layer < len(windows) else T
-            fwd, train = pe_module.layer_pe(layer).layer_flops(layer, T_layer)
+            fwd, train = pe_module.layer_pe(layer).speed.layer_flops(layer, T_layer)
             extra_fwd, extra_train = extra_fwd + fwd, extra_train + train
     return ModelStats(total, emb, pe, matmul, 6 * matmul + attn + extra_train, 2 * matmul + attn / 3 + extra_fwd,
                       list(model.kernel_names), windows, extra_train, extra_fwd)

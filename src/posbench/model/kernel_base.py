@@ -112,7 +112,7 @@ class EagerKernel(AttentionKernel):
         # causal mask, the chunk's and their conjunction, as many
         mask = 3 * call.mask
         if self.pe.has_logits_mod:  # the masked matrix handed to the PE, and what its logits_mod holds at its peak
-            peak = max(2 * E, E + self.pe.logits_mod_bytes(call.B, call.H, call.T, call.S))
+            peak = max(2 * E, E + self.pe.speed.logits_mod_bytes(call.B, call.H, call.T, call.S))
         elif self.pe.has_score_mod:  # materialize_bias: the bias and the (T, S) distance grids its score_mod makes
             bias = (call.B if call.docs or self.pe.has_token_features else 1) * call.H * call.T * call.S * 4
             grid = 2 * bias + 8 * call.T * call.S

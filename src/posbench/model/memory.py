@@ -67,8 +67,8 @@ def forward_bytes(cfg: ModelConfig, pe: PositionalEncoding | None, device_type: 
     gate = gate_bytes(cfg, N, elem)
     carried = state_channels(pe) if pe is not None else 0  # TAPE's state rides beside v
     for layer, (layer_pe, kernel) in enumerate(layer_kernels(cfg, pe, device_type) if pe is not None else []):
-        call = AttentionCall(B, H, T, T, K + carried, layer_pe.qk_dim(K), docs=cfg.packing.active,
-                             sinks=cfg.attention_sinks, tempered=temperature.applies(layer_pe.kind == "none"))
+        call = AttentionCall(B, H, T, T, K + carried, layer_pe.speed.qk_dim(K), docs=cfg.packing.active,
+                             sinks=cfg.attention_sinks, tempered=temperature.applies(layer_pe.position_free))
         after = call.out + gate  # the kernel's temporaries are freed before the gate reads its output
         state = layer_pe.carry_bytes(layer, N)  # the carried state and its update, in attention and the MLP alike
         per_token = 7 * D + 4 * H * call.Q + token_position_floats(layer_pe, H, K)
@@ -102,7 +102,7 @@ def kv_cache_bytes(cfg: ModelConfig, pe: PositionalEncoding | None, B: int, T: i
     total, carried = 0, state_channels(pe)
     for layer in range(cfg.n_layers):
         layer_pe = pe.layer_pe(layer)
-        per_head = (layer_pe.qk_dim(K) + K + carried
+        per_head = (layer_pe.speed.qk_dim(K) + K + carried
                     + feature_channels(layer_pe, layer, cfg.d_model, cfg.n_heads))
         total += B * T * cfg.n_heads * per_head * elem
     return total

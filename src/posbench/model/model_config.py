@@ -12,6 +12,7 @@ from typing import Literal
 
 from posbench.config_loader import Checked
 from posbench.errors import ConfigError
+from posbench.identity_fields import left_out, own_entry
 from posbench.model.arch import ArchConfig, DecoderArch
 from posbench.model.attention_gate import GATES
 from posbench.model.attention_temperature import NoTemperature, TemperatureConfig
@@ -28,6 +29,11 @@ EmbedScale = Literal[tuple(EMBED_SCALES)]  # the names are written once, in mode
 MatmulChoice = Literal[(*MATMULS, AUTO)]  # torch | onednn | auto (model/matmul.py)
 
 
+def per_layer(value) -> str:
+    """A per-layer option (one value, or a list cycling over the layers) as run names spell it: 512, 8-8-full."""
+    return "-".join("full" if x is None else str(x) for x in (value if isinstance(value, list) else [value]))
+
+
 @dataclass
 class ModelConfig(Checked):
     size: str = "custom"  # preset label, used in run names
@@ -41,36 +47,46 @@ class ModelConfig(Checked):
     dropout: float = 0.0  # embeddings and residual branches
     attn_dropout: float = 0.0
     qk_norm: bool = True
-    qk_norm_weight: bool = True  # false: no learned scale, x / rms(x) (Llama 4's L2Norm)
+    # false: no learned scale, x / rms(x) (Llama 4's L2Norm)
+    qk_norm_weight: bool = field(default=True, metadata=own_entry(lambda v: "_qknorm-unit", place=7))
     # which layers normalise q and k: all, or positional (not those whose PE is position-free: Llama 4's NoPE layers)
-    qk_norm_layers: Literal["all", "positional"] = "all"
+    qk_norm_layers: Literal["all", "positional"] = field(default="all",
+                                                         metadata=own_entry(lambda v: f"_qknorm-{v}", place=8))
     norm_eps: float = 1e-6
     init_std: float = 0.02
     attention: AttentionChoice = "auto"
     # the linear layers' fp32 CPU products: torch's BLAS, oneDNN (2x faster on AVX-512 AMD; rounding differs), or
-    # auto: the faster of the two at this model's shapes, measured at the start and recorded (model/matmul_choice.py)
-    matmul: MatmulChoice = "torch"
+    # auto: the faster of the two at this model's shapes, measured at the start and recorded (model/matmul_choice.py);
+    # no part of a run's identity (identity_fields.py)
+    matmul: MatmulChoice = field(default="torch", metadata=left_out("the library of the same products: checkpoints are "
+                                                                   "interchangeable and a resume may switch it"))
     # training's implementations of the loss, the norms and the MLP: torch (posbench's own) or a library's fused
     # kernel (model/kernels_config.py); like matmul, no part of a run's identity, and evaluation builds torch's
-    kernels: KernelsConfig = field(default_factory=KernelsConfig)
+    kernels: KernelsConfig = field(default_factory=KernelsConfig, metadata=left_out("implementations, as matmul"))
     embed_scale: EmbedScale = "none"  # sqrt_d: tokens x sqrt(d_model) as Vaswani et al. (model/embedding.py)
     arch: ArchConfig = field(default_factory=DecoderArch)  # decoder | encoder_decoder | mamba (model/arch.py)
     # what a position means in a packed window: mask causal|document, positions window|document (model/packing.py)
-    packing: PackingConfig = field(default_factory=PackingConfig)
+    # (its own identity entry only when a switch is on: bos_id alone changes nothing)
+    packing: PackingConfig = field(default_factory=PackingConfig, metadata=own_entry(
+        lambda p: ("_docmask" if p.mask == "document" else "") + ("_docpos" if p.positions == "document" else ""),
+        is_set=lambda p: not p.is_default, place=1))
     # sliding-window attention: None (full), W for every layer, or a per-layer list cycling over the layers
     # ([512, 512, 512, null]: three windowed layers, then a full one); query i sees keys i-W+1 .. i (model/masks.py)
-    attention_window: int | list[int | None] | None = None
+    attention_window: int | list[int | None] | None = field(default=None, metadata=own_entry(
+        lambda w: f"_win{per_layer(w)}", place=2))
     # chunked local attention (Llama 4): None, C for every layer, or a per-layer list cycling over the layers
     # ([8192, 8192, 8192, null]: three chunked layers, then a full one); query i sees keys j <= i with
     # j // C == i // C, i and j counted from the start of the window (model/masks.py); beside attention_window
-    attention_chunk: int | list[int | None] | None = None
+    attention_chunk: int | list[int | None] | None = field(default=None, metadata=own_entry(
+        lambda c: f"_chunk{per_layer(c)}", place=6))
     # a sigmoid gate on each head's attention output (Qiu et al. 2025; Qwen3-Next): none | elementwise | headwise
-    attention_gate: AttentionGate = "none"
+    attention_gate: AttentionGate = field(default="none", metadata=own_entry(lambda v: f"_gate-{v}", place=3))
     # a learned per-head sink logit in every softmax, a virtual key of value 0 (gpt-oss; model/attention_sinks.py)
-    attention_sinks: bool = False
+    attention_sinks: bool = field(default=False, metadata=own_entry(lambda v: "_sinks", place=4))
     # logits times a factor growing with the query's position: none | log_n | ssmax | llama4
     # (model/attention_temperature.py)
-    attention_temperature: TemperatureConfig = field(default_factory=NoTemperature.Config)
+    attention_temperature: TemperatureConfig = field(default_factory=NoTemperature.Config,
+                                                     metadata=own_entry(lambda t: f"_temp-{t.name}", place=5))
     head_dim: int = field(init=False, default=0)  # derived
 
     def check(self) -> None:

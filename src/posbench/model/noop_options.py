@@ -9,7 +9,7 @@ option is a no-op when the model it gives normalises and tempers exactly the lay
 - `model.qk_norm_layers=positional` on a model with no position-free layer: every layer normalises, as with `all`.
 - a temperature that tempers only position-free layers (`nope_layers_only`: llama4's default) on a model with none.
 
-Which layers are position-free comes from the PE itself (`layer_pe(layer).kind`, as transformer.Block and
+Which layers are position-free comes from the PE itself (`layer_pe(layer).position_free`, as transformer.Block and
 Attention read it), built on the meta device: no memory, no tables computed. A checkpoint's saved config is read as
 it was trained (`resolve(saved=True)`), so runs made before this rule stay readable.
 """
@@ -59,7 +59,7 @@ def refuse_noop_options(cfg: ModelConfig, pe_cfg: PEConfig) -> None:
     if layers_set and all(QK_NORM_LAYERS[cfg.qk_norm_layers](pe) == QK_NORM_LAYERS["all"](pe) for pe in pes):
         raise ConfigError(f"model.qk_norm_layers={cfg.qk_norm_layers} does nothing: {free}, so every layer normalises "
                           f"q and k as with `all`, yet it would name the run; leave it at all, {NOPE_HINT}")
-    if temper.active and not any(temper.applies(pe.kind == "none") for pe in pes):
+    if temper.active and not any(temper.applies(pe.position_free) for pe in pes):
         raise ConfigError(f"model.attention_temperature={temperature.name} does nothing: it tempers only "
                           f"position-free layers (attention_temperature.nope_layers_only=true) and {free}, yet it "
                           "would name the run; set model.attention_temperature.nope_layers_only=false to temper every "

@@ -39,7 +39,7 @@ if TYPE_CHECKING:  # annotations only: model/build.py is what pairs a config wit
 
 
 # model.qk_norm_layers: which layers (by their PE) normalise q and k when model.qk_norm is on
-QK_NORM_LAYERS = {"all": lambda pe: True, "positional": lambda pe: pe.kind != "none"}
+QK_NORM_LAYERS = {"all": lambda pe: True, "positional": lambda pe: not pe.position_free}
 
 
 class Block(nn.Module):

@@ -8,6 +8,7 @@ import math
 import torch
 
 from posbench.pe.bias import BiasPE
+from posbench.pe.bias_speed import BiasSpeed
 from posbench.pe.encoding import PES
 from posbench.pe.fast_bias import FarField
 
@@ -39,10 +40,11 @@ class ALiBi(BiasPE):
     def bias(self, t, h, dist, q_pos):
         return -self.slopes_H[h] * dist
 
-    def fast_bias(self, layer, pos_q_T, pos_k_S):
-        # its slopes let flash-attn's fused ALiBi run it; -m d is affine at every distance: a far field from 0
-        return dataclasses.replace(super().fast_bias(layer, pos_q_T, pos_k_S), far_field=self.far_field,
-                                   alibi_slopes=self.slopes_H)
+    class Speed(BiasSpeed):
+        def fast_bias(self, layer, pos_q_T, pos_k_S):
+            # its slopes let flash-attn's fused ALiBi run it; -m d is affine at every distance: a far field from 0
+            return dataclasses.replace(super().fast_bias(layer, pos_q_T, pos_k_S), far_field=self.far_field,
+                                       alibi_slopes=self.pe.slopes_H)
 
-    def far_field(self, H):
-        return FarField(0, -self.slopes_H, torch.zeros_like(self.slopes_H))
+        def far_field(self, H):
+            return FarField(0, -self.pe.slopes_H, torch.zeros_like(self.pe.slopes_H))

@@ -26,6 +26,7 @@ from torch import nn
 
 from posbench.errors import ConfigError
 from posbench.pe.encoding import PES, PEConfig, PositionalEncoding
+from posbench.pe.speed import PESpeed
 
 MAX_NPOS = 1 << 20  # a 1M-entry table: 256 MiB per layer at head_dim 64; 1e9 asked for 128 GB
 
@@ -69,15 +70,16 @@ class CoPE(PositionalEncoding):
         z_hi = z_BHTN.gather(-1, p_BHTS.ceil().long())
         return s_BHTS + (z_lo * (1 - w_BHTS) + z_hi * w_BHTS) / math.sqrt(q_BHTK.shape[-1])
 
-    def logits_mod_bytes(self, B, H, T, S):
-        # float32 (B, H, T, S) tensors alive at once at the peak, the interpolation's last line: gates (a local),
-        # p, lo, w, z_lo, z_hi, then (1 - w) * z_lo and z_hi * w and their sum beside them (9; the int64 index of
-        # the gathers, 2 floats' worth, is freed before); plus q . e[n], (B, H, T, npos_max)
-        return 4 * B * H * T * (9 * S + self.npos_max)
+    class Speed(PESpeed):
+        def logits_mod_bytes(self, B, H, T, S):
+            # float32 (B, H, T, S) tensors alive at once at the peak, the interpolation's last line: gates (a local),
+            # p, lo, w, z_lo, z_hi, then (1 - w) * z_lo and z_hi * w and their sum beside them (9; the int64 index of
+            # the gathers, 2 floats' worth, is freed before); plus q . e[n], (B, H, T, npos_max)
+            return 4 * B * H * T * (9 * S + self.pe.npos_max)
 
-    def layer_flops(self, layer, seq_len):
-        # q . e[n] for every integer position (a multiply-add per table weight and head), then per head and key:
-        # the cumulative sum (1), p - floor(p) (1), the interpolation (4), the 1/sqrt(K) and the add to the
-        # logit (2); the gates' sigmoid is left out, as softmax's exp is
-        forward = 2 * self.ctx.d_model * self.npos_max + 8 * self.ctx.n_heads * seq_len
-        return forward, 3 * forward  # a training step: forward and two backward matmuls, as the model's terms
+        def layer_flops(self, layer, seq_len):
+            # q . e[n] for every integer position (a multiply-add per table weight and head), then per head and key:
+            # the cumulative sum (1), p - floor(p) (1), the interpolation (4), the 1/sqrt(K) and the add to the
+            # logit (2); the gates' sigmoid is left out, as softmax's exp is
+            forward = 2 * self.pe.ctx.d_model * self.pe.npos_max + 8 * self.pe.ctx.n_heads * seq_len
+            return forward, 3 * forward  # a training step: forward and two backward matmuls, as the model's terms

@@ -12,9 +12,10 @@ across it is exact."""
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from posbench.errors import ConfigError
+from posbench.identity_fields import left_out
 from posbench.pe.encoding import PES
 from posbench.pe.rope import RopeConfig, RotaryBase
 
@@ -28,7 +29,9 @@ class DroPE(RotaryBase):
         dropped: bool = False  # set by training at the drop point; true: the model is a NoPE
         # share of the budget trained with RoPE (docs/pe_defaults.md); DroPE's own setting, so a study or sweep row
         # `{name: drope, drop_at: 0.9}` is complete and no other PE has a drop point to misconfigure
-        drop_at: float = 0.8
+        # when, not what (a point of the schedule like the LR decay): a resume or a branch may move it, so no part of
+        # a run's identity (training/resume.py check_drop_consistent refuses only putting a dropped PE back)
+        drop_at: float = field(default=0.8, metadata=left_out("a point of the schedule"))
 
         def check(self) -> None:
             super().check()

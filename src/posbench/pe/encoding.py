@@ -1,18 +1,22 @@
-"""The positional-encoding contract every variant follows.
+"""The positional-encoding contract every variant follows, in two layers.
 
 Shape legend: B batch, H heads, T query length, S key length, K head dim, D model dim.
 Positions are shared by the batch, `pos_T` (T,), or per row, (B, T), when they restart at every document of a
 packed window; every hook takes both.
 
-A PE overrides only the hooks it uses; model code calls the hooks and never asks which PE it has.
-`HOOKS` below is the contract as data; the table is it, with the classes in pe/ that override each hook
-(tests/pe/test_pe_hooks.py holds this table, and docs/architecture.md's copy, to the code). "Called on": the
-object the model calls the hook on. The model's PE (`model.pe`) answers for the whole model: positions,
-embeddings, which PE each layer uses (`layer_pe`) and each layer's window. `layer_pe(layer)` answers for one
-layer's attention: everything between q, k and the softmax. Every PE module (hybrid members, a wrapper's inner
-PE) answers `decay_params`; the class answers `check_model` before any instance exists.
+The meaning is what a PE author writes: where positions come from, what they do to the embeddings, to q and k, and
+to the logits (`HOOKS`, on PositionalEncoding). Speed and accounting (fast forms for the kernels, qk width, memory,
+FLOPs) are the second layer, optional: a provider the PE names (`Speed`, pe/speed.py `SPEED`), whose every member
+defaults from the meaning, so a PE written with the meaning alone is exact and merely slower, priced conservatively.
+A PE overrides only the hooks it uses; model code calls the hooks (and `layer_pe(layer).speed`) and never asks which
+PE it has. The tables are the contract as data, with the classes in pe/ that override each member
+(tests/pe/test_pe_hooks.py holds them, and docs/architecture.md's copy, to the code). "Called on": the object the
+model calls the hook on. The model's PE (`model.pe`) answers for the whole model: positions, embeddings, which PE
+each layer uses (`layer_pe`) and each layer's window. `layer_pe(layer)` answers for one layer's attention:
+everything between q, k and the softmax, and its `speed`. Every PE module (hybrid members, a wrapper's inner PE)
+answers `decay_params`; the class answers `check_model` before any instance exists.
 
-  hook                                                called on        default
+  meaning hook                                        called on        default
         overridden in
   check_model(cfg, ctx)                               class            -
         DigitsPE, GrapeMContextual, HybridPerLayer, ModdedNanoGPTRoPE, RNoPESWA, RePo, RotaryBase, SelectiveRoPE,
@@ -20,7 +24,7 @@ PE) answers `decay_params`; the class answers `check_model` before any instance 
   max_positions                                       model.pe         None
         Abacus, CoupledPositions, DigitsPE, HybridPerLayer, IntegerPE, LearnedPE, RandomizedPositions, SeqPE,
         WrapperPE
-  is_relative                                         model.pe         kind != absolute
+  is_relative                                         model.pe         true without embed
         FIRE, FoPE, FoPELayer, HybridPerLayer, WrapperPE
   positions(T, device, offset)                        model.pe         offset .. offset+T-1
         CoupledPositions, RandomizedPositions, SeqPE, TAPE, WrapperPE
@@ -48,15 +52,6 @@ PE) answers `decay_params`; the class answers `check_model` before any instance 
         ForgetGate, GrapeAP, GrapeMContextual, PaTH, SelectiveRoPE
   logits_mod(layer, q_BHTK, s_BHTS, k_BHSK, feats_BHS)layer_pe(layer)  identity, never called
         CoPE, GrapeA, GrapeAP, GrapeMContextual, PaTH, SelectiveRoPE, StickBreaking
-  fast_bias(layer, pos_q_T, pos_k_S)                  layer_pe(layer)  None: no fast form
-        ALiBi, BiasPE, FIRE, RelativeLearnedBias, T5Bias
-  qk_dim(head_dim)                                    layer_pe(layer)  head_dim
-        PoPE, SeqPE
-  logits_mod_bytes(B, H, T, S)                        layer_pe(layer)  0
-        CoPE, GrapeA, GrapeAP, GrapeMContextual, PaTH, SelectiveRoPE, StickBreaking
-  layer_flops(layer, seq_len)                         layer_pe(layer)  (0, 0)
-        CoPE, FoPE, FoPELayer, ForgetGate, GrapeA, GrapeAP, GrapeMContextual, PaTH, PoPE, RePo, SelectiveRoPE,
-        SeqPE, StickBreaking, TAPE
   start_state(pos_T)                                  model.pe         None: no state
         TAPE, WrapperPE
   carry_in(layer, q_BHTK, k_BHTK, v_BHTK, state)      layer_pe(layer)  identity
@@ -70,26 +65,42 @@ PE) answers `decay_params`; the class answers `check_model` before any instance 
   aux_loss(pos_T)                                     model.pe         None: no objective
         SeqPE, WrapperPE
 
+  speed and accounting (pe.speed)                     derived default
+        provided by
+  fast_bias(layer, pos_q_T, pos_k_S)                  None: kernels evaluate score_mod
+        ALiBi.Speed, BiasSpeed, FIRESpeed, RelativeLearnedBias.Speed, T5Bias.Speed
+  qk_dim(head_dim)                                    the width rotate returns
+        FoPELayer.Speed, SeqPE.Speed
+  logits_mod_bytes(B, H, T, S)                        16 logit matrices with a logits_mod, else 0
+        CoPE.Speed, GrapeA.Speed, GrapeAP.Speed, GrapeMContextual.Speed, PaTH.Speed, SelectiveRoPE.Speed,
+        StickBreaking.Speed
+  layer_flops(layer, seq_len)                         (0, 0): not counted
+        CoPE.Speed, FoPE.Speed, FoPELayer.Speed, ForgetGate.Speed, GrapeA.Speed, GrapeAP.Speed,
+        GrapeMContextual.Speed, PaTH.Speed, PoPE.Speed, RePo.Speed, SelectiveRoPE.Speed, SeqPE.Speed,
+        StickBreaking.Speed, TAPE.Speed
+
 What each hook means (each method's docstring has the details):
   max_positions / positions / document_positions: float32 positions (bf16 cannot hold ints > 256), per row when
       they restart at each document (model.packing.positions=document, model/packing.py); `PositionRangeError`
       past max_positions. data_positions: what a task's own per-token ids mean to the PE (abacus, coupled).
-  embed: absolute PEs add to the token embeddings. rotate: the RoPE family rotates q and k; qk_dim: their width;
+  embed: absolute PEs add to the token embeddings. rotate: the RoPE family rotates q and k;
       token_positions: positions per head read from the layer's input (RePo), rotated at instead of pos_T.
   score_mod: the logit bias as a FlexAttention score_mod fn(score, b, h, q_idx, kv_idx); a data-dependent bias
       (FoX) reads `feats_BHS`, the `token_features` of every key, which attention keeps in the KV cache.
   logits_mod: CoPE's positions sum gates over a whole row, which no elementwise score_mod can express, so it
       rewrites the masked logit matrix, on the eager kernel only (`attention_bias` hands it over as a LogitsMod
-      bound to the keys and their token features, which PaTH transforms per query);
-      logits_mod_bytes: what it holds at its peak (model/memory.py).
-  fast_bias: speed only, one typed object (pe/fast_bias.py `FastBias`: a table by distance, per-row evaluation,
-      a far field, ALiBi's slopes) the kernels read instead of evaluating score_mod; None changes no result.
+      bound to the keys and their token features, which PaTH transforms per query).
   layer_pe / layer_window: per-layer hybrids, and the sliding window a PE asks of a layer (RNoPE-SWA), merged
-      with model.attention_window (the smaller wins). layer_flops: (forward, train) FLOPs per token the PE adds
-      to a layer (model/flops.py). decay_params: the PE parameters AdamW weight-decays (none by default).
-  drop: DroPE removes the positions for good and returns the config that now describes the PE.
+      with model.attention_window (the smaller wins). decay_params: the PE parameters AdamW weight-decays (none by
+      default). drop: DroPE removes the positions for good and returns the config that now describes the PE.
+And each speed member (pe/speed.py): fast_bias, one typed object (pe/fast_bias.py `FastBias`: a table by distance,
+per-row evaluation, a far field, ALiBi's slopes) the kernels read instead of evaluating score_mod, None changing no
+result (every bias PE gets the table by distance from its `bias`: pe/bias_speed.py); qk_dim, the width of the q and
+k rotate returns; logits_mod_bytes, what logits_mod holds at its peak (model/memory.py); layer_flops, (forward,
+train) FLOPs per token the PE adds to a layer (model/flops.py).
 Derived, never declared (so a new PE cannot forget them): has_score_mod, has_logits_mod, has_token_features,
-can_drop, reads_data_positions (`DERIVED`), from which hooks a class overrides.
+can_drop, reads_data_positions, position_free (`DERIVED`), from which hooks a class overrides; model code asks
+these, never `kind`.
 """
 
 from __future__ import annotations
@@ -103,10 +114,12 @@ import torch
 from torch import nn
 
 from posbench.config_loader import Checked
-from posbench.pe.fast_bias import FastBias
+from posbench.pe.speed import SPEED, PESpeed
 from posbench.registry import Registry
 
 ScoreMod = Callable[..., torch.Tensor]
+# the hooks that carry positions into the model: a PE overriding none of them is position-free (`position_free`)
+CARRIES_POSITIONS = ("embed", "rotate", "score_mod", "logits_mod")
 
 
 class LogitsMod:
@@ -175,16 +188,19 @@ class PEContext:
 class PositionalEncoding(nn.Module):
     name: ClassVar[str] = ""
     # "absolute" (added to embeddings), "rotary", "bias" (logit bias), "context" (CoPE) or "none". Used for reports and
-    # the shift-invariance contract test, never for control flow in model code.
+    # the shift-invariance contract test, never for control flow: what model code asks is derived from the hooks.
     kind: ClassVar[str] = "none"
     summary: ClassVar[str] = ""
     Config: ClassVar[type[PEConfig]] = PEConfig
+    # the second layer of the contract, speed and accounting (pe/speed.py): optional, derived from the meaning
+    Speed: ClassVar[type[PESpeed]] = PESpeed
 
     def __init__(self, cfg: PEConfig, ctx: PEContext):
         super().__init__()
         self.check_model(cfg, ctx)
         self.cfg = cfg
         self.ctx = ctx
+        self.speed = self.Speed(self)
 
     @classmethod
     def check_model(cls, cfg: PEConfig, ctx: PEContext) -> None:
@@ -197,7 +213,10 @@ class PositionalEncoding(nn.Module):
 
     @property
     def is_relative(self) -> bool:
-        return self.kind != "absolute"
+        """Whether the attention scores depend on positions only through their differences; by default whether the
+        PE leaves the embeddings alone (an absolute PE adds its table there). Held to the scores by the contract
+        test's shift invariance."""
+        return not overrides(type(self), "embed")
 
     def positions(self, T: int, device, offset: int = 0) -> torch.Tensor:
         pos_T = torch.arange(offset, offset + T, device=device, dtype=torch.float32)
@@ -272,23 +291,6 @@ class PositionalEncoding(nn.Module):
         per query (PaTH); None where a caller has none."""
         return s_BHTS
 
-    def qk_dim(self, head_dim: int) -> int:
-        """Channels of the q and k that `rotate` returns for heads of `head_dim` channels (the values keep
-        head_dim): a kernel's memory depends on it (torch's SDPA leaves its fused path when q is wider than v).
-        Held to `rotate` by the contract test."""
-        return head_dim
-
-    def logits_mod_bytes(self, B: int, H: int, T: int, S: int) -> int:
-        """Bytes `logits_mod` holds at once at its peak beyond the (B, H, T, S) matrix it is given, its result
-        included, without autograd (model/memory.py). 0 for the identity, which allocates nothing."""
-        return 0
-
-    def fast_bias(self, layer: int, pos_q_T: torch.Tensor, pos_k_S: torch.Tensor) -> FastBias | None:
-        """Speed only (pe/fast_bias.py): exact no-grad forms of this call's `score_mod` bias that kernels may use
-        instead of evaluating it (a table by distance, a far field, per-row evaluation, ALiBi's slopes). None:
-        none; every kernel is then exact through `score_mod` alone."""
-        return None
-
     @property
     def has_score_mod(self) -> bool:
         """Whether this PE adds a logit bias: derived from the class overriding `score_mod` or `logits_mod`, never
@@ -305,6 +307,13 @@ class PositionalEncoding(nn.Module):
     def has_token_features(self) -> bool:
         """Whether the bias depends on the tokens (`token_features`): it differs per batch row."""
         return overrides(type(self), "token_features")
+
+    @property
+    def position_free(self) -> bool:
+        """Whether this PE puts no position anywhere (NoPE, a hybrid's NoPE layers): derived from the class
+        overriding none of the hooks that carry positions into the embeddings or the scores. What model code asks of
+        a layer's PE (model.qk_norm_layers=positional, a temperature on NoPE layers only), never its `kind`."""
+        return not overrides(type(self), *CARRIES_POSITIONS)
 
     def layer_pe(self, layer: int) -> PositionalEncoding:
         return self
@@ -353,13 +362,6 @@ class PositionalEncoding(nn.Module):
         the PE's config: SeqPE's contrastive and distillation losses, arXiv 2506.13277); called once
         per training forward with the batch's positions. None: the PE has none."""
         return None
-
-    def layer_flops(self, layer: int, seq_len: int) -> tuple[float, float]:
-        """(forward, training step) FLOPs per token this PE adds to one layer beyond the model's matmul estimate
-        (model/flops.py): wider q.k products (PoPE), frequency mixtures (FoPE), gates and their row sums (FoX,
-        CoPE), pairwise work over the `seq_len` keys the layer scores. (0, 0) for a PE whose cost is negligible
-        next to attention (a bias lookup, a rotation)."""
-        return 0.0, 0.0
 
     def extra_repr(self) -> str:
         return f"name={self.name}"
@@ -414,7 +416,7 @@ class Hook:
 HOOKS: tuple[Hook, ...] = (
     Hook("check_model(cfg, ctx)", "class", "-"),
     Hook("max_positions", "model", "None"),
-    Hook("is_relative", "model", "kind != absolute"),
+    Hook("is_relative", "model", "true without embed"),
     Hook("positions(T, device, offset)", "model", "offset .. offset+T-1"),
     Hook("document_positions(within_BT, doc_BT)", "model", "index in its document"),
     Hook("data_positions(data_BT, default)", "model", "default(): ids ignored"),
@@ -428,10 +430,6 @@ HOOKS: tuple[Hook, ...] = (
     Hook("token_positions(layer, x_BTD)", "layer", "None: pos_T"),
     Hook("token_features(layer, x_BTD)", "layer", "None"),
     Hook("logits_mod(layer, q_BHTK, s_BHTS, k_BHSK, feats_BHS)", "layer", "identity, never called"),
-    Hook("fast_bias(layer, pos_q_T, pos_k_S)", "layer", "None: no fast form"),
-    Hook("qk_dim(head_dim)", "layer", "head_dim"),
-    Hook("logits_mod_bytes(B, H, T, S)", "layer", "0"),
-    Hook("layer_flops(layer, seq_len)", "layer", "(0, 0)"),
     Hook("start_state(pos_T)", "model", "None: no state"),
     Hook("carry_in(layer, q_BHTK, k_BHTK, v_BHTK, state)", "layer", "identity"),
     Hook("carry_out(layer, out_BHTV, state)", "layer", "identity"),
@@ -442,27 +440,32 @@ HOOKS: tuple[Hook, ...] = (
 
 # Members of PositionalEncoding that are not hooks: derived from the hooks or helpers of the model's, never overridden
 DERIVED = ("check_positions", "reads_data_positions", "can_drop", "has_score_mod", "has_logits_mod",
-           "has_token_features")
+           "has_token_features", "position_free")
 
 CALLED_ON = {"model": "model.pe", "layer": "layer_pe(layer)", "module": "each PE module", "class": "class"}
 
 
 def contract_table(overriders: dict[str, list[str]], markdown: bool = True) -> str:
-    """The contract, one row per hook: as a Markdown table (docs/architecture.md), or as this module's docstring
-    has it (`markdown=False`: the classes that override a hook wrapped under it, within 116 columns).
-    `overriders`: hook name -> the classes that override it (tests/pe/test_pe_hooks.py passes the classes found in
-    pe/ and checks both texts)."""
+    """The contract in its two layers, one row per member: the meaning (`HOOKS`, overridden by PE classes), then
+    speed and accounting (pe/speed.py `SPEED`, overridden by `Speed` providers; the default derived from the
+    meaning). As Markdown tables (docs/architecture.md), or as this module's docstring has them (`markdown=False`:
+    the classes that override a member wrapped under it, within 116 columns). `overriders`: member name -> the
+    classes that override it (tests/pe/test_pe_hooks.py passes the classes found in pe/ and checks both texts)."""
+    who = lambda name: ", ".join(overriders.get(name, [])) or "-"  # noqa: E731
     if markdown:
-        rows = ["| hook | called on | default | overridden in |", "|---|---|---|---|"]
-        for hook in HOOKS:
-            who = ", ".join(overriders.get(hook.name, [])) or "-"
-            rows.append(f"| `{hook.signature}` | {CALLED_ON[hook.called_on]} | {hook.default} | {who} |")
+        rows = ["| meaning hook | called on | default | overridden in |", "|---|---|---|---|"]
+        rows += [f"| `{h.signature}` | {CALLED_ON[h.called_on]} | {h.default} | {who(h.name)} |" for h in HOOKS]
+        rows += ["", "| speed and accounting (`pe.speed`) | derived default | provided by |", "|---|---|---|"]
+        rows += [f"| `{m.signature}` | {m.default} | {who(m.name)} |" for m in SPEED]
         return "\n".join(rows)
-    rows = [f"  {'hook':<52}{'called on':<17}default", f"  {'':<6}overridden in"]
+    rows = [f"  {'meaning hook':<52}{'called on':<17}default", f"  {'':<6}overridden in"]
     for hook in HOOKS:
         rows.append(f"  {hook.signature:<52}{CALLED_ON[hook.called_on]:<17}{hook.default}")
-        who = ", ".join(overriders.get(hook.name, [])) or "-"
-        rows += textwrap.wrap(who, 116, initial_indent=" " * 8, subsequent_indent=" " * 8)
+        rows += textwrap.wrap(who(hook.name), 116, initial_indent=" " * 8, subsequent_indent=" " * 8)
+    rows += ["", f"  {'speed and accounting (pe.speed)':<52}derived default", f"  {'':<6}provided by"]
+    for member in SPEED:
+        rows.append(f"  {member.signature:<52}{member.default}")
+        rows += textwrap.wrap(who(member.name), 116, initial_indent=" " * 8, subsequent_indent=" " * 8)
     return "\n".join(rows)
 
 
@@ -471,6 +474,13 @@ def _check(name: str, cls) -> None:
         raise TypeError(f"{cls.__name__}.Config must subclass PEConfig")
     if not cls.summary:
         raise TypeError(f"{cls.__name__} needs a one-line `summary`")
+    if not issubclass(cls.Speed, PESpeed):
+        raise TypeError(f"{cls.__name__}.Speed must subclass PESpeed (pe/speed.py)")
+    for klass in cls.__mro__[:cls.__mro__.index(PositionalEncoding)]:
+        misplaced = [m.name for m in SPEED if m.name in klass.__dict__]
+        if misplaced:  # it would never be called: model code asks `pe.speed`
+            raise TypeError(f"{klass.__name__} defines {', '.join(misplaced)} on the PE; speed and accounting belong "
+                            "to its `Speed` provider (a PESpeed subclass, pe/speed.py; docs/adding-a-pe.md)")
 
 
 # Name -> PositionalEncoding class. Variants register with `@PES.register("name")` in their own file;

@@ -1,6 +1,6 @@
-"""The speed-only side of the PE contract: what a PE may hand the attention kernels beyond its score_mod, as one
-typed object (`PositionalEncoding.fast_bias`, pe/encoding.py). Every field is an exact no-grad form of the bias the
-PE's score_mod already defines, so a kernel that ignores the object computes the same attention, only slower; the
+"""The speed-only side of the PE contract: what a PE's provider may hand the attention kernels beyond its score_mod,
+as one typed object (`PESpeed.fast_bias`, pe/speed.py). Every field is an exact no-grad form of the bias the PE's
+score_mod already defines, so a kernel that ignores the object computes the same attention, only slower; the
 kernels read these fields and nothing else of a PE's bias (model/attention_plan.py says which field serves which
 path).
 
@@ -43,7 +43,7 @@ class DistanceTable:
 
 @dataclass(frozen=True)
 class FastBias:
-    """One call's fast forms of a layer's bias (pe.fast_bias(layer, pos_q, pos_k)); None fields: no such form.
+    """One call's fast forms of a layer's bias (pe.speed.fast_bias(layer, pos_q, pos_k)); None fields: no such form.
 
     table(H)         -> DistanceTable | None  the bias by distance of the leading queries it serves (a relative
                         bias at consecutive positions; FIRE's queries before its threshold); None where the call

@@ -31,6 +31,7 @@ import torch
 from posbench.errors import ConfigError
 from posbench.pe.encoding import PES, PositionalEncoding
 from posbench.pe.rope import RopeConfig, RotaryBase, apply_rotary
+from posbench.pe.speed import PESpeed
 
 
 def fope_coefficients(n_heads: int, n_in: int, n_out: int, gain: float, generator=None) -> torch.Tensor:
@@ -122,11 +123,12 @@ class FoPE(RotaryBase):
         q_rot, k_rot = apply_rotary(q_BHTK[..., :R], cos_TR, sin_TR), apply_rotary(k_BHTK[..., :R], cos_TR, sin_TR)
         return torch.cat((q_rot, q_BHTK[..., R:]), dim=-1), torch.cat((k_rot, k_BHTK[..., R:]), dim=-1)
 
-    def layer_flops(self, layer: int, seq_len: int) -> tuple[float, float]:
-        # the two (D -> d) mixtures per head, recomputed by every layer's rotate (per position: exact at batch 1,
-        # an upper bound per token for larger batches, which share the positions); no backward (fixed buffers)
-        mix = 2 * 2 * self.n_in * self.n_out * self.ctx.n_heads
-        return float(mix), float(mix)
+    class Speed(PESpeed):
+        def layer_flops(self, layer: int, seq_len: int) -> tuple[float, float]:
+            # the two (D -> d) mixtures per head, recomputed by every layer's rotate (per position: exact at batch 1,
+            # an upper bound per token for larger batches, which share the positions); no backward (fixed buffers)
+            mix = 2 * 2 * self.pe.n_in * self.pe.n_out * self.pe.ctx.n_heads
+            return float(mix), float(mix)
 
 
 class FoPELayer(PositionalEncoding):
@@ -151,8 +153,14 @@ class FoPELayer(PositionalEncoding):
     def rotate(self, q_BHTK, k_BHTK, pos_T):
         return self.owner.rotate(q_BHTK, k_BHTK, pos_T, self.layer)
 
-    def layer_flops(self, layer: int, seq_len: int) -> tuple[float, float]:
-        return self.owner.layer_flops(layer, seq_len)
+    class Speed(PESpeed):
+        """The owner's accounting: a layer view holds no tensors of its own (its rotation's are the owner's)."""
+
+        def qk_dim(self, head_dim: int) -> int:
+            return self.pe.owner.speed.qk_dim(head_dim)
+
+        def layer_flops(self, layer: int, seq_len: int) -> tuple[float, float]:
+            return self.pe.owner.speed.layer_flops(layer, seq_len)
 
     def extra_repr(self) -> str:
         return f"name={self.name}, layer={self.layer}"

@@ -19,6 +19,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from posbench.pe.encoding import PES, PositionalEncoding
+from posbench.pe.speed import PESpeed
 
 
 @PES.register("fox")
@@ -65,9 +66,10 @@ class ForgetGate(PositionalEncoding):
 
         return mod
 
-    def layer_flops(self, layer, seq_len):
-        # the gate projection (a multiply-add per weight), the cumulative sum (one add per head), and c_i - c_j
-        # added to every logit (two per head and key); logsigmoid is left out, as softmax's exp is
-        H, D = self.ctx.n_heads, self.ctx.d_model
-        forward = 2 * D * H + H + 2 * H * seq_len
-        return forward, 3 * forward  # a training step: forward and two backward matmuls, as the model's terms
+    class Speed(PESpeed):
+        def layer_flops(self, layer, seq_len):
+            # the gate projection (a multiply-add per weight), the cumulative sum (one add per head), and c_i - c_j
+            # added to every logit (two per head and key); logsigmoid is left out, as softmax's exp is
+            H, D = self.pe.ctx.n_heads, self.pe.ctx.d_model
+            forward = 2 * D * H + H + 2 * H * seq_len
+            return forward, 3 * forward  # a training step: forward and two backward matmuls, as the model's terms

@@ -30,6 +30,7 @@ from torch import nn
 
 from posbench.pe.alibi import alibi_slopes
 from posbench.pe.encoding import PES, PositionalEncoding
+from posbench.pe.speed import PESpeed
 
 U_EPS = 1e-6  # F.normalize's eps on u (the authors' keygated_u_l2_eps)
 
@@ -63,12 +64,14 @@ class GrapeA(PositionalEncoding):
             dist_TS = (i_T1 - torch.arange(S, device=s_BHTS.device, dtype=torch.float32)).clamp(min=0)
             return s_BHTS - dist_TS * self.rate(layer, k_BHSK)[:, :, None]  # masked keys stay -inf
 
-    def logits_mod_bytes(self, B, H, T, S):
-        # the (B, H, T, S) bias and the result at once, the (T, S) distances, the (B, H, S) rates
-        return 4 * (2 * B * H * T * S + 2 * T * S + 4 * B * H * S)
 
-    def layer_flops(self, layer, seq_len):
-        # the gate u.k (2K), softplus and the rate per head and key; per head and key the bias (2) and its addition
-        H, K = self.ctx.n_heads, self.ctx.head_dim
-        forward = H * (2 * K + 4) + 3 * H * seq_len
-        return forward, 3 * forward
+    class Speed(PESpeed):
+        def logits_mod_bytes(self, B, H, T, S):
+            # the (B, H, T, S) bias and the result at once, the (T, S) distances, the (B, H, S) rates
+            return 4 * (2 * B * H * T * S + 2 * T * S + 4 * B * H * S)
+
+        def layer_flops(self, layer, seq_len):
+            # the gate u.k (2K), softplus and the rate per head and key; per head and key the bias (2) and its addition
+            H, K = self.pe.ctx.n_heads, self.pe.ctx.head_dim
+            forward = H * (2 * K + 4) + 3 * H * seq_len
+            return forward, 3 * forward

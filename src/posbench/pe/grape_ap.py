@@ -38,6 +38,7 @@ from posbench.errors import ConfigError
 from posbench.pe.alibi import alibi_slopes
 from posbench.pe.encoding import PES, PEConfig, PositionalEncoding
 from posbench.pe.path import segments
+from posbench.pe.speed import PESpeed
 from posbench.pe.token_rotation import rotate_pairs
 
 
@@ -87,17 +88,19 @@ class GrapeAP(PositionalEncoding):
             psi_BHTS = self.potentials(feats_BHS, s_BHTS)
             return s_BHTS + (psi_BHTS.sum(-1, keepdim=True) - psi_BHTS.cumsum(-1))  # masked keys stay -inf
 
-    def logits_mod_bytes(self, B, H, T, S):
-        # float32: p . p^ and its log sigmoid, the causal product, then the cumulative sum, the difference and the
-        # result, three (T, S) at once; the (S, d_p) keys and the (T, S) mask beside them
-        return 4 * B * H * (3 * T * S + 4 * S * self.cfg.p_dim) + 4 * T * S
 
-    def layer_flops(self, layer, seq_len):
-        # per token the projection (2 D H d_p), per head the key's norm and turn (~8 d_p); per head and key the
-        # potential p.p^ (2 d_p), log sigmoid, the mask and slope, the sum, cumulative sum and difference (~6)
-        H, E, D = self.ctx.n_heads, self.cfg.p_dim, self.ctx.d_model
-        forward = 2 * D * H * E + 8 * H * E + H * seq_len * (2 * E + 6)
-        return forward, 3 * forward
+    class Speed(PESpeed):
+        def logits_mod_bytes(self, B, H, T, S):
+            # float32: p . p^ and its log sigmoid, the causal product, then the cumulative sum, the difference and the
+            # result, three (T, S) at once; the (S, d_p) keys and the (T, S) mask beside them
+            return 4 * B * H * (3 * T * S + 4 * S * self.pe.cfg.p_dim) + 4 * T * S
+
+        def layer_flops(self, layer, seq_len):
+            # per token the projection (2 D H d_p), per head the key's norm and turn (~8 d_p); per head and key the
+            # potential p.p^ (2 d_p), log sigmoid, the mask and slope, the sum, cumulative sum and difference (~6)
+            H, E, D = self.pe.ctx.n_heads, self.pe.cfg.p_dim, self.pe.ctx.d_model
+            forward = 2 * D * H * E + 8 * H * E + H * seq_len * (2 * E + 6)
+            return forward, 3 * forward
 
 
 def token_index(s_BHTS) -> torch.Tensor:

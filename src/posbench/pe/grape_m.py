@@ -33,6 +33,7 @@ from posbench.config_loader import require
 from posbench.errors import ConfigError
 from posbench.pe.encoding import PES, PEConfig, PositionalEncoding
 from posbench.pe.rope import RopeConfig, RotaryBase, rope_inv_freq
+from posbench.pe.speed import PESpeed
 from posbench.pe.token_rotation import rotated_logits, rotated_logits_bytes
 
 
@@ -142,11 +143,13 @@ class GrapeMContextual(PositionalEncoding):
             angle_BHSP = Phi_BHS[..., None] * self.log_freq_LP[layer].float().exp()
             return rotated_logits(q_BHTK, k_BHSK, s_BHTS, angle_BHSP)
 
-    def logits_mod_bytes(self, B, H, T, S):
-        return 4 * B * H * 2 * S + rotated_logits_bytes(B, H, T, S, self.ctx.head_dim)
 
-    def layer_flops(self, layer, seq_len):
-        # the gate (2D), per head and key the rotation of q and k (6 per channel) and the rescoring q'.k' (2K)
-        H, K, D = self.ctx.n_heads, self.ctx.head_dim, self.ctx.d_model
-        forward = 2 * D + 12 * H * K + 2 * H * K * seq_len
-        return forward, 3 * forward
+    class Speed(PESpeed):
+        def logits_mod_bytes(self, B, H, T, S):
+            return 4 * B * H * 2 * S + rotated_logits_bytes(B, H, T, S, self.pe.ctx.head_dim)
+
+        def layer_flops(self, layer, seq_len):
+            # the gate (2D), per head and key the rotation of q and k (6 per channel) and the rescoring q'.k' (2K)
+            H, K, D = self.pe.ctx.n_heads, self.pe.ctx.head_dim, self.pe.ctx.d_model
+            forward = 2 * D + 12 * H * K + 2 * H * K * seq_len
+            return forward, 3 * forward

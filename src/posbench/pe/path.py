@@ -41,6 +41,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from posbench.pe.encoding import PES, PositionalEncoding
+from posbench.pe.speed import PESpeed
 
 RANK = 32  # the w projection's bottleneck (the authors' layer, line 64)
 CONV = 3  # the w convolution's width (the authors' layer, line 40, conv_size)
@@ -101,25 +102,26 @@ class PaTH(PositionalEncoding):
             delta = path_delta(q_BHTK, k_BHSK.float(), w_BHSK, beta_BHS, min(CHUNK, k_BHSK.shape[-2]))
             return s_BHTS - delta  # masked keys stay -inf
 
-    def logits_mod_bytes(self, B, H, T, S):
-        # float32 at the peak, the assembly of the correction: the blocks beside their stack, then each step (the
-        # gather, the masking, the permuted copy) beside the one before, two (B, H, T_pad, S_pad) at once; then the
-        # correction and s - delta; the per-chunk terms are O(S (C + K)) per head (scripts/bench_eval_memory.py:
-        # predicted / measured peak 0.99-1.03 at 1024, 2048 and 4096 tokens)
-        T_pad, S_pad = _padded(T, S, min(CHUNK, S))
-        return 4 * B * H * (2 * T_pad * S_pad + T * S)
+    class Speed(PESpeed):
+        def logits_mod_bytes(self, B, H, T, S):
+            # float32 at the peak, the assembly of the correction: the blocks beside their stack, then each step
+            # (the gather, the masking, the permuted copy) beside the one before, two (B, H, T_pad, S_pad) at once;
+            # then the correction and s - delta; the per-chunk terms are O(S (C + K)) per head
+            # (scripts/bench_eval_memory.py: predicted / measured peak 0.99-1.03 at 1024, 2048 and 4096 tokens)
+            T_pad, S_pad = _padded(T, S, min(CHUNK, S))
+            return 4 * B * H * (2 * T_pad * S_pad + T * S)
 
-    def layer_flops(self, layer, seq_len):
-        # per token: w's projections (2 matmuls through 32), its convolution, beta's projection; per head and token
-        # the chunk terms (W W^T, Q W^T, W K^T: 3 x 2CK; the triangular solve with C + K right-hand sides: C (C + K);
-        # the corrections of the local logits, the queries and the keys: 2C^2 + 4CK; the chunk product 2K^2), and
-        # over every key q.k - q~.k~ (4K) with the query's walk back (2K^2 per chunk of keys)
-        H, K, D = self.ctx.n_heads, self.ctx.head_dim, self.ctx.d_model
-        C = min(CHUNK, seq_len)
-        proj = 4 * D * RANK + 2 * CONV * D + 2 * D * H
-        per_head = 10 * C * K + C * (C + K) + 2 * C * C + 2 * K * K + 4 * K * seq_len + 2 * K * K * seq_len / C
-        forward = proj + H * (per_head + seq_len)  # and s - delta on every logit
-        return forward, 3 * forward  # a training step: forward and two backward matmuls, as the model's terms
+        def layer_flops(self, layer, seq_len):
+            # per token: w's projections (2 matmuls through 32), its convolution, beta's projection; per head and
+            # token the chunk terms (W W^T, Q W^T, W K^T: 3 x 2CK; the triangular solve with C + K right-hand sides:
+            # C (C + K); the corrections of the local logits, the queries and the keys: 2C^2 + 4CK; the chunk product
+            # 2K^2), and over every key q.k - q~.k~ (4K) with the query's walk back (2K^2 per chunk of keys)
+            H, K, D = self.pe.ctx.n_heads, self.pe.ctx.head_dim, self.pe.ctx.d_model
+            C = min(CHUNK, seq_len)
+            proj = 4 * D * RANK + 2 * CONV * D + 2 * D * H
+            per_head = 10 * C * K + C * (C + K) + 2 * C * C + 2 * K * K + 4 * K * seq_len + 2 * K * K * seq_len / C
+            forward = proj + H * (per_head + seq_len)  # and s - delta on every logit
+            return forward, 3 * forward  # a training step: forward and two backward matmuls, as the model's terms
 
 
 def segments(s_BHTS):

@@ -20,6 +20,7 @@ from torch import nn
 
 from posbench.errors import ConfigError
 from posbench.pe.encoding import PES, PEConfig, PositionalEncoding
+from posbench.pe.speed import PESpeed
 
 
 def pope_inv_freq(head_dim: int, theta: float) -> torch.Tensor:
@@ -59,10 +60,8 @@ class PoPE(PositionalEncoding):
         k = self.polar(k_BHTK, phase_TK + delta_H1K)
         return q.to(q_BHTK.dtype), k.to(k_BHTK.dtype)
 
-    def qk_dim(self, head_dim: int) -> int:
-        return 2 * head_dim  # [mu cos, mu sin]: torch's SDPA then takes its unfused path (model/memory.py)
-
-    def layer_flops(self, layer: int, seq_len: int) -> tuple[float, float]:
-        # q.k over 2K channels instead of K: one more 2 * T * D per layer forward, x3 for a training step
-        extra = 2.0 * seq_len * self.ctx.d_model
-        return extra, 3 * extra
+    class Speed(PESpeed):
+        def layer_flops(self, layer: int, seq_len: int) -> tuple[float, float]:
+            # q.k over 2K channels instead of K: one more 2 * T * D per layer forward, x3 for a training step
+            extra = 2.0 * seq_len * self.pe.ctx.d_model
+            return extra, 3 * extra

@@ -12,6 +12,7 @@ from torch import nn
 
 from posbench.errors import ConfigError
 from posbench.pe.bias import BiasConfig, BiasPE
+from posbench.pe.bias_speed import BiasSpeed
 from posbench.pe.encoding import PES
 from posbench.pe.fast_bias import FarField
 
@@ -35,10 +36,12 @@ class RelativeLearnedBias(BiasPE):
     def bias(self, t, h, dist, q_pos):
         return self.table_LHN[t][h, dist.long().clamp_max(self.cfg.max_distance)]
 
-    def fast_bias(self, layer, pos_q_T, pos_k_S):
-        return dataclasses.replace(super().fast_bias(layer, pos_q_T, pos_k_S),
-                                   far_field=functools.partial(self.far_field, self.table_index(layer)))
+    class Speed(BiasSpeed):
+        def fast_bias(self, layer, pos_q_T, pos_k_S):
+            return dataclasses.replace(super().fast_bias(layer, pos_q_T, pos_k_S),
+                                       far_field=functools.partial(self.far_field, self.pe.table_index(layer)))
 
-    def far_field(self, t, H):
-        intercept_H = self.table_LHN[t][:, self.cfg.max_distance].detach().float()  # the clipped distance's value
-        return FarField(self.cfg.max_distance, torch.zeros_like(intercept_H), intercept_H)
+        def far_field(self, t, H):
+            D = self.pe.cfg.max_distance
+            intercept_H = self.pe.table_LHN[t][:, D].detach().float()  # the clipped distance's value
+            return FarField(D, torch.zeros_like(intercept_H), intercept_H)

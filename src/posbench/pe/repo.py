@@ -31,6 +31,7 @@ from posbench.config_loader import require
 from posbench.errors import ConfigError
 from posbench.pe.encoding import PES
 from posbench.pe.rope import RopeConfig, RotaryBase
+from posbench.pe.speed import PESpeed
 
 # their OLMo-2 1B re-positions layers 5..15 of 16 (OLMo/configs/official-0425/OLMo2-1B-stage2-seed42-SEXMH-L5.yaml)
 AUTHORS_START_SHARE = 5 / 16
@@ -92,9 +93,11 @@ class RePo(RotaryBase):
         hidden_BTM = F.silu(x @ self.gate_RMD[r].float().t()) * (x @ self.content_RMD[r].float().t())
         return (hidden_BTM @ self.final_RHM[r].float().t()).transpose(1, 2)
 
-    def layer_flops(self, layer, seq_len):
-        if layer < self.start:
-            return 0.0, 0.0
-        D, M, H = self.ctx.d_model, self.ctx.d_model // self.cfg.hidden_divisor, self.ctx.n_heads
-        forward = 2 * (2 * D * M + M * H)  # the three projections, a multiply-add per weight
-        return forward, 3 * forward
+
+    class Speed(PESpeed):
+        def layer_flops(self, layer, seq_len):
+            if layer < self.pe.start:
+                return 0.0, 0.0
+            D, M, H = self.pe.ctx.d_model, self.pe.ctx.d_model // self.pe.cfg.hidden_divisor, self.pe.ctx.n_heads
+            forward = 2 * (2 * D * M + M * H)  # the three projections, a multiply-add per weight
+            return forward, 3 * forward

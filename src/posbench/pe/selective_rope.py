@@ -36,6 +36,7 @@ from posbench.config_loader import require
 from posbench.errors import ConfigError
 from posbench.pe.encoding import PES, PEConfig, PositionalEncoding
 from posbench.pe.path import segments
+from posbench.pe.speed import PESpeed
 from posbench.pe.token_rotation import rotated_logits, rotated_logits_bytes
 
 L2_EPS = 1e-6  # fla's l2_norm
@@ -116,16 +117,18 @@ class SelectiveRoPE(PositionalEncoding):
             angle_BHSP = self.angles(layer, feats_BHS.float(), segments(s_BHTS))
             return rotated_logits(q_BHTK, k_BHSK, s_BHTS, angle_BHSP)
 
-    def logits_mod_bytes(self, B, H, T, S):
-        # the convolution's terms and the sum, (S, P) per head a few at once, then the rotation and rescoring
-        K = self.ctx.head_dim
-        return 4 * B * H * 3 * S * K + rotated_logits_bytes(B, H, T, S, K)
 
-    def layer_flops(self, layer, seq_len):
-        # per token: the two projections through the rank, the convolution and the sum over H*P channels, the
-        # rotation of q and k (6 per channel); per head and key the rescoring q'.k' (2K), which the kernel's
-        # q.k already counts once
-        H, K, D, R = self.ctx.n_heads, self.ctx.head_dim, self.ctx.d_model, self.cfg.rank
-        W = H * K // 2
-        forward = 2 * D * R + 2 * R * W + (2 * self.cfg.conv + 2) * W + 12 * H * K + 2 * H * K * seq_len
-        return forward, 3 * forward
+    class Speed(PESpeed):
+        def logits_mod_bytes(self, B, H, T, S):
+            # the convolution's terms and the sum, (S, P) per head a few at once, then the rotation and rescoring
+            K = self.pe.ctx.head_dim
+            return 4 * B * H * 3 * S * K + rotated_logits_bytes(B, H, T, S, K)
+
+        def layer_flops(self, layer, seq_len):
+            # per token: the two projections through the rank, the convolution and the sum over H*P channels, the
+            # rotation of q and k (6 per channel); per head and key the rescoring q'.k' (2K), which the kernel's
+            # q.k already counts once
+            H, K, D, R = self.pe.ctx.n_heads, self.pe.ctx.head_dim, self.pe.ctx.d_model, self.pe.cfg.rank
+            W = H * K // 2
+            forward = 2 * D * R + 2 * R * W + (2 * self.pe.cfg.conv + 2) * W + 12 * H * K + 2 * H * K * seq_len
+            return forward, 3 * forward

@@ -25,6 +25,7 @@ from torch import nn
 from posbench.errors import ConfigError
 from posbench.pe.encoding import PES, PositionalEncoding
 from posbench.pe.seqpe_objectives import ObjectiveConfig, seqpe_objectives
+from posbench.pe.speed import PESpeed
 
 
 def digits(pos: torch.Tensor, n_digits: int) -> torch.Tensor:
@@ -173,15 +174,18 @@ class SeqPE(PositionalEncoding):
         k = torch.cat((k_BHTK.float(), pk.expand(B, -1, T, -1)), dim=-1)
         return q.to(q_BHTK.dtype), k.to(k_BHTK.dtype)
 
-    def qk_dim(self, head_dim: int) -> int:
-        return head_dim + self.pe_qk.out_features // (2 * self.ctx.n_heads)
-
     def aux_loss(self, pos_T: torch.Tensor) -> torch.Tensor | None:
         return seqpe_objectives(self, self.cfg, self.ctx, pos_T, self._memo.get(pos_T))
 
-    def layer_flops(self, layer: int, seq_len: int) -> tuple[float, float]:
-        # q.k over K + P channels: 2 * T * H * P more per token; the digit encoder runs once per forward, not
-        # per layer (counted in layer 0): per position n_layers blocks over n_digits + 1 tokens, ~24 E^2 each
-        H, P, E = self.ctx.n_heads, self.qk_dim(self.ctx.head_dim) - self.ctx.head_dim, self.pe_qk.in_features
-        extra = 2.0 * seq_len * H * P + (24.0 * E * E * (self.n_digits + 1) * self.cfg.n_layers if layer == 0 else 0)
-        return extra, 3 * extra
+
+    class Speed(PESpeed):
+        def qk_dim(self, head_dim: int) -> int:
+            return head_dim + self.pe.pe_qk.out_features // (2 * self.pe.ctx.n_heads)
+
+        def layer_flops(self, layer: int, seq_len: int) -> tuple[float, float]:
+            # q.k over K + P channels: 2 * T * H * P more per token; the digit encoder runs once per forward, not
+            # per layer (counted in layer 0): per position n_layers blocks over n_digits + 1 tokens, ~24 E^2 each
+            pe = self.pe
+            H, P, E = pe.ctx.n_heads, self.qk_dim(pe.ctx.head_dim) - pe.ctx.head_dim, pe.pe_qk.in_features
+            extra = 2.0 * seq_len * H * P + (24.0 * E * E * (pe.n_digits + 1) * pe.cfg.n_layers if layer == 0 else 0)
+            return extra, 3 * extra

@@ -27,6 +27,7 @@ import torch
 import torch.nn.functional as F
 
 from posbench.pe.encoding import PES, PEConfig, PositionalEncoding
+from posbench.pe.speed import PESpeed
 
 
 @PES.register("stick_breaking")
@@ -54,14 +55,15 @@ class StickBreaking(PositionalEncoding):
         own = torch.logaddexp(log_a_BHTS, leftover_BHT1) if self.cfg.attend_current else leftover_BHT1
         return torch.where(own_TS, own, log_a_BHTS)
 
-    def logits_mod_bytes(self, B, H, T, S):
-        # float32 (B, H, T, S) tensors alive at once at the peak, the `where` at the end: log beta, log(1 - beta),
-        # after, log A and the result (5; the flips and the cumulative sum free each other's input as they go).
-        # (scripts/bench_eval_memory.py: predicted 1.03-1.04x of the measured peak at 1024, 2048 and 4096 tokens)
-        return 4 * B * H * T * 5 * S
+    class Speed(PESpeed):
+        def logits_mod_bytes(self, B, H, T, S):
+            # float32 (B, H, T, S) tensors alive at once at the peak, the `where` at the end: log beta, log(1 - beta),
+            # after, log A and the result (5; the flips and the cumulative sum free each other's input as they go).
+            # (scripts/bench_eval_memory.py: predicted 1.03-1.04x of the measured peak at 1024, 2048 and 4096 tokens)
+            return 4 * B * H * T * 5 * S
 
-    def layer_flops(self, layer, seq_len):
-        # per head and key: the reversed cumulative sum (1), less the key's own term (1), the add to log beta (1),
-        # the row's leftover sum (1); the two log sigmoids are left out, as softmax's exp is
-        forward = 4 * self.ctx.n_heads * seq_len
-        return forward, 3 * forward  # a training step: forward and two backward matmuls, as the model's terms
+        def layer_flops(self, layer, seq_len):
+            # per head and key: the reversed cumulative sum (1), less the key's own term (1), the add to log beta (1),
+            # the row's leftover sum (1); the two log sigmoids are left out, as softmax's exp is
+            forward = 4 * self.pe.ctx.n_heads * seq_len
+            return forward, 3 * forward  # a training step: forward and two backward matmuls, as the model's terms

@@ -13,6 +13,7 @@ from torch import nn
 
 from posbench.errors import ConfigError
 from posbench.pe.bias import BiasConfig, BiasPE
+from posbench.pe.bias_speed import BiasSpeed
 from posbench.pe.encoding import PES
 from posbench.pe.fast_bias import FarField
 
@@ -50,14 +51,16 @@ class T5Bias(BiasPE):
     def bias(self, t, h, dist, q_pos):
         return self.table_LNH[t][t5_bucket(dist, self.cfg.num_buckets, self.cfg.max_distance), h]
 
-    def fast_bias(self, layer, pos_q_T, pos_k_S):
-        return dataclasses.replace(super().fast_bias(layer, pos_q_T, pos_k_S),
-                                   far_field=functools.partial(self.far_field, self.table_index(layer)))
+    class Speed(BiasSpeed):
+        def fast_bias(self, layer, pos_q_T, pos_k_S):
+            return dataclasses.replace(super().fast_bias(layer, pos_q_T, pos_k_S),
+                                       far_field=functools.partial(self.far_field, self.pe.table_index(layer)))
 
-    def far_field(self, t, H):
-        # every distance from the last bucket's first on reads that bucket (buckets grow with the distance)
-        last = self.cfg.num_buckets - 1
-        buckets = t5_bucket(torch.arange(self.cfg.max_distance + 1), self.cfg.num_buckets, self.cfg.max_distance)
-        start = int((buckets == last).nonzero()[0])
-        intercept_H = self.table_LNH[t][last].detach().float()
-        return FarField(start, torch.zeros_like(intercept_H), intercept_H)
+        def far_field(self, t, H):
+            # every distance from the last bucket's first on reads that bucket (buckets grow with the distance)
+            cfg = self.pe.cfg
+            last = cfg.num_buckets - 1
+            buckets = t5_bucket(torch.arange(cfg.max_distance + 1), cfg.num_buckets, cfg.max_distance)
+            start = int((buckets == last).nonzero()[0])
+            intercept_H = self.pe.table_LNH[t][last].detach().float()
+            return FarField(start, torch.zeros_like(intercept_H), intercept_H)

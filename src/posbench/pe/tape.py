@@ -24,6 +24,7 @@ from torch import nn
 
 from posbench.errors import ConfigError
 from posbench.pe.encoding import PES, PEConfig, PositionalEncoding
+from posbench.pe.speed import PESpeed
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
@@ -124,8 +125,10 @@ class TAPE(PositionalEncoding):
         H, K, P = self.ctx.n_heads, self.ctx.head_dim, self.up_LPH.shape[1]
         return 4 * N * K * max(3 * H, 2 * P + 2 * H)
 
-    def layer_flops(self, layer: int, seq_len: int) -> tuple[float, float]:
-        # A E over K more value channels (2 T H K), the MLP update (W_up, W_down: 2 H P K each; W_x: 2 D P)
-        H, K, P, D = self.ctx.n_heads, self.ctx.head_dim, self.up_LPH.shape[1], self.ctx.d_model
-        extra = 2.0 * seq_len * H * K + 4.0 * H * P * K + 2.0 * D * P
-        return extra, 3 * extra
+
+    class Speed(PESpeed):
+        def layer_flops(self, layer: int, seq_len: int) -> tuple[float, float]:
+            # A E over K more value channels (2 T H K), the MLP update (W_up, W_down: 2 H P K each; W_x: 2 D P)
+            H, K, P, D = self.pe.ctx.n_heads, self.pe.ctx.head_dim, self.pe.up_LPH.shape[1], self.pe.ctx.d_model
+            extra = 2.0 * seq_len * H * K + 4.0 * H * P * K + 2.0 * D * P
+            return extra, 3 * extra

@@ -28,6 +28,7 @@ from posbench.config_loader import to_dict
 from posbench.errors import ConfigError, user_paths
 from posbench.fileio import write_text
 from posbench.procpool import call_logged, run_jobs
+from posbench.settings_migration import upgrade
 from posbench.studies.cell_result import cell_problem, dumps_cell, loads_cell
 from posbench.studies.published import write_result
 from posbench.studies.seed_groups import SeedGroup, seed_groups
@@ -35,7 +36,6 @@ from posbench.studies.study_matmul import study_matmul
 from posbench.studies.study_plots import all_plots
 from posbench.studies.study_report import write_outputs
 from posbench.studies.study_spec import Cell, StudyConfig, expand
-from posbench.training.checkpoint_read import rename_prope_fraction
 
 
 def cell_path(out_dir: Path, cell: Cell) -> Path:
@@ -121,7 +121,7 @@ def check_finished_cells(out_dir: Path, cells: list[Cell]) -> None:
         old, new = recorded_spec(out_dir, cell), json.loads(cell_spec(cell))
         if old is None:
             continue
-        rename_prope_fraction(old)  # a spec recorded before a setting was renamed names it as it is now
+        upgrade(old)  # a spec recorded before a setting was renamed names it as it is now
         if old != new:
             stale.append(f"{cell.cell_id} ({', '.join(k for k in sorted(new) if old.get(k) != new[k])})")
     if stale:

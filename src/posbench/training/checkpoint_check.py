@@ -19,6 +19,7 @@ from pathlib import Path
 from posbench.config import RunConfig
 from posbench.config_loader import to_dict
 from posbench.errors import CheckpointError, brief
+from posbench.identity_fields import own_entries
 from posbench.training.checkpoint_read import PICK_ANOTHER
 from posbench.training.rundir import identity
 
@@ -78,10 +79,11 @@ def check_config_agrees(cfg: RunConfig, meta: dict, step_dir: Path) -> None:
                             f"{brief(saved_pe['name'], 40)})")
         else:  # `dropped` changes during the run (DroPE); compared with pe_dropped_at_tokens below
             problems += _differences({k: v for k, v in saved_pe.items() if k != "dropped"}, ours["pe"], "pe")
-        # identity() records packing and the window only when they are not the default, so absent = default
-        for key, field in (("packing", "model.packing"), ("attention_window", "model.attention_window")):
+        # identity() records the model's own entries (packing, the window, the attention options: identity_fields.py)
+        # only when they are not the default, so absent = default
+        for key in (e.name for e in own_entries(type(cfg.model))):
             if saved.get(key) != ours.get(key):
-                problems.append(f"{field} (config.yaml: {brief(ours.get(key), 60)}, meta.json: "
+                problems.append(f"model.{key} (config.yaml: {brief(ours.get(key), 60)}, meta.json: "
                                 f"{brief(saved.get(key), 60)})")
     if isinstance(meta.get("packing"), dict) and not any(p.startswith("model.packing") for p in problems):
         # the whole packing, bos_id included, as training used it

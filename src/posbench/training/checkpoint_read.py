@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 
 from posbench.errors import CheckpointError, ConfigError
+from posbench.settings_migration import upgrade
 from posbench.yaml_io import load_yaml, read_bounded
 
 
@@ -127,39 +128,10 @@ def read_meta_file(path: Path) -> dict:
 
 def read_config_file(path: Path) -> dict:
     """A checkpoint's config.yaml (`path` the step directory) as a mapping, parsed within the config loader's
-    limits and in this version's settings (`upgrade_saved`); CheckpointError naming the file when it is damaged
+    limits and in this version's settings (settings_migration.py); CheckpointError naming the file when it is damaged
     (whether it describes a valid run is the caller's check)."""
     try:
-        return upgrade_saved(load_yaml(path / "config.yaml"))
+        return upgrade(load_yaml(path / "config.yaml"))
     except ConfigError as e:  # its message names the file already
         raise CheckpointError(f"{e}. {PICK_ANOTHER}") from None
 
-
-def upgrade_saved(config: dict) -> dict:
-    """A checkpoint's config.yaml (as read, in place) in this version's settings, so a checkpoint written before a
-    setting moved still loads and resumes. A drop point under `schedule` (key drop_pe_at), which older checkpoints
-    carry (DroPE's drop point is `pe.drop_at`): null, as every run that did not set it saved it, is dropped; a value
-    overrode pe.drop_at in that run, so it becomes pe.drop_at. p-RoPE's `fraction` is `kept_frequencies` (the
-    name says which fraction: of frequencies, not of channels as pe.rotary_fraction), at any depth (a hybrid's
-    member)."""
-    if not isinstance(config, dict):  # not a mapping: the caller refuses it
-        return config
-    schedule, pe = config.get("schedule"), config.get("pe")
-    if isinstance(schedule, dict) and "drop_pe_at" in schedule:
-        share = schedule.pop("drop_pe_at")
-        if share is not None and isinstance(pe, dict):
-            pe["drop_at"] = share
-    rename_prope_fraction(config)
-    return config
-
-
-def rename_prope_fraction(node) -> None:
-    """p-RoPE's saved `fraction` as `kept_frequencies`, in place, wherever a prope config sits in `node`."""
-    if isinstance(node, dict):
-        if node.get("name") == "prope" and "fraction" in node:
-            node["kept_frequencies"] = node.pop("fraction")
-        for value in node.values():
-            rename_prope_fraction(value)
-    elif isinstance(node, list):
-        for value in node:
-            rename_prope_fraction(value)

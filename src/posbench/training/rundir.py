@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 import json
 import re
 import shutil
@@ -22,14 +21,13 @@ from posbench.config import RunConfig
 from posbench.config_loader import to_dict
 from posbench.errors import ConfigError, DataError, PosbenchError, brief, user_path_error, user_paths
 from posbench.fileio import DirLock, write_text
+from posbench.identity_fields import group_and_entries, left_out_names, name_suffix, own_entries
 from posbench.model.model_config import ModelConfig
+from posbench.pe import PES
+from posbench.settings_migration import upgrade
 from posbench.training import distributed as dist
-from posbench.training.checkpoint_read import rename_prope_fraction
 
 _SAFE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]*$")
-# PE options that say when, not what: DroPE's drop point (pe.drop_at) is a point of the schedule like the LR decay,
-# so a resume or a branch may move it (resume.check_drop_consistent refuses only putting a dropped PE back)
-SCHEDULE_OPTIONS = ("drop_at",)
 
 
 def format_tokens(n: float) -> str:
@@ -53,47 +51,12 @@ def default_name(size: str, pe: str, budget_tokens: int, seed: int) -> str:
     return f"{size}_{pe}_{format_tokens(budget_tokens)}_s{seed}"
 
 
-def packing_suffix(cfg: RunConfig) -> str:
-    """`_docmask` / `_docpos` for the model.packing switches that are on ("" by default): runs that differ only in
-    what a position means get names that say so."""
-    p = cfg.model.packing
-    return ("_docmask" if p.mask == "document" else "") + ("_docpos" if p.positions == "document" else "")
-
-
-def window_suffix(cfg: RunConfig) -> str:
-    """`_win512` / `_win512-full` for model.attention_window ("" when unset): runs that differ only in their sliding
-    window get names that say so."""
-    w = cfg.model.attention_window
-    if w is None:
-        return ""
-    return "_win" + "-".join("full" if x is None else str(x) for x in (w if isinstance(w, list) else [w]))
-
-
-def _per_layer(value) -> str:
-    return "-".join("full" if x is None else str(x) for x in (value if isinstance(value, list) else [value]))
-
-
-# model.<option> -> its part of a run name when set (docs/recipes.md's attention options)
-ATTENTION_SUFFIXES = {
-    "attention_gate": lambda m: f"_gate-{m.attention_gate}",
-    "attention_sinks": lambda m: "_sinks",
-    "attention_temperature": lambda m: f"_temp-{m.attention_temperature.name}",
-    "attention_chunk": lambda m: f"_chunk{_per_layer(m.attention_chunk)}",
-    "qk_norm_weight": lambda m: "_qknorm-unit",
-    "qk_norm_layers": lambda m: f"_qknorm-{m.qk_norm_layers}",
-}
-
-
-def attention_suffix(cfg: RunConfig) -> str:
-    """`_sinks`, `_temp-llama4`, `_chunk8192-8192-8192-full`, ... for each attention option set ("" by default): runs
-    that differ only in them get names that say so."""
-    m = cfg.model
-    on = [name for name in ATTENTION_OPTIONS if to_dict_value(getattr(m, name)) != attention_option_default(name)]
-    return "".join(ATTENTION_SUFFIXES[name](m) for name in on)
-
-
-def to_dict_value(value):
-    return to_dict(value) if dataclasses.is_dataclass(value) else value
+def run_name(cfg: RunConfig, end_tokens: int) -> str:
+    """train.run_name, or `<size>_<pe>_<budget>_s<seed>` and the suffixes of the model options set away from their
+    defaults (`_docmask`, `_win512`, `_sinks`, ...: identity_fields.py), so runs differing only in them get names
+    that say so."""
+    return cfg.train.run_name or default_name(cfg.model.size, cfg.pe.name, end_tokens, cfg.seed) \
+        + name_suffix(cfg.model)
 
 
 def _atomic_json(path: Path, data: dict) -> None:
@@ -138,52 +101,33 @@ def claim_run_dir(run_dir: Path, identity: dict) -> None:
 
 
 def identity(cfg: RunConfig, data_fingerprint: str) -> dict:
-    """What a run directory (and a resume) must agree on. `packing` (model.packing: what a position means in a
-    packed window) is its own entry, and only when a switch is on: run directories made before it existed keep
-    their identity, which is the default's (causal mask, window positions). `attention_window`
-    (model.attention_window) likewise, only when set, and the attention options (`ATTENTION_OPTIONS`, docs/recipes.md)
-    each only when not at its default. `matmul` (model.matmul) is left out: it picks the library of
-    the same products, so checkpoints are interchangeable and a resume may switch it; `kernels` (model.kernels: the
-    loss, norm and MLP implementations) likewise. The PE's options that say
-    when rather than what (`SCHEDULE_OPTIONS`) are left out too."""
-    model = to_dict(cfg.model)
-    model.pop("matmul", None)
-    model.pop("kernels", None)
-    packing = model.pop("packing", None)
-    window = model.pop("attention_window", None)
-    options = {name: model.pop(name) for name in ATTENTION_OPTIONS}
-    ident = {"model": model, "pe": to_dict(cfg.pe), "data": data_fingerprint, "seed": cfg.seed}
-    ident = comparable(ident)
-    if not cfg.model.packing.is_default:
-        ident["packing"] = packing
-    if window is not None:
-        ident["attention_window"] = window
-    ident.update({name: value for name, value in options.items() if value != attention_option_default(name)})
+    """What a run directory (and a resume) must agree on: the model's and the PE's settings, the data fingerprint and
+    the seed, each model field as it declares (identity_fields.py): in `model`, left out (model.matmul, model.kernels:
+    implementations of the same products, so a resume may switch them), or its own entry only when set away from its
+    default (model.packing, model.attention_window, the attention options of docs/recipes.md), so that run
+    directories made before such an option existed keep their identity. The PE's fields declared left out (pe.drop_at:
+    when, not what) are not compared (`comparable`)."""
+    model, entries = group_and_entries(cfg.model)
+    ident = comparable({"model": model, "pe": to_dict(cfg.pe), "data": data_fingerprint, "seed": cfg.seed})
+    ident.update(entries)
     return ident
 
 
-# model options a run's identity holds only when set, so that run directories made before they existed keep theirs
-ATTENTION_OPTIONS = ("attention_gate", "attention_sinks", "attention_temperature", "attention_chunk",
-                     "qk_norm_weight", "qk_norm_layers")
-
-
-def attention_option_default(name: str):
-    """The default of model.<name> as to_dict writes it."""
-    field = next(f for f in dataclasses.fields(ModelConfig) if f.name == name)
-    value = field.default_factory() if field.default_factory is not dataclasses.MISSING else field.default
-    return to_dict(value) if dataclasses.is_dataclass(value) else value
+def pe_left_out() -> set[str]:
+    """The PE settings no identity compares: every field a registered PE's config declares left out (an identity
+    recorded before it was left out, or by another PE, still holds it)."""
+    return {name for cls in PES.classes().values() for name in left_out_names(cls.Config)}
 
 
 def comparable(ident: dict) -> dict:
     """An identity (this run's, or one recorded in an identity.json or meta.json) as identities are compared:
-    without the PE's SCHEDULE_OPTIONS, which one recorded before they were left out still holds, and with the PE's
-    settings under their current names (checkpoint_read.rename_prope_fraction)."""
+    without the PE's left-out settings (`pe_left_out`), and with the PE's settings under their current names
+    (settings_migration.py)."""
     pe = ident.get("pe")
     if not isinstance(pe, dict):
         return ident
-    pe = copy.deepcopy(pe)
-    rename_prope_fraction(pe)
-    return {**ident, "pe": {k: v for k, v in pe.items() if k not in SCHEDULE_OPTIONS}}
+    pe, skip = upgrade(copy.deepcopy(pe)), pe_left_out()
+    return {**ident, "pe": {k: v for k, v in pe.items() if k not in skip}}
 
 
 def _shown(value) -> str:
@@ -205,16 +149,16 @@ def _field_diffs(name: str, saved, ident) -> list[str]:
     return [f"{name} (checkpoint: {_shown(saved)}, this run: {_shown(ident)})"]
 
 
-def identity_diffs(saved: dict, ident: dict) -> str:
+def identity_diffs(saved: dict, ident: dict, model_cls: type = ModelConfig) -> str:
     """'model.attention (checkpoint: sdpa, this run: eager), data (checkpoint: X, this run: Y)': each field that
     differs with both values, so a refused resume says what to put back (a kernel, a PE option, the tokenizer or task
-    mix the data fingerprint names)."""
+    mix the data fingerprint names). An own entry an identity leaves out is at its default (`identity`), and is shown
+    as that; `model_cls` declares the entries."""
     saved = comparable(saved)
-    # an attention option an identity leaves out is at its default (`identity`), and is shown as that
-    defaults = {k: attention_option_default(k) for k in ATTENTION_OPTIONS}
+    entries = own_entries(model_cls)
+    defaults = {e.name: e.default for e in entries}
     saved, ident = {**defaults, **saved}, {**defaults, **ident}
-    parts = [k for k in ("model", "pe", "data", "seed", "packing", "attention_window", *ATTENTION_OPTIONS)
-             if saved.get(k) != ident.get(k)]
+    parts = [k for k in ("model", "pe", "data", "seed", *defaults) if saved.get(k) != ident.get(k)]
     return ", ".join(d for k in parts for d in _field_diffs(k, saved.get(k), ident.get(k)))
 
 
@@ -230,9 +174,7 @@ def refuse_changed_identity(named_dir: Path, ident: dict) -> None:
 
 
 def choose_run_dir(cfg: RunConfig, end_tokens: int, ident: dict) -> tuple[Path, bool]:
-    name = cfg.train.run_name or default_name(cfg.model.size, cfg.pe.name, end_tokens, cfg.seed) \
-        + packing_suffix(cfg) + window_suffix(cfg) + attention_suffix(cfg)
-    check_run_name(name)
+    name = check_run_name(run_name(cfg, end_tokens))
     out = Path(cfg.train.out_dir)
     if dist.is_main():
         with user_paths():  # train.out_dir is the user's: a file in its way, no permission, a full disk

@@ -43,7 +43,7 @@ class ScheduleConfig(Checked):
     min_lr_ratio: float = 0.0
     # DroPE's drop point is DroPE's own option (pe.drop_at): the one PE that has one validates it, and a study or
     # sweep row `{name: drope, drop_at: 0.9}` says it whole. A checkpoint whose config.yaml still has the key is
-    # read with its value moved there (training/checkpoint_read.upgrade_saved)
+    # read with its value moved there (settings_migration.py)
     replaced_keys: ClassVar[dict[str, str]] = {
         "drop_pe_at": "DroPE's drop point is pe.drop_at, the PE's own option (a share of the budget in (0, 1), "
                       "e.g. pe.name=drope pe.drop_at=0.875)"}
