@@ -45,9 +45,23 @@ def _prope_fraction(node) -> None:
             _prope_fraction(value)
 
 
+def _log_n_at_least_one(node) -> None:
+    """The log_n attention temperature gained `at_least_one` (SWAN-GPT's floor at 1); a log_n saved before it has
+    none and meant the unfloored factor, at_least_one false, at any depth (a run's model, a study cell's overrides)."""
+    if isinstance(node, dict):
+        if node.get("name") == "log_n" and "base_len" in node and "at_least_one" not in node:
+            node["at_least_one"] = False
+        for value in node.values():
+            _log_n_at_least_one(value)
+    elif isinstance(node, list):
+        for value in node:
+            _log_n_at_least_one(value)
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "schedule.drop_pe_at -> pe.drop_at", _drop_point_to_pe),
     Migration(2, "pe.fraction (prope) -> pe.kept_frequencies", _prope_fraction),
+    Migration(3, "attention_temperature log_n without at_least_one -> at_least_one: false", _log_n_at_least_one),
 )
 VERSION = MIGRATIONS[-1].version
 

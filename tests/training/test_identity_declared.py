@@ -126,6 +126,16 @@ def test_a_saved_identity_from_before_a_rename_or_a_left_out_field_is_the_same_r
     assert identity_diffs({**saved, "seed": 9}, ident) == f"seed (checkpoint: 9, this run: {cfg.seed})"
 
 
+def test_a_log_n_run_saved_before_at_least_one_existed_is_the_same_run_and_a_floored_one_is_not():
+    ident = identity(load_config(model_size="nano", overrides=["model.attention_temperature.name=log_n"]), "fp")
+    saved = copy.deepcopy(ident)
+    del saved["attention_temperature"]["at_least_one"]  # what a log_n run directory recorded before the option
+    assert identity_diffs(saved, ident) == ""
+    floored = identity(load_config(model_size="nano", overrides=["model.attention_temperature.name=log_n",
+                                                                 "model.attention_temperature.at_least_one=true"]), "fp")
+    assert identity_diffs(saved, floored) == "attention_temperature.at_least_one (checkpoint: false, this run: true)"
+
+
 def test_migrations_are_numbered_in_order_and_leave_todays_names_alone():
     assert [m.version for m in MIGRATIONS] == list(range(1, len(MIGRATIONS) + 1))
     old = {"schedule": {"drop_pe_at": 0.7}, "pe": {"name": "hybrid", "pattern": [{"name": "prope", "fraction": 0.25}]}}

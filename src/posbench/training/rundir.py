@@ -122,11 +122,13 @@ def pe_left_out() -> set[str]:
 def comparable(ident: dict) -> dict:
     """An identity (this run's, or one recorded in an identity.json or meta.json) as identities are compared:
     without the PE's left-out settings (`pe_left_out`), and with the PE's settings under their current names
-    (settings_migration.py)."""
+    (settings_migration.py), the model's options too (a log_n temperature saved before `at_least_one`)."""
+    ident = upgrade(copy.deepcopy(ident))
     pe = ident.get("pe")
     if not isinstance(pe, dict):
         return ident
-    pe, skip = upgrade(copy.deepcopy(pe)), pe_left_out()
+    pe = upgrade(pe)  # an identity keeps the PE's settings as their own mapping: its steps apply there too
+    skip = pe_left_out()
     return {**ident, "pe": {k: v for k, v in pe.items() if k not in skip}}
 
 
