@@ -13,7 +13,7 @@ from pathlib import Path
 from posbench.evaluation import protocol as run_protocol
 from posbench.fileio import write_text
 from posbench.stats import DEFAULT_METHOD, interval, interval_label, paired_diffs, pairwise, seeds_needed, success_rate
-from posbench.studies import protocol, report_tex
+from posbench.studies import protocol, report_tex, sequential
 from posbench.studies.claims import DEFAULT_MARGINS, check_claims, claims_markdown, family_note, rules_note
 from posbench.studies.digits_report import beyond_curve_table, exact_by_digits_table
 from posbench.studies.long_context_report import long_context_section
@@ -157,13 +157,17 @@ def _negated(s):
     return replace(s, mean=-s.mean, lo=None if s.hi is None else -s.hi, hi=None if s.lo is None else -s.lo)
 
 
-def comparisons(results: list[dict], study: StudyConfig, metric: str = "ood_beyond_acc") -> str:
+def comparisons(results: list[dict], study: StudyConfig, metric: str = "ood_beyond_acc",
+                rep: sequential.Replay | None = None) -> str:
     """Per task (and axes): every PE pair as one family (Holm), ordered where the seeds show a difference, "the
-    same" where they show equivalence within the metric's margin, undecided otherwise."""
+    same" where they show equivalence within the metric's margin, undecided otherwise. `rep`: a sequential study's
+    looks, whose verdicts (reached at the boundary, kept from the look that decided them) replace the fixed test's."""
     ev, margin = study.eval, DEFAULT_MARGINS.get(metric)
     out = []
     for (task, axes), per_pe in by_group(results, metric).items():
         pairs = pairwise(per_pe, ev.confidence, ev.n_boot, margin)
+        if rep is not None:
+            pairs = [_at_look(p, rep.pair(task, axes, p.a, p.b)) for p in pairs]
         judged = [p for p in pairs if p.p_differ is not None]
         ordered = [f"{p.a} > {p.b} ({p.diff.fmt()} pts)" if p.verdict == ">" else
                    f"{p.b} > {p.a} ({_negated(p.diff).fmt()} pts)" for p in pairs if p.verdict in "<>"]
@@ -175,8 +179,16 @@ def comparisons(results: list[dict], study: StudyConfig, metric: str = "ood_beyo
             parts.append(f"the same within +-{100 * margin:g} pts: {'; '.join(same)}")
         if open_:
             parts.append(f"inconclusive: {'; '.join(open_)}")
-        out.append(f"- **{label}** (Holm over {len(judged)} pairs): " + ". ".join(parts))
+        rule = "" if rep is None else f" at the sequential boundary ({rep.boundary.describe()})"
+        out.append(f"- **{label}** (Holm over {len(judged)} pairs{rule}): " + ". ".join(parts))
     return "\n".join(out)
+
+
+def _at_look(p, v: sequential.Verdict | None):
+    """A pair's verdict as the sequential looks reached it (undecided when the looks never judged it)."""
+    if v is None or v.state == "n/a":
+        return replace(p, verdict="?")
+    return replace(p, verdict=v.state, p_differ=v.p_a, p_same=v.p_b)
 
 
 def _at_chance(values: dict, chance: float | None, margin: float) -> bool:
@@ -237,19 +249,41 @@ def claim_groups(results: list[dict], metric: str) -> dict[str, dict[str, dict]]
     return dict(groups)
 
 
-def claims_report(results: list[dict], study: StudyConfig) -> str:
+def claims_report(results: list[dict], study: StudyConfig, rep: sequential.Replay | None = None) -> str:
+    """`rep`: a sequential study's looks: each relation's p-values are those of the look that decided it (or the
+    last look), on the fixed test's scale at the sequential boundary."""
     jobs = [(claim, claim_groups(results, claim.metric), True, "pts") for claim in study.claims]
     checks, size = check_claims(jobs, study.eval.confidence, study.eval.n_boot)
-    return "\n".join([rules_note(study.eval.confidence), "", family_note(size, study.eval.confidence), "",
-                      claims_markdown(checks)])
+    notes = [rules_note(study.eval.confidence), "", family_note(size, study.eval.confidence)]
+    if rep is not None:
+        for c in checks:
+            for i, r in enumerate(c.relations):
+                v = rep.relations.get((c.claim.order, c.label, i))
+                if v is not None and v.state != "n/a":
+                    r.p_shown_adj, r.p_refuted_adj = v.p_a, v.p_b
+        notes += ["", f"Sequential seeds: each relation judged at the boundary ({rep.boundary.describe()}) at every "
+                  "look its rows took part in, its verdict kept from the look that decided it; p-values are on the "
+                  "fixed test's scale (p x alpha / the look's level)."]
+    return "\n".join([*notes, "", claims_markdown(checks)])
+
+
+def seeds_text(study: StudyConfig, results: list[dict]) -> str:
+    """ "5 seeds", or for sequential seeds "sequential seeds 3:10:1 (3-7 per row)"."""
+    if study.sequential is None:
+        return f"{len(study.seeds)} seeds"
+    counts = Counter(group_key(r) for r in results).values()
+    return (f"sequential seeds {study.sequential.text()} (start:max:step; "
+            f"{min(counts, default=0)}-{max(counts, default=0)} per row)")
 
 
 def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots: list[str]) -> str:
     rows = summarize(results, study)
     pct = int(100 * study.eval.confidence)
+    rep = None if study.sequential is None else sequential.replay(
+        study, results, list(dict.fromkeys(group_key(r) for r in results)))
     parts = [f"# Study `{study.name}`", "",
              f"{len(results)} cells: {len(study.tasks)} tasks x {len(study.rows())} rows (PEs, arms) x "
-             f"{len(study.seeds)} seeds"
+             f"{seeds_text(study, results)}"
              + (f" x {', '.join(f'{k} {v}' for k, v in study.vary.items())}" if study.vary else "")
              + f"; {study.train.steps} steps, batch {study.train.batch_size}, lr {study.train.lr}; "
              f"{study.eval.n_examples} evaluation examples per split. Accuracy is per target position "
@@ -279,14 +313,16 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
                   "the right ones before it), at the longest trained digit count and on groups of untrained counts up "
                   "to the longest tested, mean % [CI] over seeds.", "", by_step]
     parts += long_context_section(results, study.eval.length_grid.keep, study.eval.confidence, study.eval.n_boot)
+    if rep is not None:
+        parts += sequential.section(rep, study)
     if study.claims:
-        parts += ["## Published claims, reproduced or not", "", claims_report(results, study), ""]
+        parts += ["## Published claims, reproduced or not", "", claims_report(results, study, rep), ""]
     parts += ["## Which PEs differ on OOD accuracy beyond the training length", "",
               f"Per task, every pair of PEs: a paired t test over seeds ({pct}%) of \"they differ\" and two "
               f"one-sided tests of \"the same within +-{100 * DEFAULT_MARGINS['ood_beyond_acc']:g} pts\", each "
               "adjusted with Holm over the task's pairs (family-wise error "
               f"{100 - pct}%). Differences in points, {pct}% t-intervals, before adjustment.", "",
-              comparisons(results, study), "",
+              comparisons(results, study, rep=rep), "",
               "## How many seeds separate the top two PEs", "",
               f"Smallest n whose {pct}% t-interval of the paired per-seed differences excludes 0 with this mean and "
               "spread (t_{n-1} * sd / sqrt(n) < |mean|), if the effect stays as these seeds show it; one pair, "

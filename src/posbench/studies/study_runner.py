@@ -234,29 +234,10 @@ def _cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
-def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, progress: bool = True,
-              limit: int | None = None, batch_seeds: bool = False, report_only: bool = False,
-              log=tqdm.write, command: str = "") -> dict:
-    """`limit`: only the grid's first `limit` cells, reported on their own (scripts/bench_study.py).
-    `batch_seeds`: cells that differ only in seed train as one batched model (studies/seed_groups.py), each
-    seed as alone up to float rounding; off by default here (`posbench study --device cuda` turns it on, where a
-    study model is launch-bound): on CPU at the presets' sizes it saves nothing
-    measurable, and rounding differences grow over training into seed-sized differences of single cells
-    (docs/performance.md), so today's numbers stay byte-identical unless a study asks for it.
-    `report_only`: train nothing; every cell must be finished already (e.g. trained on another machine, its
-    directory copied here), else a ConfigError names the missing ones.
-    `command`: how the study was started, recorded in `<out>/result/run.json` (studies/published.py).
-    Cells run seed-major (`seed_major`); the report is rewritten as each seed round completes, and an interrupt
-    (Ctrl-C) writes the report of the cells finished by then and raises `Interrupted`."""
-    out_dir = Path(out_dir)
-    cells = expand(study)[:limit]  # a grid that cannot expand is refused before any directory is made
-    check_finished_cells(out_dir, cells)  # before any work: old cells are never reported as this study's
-    if report_only and (refusal := report_only_refusal(out_dir, cells)):  # it moves, deletes and makes nothing
-        raise ConfigError(refusal)
-    with user_paths():  # --out is the user's: a file in its way, no permission to write there
-        for sub in () if report_only else ("cells", "specs", "logs", "work"):
-            (out_dir / sub).mkdir(parents=True, exist_ok=True)
-    todo = [c for c in seed_major(cells, study.seeds) if not finished(out_dir, c)]
+def _train(study: StudyConfig, cells: list[Cell], todo: list[Cell], out_dir: Path, workers: int | None,
+           progress: bool, batch_seeds: bool, log, rounds: Rounds | None) -> None:
+    """Train `todo` (of the study's `cells`) in worker processes, `rounds` rewriting the report as seed rounds
+    complete; an interrupt writes the report of what finished and raises `Interrupted`."""
     workers = min(workers or study.workers, max(1, len(todo)))
     if todo:
         line = _estimate_line(replace(study, workers=workers), todo)
@@ -270,7 +251,6 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
     for g in groups:
         if g.reason is not None:
             separate.setdefault(g.reason, []).append(g.cells[0].cell_id)
-    t0, cpu0 = time.perf_counter(), _cpu_seconds()
     bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"study {study.name}", unit="cell",
                disable=not progress)
     for reason, ids in separate.items():
@@ -278,11 +258,11 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
             tqdm.write(f"trained separately ({reason}): {', '.join(ids)}")
     failures = []
     sizes = {g.name: len(g.cells) for g in groups}
-    rounds = Rounds(study, cells, out_dir, log)
 
     def done(name: str) -> None:
         bar.update(sizes[name])
-        rounds.after_job()
+        if rounds is not None:
+            rounds.after_job()
 
     try:
         if workers == 1:
@@ -301,6 +281,64 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
     if failures:
         raise RuntimeError(f"{len(failures)} jobs failed (logs in {out_dir / 'logs'}); re-run to retry them:\n"
                            + "\n".join(failures))
+
+
+def _sequential(study: StudyConfig, cells: list[Cell], out_dir: Path, workers: int | None, progress: bool,
+                batch_seeds: bool, log, report_only: bool = False) -> tuple[list[Cell], list[Cell]]:
+    """Round after round: train the cells the last look wants, look again (`sequential.replay` over the finished
+    cells), until every row has stopped; the report is rewritten after each look. Returns the cells the looks
+    judged and those trained now. `report_only`: every cell the looks want must be finished already."""
+    from posbench.studies import sequential
+
+    rows, ran = sequential.rows_of(cells), []
+    rep = sequential.replay(study, [], rows)
+    while not rep.finished:
+        want = sequential.wanted(cells, rep)
+        if report_only and (refusal := report_only_refusal(out_dir, want)):
+            raise ConfigError(f"{refusal} (look {rep.looks_done + 1} of the sequential seeds wants them)")
+        todo = [c for c in seed_major(want, study.seeds) if not finished(out_dir, c)]
+        _train(study, want, todo, out_dir, workers, progress, batch_seeds, log, None)
+        ran += todo
+        done = [loads_cell(cell_path(out_dir, c).read_text(), str(cell_path(out_dir, c)), c.cell_id)
+                for c in want]
+        rep = sequential.replay(study, done, rows)
+        chosen = sequential.used(cells, rep)
+        if not rep.finished:
+            write_report(study, chosen, out_dir, finished_only=True)
+            log(f"look {rep.looks_done} ({max(rep.seeds.values())} seeds): {len(rep.wants)} of {len(rows)} rows "
+                f"undecided get more seeds; {out_dir / 'report.md'} rewritten")
+    return sequential.used(cells, rep), ran
+
+
+def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, progress: bool = True,
+              limit: int | None = None, batch_seeds: bool = False, report_only: bool = False,
+              log=tqdm.write, command: str = "") -> dict:
+    """`limit`: only the grid's first `limit` cells, reported on their own (scripts/bench_study.py).
+    `batch_seeds`: cells that differ only in seed train as one batched model (studies/seed_groups.py), each
+    seed as alone up to float rounding; off by default here (`posbench study --device cuda` turns it on, where a
+    study model is launch-bound): on CPU at the presets' sizes it saves nothing
+    measurable, and rounding differences grow over training into seed-sized differences of single cells
+    (docs/performance.md), so today's numbers stay byte-identical unless a study asks for it.
+    `report_only`: train nothing; every cell must be finished already (e.g. trained on another machine, its
+    directory copied here), else a ConfigError names the missing ones.
+    `command`: how the study was started, recorded in `<out>/result/run.json` (studies/published.py).
+    Cells run seed-major (`seed_major`); the report is rewritten as each seed round completes, and an interrupt
+    (Ctrl-C) writes the report of the cells finished by then and raises `Interrupted`."""
+    out_dir = Path(out_dir)
+    cells = expand(study)[:limit]  # a grid that cannot expand is refused before any directory is made
+    check_finished_cells(out_dir, cells)  # before any work: old cells are never reported as this study's
+    # it moves, deletes and makes nothing; a sequential study's looks say which cells it needs (`_sequential`)
+    if report_only and study.sequential is None and (refusal := report_only_refusal(out_dir, cells)):
+        raise ConfigError(refusal)
+    with user_paths():  # --out is the user's: a file in its way, no permission to write there
+        for sub in () if report_only else ("cells", "specs", "logs", "work"):
+            (out_dir / sub).mkdir(parents=True, exist_ok=True)
+    t0, cpu0 = time.perf_counter(), _cpu_seconds()
+    if study.sequential is None:
+        todo = [c for c in seed_major(cells, study.seeds) if not finished(out_dir, c)]
+        _train(study, cells, todo, out_dir, workers, progress, batch_seeds, log, Rounds(study, cells, out_dir, log))
+    else:  # look after each round; only the rows still undecided get the next one (studies/sequential.py)
+        cells, todo = _sequential(study, cells, out_dir, workers, progress, batch_seeds, log, report_only)
     report_cpu = time.process_time()
     results = [loads_cell(cell_path(out_dir, c).read_text(), str(cell_path(out_dir, c)), c.cell_id) for c in cells]
     plots = all_plots(results, out_dir, study.eval.confidence)
