@@ -58,11 +58,17 @@ SPENDING: dict[str, Spending] = {
 DEFAULT_SPENDING = "obrien_fleming"
 
 
-def _t_sf(x_DN: np.ndarray) -> np.ndarray:
-    """One-sided p-values of "the mean is above 0" per row, the t test stats.p_above runs."""
-    n = x_DN.shape[1]
-    t = x_DN.mean(axis=1) / (x_DN.std(axis=1, ddof=1) / math.sqrt(n))
-    return sps.t.sf(t, n - 1)
+@lru_cache(maxsize=8)
+def _null_t(looks: tuple[int, ...]) -> np.ndarray:
+    """t statistics (DRAWS, looks) of "the mean is above 0" at each look of the same simulated null studies (normal
+    differences, a fixed generator): one draw of every seed, running sums give each look's mean and spread."""
+    rng = np.random.default_rng(20261201)  # fixed: the boundary is a function of its arguments
+    x = rng.standard_normal((DRAWS, looks[-1]))
+    s1, s2 = np.cumsum(x, axis=1), np.cumsum(x * x, axis=1)
+    n = np.asarray(looks, dtype=np.float64)
+    mean = s1[:, n.astype(int) - 1] / n
+    var = (s2[:, n.astype(int) - 1] - n * mean * mean) / (n - 1)
+    return mean / np.sqrt(var / n)
 
 
 @lru_cache(maxsize=64)
@@ -73,23 +79,22 @@ def nominal_levels(looks: tuple[int, ...], alpha: float, spending: str = DEFAULT
     if len(looks) == 1:
         return (alpha,)
     spend = SPENDING[spending]
-    rng = np.random.default_rng(20261201)  # fixed: the boundary is a function of its arguments
-    x = rng.standard_normal((DRAWS, looks[-1]))
+    t = _null_t(looks)
     alive = np.ones(DRAWS, bool)
     levels, used = [], 0.0
-    for n in looks:
+    for k, n in enumerate(looks):
         target = spend.spent(n / looks[-1], alpha) - used  # level this look may use, as a share of all draws
-        p = _t_sf(x[:, :n])
-        p_alive = np.sort(p[alive])
-        k = int(round(target * DRAWS))  # reject the k smallest p's among the studies still running
-        if k <= 0:
-            c = float(p_alive[0]) / 2 if p_alive.size else 0.0  # spends nothing: below every simulated p
-        elif k >= p_alive.size:
-            c = 1.0
-        else:
-            c = float((p_alive[k - 1] + p_alive[k]) / 2)
-        levels.append(min(c, alpha))  # never above the fixed test's level (a boundary, not a licence)
-        alive &= ~(p < c)
+        reject = int(round(target * DRAWS))  # the `reject` largest t's among the studies still running
+        t_alive = t[alive, k]
+        if reject <= 0:
+            cut = float(t_alive.max()) + 1.0 if t_alive.size else np.inf  # spends nothing: above every simulated t
+        elif reject >= t_alive.size:
+            cut = -np.inf
+        else:  # between the reject-th and (reject+1)-th largest: a p-value the simulated studies never hit
+            top = np.partition(t_alive, t_alive.size - reject - 1)[t_alive.size - reject - 1:]
+            cut = float((top[0] + np.min(top[1:])) / 2)
+        levels.append(min(float(sps.t.sf(cut, n - 1)), alpha))  # never above the fixed test's level
+        alive &= ~(t[:, k] > cut)
         used += target
     return tuple(levels)
 

@@ -128,8 +128,8 @@ def _pairs_look(study, results, upto, rep: Replay, look: int, n: int) -> None:
     b, alpha = rep.boundary, rep.boundary.alpha
     margin = DEFAULT_MARGINS.get(METRIC)
     for (task, axes), per_pe in _values(results, METRIC, upto).items():
-        for p in pairwise(per_pe, study.eval.confidence, study.eval.n_boot, margin):
-            key = (task, axes, p.a, p.b)
+        for p in pairwise(dict(sorted(per_pe.items())), study.eval.confidence, study.eval.n_boot, margin):
+            key = (task, axes, p.a, p.b)  # PEs in name order, as studies/study_compare.py keys its verdicts
             if key in rep.pairs and rep.pairs[key].seeds is not None:
                 continue  # decided at an earlier look: kept
             pd, ps = b.scaled(p.p_differ, look, True), b.scaled(p.p_same, look, False)
@@ -232,6 +232,18 @@ def wanted(cells, rep: Replay) -> list:
 def used(cells, rep: Replay) -> list:
     """The cells the looks judged: each row's seeds below the count it was judged on."""
     return [c for c in cells if c.seed < rep.seeds.get(row_key(c.task.name, c.label, c.axes), 0)]
+
+
+def record(rep: Replay, seq: SequentialSeeds) -> dict:
+    """What results.json keeps of the looks: the rule, and each pair's verdict with the seeds that decided it (None:
+    undecided) and each row's seeds and why it stopped, so a comparison of runs (studies/study_compare.py) reads the
+    verdicts the report gave."""
+    return {"seeds": {"start": seq.start, "max": seq.max, "step": seq.step, "spending": seq.spending},
+            "boundary": rep.boundary.describe(), "metric": METRIC,
+            "pairs": [{"task": t, "axes": dict(x), "a": a, "b": b, "verdict": v.state, "seeds": v.seeds}
+                      for (t, x, a, b), v in rep.pairs.items()],
+            "rows": [{"task": t, "pe": pe, "axes": dict(x), "seeds": n, "why": rep.why.get((t, pe, x), "still running")}
+                     for (t, pe, x), n in rep.seeds.items()]}
 
 
 def section(rep: Replay, study) -> list[str]:

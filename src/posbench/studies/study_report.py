@@ -330,7 +330,10 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
               seed_calibration(results, study), "", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     report = "\n".join(parts) + "\n"
     write_text(out_dir / "report.md", report)
-    write_text(out_dir / "results.json", json.dumps({"study": study.name, "cells": results}, indent=1, sort_keys=True))
+    data = {"study": study.name, "cells": results}
+    if rep is not None:  # the looks' verdicts, as data (a fixed study's results.json is as it was)
+        data["sequential"] = sequential.record(rep, study.sequential)
+    write_text(out_dir / "results.json", json.dumps(data, indent=1, sort_keys=True))
     write_text(out_dir / "results.csv", to_csv(results))
     metric = "ood_beyond_acc"
     verdicts = report_tex.verdicts(by_group(results, metric), study.eval.confidence, study.eval.n_boot,

@@ -302,9 +302,8 @@ def _sequential(study: StudyConfig, cells: list[Cell], out_dir: Path, workers: i
         done = [loads_cell(cell_path(out_dir, c).read_text(), str(cell_path(out_dir, c)), c.cell_id)
                 for c in want]
         rep = sequential.replay(study, done, rows)
-        chosen = sequential.used(cells, rep)
-        if not rep.finished:
-            write_report(study, chosen, out_dir, finished_only=True)
+        if todo and not rep.finished:  # a resumed study's looks over finished cells write no report between
+            write_report(study, sequential.used(cells, rep), out_dir, finished_only=True)
             log(f"look {rep.looks_done} ({max(rep.seeds.values())} seeds): {len(rep.wants)} of {len(rows)} rows "
                 f"undecided get more seeds; {out_dir / 'report.md'} rewritten")
     return sequential.used(cells, rep), ran
