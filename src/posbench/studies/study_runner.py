@@ -178,13 +178,15 @@ def seed_major(cells: list[Cell], seeds: list[int]) -> list[Cell]:
     return sorted(cells, key=lambda c: rank[c.seed])
 
 
-def _estimate_line(study: StudyConfig, todo: list[Cell]) -> str | None:
+def _estimate_line(study: StudyConfig, todo: list[Cell], cells: list[Cell] | None = None) -> str | None:
     """The study's wall-time estimate on this machine (`studies/cost.estimate`, the app's too), or None where it
-    does not apply: cells on a GPU, where the quickstart's CPU rate says nothing."""
+    does not apply: cells on a GPU, where the quickstart's CPU rate says nothing. `cells`: a sequential look's."""
     from posbench.studies.cost import estimate
 
     if any(o.startswith("train.device=") and o != "train.device=cpu" for o in study.overrides):
         return None
+    if cells is not None:  # a look of sequential seeds: later looks, if any, are not known yet
+        return f"estimate of this look: {estimate(study, todo, cells).text()}"
     return f"estimate: {estimate(study, todo).text()}"
 
 
@@ -240,7 +242,7 @@ def _train(study: StudyConfig, cells: list[Cell], todo: list[Cell], out_dir: Pat
     complete; an interrupt writes the report of what finished and raises `Interrupted`."""
     workers = min(workers or study.workers, max(1, len(todo)))
     if todo:
-        line = _estimate_line(replace(study, workers=workers), todo)
+        line = _estimate_line(replace(study, workers=workers), todo, None if rounds is not None else cells)
         if line:
             log(line)
     matmul, matmul_note = study_matmul(todo, out_dir) if todo else (None, "")  # measured once, recorded in <out>
@@ -293,7 +295,7 @@ def _sequential(study: StudyConfig, cells: list[Cell], out_dir: Path, workers: i
     rows, ran = sequential.rows_of(cells), []
     rep = sequential.replay(study, [], rows)
     while not rep.finished:
-        want = sequential.wanted(cells, rep)
+        want, looks = sequential.wanted(cells, rep), rep.looks_done
         if report_only and (refusal := report_only_refusal(out_dir, want)):
             raise ConfigError(f"{refusal} (look {rep.looks_done + 1} of the sequential seeds wants them)")
         todo = [c for c in seed_major(want, study.seeds) if not finished(out_dir, c)]
@@ -302,6 +304,8 @@ def _sequential(study: StudyConfig, cells: list[Cell], out_dir: Path, workers: i
         done = [loads_cell(cell_path(out_dir, c).read_text(), str(cell_path(out_dir, c)), c.cell_id)
                 for c in want]
         rep = sequential.replay(study, done, rows)
+        if rep.looks_done == looks:  # a grid cut short (`limit`) lacks the look's cells: report what there is
+            break
         if todo and not rep.finished:  # a resumed study's looks over finished cells write no report between
             write_report(study, sequential.used(cells, rep), out_dir, finished_only=True)
             log(f"look {rep.looks_done} ({max(rep.seeds.values())} seeds): {len(rep.wants)} of {len(rows)} rows "
