@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -16,6 +17,8 @@ from posbench.studies.sequential import SequentialSeeds, parse_sequential, recor
 from posbench.studies.study_compare import compare
 from posbench.studies.study_spec import expand, load_study
 from scripts.calibrate_stats import simulate_sequential
+
+ROOT = Path(__file__).resolve().parents[2]
 
 SPEC = """
 name: seq
@@ -175,3 +178,26 @@ def test_a_sequential_study_runs_end_to_end_resumes_and_compares(tmp_path, capsy
     assert study_main([str(spec), "--out", str(out), "--no-progress", "--report-only", "--seeds",
                        *map(str, range(min(counts.values())))]) == 0
     assert compare_main([str(seq), str(out)]) == 0 and "same conclusions" in capsys.readouterr().out
+
+
+def test_the_quickstart_looks_as_a_run_would_and_decides_what_5_fixed_seeds_do(tmp_path):
+    # the committed 5-seed quickstart cells, as a study folder's cell files: the runner's looks (report-only: nothing
+    # trains) pick 93 cells, rows stopping at 4 or 5 seeds, and reach the verdicts of 5 fixed seeds on all 40 pairs
+    from posbench.studies.study_runner import _sequential
+
+    committed = json.loads((ROOT / "results" / "quickstart" / "cells.json").read_text())
+    (tmp_path / "cells").mkdir()
+    for c in committed:
+        (tmp_path / "cells" / f"{c['cell_id']}.json").write_text(json.dumps(c))
+    s = load_study("quickstart")
+    assert s.sequential == SequentialSeeds(3, 5, 1, "obrien_fleming")
+    chosen, trained = _sequential(s, expand(s), tmp_path, 1, False, False, lambda line: None, report_only=True)
+    assert trained == [] and len(chosen) == 93
+    ids = {c.cell_id for c in chosen}
+    mine = [c for c in committed if c["cell_id"] in ids]
+    looks = record(replay(s, mine, rows_of(expand(s))), s.sequential)
+    assert sorted(r["seeds"] for r in looks["rows"]) == [4] * 7 + [5] * 13  # 7 rows decided by 4 seeds
+    head = [p for p in looks["pairs"] if "rope" in (p["a"], p["b"]) and p["task"] != "modular_sum"]
+    assert len(head) == 12 and sum(p["verdict"] != "?" for p in head) == 10
+    ag = compare(mine, committed, looks=(looks, None))
+    assert ag.pairs == 40 and ag.same == 40 and ag.same_conclusions

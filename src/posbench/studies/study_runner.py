@@ -292,7 +292,7 @@ def _sequential(study: StudyConfig, cells: list[Cell], out_dir: Path, workers: i
     judged and those trained now. `report_only`: every cell the looks want must be finished already."""
     from posbench.studies import sequential
 
-    rows, ran = sequential.rows_of(cells), []
+    rows, ran, done = sequential.rows_of(cells), [], {}
     rep = sequential.replay(study, [], rows)
     while not rep.finished:
         want, looks = sequential.wanted(cells, rep), rep.looks_done
@@ -301,9 +301,10 @@ def _sequential(study: StudyConfig, cells: list[Cell], out_dir: Path, workers: i
         todo = [c for c in seed_major(want, study.seeds) if not finished(out_dir, c)]
         _train(study, want, todo, out_dir, workers, progress, batch_seeds, log, None)
         ran += todo
-        done = [loads_cell(cell_path(out_dir, c).read_text(), str(cell_path(out_dir, c)), c.cell_id)
-                for c in want]
-        rep = sequential.replay(study, done, rows)
+        for c in want:  # every look's cells: a row that stopped at an earlier look is judged on them again
+            if c.cell_id not in done:
+                done[c.cell_id] = loads_cell(cell_path(out_dir, c).read_text(), str(cell_path(out_dir, c)), c.cell_id)
+        rep = sequential.replay(study, list(done.values()), rows)
         if rep.looks_done == looks:  # a grid cut short (`limit`) lacks the look's cells: report what there is
             break
         if todo and not rep.finished:  # a resumed study's looks over finished cells write no report between
