@@ -13,7 +13,16 @@ import pytest
 
 from posbench.errors import ConfigError
 from posbench.stats_sequential import SPENDING, Boundary, nominal_levels
-from posbench.studies.sequential import SequentialSeeds, parse_sequential, record, replay, rows_of, used, wanted
+from posbench.studies.sequential import (
+    SequentialSeeds,
+    parse_sequential,
+    record,
+    replay,
+    rows_of,
+    section,
+    used,
+    wanted,
+)
 from posbench.studies.study_compare import compare
 from posbench.studies.study_spec import expand, load_study
 from scripts.calibrate_stats import simulate_sequential
@@ -201,3 +210,21 @@ def test_the_quickstart_looks_as_a_run_would_and_decides_what_5_fixed_seeds_do(t
     assert len(head) == 12 and sum(p["verdict"] != "?" for p in head) == 10
     ag = compare(mine, committed, looks=(looks, None))
     assert ag.pairs == 40 and ag.same == 40 and ag.same_conclusions
+
+
+def test_the_report_names_the_boundary_on_every_verdict_line_and_says_why_each_row_stopped(tmp_path):
+    from posbench.studies.study_report import claims_report, comparisons
+
+    s = study(tmp_path, extra="claims: [{order: 'rope > learned'}]\n")
+    held = cells({"rope": VALUES["rope"][:3], "learned": VALUES["learned"], "alibi": VALUES["alibi"]})
+    rep = replay(s, held, rows_of(expand(s)))
+    line = comparisons(held, s, rep=rep)
+    assert "(Holm over 3 pairs at the sequential boundary (Lan-DeMets O'Brien-Fleming-type spending" in line
+    assert "inconclusive: alibi vs learned" in line or "inconclusive: learned vs alibi" in line
+    claims = claims_report(held, s, rep)
+    assert "**Verdict (k_back, at the sequential boundary (Lan-DeMets O'Brien-Fleming" in claims
+    assert "reproduced" in claims
+    text = "\n".join(section(rep, s))
+    assert "Looks made: 3 of 3 (3, 4, 5 seeds)." in text
+    assert "| k_back | rope | 3 | every relation it takes part in decided by 3 seeds |" in text
+    assert "| k_back | learned | 5 | reached max (5 seeds) with 1 undecided: alibi vs learned |" in text

@@ -12,7 +12,16 @@ from pathlib import Path
 
 from posbench.evaluation import protocol as run_protocol
 from posbench.fileio import write_text
-from posbench.stats import DEFAULT_METHOD, interval, interval_label, paired_diffs, pairwise, seeds_needed, success_rate
+from posbench.stats import (
+    DEFAULT_METHOD,
+    INTERVALS,
+    interval,
+    interval_label,
+    paired_diffs,
+    pairwise,
+    seeds_needed,
+    success_rate,
+)
 from posbench.studies import protocol, report_tex, sequential
 from posbench.studies.claims import DEFAULT_MARGINS, check_claims, claims_markdown, family_note, rules_note
 from posbench.studies.digits_report import beyond_curve_table, exact_by_digits_table
@@ -56,8 +65,16 @@ def _axes_label(axes: dict) -> str:
     return " ".join(f"{k.split('.')[-1]}={v}" for k, v in axes.items())
 
 
+def seeds_label(study: StudyConfig) -> str:
+    """What a table's intervals are: "95% t-interval over 5 seeds"; with sequential seeds each row has its own
+    count (the section Sequential seeds lists them)."""
+    if study.sequential is not None:
+        return f"{100 * study.eval.confidence:g}% {INTERVALS[DEFAULT_METHOD].name} over each row's seeds"
+    return interval_label(DEFAULT_METHOD, study.eval.confidence, len(study.seeds))
+
+
 def summary_table(rows: list[dict], study: StudyConfig) -> str:
-    label = interval_label(DEFAULT_METHOD, study.eval.confidence, len(study.seeds))
+    label = seeds_label(study)
     thr = int(100 * study.eval.success_threshold)
     head = (f"| task | PE{' | axes' if any(r['axes'] for r in rows) else ''} | ID acc % [{label}] | "
             f"OOD beyond train length % [{label}] | OOD all positions % | OOD success (beyond, >= {thr}%) | "
@@ -120,7 +137,7 @@ def exact_reference_table(results: list[dict], study: StudyConfig) -> str:
                      f"{stats['id_loss'].fmt(False)} | {verdict} |")
     if not lines:
         return ""
-    label = interval_label(DEFAULT_METHOD, ev.confidence, len(study.seeds))
+    label = seeds_label(study)
     return "\n".join([f"| task | row | params | reference exact % | ours ID exact % [{label}] | ours OOD exact % | "
                       "reference loss/char | ours ID loss/target | verdict |", "|---|---|---|---|---|---|---|---|---|",
                       *lines])
@@ -232,7 +249,7 @@ def seed_calibration_rows(results: list[dict], ev, metric: str = "ood_beyond_acc
 
 def seed_calibration(results: list[dict], study: StudyConfig, metric: str = "ood_beyond_acc") -> str:
     """The seed calibration table of report.md (`seed_calibration_rows`)."""
-    label = interval_label(DEFAULT_METHOD, study.eval.confidence, len(study.seeds))
+    label = seeds_label(study)
     heads = [f"{h} [{label}]" if h == SEED_COLUMNS[2] else h for h in SEED_COLUMNS]
     lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     lines += ["| " + " | ".join(r.values()) + " |" for r in seed_calibration_rows(results, study.eval, metric)]
@@ -264,7 +281,8 @@ def claims_report(results: list[dict], study: StudyConfig, rep: sequential.Repla
         notes += ["", f"Sequential seeds: each relation judged at the boundary ({rep.boundary.describe()}) at every "
                   "look its rows took part in, its verdict kept from the look that decided it; p-values are on the "
                   "fixed test's scale (p x alpha / the look's level)."]
-    return "\n".join([*notes, "", claims_markdown(checks)])
+    rule = "" if rep is None else f"at the sequential boundary ({rep.boundary.describe()})"
+    return "\n".join([*notes, "", claims_markdown(checks, rule)])
 
 
 def seeds_text(study: StudyConfig, results: list[dict]) -> str:
@@ -288,7 +306,7 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
              + f"; {study.train.steps} steps, batch {study.train.batch_size}, lr {study.train.lr}; "
              f"{study.eval.n_examples} evaluation examples per split. Accuracy is per target position "
              f"(teacher forcing); intervals are {pct}% Student t-intervals of the mean over seeds "
-             f"({interval_label(DEFAULT_METHOD, study.eval.confidence, len(study.seeds))}; docs/statistics.md says "
+             f"({seeds_label(study)}; docs/statistics.md says "
              "why this method). OOD examples are longer than "
              "any training example: *beyond train length* scores only their target positions past the "
              "training length (extrapolation); *all positions* also counts the positions inside it."
@@ -303,7 +321,7 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
         parts += ["## Exact match against the reference", "", study.reference_note, "", exact, ""]
     by_digits = exact_by_digits_table(results, study.eval.confidence, study.eval.n_boot)
     if by_digits:
-        label = interval_label(DEFAULT_METHOD, study.eval.confidence, len(study.seeds))
+        label = seeds_label(study)
         parts += [f"## Exact match per digit count ({label})", "", by_digits]
     by_step = beyond_curve_table(results, study.eval.confidence, study.eval.n_boot)
     if by_step:
