@@ -224,6 +224,16 @@ def test_the_report_names_the_boundary_on_every_verdict_line_and_says_why_each_r
     claims = claims_report(held, s, rep)
     assert "**Verdict (k_back, at the sequential boundary (Lan-DeMets O'Brien-Fleming" in claims
     assert "reproduced" in claims
+    from posbench.studies import report_tex
+    from posbench.studies.study_report import by_group
+
+    tex = report_tex.verdicts(by_group(held, "ood_beyond_acc"), 0.95, 200, 0.02,
+                              lambda t, x, a, b: rep.pair(t, x, a, b).state)
+    assert {(v["a"], v["b"], v["verdict"]) for v in tex if v["relation"] == ">"} == {("rope", "learned", "ordered"),
+                                                                                      ("rope", "alibi", "ordered")}
+    # the looks' verdicts are the ones shown, not the fixed test's on the same seeds (which orders rope's pairs)
+    undecided = report_tex.verdicts(by_group(held, "ood_beyond_acc"), 0.95, 200, 0.02, lambda t, x, a, b: "?")
+    assert {v["verdict"] for v in undecided} == {"inconclusive"}
     text = "\n".join(section(rep, s))
     assert "Looks made: 3 of 3 (3, 4, 5 seeds)." in text
     assert "| k_back | rope | 3 | every relation it takes part in decided by 3 seeds |" in text

@@ -201,6 +201,11 @@ def comparisons(results: list[dict], study: StudyConfig, metric: str = "ood_beyo
     return "\n".join(out)
 
 
+def _state(v: sequential.Verdict | None) -> str:
+    """A pair's verdict symbol as the sequential looks reached it ("?" when they never judged it)."""
+    return "?" if v is None or v.state == "n/a" else v.state
+
+
 def _at_look(p, v: sequential.Verdict | None):
     """A pair's verdict as the sequential looks reached it (undecided when the looks never judged it)."""
     if v is None or v.state == "n/a":
@@ -354,8 +359,9 @@ def write_outputs(out_dir: Path, results: list[dict], study: StudyConfig, plots:
     write_text(out_dir / "results.json", json.dumps(data, indent=1, sort_keys=True))
     write_text(out_dir / "results.csv", to_csv(results))
     metric = "ood_beyond_acc"
+    decided = None if rep is None else (lambda task, axes, a, b: _state(rep.pair(task, axes, a, b)))
     verdicts = report_tex.verdicts(by_group(results, metric), study.eval.confidence, study.eval.n_boot,
-                                       DEFAULT_MARGINS.get(metric))
+                                   DEFAULT_MARGINS.get(metric), decided)
     write_text(out_dir / "report.tex", report_tex.report_tex(study.name, rows, verdicts, study.eval.confidence))
     write_text(out_dir / "summary.csv", report_tex.summary_csv(rows, METRICS))
     return summary_table(rows, study)
