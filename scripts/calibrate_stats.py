@@ -172,6 +172,49 @@ def _looks(d: np.ndarray, looks: tuple, margin: float, level) -> tuple[np.ndarra
     return differ, same, used
 
 
+def _holm_adjust(p: np.ndarray) -> np.ndarray:
+    """Holm-adjusted p-values per row of p (draws, m), as posbench.stats.holm."""
+    m = p.shape[1]
+    order = np.argsort(p, axis=1, kind="stable")
+    adj = np.minimum(1.0, np.maximum.accumulate(np.take_along_axis(p, order, 1) * (m - np.arange(m)), axis=1))
+    out = np.empty_like(adj)
+    np.put_along_axis(out, order, adj, 1)
+    return out
+
+
+def _family_looks(values: np.ndarray, looks: tuple, margin: float, level) -> tuple[np.ndarray, np.ndarray]:
+    """The pair table of studies/sequential.py on PES exchangeable rows (values: draws, PES, max): at each look every
+    pair's t tests on the seeds both rows have, Holm over the 10 pairs, an undecided pair decided at the look's level;
+    a row stops when all its pairs are decided. Returns (some pair called different, mean seeds per row)."""
+    i, j = np.triu_indices(PES, 1)
+    d = values[:, i] - values[:, j]  # (draws, pairs, max)
+    p_two, p_same = [], []
+    for n in looks:
+        x = d[..., :n]
+        up, down = _p_above(x, 0.0), _p_above(-x, 0.0)
+        p_two.append(np.minimum(1.0, 2 * np.minimum(up, down)))
+        p_same.append(np.maximum(_p_above(x, -margin), _p_above(-x, -margin)))
+    p_two, p_same = np.stack(p_two, -1), np.stack(p_same, -1)  # (draws, pairs, looks)
+    draws = len(values)
+    stop = np.full((draws, PES), len(looks) - 1)  # the look each row stopped at
+    running = np.ones((draws, PES), bool)
+    decided, differs = np.zeros((draws, len(i)), bool), np.zeros(draws, bool)
+    for k in range(len(looks)):
+        at = np.minimum(np.where(running[:, i], k, stop[:, i]), np.where(running[:, j], k, stop[:, j]))
+        pd = _holm_adjust(np.take_along_axis(p_two, at[..., None], -1)[..., 0])
+        ps = _holm_adjust(np.take_along_axis(p_same, at[..., None], -1)[..., 0])
+        two, one = level(k)
+        hit = ~decided & (pd < two)
+        differs |= hit.any(axis=1)
+        decided |= hit | (ps < one)
+        for r in range(PES):  # a row stops when every pair it is in is decided
+            mine = (i == r) | (j == r)
+            done = running[:, r] & decided[:, mine].all(axis=1)
+            stop[done, r] = k
+            running[done, r] = False
+    return differs, np.asarray(looks)[stop].mean(axis=1)
+
+
 SEQ_MEASURES = {  # name -> (true difference in SDs, what is counted, nominal)
     "false_differs": (0.0, "no true difference: called different at some look (nominal 5%)"),
     "false_same": (1.0, "true difference = margin = 1 SD: called the same (nominal <= 5%)"),
@@ -180,11 +223,12 @@ SEQ_MEASURES = {  # name -> (true difference in SDs, what is counted, nominal)
 }
 
 
-def simulate_sequential(draws: int, looks: tuple, seed: int = 0, dists=tuple(VALUES)) -> dict:
+def simulate_sequential(draws: int, looks: tuple, seed: int = 0, dists=tuple(VALUES), family: bool = True) -> dict:
     """{rule: {measure: {distribution: rate}}} for the sequential rule under each spending, the naive rule (every
     look at the fixed level, stop at the first verdict: optional stopping), and fixed n at the sequential rule's
     mean seeds used under the 1-SD difference (equal expected cost, rounded to whole seeds) and at `max`;
-    `mean_seeds_*` per scenario. `dists`: which of VALUES (a test runs a few)."""
+    `mean_seeds_*` per scenario. `dists`: which of VALUES (a test runs a few); `family`: also the five-PE pair
+    table (`pairs_holm_*`)."""
     out: dict = {}
     fixed = lambda k: (0.05, 0.05)  # noqa: E731  the fixed test's levels at every look
     rules = {f"sequential_{name}": Boundary(looks, 0.95, name) for name in SPENDING}
@@ -198,9 +242,14 @@ def simulate_sequential(draws: int, looks: tuple, seed: int = 0, dists=tuple(VAL
         cases = {0.0: null, 1.0: null + sd}
         judged = {name: (lambda k, b=b: (b.two_sided(k), b.one_sided(k))) for name, b in rules.items()}
         judged["naive_every_look"] = fixed
+        table = np.stack([gen_a(rng, (draws, looks[-1])) for _ in range(PES)], axis=1)  # (draws, PES, max)
         for name, level in judged.items():
             res = {shift: _looks(d, looks, sd, level) for shift, d in cases.items()}
             row = out.setdefault(name, {})
+            if family:
+                differs, seeds = _family_looks(table, looks, sd, level)
+                row.setdefault("pairs_holm_false_differs", {})[dist] = float(np.mean(differs))
+                row.setdefault("pairs_holm_mean_seeds", {})[dist] = float(np.mean(seeds))
             row.setdefault("false_differs", {})[dist] = float(np.mean(res[0.0][0] != 0))
             row.setdefault("false_same", {})[dist] = float(np.mean(res[1.0][1]))
             row.setdefault("power", {})[dist] = float(np.mean(res[1.0][0] == 1))
@@ -218,6 +267,9 @@ def simulate_sequential(draws: int, looks: tuple, seed: int = 0, dists=tuple(VAL
             row.setdefault("power_same", {})[dist] = float(np.mean(res[0.0][1]))
         res = {shift: _looks(d, (looks[-1],), sd, fixed) for shift, d in cases.items()}
         row = out.setdefault(f"fixed_{looks[-1]}", {})
+        if family:
+            row.setdefault("pairs_holm_false_differs", {})[dist] = float(np.mean(
+                _family_looks(table, (looks[-1],), sd, fixed)[0]))
         row.setdefault("false_differs", {})[dist] = float(np.mean(res[0.0][0] != 0))
         row.setdefault("false_same", {})[dist] = float(np.mean(res[1.0][1]))
         row.setdefault("power", {})[dist] = float(np.mean(res[1.0][0] == 1))
@@ -232,7 +284,7 @@ def sequential_tables(result: dict, draws: int, looks: tuple) -> str:
              "| rule | measure | " + " | ".join(VALUES) + " |", "|---|---|" + "---|" * len(VALUES)]
     for rule, measures in result.items():
         for measure, by_dist in measures.items():
-            fmt = (lambda v: f"{v:.2f}") if measure.startswith("mean_seeds") or measure == "seeds" else \
+            fmt = (lambda v: f"{v:.2f}") if "mean_seeds" in measure or measure == "seeds" else \
                 (lambda v: f"{100 * v:.1f}%")
             parts.append(f"| {rule} | {measure} | " + " | ".join(fmt(by_dist[d]) for d in by_dist) + " |")
     return "\n".join(parts)
