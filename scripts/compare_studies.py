@@ -6,7 +6,8 @@
 Every PE pair's verdict on --metric as report.md gives it (paired t tests over seeds, Holm over each task's
 pairs: `>`/`<` shown to differ, `~` shown the same within the metric's margin, `?` inconclusive). The runs
 disagree (exit 1) when a pair is ordered one way in one run and the other way in the other, or when they hold
-different cells; verdicts decided in one run and not the other, and row means outside the other run's
+different cells (a sequential run, whose rule chose each row's seeds, is matched by rows and judged by the verdicts
+its report gave at its boundary); verdicts decided in one run and not the other, and row means outside the other run's
 t-interval, are listed but are no contradiction (posbench/studies/study_compare.py). When no pair was judged in
 both runs (two seeds, one PE, PEs renamed) there is nothing to agree on: it says so and exits 1. A value that is not
 a finite number (NaN, inf, text) is bad input, exit 2, naming the file and the cell.
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from posbench.cli.errors_cli import cli_entry
 from posbench.errors import DataError
-from posbench.studies.study_compare import NUMBERS, compare, read_cells, verdicts
+from posbench.studies.study_compare import NUMBERS, compare, read_cells, read_looks, verdicts
 
 MAX_RESULTS_BYTES = 1 << 30  # a results.json larger than this is not a study's
 
@@ -56,9 +57,10 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if not 0 < args.confidence < 1 or args.n_boot < 100:  # a usage error (2), not "the studies differ" (1)
         p.error(f"--confidence must be in (0, 1) and --n-boot >= 100, got {args.confidence} and {args.n_boot}")
-    before, after = read_cells(results_file(args.before)), read_cells(results_file(args.after))
-    ag = compare(before, after, args.metric, args.confidence, args.n_boot)
-    counts = Counter(verdicts(before, args.metric, args.confidence, args.n_boot).values())
+    files = results_file(args.before), results_file(args.after)
+    (before, after), looks = [read_cells(f) for f in files], tuple(read_looks(f) for f in files)
+    ag = compare(before, after, args.metric, args.confidence, args.n_boot, looks=looks)
+    counts = Counter(verdicts(before, args.metric, args.confidence, args.n_boot, looks[0]).values())
     print(f"{len(before)} cells; {ag.pairs} PE pairs judged in both runs on {args.metric} at {args.confidence:.0%}: "
           f"{ag.same} with the same verdict, {len(ag.contradictions)} contradictory, {len(ag.differ)} decided "
           f"differently without contradiction (before: {counts['>'] + counts['<']} ordered, {counts['~']} the same, "

@@ -3,6 +3,7 @@
     python scripts/study.py quickstart                        # built-in preset, minutes on a laptop CPU
     python scripts/study.py configs/study/full.yaml --out runs/full --workers 4
     python scripts/study.py quickstart --seeds 0 1 2 3 4      # any preset with other seeds
+    python scripts/study.py quickstart --sequential-seeds 3:10:1   # 3 seeds, then one more per undecided row, up to 10
     python scripts/study.py long_context --device cuda --workers 4    # seeds batched, groups side by side on a GPU
     POSBENCH_STUDY_SMOKE=1 python scripts/study.py quickstart # the same grid in seconds (CI; numbers meaningless)
 
@@ -29,7 +30,12 @@ def main(argv=None) -> int:
     p.add_argument("study", help=f"preset name ({', '.join(preset_names('study'))}) or a study YAML file")
     p.add_argument("--out", help="output directory (default runs/study_<name>)")
     p.add_argument("--workers", type=positive_int, help="parallel cell processes (default: the study's `workers`)")
-    p.add_argument("--seeds", type=count, nargs="+", help="override the study's seeds")
+    seeds = p.add_mutually_exclusive_group()
+    seeds.add_argument("--seeds", type=count, nargs="+", help="override the study's seeds (fixed: every row gets them)")
+    seeds.add_argument("--sequential-seeds", metavar="START:MAX[:STEP]",
+                       help="sequential seeds (docs/studies.md): every row gets START seeds, then STEP more (default "
+                            "1) while a comparison it takes part in is undecided, up to MAX, each look judged at a "
+                            "group-sequential boundary; e.g. 3:10:1")
     p.add_argument("--device", choices=("cpu", "cuda", "auto"), default="cpu",
                    help="where every cell trains and is scored (default cpu, where the presets' sizes and times were "
                         "measured; auto: cuda when visible). On cuda the workers share the GPU, each training its "
@@ -46,6 +52,7 @@ def main(argv=None) -> int:
     p.add_argument("--smoke", action="store_true",
                    help=f"shrink to 1 seed, 20 steps, 16 examples (also: {SMOKE_ENV}=1); for CI, not for results")
     args = p.parse_args(argv)
+    from posbench.studies.sequential import parse_sequential
     from posbench.studies.study_runner import Interrupted, run_study
     from posbench.studies.study_spec import load_study, shrink_for_smoke
     from posbench.training.device import pick_device
@@ -54,7 +61,10 @@ def main(argv=None) -> int:
     if args.smoke or os.environ.get(SMOKE_ENV, "") not in ("", "0"):
         study = shrink_for_smoke(study)
     if args.seeds:
-        study.seeds = args.seeds
+        study.seeds, study.sequential = args.seeds, None
+    if args.sequential_seeds:
+        study.sequential = parse_sequential(args.sequential_seeds)  # bad form: one line, exit 2, before any work
+        study.seeds = list(range(study.sequential.max))
     # --report-only trains nothing: the device only names which finished cells are this study's
     device = args.device if args.report_only else pick_device(
         args.device, "--device cuda but no CUDA device is visible here: run where a GPU is, or leave --device out")

@@ -110,7 +110,7 @@ def probe(ask: Ask, device: str, smoke: bool, scratch: Path) -> Probe:
     study = load_study(ask.study)
     if smoke:
         study = shrink_for_smoke(study)
-    study.seeds = [0]
+    study.seeds, study.sequential = [0], None  # the probe times seeds as asked: fixed ones
     rows = len(expand(study))
     study.seeds = list(range(ask.seeds))
     full = study.train.steps

@@ -259,7 +259,8 @@ def family_note(size: int, confidence: float) -> str:
             f"{100 * alpha:g}% for \"shown\" and, separately, for \"refuted\"); the p-values printed are adjusted.")
 
 
-def claims_markdown(checks: list[ClaimCheck]) -> str:
+def claims_markdown(checks: list[ClaimCheck], rule: str = "") -> str:
+    """`rule`: what judged the verdicts when it is not the fixed test (a sequential boundary), on every verdict line."""
     parts = []
     for claim in dict.fromkeys(c.claim.order for c in checks):
         mine = [c for c in checks if c.claim.order == claim]
@@ -268,7 +269,8 @@ def claims_markdown(checks: list[ClaimCheck]) -> str:
         parts += [head, ""]
         for c in mine:
             line = verdict(c.relations, c.pct, c.unit)
-            parts += [f"**Verdict ({c.label}): {line}**", "", *relations_table(c.relations, c.pct, c.unit), ""]
+            at = f", {rule}" if rule else ""
+            parts += [f"**Verdict ({c.label}{at}): {line}**", "", *relations_table(c.relations, c.pct, c.unit), ""]
             if not line.startswith("reproduced") and c.claim.differences:
                 parts += [f"Differences from the source's setup: {c.claim.differences}", ""]
     return "\n".join(parts)

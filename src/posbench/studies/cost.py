@@ -83,12 +83,13 @@ def cost(total: int, todo: int, train_flop: float, workers: int, unit: str = "ce
 _PARAMS: dict[str, int] = {}  # (model, PE) config -> parameter count, kept for the page server's life
 
 
-def estimate(study: StudyConfig, todo: list[Cell] | None = None) -> CostEstimate:
+def estimate(study: StudyConfig, todo: list[Cell] | None = None, cells: list[Cell] | None = None) -> CostEstimate:
     """What starting `study` costs on this machine, before it starts: cells to run and wall minutes. `todo`: the
-    cells still to run (a resumed study skips its finished ones); None: all of them."""
+    cells still to run (a resumed study skips its finished ones); None: all of them. `cells`: the cells `todo` is
+    part of (a sequential study's look); None: the whole grid."""
     from posbench.model.flops import model_stats
 
-    cells = expand(study)
+    cells = expand(study) if cells is None else cells
     todo = cells if todo is None else todo
     flop_per_token: dict[tuple, tuple[float, int]] = {}  # the seeds of a (task, row, axes) share a model
     total = 0.0

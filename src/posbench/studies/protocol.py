@@ -32,8 +32,11 @@ def study_items(study, devices: str = "") -> list[tuple[str, str]]:
     ev, st = study.eval, study.train
     return [("Tasks", "; ".join(task_settings(t) for t in study.tasks)),
             ("Lengths (tokens)", lengths),
-            ("Cells", f"{len(cells)}: {len(study.tasks)} tasks x {len(study.rows())} rows x seeds "
-                      f"{list(study.seeds)}" + (f" x {dict(study.vary)}" if study.vary else "")),
+            ("Cells", (f"{len(cells)}: " if study.sequential is None else f"up to {len(cells)}: ")
+             + f"{len(study.tasks)} tasks x {len(study.rows())} rows x seeds "
+             + (f"{list(study.seeds)}" if study.sequential is None else
+                f"sequential {study.sequential.text()} (start:max:step; the section Sequential seeds)")
+             + (f" x {dict(study.vary)}" if study.vary else "")),
             *run_items(some, counts),
             ("Training", f"{st.steps} steps of batch {st.batch_size} rows, lr {st.lr:g}, warmup {st.warmup_frac:.0%}"
                          f", decay {st.decay_frac:.0%}, {st.curve_points} learning-curve points"),

@@ -8,6 +8,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from dataclasses import replace
 
 from posbench.stats import Summary, pairwise
 
@@ -40,13 +41,16 @@ def summary_rows(rows: list[dict]) -> list[list[str]]:
              *(_pct(r[key]) for _, key in SUMMARY_COLUMNS)] for r in rows]
 
 
-def verdicts(by_group: dict, confidence: float, n_boot: int, margin: float | None) -> list[dict]:
+def verdicts(by_group: dict, confidence: float, n_boot: int, margin: float | None, decided=None) -> list[dict]:
     """One verdict per PE pair of each task (by_group: {(task, axes): {pe: {seed: value}}}): the pair in the order
     the seeds show (`a` > `b` when ordered), the paired difference a - b (points, with its interval) and the verdict
-    after Holm over the task's pairs: what report.md, report.tex and the app show."""
+    after Holm over the task's pairs: what report.md, report.tex and the app show. `decided(task, axes, a, b)`: the
+    verdict when another rule reached it (a sequential study's looks), ">", "<", "~" or "?"."""
     out = []
     for (task, _axes), per_pe in by_group.items():
         for p in pairwise(per_pe, confidence, n_boot, margin):
+            if decided is not None:
+                p = replace(p, verdict=decided(task, _axes, p.a, p.b))
             flip = p.verdict == "<"
             a, b, sign, d = (p.b, p.a, -1, p.diff) if flip else (p.a, p.b, 1, p.diff)
             diff = "n/a" if d.mean is None else f"{sign * 100 * d.mean:+.1f}" + (

@@ -12,7 +12,10 @@ metric's margin) or `?` (inconclusive). Between two runs a pair's verdicts
 - and each row's mean of every metric in `NUMBERS` is checked against the other run's t-interval for that row
   (reported: a 95% interval misses a rerun's mean now and then by design).
 
-Cells are matched by what they are (task, PE, seed, axes), not only by id: runs whose cells differ (PEs renamed under
+A sequential run (studies/sequential.py) is compared like a fixed one: its verdicts on the pair table's metric are the
+ones its report gave at its boundary (kept in its results.json), and since its rule chose how many seeds each row got,
+its cells are matched to the other run's by row (task, PE, axes), not by seed. Cells are matched by what they are
+(task, PE, seed, axes), not only by id: runs whose cells differ (PEs renamed under
 the same ids, a seed missing) are said to. Runs in which no pair was judged in both (two seeds, one PE, PEs renamed)
 reach no conclusions to agree on: `Agreement.same_conclusions` is False and `nothing_judged` says why. Every cell is
 read through studies/cell_result.py, so a value that is not a finite number is refused, never compared.
@@ -43,9 +46,14 @@ def _by_group(cells: list[CellResult], metric: str) -> dict[tuple, dict[str, dic
     return out
 
 
-def verdicts(cells: list[CellResult], metric: str, confidence: float, n_boot: int) -> dict[tuple, str]:
+def verdicts(cells: list[CellResult], metric: str, confidence: float, n_boot: int,
+             looks: dict | None = None) -> dict[tuple, str]:
     """(task, axes, pe_a, pe_b) -> ">" / "<" (a shown above / below b), "~" (shown the same within the margin) or
-    "?" (inconclusive), PEs in name order; pairs with fewer than two paired seeds are left out."""
+    "?" (inconclusive), PEs in name order; pairs with fewer than two paired seeds are left out. `looks`: a sequential
+    run's record (results.json `sequential`): on its metric, the verdicts its report gave."""
+    if looks is not None and looks.get("metric") == metric:
+        return {(p["task"], tuple(sorted((k, str(v)) for k, v in p["axes"].items())), p["a"], p["b"]): p["verdict"]
+                for p in looks["pairs"] if p["verdict"] != "n/a"}
     out = {}
     for (task, axes), per_pe in _by_group(cells, metric).items():
         ordered = {pe: per_pe[pe] for pe in sorted(per_pe)}
@@ -101,19 +109,23 @@ def check_cells(cells: list[CellResult], where: str) -> None:
 
 
 def compare(before: list[CellResult], after: list[CellResult], metric: str = "ood_beyond_acc", confidence: float = 0.95,
-            n_boot: int = 10000, slack: float = 1e-6) -> Agreement:
+            n_boot: int = 10000, slack: float = 1e-6,
+            looks: tuple[dict | None, dict | None] = (None, None)) -> Agreement:
     """Every difference in conclusions between two runs of a study, sorted by kind. `slack`: how far outside an
     interval a mean may lie (an interval of identical seeds has width 0, and float rounding moves a loss in
-    its 7th digit)."""
+    its 7th digit). `looks`: each run's sequential record (`read_looks`), None for a fixed run."""
     check_cells(before, "before")
     check_cells(after, "after")
     out = Agreement()
-    for what, key in (("cell ids", lambda r: r.cell_id), ("cells (task, PE, seed)", identity)):
+    row = lambda r: " ".join(str(x) for x in group_key(r))  # noqa: E731  a row, whatever seeds it got
+    keys = (("rows (task, PE, axes)", row),) if any(x is not None for x in looks) else \
+        (("cell ids", lambda r: r.cell_id), ("cells (task, PE, seed)", identity))
+    for what, key in keys:
         ids_a, ids_b = {key(r) for r in before}, {key(r) for r in after}
         if ids_a != ids_b:
             out.cells.append(f"{what} differ: only before {sorted(ids_a - ids_b)[:5]}, "
                              f"only after {sorted(ids_b - ids_a)[:5]}")
-    va, vb = verdicts(before, metric, confidence, n_boot), verdicts(after, metric, confidence, n_boot)
+    va, vb = (verdicts(c, metric, confidence, n_boot, lk) for c, lk in zip((before, after), looks))
     for key in sorted(set(va) & set(vb), key=str):
         out.pairs += 1
         a_v, b_v = va[key], vb[key]
@@ -138,6 +150,21 @@ def compare(before: list[CellResult], after: list[CellResult], metric: str = "oo
                                    f"[{sa.lo:.4g}, {sa.hi:.4g}], after {sb.mean:.4g} [{sb.lo:.4g}, {sb.hi:.4g}]: "
                                    f"a mean outside the other run's interval")
     return out
+
+
+def read_looks(path: str | Path) -> dict | None:
+    """A sequential run's record of its looks (results.json `sequential`, studies/sequential.record), None for a
+    fixed run; ConfigError when it is not one."""
+    p = Path(path)
+    p = p / "results.json" if p.is_dir() else p
+    looks = json.loads(p.read_text(errors="replace")).get("sequential")
+    ok = looks is None or (isinstance(looks, dict) and isinstance(looks.get("pairs"), list) and all(
+        isinstance(x, dict) and {"task", "axes", "a", "b", "verdict"} <= set(x) and isinstance(x["axes"], dict)
+        for x in looks["pairs"]))
+    if not ok:
+        raise ConfigError(f"{p}: `sequential` is not a record of a sequential study's looks; rerun the study's "
+                          "report (posbench study ... --report-only) to rewrite it")
+    return looks
 
 
 def read_cells(path: str | Path) -> list[CellResult]:

@@ -12,8 +12,17 @@ from pathlib import Path
 
 from posbench.evaluation import protocol as run_protocol
 from posbench.fileio import write_text
-from posbench.stats import DEFAULT_METHOD, interval, interval_label, paired_diffs, pairwise, seeds_needed, success_rate
-from posbench.studies import protocol, report_tex
+from posbench.stats import (
+    DEFAULT_METHOD,
+    INTERVALS,
+    interval,
+    interval_label,
+    paired_diffs,
+    pairwise,
+    seeds_needed,
+    success_rate,
+)
+from posbench.studies import protocol, report_tex, sequential
 from posbench.studies.cell_result import CellResult
 from posbench.studies.claims import DEFAULT_MARGINS, check_claims, claims_markdown, family_note, rules_note
 from posbench.studies.digits_report import beyond_curve_table, exact_by_digits_table
@@ -57,8 +66,16 @@ def _axes_label(axes: dict) -> str:
     return " ".join(f"{k.split('.')[-1]}={v}" for k, v in axes.items())
 
 
+def seeds_label(study: StudyConfig) -> str:
+    """What a table's intervals are: "95% t-interval over 5 seeds"; with sequential seeds each row has its own
+    count (the section Sequential seeds lists them)."""
+    if study.sequential is not None:
+        return f"{100 * study.eval.confidence:g}% {INTERVALS[DEFAULT_METHOD].name} over each row's seeds"
+    return interval_label(DEFAULT_METHOD, study.eval.confidence, len(study.seeds))
+
+
 def summary_table(rows: list[dict], study: StudyConfig) -> str:
-    label = interval_label(DEFAULT_METHOD, study.eval.confidence, len(study.seeds))
+    label = seeds_label(study)
     thr = int(100 * study.eval.success_threshold)
     head = (f"| task | PE{' | axes' if any(r['axes'] for r in rows) else ''} | ID acc % [{label}] | "
             f"OOD beyond train length % [{label}] | OOD all positions % | OOD success (beyond, >= {thr}%) | "
@@ -122,7 +139,7 @@ def exact_reference_table(results: list[CellResult], study: StudyConfig) -> str:
                      f"{stats['id_loss'].fmt(False)} | {verdict} |")
     if not lines:
         return ""
-    label = interval_label(DEFAULT_METHOD, ev.confidence, len(study.seeds))
+    label = seeds_label(study)
     return "\n".join([f"| task | row | params | reference exact % | ours ID exact % [{label}] | ours OOD exact % | "
                       "reference loss/char | ours ID loss/target | verdict |", "|---|---|---|---|---|---|---|---|---|",
                       *lines])
@@ -159,13 +176,17 @@ def _negated(s):
     return replace(s, mean=-s.mean, lo=None if s.hi is None else -s.hi, hi=None if s.lo is None else -s.lo)
 
 
-def comparisons(results: list[CellResult], study: StudyConfig, metric: str = "ood_beyond_acc") -> str:
+def comparisons(results: list[CellResult], study: StudyConfig, metric: str = "ood_beyond_acc",
+                rep: sequential.Replay | None = None) -> str:
     """Per task (and axes): every PE pair as one family (Holm), ordered where the seeds show a difference, "the
-    same" where they show equivalence within the metric's margin, undecided otherwise."""
+    same" where they show equivalence within the metric's margin, undecided otherwise. `rep`: a sequential study's
+    looks, whose verdicts (reached at the boundary, kept from the look that decided them) replace the fixed test's."""
     ev, margin = study.eval, DEFAULT_MARGINS.get(metric)
     out = []
     for (task, axes), per_pe in by_group(results, metric).items():
         pairs = pairwise(per_pe, ev.confidence, ev.n_boot, margin)
+        if rep is not None:
+            pairs = [_at_look(p, rep.pair(task, axes, p.a, p.b)) for p in pairs]
         judged = [p for p in pairs if p.p_differ is not None]
         ordered = [f"{p.a} > {p.b} ({p.diff.fmt()} pts)" if p.verdict == ">" else
                    f"{p.b} > {p.a} ({_negated(p.diff).fmt()} pts)" for p in pairs if p.verdict in "<>"]
@@ -177,8 +198,21 @@ def comparisons(results: list[CellResult], study: StudyConfig, metric: str = "oo
             parts.append(f"the same within +-{100 * margin:g} pts: {'; '.join(same)}")
         if open_:
             parts.append(f"inconclusive: {'; '.join(open_)}")
-        out.append(f"- **{label}** (Holm over {len(judged)} pairs): " + ". ".join(parts))
+        rule = "" if rep is None else f" at the sequential boundary ({rep.boundary.describe()})"
+        out.append(f"- **{label}** (Holm over {len(judged)} pairs{rule}): " + ". ".join(parts))
     return "\n".join(out)
+
+
+def _state(v: sequential.Verdict | None) -> str:
+    """A pair's verdict symbol as the sequential looks reached it ("?" when they never judged it)."""
+    return "?" if v is None or v.state == "n/a" else v.state
+
+
+def _at_look(p, v: sequential.Verdict | None):
+    """A pair's verdict as the sequential looks reached it (undecided when the looks never judged it)."""
+    if v is None or v.state == "n/a":
+        return replace(p, verdict="?")
+    return replace(p, verdict=v.state, p_differ=v.p_a, p_same=v.p_b)
 
 
 def _at_chance(values: dict, chance: float | None, margin: float) -> bool:
@@ -222,7 +256,7 @@ def seed_calibration_rows(results: list[CellResult], ev, metric: str = "ood_beyo
 
 def seed_calibration(results: list[CellResult], study: StudyConfig, metric: str = "ood_beyond_acc") -> str:
     """The seed calibration table of report.md (`seed_calibration_rows`)."""
-    label = interval_label(DEFAULT_METHOD, study.eval.confidence, len(study.seeds))
+    label = seeds_label(study)
     heads = [f"{h} [{label}]" if h == SEED_COLUMNS[2] else h for h in SEED_COLUMNS]
     lines = ["| " + " | ".join(heads) + " |", "|" + "---|" * len(heads)]
     lines += ["| " + " | ".join(r.values()) + " |" for r in seed_calibration_rows(results, study.eval, metric)]
@@ -239,24 +273,47 @@ def claim_groups(results: list[CellResult], metric: str) -> dict[str, dict[str, 
     return dict(groups)
 
 
-def claims_report(results: list[CellResult], study: StudyConfig) -> str:
+def claims_report(results: list[CellResult], study: StudyConfig, rep: sequential.Replay | None = None) -> str:
+    """`rep`: a sequential study's looks: each relation's p-values are those of the look that decided it (or the
+    last look), on the fixed test's scale at the sequential boundary."""
     jobs = [(claim, claim_groups(results, claim.metric), True, "pts") for claim in study.claims]
     checks, size = check_claims(jobs, study.eval.confidence, study.eval.n_boot)
-    return "\n".join([rules_note(study.eval.confidence), "", family_note(size, study.eval.confidence), "",
-                      claims_markdown(checks)])
+    notes = [rules_note(study.eval.confidence), "", family_note(size, study.eval.confidence)]
+    if rep is not None:
+        for c in checks:
+            for i, r in enumerate(c.relations):
+                v = rep.relations.get((c.claim.order, c.label, i))
+                if v is not None and v.state != "n/a":
+                    r.p_shown_adj, r.p_refuted_adj = v.p_a, v.p_b
+        notes += ["", f"Sequential seeds: each relation judged at the boundary ({rep.boundary.describe()}) at every "
+                  "look its rows took part in, its verdict kept from the look that decided it; p-values are on the "
+                  "fixed test's scale (p x alpha / the look's level)."]
+    rule = "" if rep is None else f"at the sequential boundary ({rep.boundary.describe()})"
+    return "\n".join([*notes, "", claims_markdown(checks, rule)])
+
+
+def seeds_text(study: StudyConfig, results: list[CellResult]) -> str:
+    """ "5 seeds", or for sequential seeds "sequential seeds 3:10:1 (3-7 per row)"."""
+    if study.sequential is None:
+        return f"{len(study.seeds)} seeds"
+    counts = Counter(group_key(r) for r in results).values()
+    return (f"sequential seeds {study.sequential.text()} (start:max:step; "
+            f"{min(counts, default=0)}-{max(counts, default=0)} per row)")
 
 
 def write_outputs(out_dir: Path, results: list[CellResult], study: StudyConfig, plots: list[str]) -> str:
     rows = summarize(results, study)
     pct = int(100 * study.eval.confidence)
+    rep = None if study.sequential is None else sequential.replay(
+        study, results, list(dict.fromkeys(group_key(r) for r in results)))
     parts = [f"# Study `{study.name}`", "",
              f"{len(results)} cells: {len(study.tasks)} tasks x {len(study.rows())} rows (PEs, arms) x "
-             f"{len(study.seeds)} seeds"
+             f"{seeds_text(study, results)}"
              + (f" x {', '.join(f'{k} {v}' for k, v in study.vary.items())}" if study.vary else "")
              + f"; {study.train.steps} steps, batch {study.train.batch_size}, lr {study.train.lr}; "
              f"{study.eval.n_examples} evaluation examples per split. Accuracy is per target position "
              f"(teacher forcing); intervals are {pct}% Student t-intervals of the mean over seeds "
-             f"({interval_label(DEFAULT_METHOD, study.eval.confidence, len(study.seeds))}; docs/statistics.md says "
+             f"({seeds_label(study)}; docs/statistics.md says "
              "why this method). OOD examples are longer than "
              "any training example: *beyond train length* scores only their target positions past the "
              "training length (extrapolation); *all positions* also counts the positions inside it."
@@ -271,7 +328,7 @@ def write_outputs(out_dir: Path, results: list[CellResult], study: StudyConfig, 
         parts += ["## Exact match against the reference", "", study.reference_note, "", exact, ""]
     by_digits = exact_by_digits_table(results, study.eval.confidence, study.eval.n_boot)
     if by_digits:
-        label = interval_label(DEFAULT_METHOD, study.eval.confidence, len(study.seeds))
+        label = seeds_label(study)
         parts += [f"## Exact match per digit count ({label})", "", by_digits]
     by_step = beyond_curve_table(results, study.eval.confidence, study.eval.n_boot)
     if by_step:
@@ -281,14 +338,16 @@ def write_outputs(out_dir: Path, results: list[CellResult], study: StudyConfig, 
                   "the right ones before it), at the longest trained digit count and on groups of untrained counts up "
                   "to the longest tested, mean % [CI] over seeds.", "", by_step]
     parts += long_context_section(results, study.eval.length_grid.keep, study.eval.confidence, study.eval.n_boot)
+    if rep is not None:
+        parts += sequential.section(rep, study)
     if study.claims:
-        parts += ["## Published claims, reproduced or not", "", claims_report(results, study), ""]
+        parts += ["## Published claims, reproduced or not", "", claims_report(results, study, rep), ""]
     parts += ["## Which PEs differ on OOD accuracy beyond the training length", "",
               f"Per task, every pair of PEs: a paired t test over seeds ({pct}%) of \"they differ\" and two "
               f"one-sided tests of \"the same within +-{100 * DEFAULT_MARGINS['ood_beyond_acc']:g} pts\", each "
               "adjusted with Holm over the task's pairs (family-wise error "
               f"{100 - pct}%). Differences in points, {pct}% t-intervals, before adjustment.", "",
-              comparisons(results, study), "",
+              comparisons(results, study, rep=rep), "",
               "## How many seeds separate the top two PEs", "",
               f"Smallest n whose {pct}% t-interval of the paired per-seed differences excludes 0 with this mean and "
               "spread (t_{n-1} * sd / sqrt(n) < |mean|), if the effect stays as these seeds show it; one pair, "
@@ -296,12 +355,15 @@ def write_outputs(out_dir: Path, results: list[CellResult], study: StudyConfig, 
               seed_calibration(results, study), "", "## Plots", ""] + [f"![{p}]({p})" for p in plots]
     report = "\n".join(parts) + "\n"
     write_text(out_dir / "report.md", report)
-    write_text(out_dir / "results.json", json.dumps({"study": study.name, "cells": [r.to_data() for r in results]},
-                                                    indent=1, sort_keys=True))
+    data = {"study": study.name, "cells": [r.to_data() for r in results]}
+    if rep is not None:  # the looks' verdicts, as data (a fixed study's results.json is as it was)
+        data["sequential"] = sequential.record(rep, study.sequential)
+    write_text(out_dir / "results.json", json.dumps(data, indent=1, sort_keys=True))
     write_text(out_dir / "results.csv", to_csv(results))
     metric = "ood_beyond_acc"
+    decided = None if rep is None else (lambda task, axes, a, b: _state(rep.pair(task, axes, a, b)))
     verdicts = report_tex.verdicts(by_group(results, metric), study.eval.confidence, study.eval.n_boot,
-                                       DEFAULT_MARGINS.get(metric))
+                                   DEFAULT_MARGINS.get(metric), decided)
     write_text(out_dir / "report.tex", report_tex.report_tex(study.name, rows, verdicts, study.eval.confidence))
     write_text(out_dir / "summary.csv", report_tex.summary_csv(rows, METRICS))
     return summary_table(rows, study)

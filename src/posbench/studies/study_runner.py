@@ -177,13 +177,15 @@ def seed_major(cells: list[Cell], seeds: list[int]) -> list[Cell]:
     return sorted(cells, key=lambda c: rank[c.seed])
 
 
-def _estimate_line(study: StudyConfig, todo: list[Cell]) -> str | None:
+def _estimate_line(study: StudyConfig, todo: list[Cell], cells: list[Cell] | None = None) -> str | None:
     """The study's wall-time estimate on this machine (`studies/cost.estimate`, the app's too), or None where it
-    does not apply: cells on a GPU, where the quickstart's CPU rate says nothing."""
+    does not apply: cells on a GPU, where the quickstart's CPU rate says nothing. `cells`: a sequential look's."""
     from posbench.studies.cost import estimate
 
     if any(o.startswith("train.device=") and o != "train.device=cpu" for o in study.overrides):
         return None
+    if cells is not None:  # a look of sequential seeds: later looks, if any, are not known yet
+        return f"estimate of this look: {estimate(study, todo, cells).text()}"
     return f"estimate: {estimate(study, todo).text()}"
 
 
@@ -245,6 +247,80 @@ def _cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def _train(study: StudyConfig, cells: list[Cell], todo: list[Cell], out_dir: Path, workers: int | None,
+           progress: bool, batch_seeds: bool, log, rounds: Rounds | None) -> None:
+    """Train `todo` (of the study's `cells`) in worker processes, `rounds` rewriting the report as seed rounds
+    complete; an interrupt writes the report of what finished and raises `Interrupted`."""
+    workers = min(workers or study.workers, max(1, len(todo)))
+    if todo:
+        line = _estimate_line(replace(study, workers=workers), todo, None if rounds is not None else cells)
+        if line:
+            log(line)
+    matmul, matmul_note = study_matmul(todo, out_dir) if todo else (None, "")  # measured once, recorded in <out>
+    if matmul_note:
+        log(matmul_note)
+    groups = seed_groups(todo, workers, batch_seeds)
+    separate = {}
+    for g in groups:
+        if g.reason is not None:
+            separate.setdefault(g.reason, []).append(g.cells[0].cell_id)
+    bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"study {study.name}", unit="cell",
+               disable=not progress)
+    for reason, ids in separate.items():
+        if batch_seeds:  # the model-level reasons (a probe that fails) are in the group's log
+            tqdm.write(f"trained separately ({reason}): {', '.join(ids)}")
+    failures = []
+    sizes = {g.name: len(g.cells) for g in groups}
+
+    def done(name: str) -> None:
+        bar.update(sizes[name])
+        if rounds is not None:
+            rounds.after_job()
+
+    try:
+        # today the whole grid, seed-major, is one call: workers never idle at a round's end, and `Rounds` reports
+        # each round as it completes; a per-round decision (sequential seeds) calls it once per round instead
+        failures = run_round(groups, out_dir, workers, matmul, done)
+    except KeyboardInterrupt:
+        bar.close()
+        n = sum(cell_path(out_dir, c).is_file() for c in cells)
+        report = write_report(study, cells, out_dir, finished_only=True) if n else out_dir / "report.md"
+        raise Interrupted(n, len(cells), report) from None
+    bar.close()
+    if failures:
+        raise RuntimeError(f"{len(failures)} jobs failed (logs in {out_dir / 'logs'}); re-run to retry them:\n"
+                           + "\n".join(failures))
+
+
+def _sequential(study: StudyConfig, cells: list[Cell], out_dir: Path, workers: int | None, progress: bool,
+                batch_seeds: bool, log, report_only: bool = False) -> tuple[list[Cell], list[Cell]]:
+    """Round after round: train the cells the last look wants, look again (`sequential.replay` over the finished
+    cells), until every row has stopped; the report is rewritten after each look. Returns the cells the looks
+    judged and those trained now. `report_only`: every cell the looks want must be finished already."""
+    from posbench.studies import sequential
+
+    rows, ran, done = sequential.rows_of(cells), [], {}
+    rep = sequential.replay(study, [], rows)
+    while not rep.finished:
+        want, looks = sequential.wanted(cells, rep), rep.looks_done
+        if report_only and (refusal := report_only_refusal(out_dir, want)):
+            raise ConfigError(f"{refusal} (look {rep.looks_done + 1} of the sequential seeds wants them)")
+        todo = [c for c in seed_major(want, study.seeds) if not finished(out_dir, c)]
+        _train(study, want, todo, out_dir, workers, progress, batch_seeds, log, None)
+        ran += todo
+        for c in want:  # every look's cells: a row that stopped at an earlier look is judged on them again
+            if c.cell_id not in done:
+                done[c.cell_id] = loads_cell(cell_path(out_dir, c).read_text(), str(cell_path(out_dir, c)), c.cell_id)
+        rep = sequential.replay(study, list(done.values()), rows)
+        if rep.looks_done == looks:  # a grid cut short (`limit`) lacks the look's cells: report what there is
+            break
+        if todo and not rep.finished:  # a resumed study's looks over finished cells write no report between
+            write_report(study, sequential.used(cells, rep), out_dir, finished_only=True)
+            log(f"look {rep.looks_done} ({max(rep.seeds.values())} seeds): {len(rep.wants)} of {len(rows)} rows "
+                f"undecided get more seeds; {out_dir / 'report.md'} rewritten")
+    return sequential.used(cells, rep), ran
+
+
 def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, progress: bool = True,
               limit: int | None = None, batch_seeds: bool = False, report_only: bool = False,
               log=tqdm.write, command: str = "") -> dict:
@@ -262,52 +338,18 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
     out_dir = Path(out_dir)
     cells = expand(study)[:limit]  # a grid that cannot expand is refused before any directory is made
     check_finished_cells(out_dir, cells)  # before any work: old cells are never reported as this study's
-    if report_only and (refusal := report_only_refusal(out_dir, cells)):  # it moves, deletes and makes nothing
+    # it moves, deletes and makes nothing; a sequential study's looks say which cells it needs (`_sequential`)
+    if report_only and study.sequential is None and (refusal := report_only_refusal(out_dir, cells)):
         raise ConfigError(refusal)
     with user_paths():  # --out is the user's: a file in its way, no permission to write there
         for sub in () if report_only else ("cells", "specs", "logs", "work"):
             (out_dir / sub).mkdir(parents=True, exist_ok=True)
-    todo = [c for c in seed_major(cells, study.seeds) if not finished(out_dir, c)]
-    workers = min(workers or study.workers, max(1, len(todo)))
-    if todo:
-        line = _estimate_line(replace(study, workers=workers), todo)
-        if line:
-            log(line)
-    matmul, matmul_note = study_matmul(todo, out_dir) if todo else (None, "")  # measured once, recorded in <out>
-    if matmul_note:
-        log(matmul_note)
-    groups = seed_groups(todo, workers, batch_seeds)
-    separate = {}
-    for g in groups:
-        if g.reason is not None:
-            separate.setdefault(g.reason, []).append(g.cells[0].cell_id)
     t0, cpu0 = time.perf_counter(), _cpu_seconds()
-    bar = tqdm(total=len(cells), initial=len(cells) - len(todo), desc=f"study {study.name}", unit="cell",
-               disable=not progress)
-    for reason, ids in separate.items():
-        if batch_seeds:  # the model-level reasons (a probe that fails) are in the group's log
-            tqdm.write(f"trained separately ({reason}): {', '.join(ids)}")
-    failures = []
-    sizes = {g.name: len(g.cells) for g in groups}
-    rounds = Rounds(study, cells, out_dir, log)
-
-    def done(name: str) -> None:
-        bar.update(sizes[name])
-        rounds.after_job()
-
-    try:
-        # today the whole grid, seed-major, is one call: workers never idle at a round's end, and `Rounds` reports
-        # each round as it completes; a per-round decision (sequential seeds) calls it once per round instead
-        failures = run_round(groups, out_dir, workers, matmul, done)
-    except KeyboardInterrupt:
-        bar.close()
-        n = sum(cell_path(out_dir, c).is_file() for c in cells)
-        report = write_report(study, cells, out_dir, finished_only=True) if n else out_dir / "report.md"
-        raise Interrupted(n, len(cells), report) from None
-    bar.close()
-    if failures:
-        raise RuntimeError(f"{len(failures)} jobs failed (logs in {out_dir / 'logs'}); re-run to retry them:\n"
-                           + "\n".join(failures))
+    if study.sequential is None:
+        todo = [c for c in seed_major(cells, study.seeds) if not finished(out_dir, c)]
+        _train(study, cells, todo, out_dir, workers, progress, batch_seeds, log, Rounds(study, cells, out_dir, log))
+    else:  # look after each round; only the rows still undecided get the next one (studies/sequential.py)
+        cells, todo = _sequential(study, cells, out_dir, workers, progress, batch_seeds, log, report_only)
     report_cpu = time.process_time()
     results = [loads_cell(cell_path(out_dir, c).read_text(), str(cell_path(out_dir, c)), c.cell_id) for c in cells]
     plots = all_plots(results, out_dir, study.eval.confidence)

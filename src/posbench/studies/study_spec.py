@@ -3,7 +3,7 @@
     name: quickstart
     tasks: [{name: k_back, k: 3}, {name: modular_sum}]
     pes: [{name: rope}, {name: alibi}]
-    seeds: [0, 1, 2]
+    seeds: [0, 1, 2]                                     # or {start: 3, max: 10, step: 1}: sequential seeds
     overrides: [model.d_model=128, model.n_heads=4]       # dotted RunConfig overrides for every cell
     vary: {model.n_layers: [1, 4, 16], study.train.steps: [100, 300]}   # extra grid axes
     arms:                                                   # rows that are not a decoder PE (model.arch)
@@ -37,6 +37,7 @@ from posbench.pe import PEConfig
 from posbench.pe.none import NoPE
 from posbench.studies.claims import ClaimConfig, check_names
 from posbench.studies.length_grid import LengthGridConfig
+from posbench.studies.sequential import SequentialSeeds
 
 METRICS = ("id_acc", "ood_beyond_acc", "ood_acc", "ood_within_acc", "id_loss", "ood_loss", "gap")  # per cell
 # what a claim may compare: the per-cell metrics, and exact match (every answer token right, teacher-forced: greedy
@@ -101,7 +102,9 @@ class StudyConfig(Checked):
     name: str = "study"
     tasks: list[TaskConfig] = field(default_factory=list)
     pes: list[PEConfig] = field(default_factory=list)
-    seeds: list[int] = field(default_factory=lambda: [0, 1, 2])
+    # a list: every row gets these seeds; {start, max, step}: sequential seeds (studies/sequential.py), moved to
+    # `sequential` when loaded, with `seeds` the grid's every possible seed, 0 .. max - 1
+    seeds: list[int] | SequentialSeeds = field(default_factory=lambda: [0, 1, 2])
     overrides: list[str] = field(default_factory=list)
     vary: dict[str, Any] = field(default_factory=dict)
     arms: list[StudyArm] = field(default_factory=list)
@@ -116,8 +119,10 @@ class StudyConfig(Checked):
     reference_note: str = ""
     # published orderings judged on our seeds (studies/claims.py), each ending in a verdict line
     claims: list[ClaimConfig] = field(default_factory=list)
+    sequential: SequentialSeeds | None = None  # set from `seeds: {start, max, step}`; None: fixed seeds
 
     def check(self) -> None:
+        self._sequential_seeds()
         if not self.tasks or not (self.pes or self.arms) or not self.seeds:
             raise ConfigError("a study needs at least one task, one PE (or arm) and one seed")
         if any(s < 0 for s in self.seeds):  # the task sources' seeds: refused here, before any cell's files exist
@@ -145,6 +150,17 @@ class StudyConfig(Checked):
             check_names(claim.tasks, tasks, f"claim `{claim.order}`", "task")
             if claim.metric not in CLAIM_METRICS:
                 raise ConfigError(f"claim `{claim.order}`: metric `{claim.metric}` is not one of {CLAIM_METRICS}")
+
+    def _sequential_seeds(self) -> None:
+        """`seeds: {start, max, step}` -> `sequential`, and `seeds` every seed a row may get. A config written back
+        (to_dict) holds both; they must agree."""
+        if isinstance(self.seeds, SequentialSeeds):
+            if self.sequential is not None and self.sequential != self.seeds:
+                raise ConfigError("study: give sequential seeds once, as `seeds: {start, max, step}`")
+            self.sequential, self.seeds = self.seeds, list(range(self.seeds.max))
+        elif self.sequential is not None and any(not 0 <= s < self.sequential.max for s in self.seeds):
+            raise ConfigError(f"study: `sequential` draws seeds 0 .. {self.sequential.max - 1}, got "
+                              f"{brief(self.seeds)}; write `seeds: {{start, max, step}}` alone")
 
     def rows(self) -> list[StudyArm]:
         """Every row of the grid: one decoder arm per entry of `pes` (labelled by the PE), then `arms`. A PE listed
@@ -226,7 +242,7 @@ def shrink_for_smoke(study: StudyConfig) -> StudyConfig:
     command as written (`--smoke` or POSBENCH_STUDY_SMOKE=1). Its numbers mean nothing, so it gets its own
     output directory."""
     study.name = f"{study.name}_smoke"
-    study.seeds = study.seeds[:1]
+    study.seeds, study.sequential = study.seeds[:1], None  # one seed: nothing to look at twice
     study.train.steps, study.train.curve_points = 20, 2
     study.eval.n_examples, study.eval.n_boot = 16, 200
     return study
