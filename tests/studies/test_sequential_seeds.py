@@ -4,6 +4,7 @@ calibration that can fail, and a study run sequentially end to end."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 
 from posbench.errors import ConfigError
 from posbench.stats_sequential import SPENDING, Boundary, nominal_levels
+from posbench.studies.cell_result import CellResult, parse_cell
 from posbench.studies.sequential import (
     SequentialSeeds,
     parse_sequential,
@@ -98,9 +100,10 @@ def test_looking_after_every_seed_inflates_the_level_and_the_boundary_does_not()
     assert rates["sequential_obrien_fleming"]["power"]["normal"] > 0.5 * rates["fixed_8"]["power"]["normal"]
 
 
-def cells(values: dict[str, list[float]], task: str = "k_back", metric: str = "ood_beyond_acc") -> list[dict]:
-    return [{"cell_id": f"{task}_{pe}_s{s}", "task": task, "pe": pe, "seed": s, "axes": {}, metric: v,
-             "id_acc": 1.0, "ood_acc": v, "id_loss": 1.0, "ood_loss": 2.0}
+def cells(values: dict[str, list[float]], task: str = "k_back", metric: str = "ood_beyond_acc") -> list[CellResult]:
+    # written as an old (keyless) cell file is: the reader's migration fills every field since with null
+    return [parse_cell({"cell_id": f"{task}_{pe}_s{s}", "task": task, "pe": pe, "seed": s, "axes": {}, metric: v,
+                        "id_acc": 1.0, "ood_acc": v, "id_loss": 1.0, "ood_loss": 2.0})
             for pe, vs in values.items() for s, v in enumerate(vs)]
 
 
@@ -129,15 +132,15 @@ def test_a_row_stops_when_its_relations_are_decided_and_its_verdicts_are_kept(tm
     assert done.why[("k_back", "learned", ())] == "reached max (5 seeds) with 1 undecided: alibi vs learned"
     assert done.pair("k_back", (), "rope", "learned").state == ">"  # oriented as asked
     assert done.pair("k_back", (), "rope", "alibi").seeds == 3
-    assert sorted(c.cell_id for c in used(expand(s), done)) == sorted(c["cell_id"] for c in held)
+    assert sorted(c.cell_id for c in used(expand(s), done)) == sorted(c.cell_id for c in held)
 
 
 def test_an_undecided_claim_keeps_its_rows_running(tmp_path):
     # every pair is decided at 3 seeds on the table's metric, but the claim on id_acc is not: its two rows go on
     s = study(tmp_path, extra="claims: [{order: 'learned > alibi', metric: id_acc}]\n")
     data = cells({"rope": [0.9, 0.93, 0.91], "learned": [0.1, 0.11, 0.12], "alibi": [0.5, 0.52, 0.51]})
-    for c in data:
-        c["id_acc"] = {"rope": 0.9, "learned": 0.5 + 0.01 * (c["seed"] % 2), "alibi": 0.5}[c["pe"]] + 0.003 * c["seed"]
+    data = [dataclasses.replace(c, id_acc={"rope": 0.9, "learned": 0.5 + 0.01 * (c.seed % 2), "alibi": 0.5}[c.pe]
+                                + 0.003 * c.seed) for c in data]
     rep = replay(s, data, rows_of(expand(s)))
     assert all(v.seeds == 3 for v in rep.pairs.values())
     assert rep.wants == {("k_back", "learned", ()): 4, ("k_back", "alibi", ()): 4}
@@ -203,7 +206,8 @@ def test_the_quickstart_looks_as_a_run_would_and_decides_what_5_fixed_seeds_do(t
     chosen, trained = _sequential(s, expand(s), tmp_path, 1, False, False, lambda line: None, report_only=True)
     assert trained == [] and len(chosen) == 93
     ids = {c.cell_id for c in chosen}
-    mine = [c for c in committed if c["cell_id"] in ids]
+    committed = [parse_cell(c) for c in committed]
+    mine = [c for c in committed if c.cell_id in ids]
     looks = record(replay(s, mine, rows_of(expand(s))), s.sequential)
     assert sorted(r["seeds"] for r in looks["rows"]) == [4] * 7 + [5] * 13  # 7 rows decided by 4 seeds
     head = [p for p in looks["pairs"] if "rope" in (p["a"], p["b"]) and p["task"] != "modular_sum"]
