@@ -27,6 +27,7 @@ from tqdm import tqdm
 from posbench.config_loader import to_dict
 from posbench.errors import ConfigError, user_paths
 from posbench.fileio import write_text
+from posbench.grid.arm import migrate_spec, spec_form
 from posbench.procpool import call_logged, run_jobs
 from posbench.studies.cell_result import cell_problem, dumps_cell, loads_cell
 from posbench.studies.published import write_result
@@ -51,9 +52,7 @@ def cell_spec(cell: Cell) -> str:
     trains and is scored with. Not the grid's lists (other PEs, tasks, seeds), the workers, the name, or what only
     the report reads (confidence, n_boot, success_threshold, references, claims)."""
     s = cell.study
-    arm = None if cell.arm is None else to_dict(cell.arm)
-    if arm is not None and not arm["task"]:  # an arm without task options keeps the spec it had before they existed
-        del arm["task"]
+    arm = spec_form(cell.arm)  # an arm without task options or run settings keeps the spec it had before those
     spec = {"task": to_dict(cell.task), "pe": to_dict(cell.pe), "seed": cell.seed, "axes": cell.axes,
             "arm": arm, "overrides": list(s.overrides),
             "train": to_dict(s.train), "eval": {"n_examples": s.eval.n_examples, "seed": s.eval.seed}}
@@ -122,6 +121,7 @@ def check_finished_cells(out_dir: Path, cells: list[Cell]) -> None:
         if old is None:
             continue
         rename_prope_fraction(old)  # a spec recorded before a setting was renamed names it as it is now
+        migrate_spec(old)  # and one recorded while an arm's settings were dotted text holds them as `run` now
         if old != new:
             stale.append(f"{cell.cell_id} ({', '.join(k for k in sorted(new) if old.get(k) != new[k])})")
     if stale:
