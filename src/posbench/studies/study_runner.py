@@ -28,6 +28,7 @@ from posbench.config_loader import to_dict
 from posbench.errors import ConfigError, user_paths
 from posbench.fileio import write_text
 from posbench.grid.arm import migrate_spec, spec_form
+from posbench.grid.cells import CELL_KINDS, GridCell, pending, seed_major
 from posbench.procpool import call_logged, run_jobs
 from posbench.studies.cell_result import cell_problem, dumps_cell, loads_cell
 from posbench.studies.published import write_result
@@ -170,13 +171,6 @@ class Interrupted(KeyboardInterrupt):
         self.finished, self.cells, self.report = finished, cells, report
 
 
-def seed_major(cells: list[Cell], seeds: list[int]) -> list[Cell]:
-    """The cells in seed rounds: every row at the first seed, then every row at the next, ...; within a round the
-    grid's order. After the first round a complete (if undecided) table exists."""
-    rank = {seed: i for i, seed in enumerate(seeds)}
-    return sorted(cells, key=lambda c: rank[c.seed])
-
-
 def _estimate_line(study: StudyConfig, todo: list[Cell]) -> str | None:
     """The study's wall-time estimate on this machine (`studies/cost.estimate`, the app's too), or None where it
     does not apply: cells on a GPU, where the quickstart's CPU rate says nothing."""
@@ -184,7 +178,28 @@ def _estimate_line(study: StudyConfig, todo: list[Cell]) -> str | None:
 
     if any(o.startswith("train.device=") and o != "train.device=cpu" for o in study.overrides):
         return None
-    return f"estimate: {estimate(study, todo).text()}"
+    return estimate(study, todo).text()
+
+
+@CELL_KINDS.register("task")
+class TaskCell(GridCell):
+    """A study's task-training cell (grid/cells.py): its result is `<out>/cells/<cell_id>.json`."""
+
+    item: Cell
+
+    @property
+    def cell_id(self) -> str:
+        return self.item.cell_id
+
+    def is_done(self, out_dir: Path) -> bool:
+        return finished(out_dir, self.item)  # a damaged or foreign file is moved aside: not done
+
+    def run(self, out_dir: Path) -> None:
+        _run_and_save([self.item], str(out_dir))
+
+    def read(self, out_dir: Path):
+        path = cell_path(out_dir, self.item)
+        return loads_cell(path.read_text(), str(path), self.cell_id)
 
 
 class Rounds:
@@ -267,12 +282,14 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
     with user_paths():  # --out is the user's: a file in its way, no permission to write there
         for sub in () if report_only else ("cells", "specs", "logs", "work"):
             (out_dir / sub).mkdir(parents=True, exist_ok=True)
-    todo = [c for c in seed_major(cells, study.seeds) if not finished(out_dir, c)]
-    workers = min(workers or study.workers, max(1, len(todo)))
-    if todo:
-        line = _estimate_line(replace(study, workers=workers), todo)
-        if line:
-            log(line)
+    def fit(todo: list) -> int:  # no more workers than jobs
+        return min(workers or study.workers, max(1, len(todo)))
+
+    # the grid's order (grid/cells.py): seed-major, finished cells skipped, the estimate before the first
+    todo = [c.item for c in pending([TaskCell(c) for c in cells], study.seeds, out_dir,
+                                    lambda todo: _estimate_line(replace(study, workers=fit(todo)),
+                                                                [c.item for c in todo]), log)]
+    workers = fit(todo)
     matmul, matmul_note = study_matmul(todo, out_dir) if todo else (None, "")  # measured once, recorded in <out>
     if matmul_note:
         log(matmul_note)
