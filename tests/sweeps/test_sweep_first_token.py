@@ -4,7 +4,7 @@ from types import SimpleNamespace
 
 from posbench.grid.arm import Arm
 from posbench.studies.claims import ClaimConfig
-from posbench.sweeps.sweep_report import FIRST_TOKEN, build_tables, claims_report
+from posbench.sweeps.sweep_report import FIRST_TOKEN, build_tables, claims_part
 from posbench.sweeps.sweep_spec import SweepConfig
 
 
@@ -30,5 +30,5 @@ def test_claim_values_are_the_training_length_rows_and_the_judge_decides_a_clear
     tables = build_tables(sweep, runs, results)
     assert tables["first_token_train"].by_seed[("nano", "rope", FIRST_TOKEN)] == {0: 0.30, 1: 0.31, 2: 0.32}
     assert tables["first_token"].values[("nano", "gated", "256")] == [0.01, 0.01, 0.01]
-    text = claims_report(sweep, tables, ["nano"])
+    text = "\n".join(claims_part(sweep, tables, ["nano"]))
     assert "Verdict (nano): reproduced" in text, text

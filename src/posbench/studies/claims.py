@@ -282,6 +282,19 @@ def rules_note(confidence: float) -> str:
             "shown nor refuted is inconclusive; a claim is reproduced only when every relation is shown.")
 
 
+CLAIMS_HEADING = "## Published claims, reproduced or not"
+
+
+def report_section(jobs: list[tuple[ClaimConfig, dict[str, dict[str, dict]], bool, str]], confidence: float,
+                   n_boot: int) -> list[str]:
+    """The claims part of a report, the same for a study and a sweep (their writers differ only in where the
+    per-seed values come from, `jobs` as `check_claims` takes them): the heading, the test's rules, the family
+    note, then every claim's verdict and relations."""
+    checks, size = check_claims(jobs, confidence, n_boot)
+    return [CLAIMS_HEADING, "", "\n".join([rules_note(confidence), "", family_note(size, confidence), "",
+                                           claims_markdown(checks)]), ""]
+
+
 def claims_section(claims: list[ClaimConfig], groups: dict[str, dict[str, dict]], confidence: float, n_boot: int,
                    pct: bool = True, unit: str = "pts") -> str:
     """Markdown for every claim x group ({group label: {pe: {seed: value}}}, one group per task), judged as

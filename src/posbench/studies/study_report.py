@@ -15,7 +15,7 @@ from posbench.fileio import write_text
 from posbench.stats import DEFAULT_METHOD, interval, interval_label, paired_diffs, pairwise, seeds_needed, success_rate
 from posbench.studies import protocol, report_tex
 from posbench.studies.cell_result import CellResult
-from posbench.studies.claims import DEFAULT_MARGINS, check_claims, claims_markdown, family_note, rules_note
+from posbench.studies.claims import DEFAULT_MARGINS, report_section
 from posbench.studies.digits_report import beyond_curve_table, exact_by_digits_table
 from posbench.studies.long_context_report import long_context_section
 from posbench.studies.study_spec import METRICS, StudyConfig
@@ -239,11 +239,10 @@ def claim_groups(results: list[CellResult], metric: str) -> dict[str, dict[str, 
     return dict(groups)
 
 
-def claims_report(results: list[CellResult], study: StudyConfig) -> str:
+def claims_part(results: list[CellResult], study: StudyConfig) -> list[str]:
+    """The report's claims section (studies/claims.report_section, a sweep's too), judged per task on the cells."""
     jobs = [(claim, claim_groups(results, claim.metric), True, "pts") for claim in study.claims]
-    checks, size = check_claims(jobs, study.eval.confidence, study.eval.n_boot)
-    return "\n".join([rules_note(study.eval.confidence), "", family_note(size, study.eval.confidence), "",
-                      claims_markdown(checks)])
+    return report_section(jobs, study.eval.confidence, study.eval.n_boot)
 
 
 def write_outputs(out_dir: Path, results: list[CellResult], study: StudyConfig, plots: list[str]) -> str:
@@ -282,7 +281,7 @@ def write_outputs(out_dir: Path, results: list[CellResult], study: StudyConfig, 
                   "to the longest tested, mean % [CI] over seeds.", "", by_step]
     parts += long_context_section(results, study.eval.length_grid.keep, study.eval.confidence, study.eval.n_boot)
     if study.claims:
-        parts += ["## Published claims, reproduced or not", "", claims_report(results, study), ""]
+        parts += claims_part(results, study)
     parts += ["## Which PEs differ on OOD accuracy beyond the training length", "",
               f"Per task, every pair of PEs: a paired t test over seeds ({pct}%) of \"they differ\" and two "
               f"one-sided tests of \"the same within +-{100 * DEFAULT_MARGINS['ood_beyond_acc']:g} pts\", each "
