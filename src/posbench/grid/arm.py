@@ -85,8 +85,7 @@ def spec_form(arm: Arm | None) -> dict | None:
         return None
     from posbench.config_loader import to_dict
 
-    out = to_dict(arm)
-    del out["overrides"]  # always empty once built: its text is in `run`
+    out = to_dict(arm)  # `overrides` stays, always [] once built (its text is in `run`): the spec had it
     for key in ("task", "run"):
         if not out[key]:
             del out[key]
@@ -97,8 +96,6 @@ def migrate_spec(spec: dict) -> dict:
     """A recorded cell spec whose arm kept its settings as dotted text (`overrides`, before `run` was the one form)
     in the form `spec_form` writes now, so a finished cell is recognised as the same cell (in place, returned)."""
     arm = spec.get("arm")
-    if isinstance(arm, dict) and "overrides" in arm:
-        text = arm.pop("overrides")
-        if text:
-            arm["run"] = overrides_as_run(text)
+    if isinstance(arm, dict) and arm.get("overrides"):
+        arm["run"], arm["overrides"] = overrides_as_run(arm["overrides"]), []
     return spec
