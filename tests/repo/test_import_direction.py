@@ -21,7 +21,7 @@ PKG = SRC / "posbench"
 # training, evaluation or the programs above them, and not of the run config's assembly module either
 # (which imports every stage).
 ABOVE_MODEL = ("posbench.data", "posbench.training", "posbench.evaluation", "posbench.studies", "posbench.sweeps",
-               "posbench.app", "posbench.interop", "posbench.config", "posbench.cli")
+               "posbench.grid", "posbench.app", "posbench.interop", "posbench.config", "posbench.cli")
 # A stage's own config module may import its own stage and what lies below it, never the assembly
 # module or a stage above it. Below the stages: config_loader and registry (generic, import nothing of ours but
 # the bottom layer's errors).
@@ -190,6 +190,14 @@ def test_stage_configs_import_only_their_stage_and_below(rel):
     path = PKG / rel
     assert path.is_file(), f"{rel}: each stage's settings live beside the stage"
     assert violations([path], allowed=STAGE_CONFIGS[rel] + GENERIC) == []
+
+
+def test_the_grid_imports_none_of_the_programs_built_on_it():
+    """grid/ is what studies and sweeps share: their cell kinds register into it from their own rooms."""
+    files = sorted((PKG / "grid").rglob("*.py"))
+    assert files
+    assert violations(files, forbidden=("posbench.studies", "posbench.sweeps", "posbench.app", "posbench.cli",
+                                        "posbench.interop", "posbench.gpucheck", "posbench.training")) == []
 
 
 def test_generic_loader_imports_no_stage():

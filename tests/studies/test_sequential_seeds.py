@@ -217,7 +217,7 @@ def test_the_quickstart_looks_as_a_run_would_and_decides_what_5_fixed_seeds_do(t
 
 
 def test_the_report_names_the_boundary_on_every_verdict_line_and_says_why_each_row_stopped(tmp_path):
-    from posbench.studies.study_report import claims_report, comparisons
+    from posbench.studies.study_report import claims_part, comparisons
 
     s = study(tmp_path, extra="claims: [{order: 'rope > learned'}]\n")
     held = cells({"rope": VALUES["rope"][:3], "learned": VALUES["learned"], "alibi": VALUES["alibi"]})
@@ -225,7 +225,7 @@ def test_the_report_names_the_boundary_on_every_verdict_line_and_says_why_each_r
     line = comparisons(held, s, rep=rep)
     assert "(Holm over 3 pairs at the sequential boundary (Lan-DeMets O'Brien-Fleming-type spending" in line
     assert "inconclusive: alibi vs learned" in line or "inconclusive: learned vs alibi" in line
-    claims = claims_report(held, s, rep)
+    claims = "\n".join(claims_part(held, s, rep))
     assert "**Verdict (k_back, at the sequential boundary (Lan-DeMets O'Brien-Fleming" in claims
     assert "reproduced" in claims
     from posbench.studies import report_tex

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from posbench.grid.cells import pending
+from posbench.studies import study_runner
 from posbench.studies.cost import estimate
 from posbench.studies.study_runner import run_study, seed_major
 from posbench.studies.study_spec import expand, load_study
@@ -33,11 +35,14 @@ def test_cells_run_seed_major_in_the_grids_order_within_a_round(tmp_path):
                      "k_back_rope_s1", "k_back_learned_s1"]
 
 
-def test_the_estimate_is_printed_before_the_first_cell_and_is_the_apps(tmp_path):
+def test_the_estimate_is_printed_before_the_first_cell_and_is_the_apps(tmp_path, monkeypatch):
     study = load_study(str(mini(tmp_path)))
     out = tmp_path / "out"
-    seen = []
+    seen, kinds = [], []
+    # the study takes its cells through the grid's one `pending` (the sweep does too: test_sweep_estimate.py)
+    monkeypatch.setattr(study_runner, "pending", lambda cells, *a: kinds.append(cells[0].kind) or pending(cells, *a))
     run_study(study, out, progress=False, log=lambda line: seen.append((line, sorted((out / "cells").glob("*")))))
+    assert kinds == ["task"]
     first, cells_then = seen[0]
     assert first.startswith("estimate: 4 cells: ") and cells_then == []
     # the app's run page shows the same estimator's line (the load average aside, read when each is made)

@@ -7,7 +7,9 @@ from pathlib import Path
 import pytest
 import yaml
 
+from posbench.grid.cells import pending
 from posbench.studies.cost import OTHER_CPU_S_PER_CELL, TRAIN_FLOP_PER_CPU_S, machine_speed
+from posbench.sweeps import sweep_runner
 from posbench.sweeps.sweep_cost import sweep_estimate
 from posbench.sweeps.sweep_runner import run_sweep
 from posbench.sweeps.sweep_spec import load_sweep, plan_runs
@@ -36,12 +38,15 @@ def test_the_estimate_counts_each_runs_tokens_and_a_branch_runs_cooldown_by_hand
     assert est.text().startswith("4 runs: ")
 
 
-def test_the_sweep_prints_the_estimate_before_its_first_run(tmp_path):
+def test_the_sweep_prints_the_estimate_before_its_first_run(tmp_path, monkeypatch):
     spec = load_sweep(str(sweep_yaml(tmp_path, make_data(tmp_path), eval={"suites": ["ppl"], "lengths": [64],
                                                                            "device": "cpu", "ppl": {
                                                                                "protocols": ["nonoverlap"],
                                                                                "max_tokens": 512}})))
     out = tmp_path / "out"
-    seen = []
+    seen, kinds = [], []
+    # the sweep takes its runs through the grid's one `pending` (the study does too: test_study_rounds.py)
+    monkeypatch.setattr(sweep_runner, "pending", lambda cells, *a: kinds.append(cells[0].kind) or pending(cells, *a))
     run_sweep(spec, out, progress=False, log=lambda line: seen.append((line, (out / "done").exists())))
+    assert kinds == ["pretrain"]
     assert seen[0][0].startswith("estimate: 2 runs: ") and seen[0][1] is False

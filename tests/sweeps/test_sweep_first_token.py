@@ -2,9 +2,10 @@
 
 from types import SimpleNamespace
 
+from posbench.grid.arm import Arm
 from posbench.studies.claims import ClaimConfig
-from posbench.sweeps.sweep_report import FIRST_TOKEN, build_tables, claims_report
-from posbench.sweeps.sweep_spec import SweepArm, SweepConfig
+from posbench.sweeps.sweep_report import FIRST_TOKEN, build_tables, claims_part
+from posbench.sweeps.sweep_spec import SweepConfig
 
 
 def run(pe, seed, train_len=128):
@@ -17,7 +18,7 @@ def result(mass_at):
 
 
 def test_claim_values_are_the_training_length_rows_and_the_judge_decides_a_clear_gap():
-    sweep = SweepConfig(name="t", pes=[], arms=[SweepArm(label="rope"), SweepArm(label="gated")], seeds=[0, 1, 2],
+    sweep = SweepConfig(name="t", pes=[], arms=[Arm(label="rope"), Arm(label="gated")], seeds=[0, 1, 2],
                         claims=[ClaimConfig(order="rope > gated", metric="first_token_mass")], n_boot=200)
     runs, results = [], {}
     for seed in range(3):
@@ -29,5 +30,5 @@ def test_claim_values_are_the_training_length_rows_and_the_judge_decides_a_clear
     tables = build_tables(sweep, runs, results)
     assert tables["first_token_train"].by_seed[("nano", "rope", FIRST_TOKEN)] == {0: 0.30, 1: 0.31, 2: 0.32}
     assert tables["first_token"].values[("nano", "gated", "256")] == [0.01, 0.01, 0.01]
-    text = claims_report(sweep, tables, ["nano"])
+    text = "\n".join(claims_part(sweep, tables, ["nano"]))
     assert "Verdict (nano): reproduced" in text, text

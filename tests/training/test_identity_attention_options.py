@@ -25,7 +25,7 @@ def test_a_set_option_is_part_of_the_identity_and_named_when_it_changes():
     assert sunk["attention_sinks"] is True and sunk["attention_temperature"]["name"] == "log_n"
     assert identity_diffs(plain, sunk) == ("attention_sinks (checkpoint: false, this run: true), "
                                            "attention_temperature.name (checkpoint: none, this run: log_n), "
-                                           # log_n's own option, at its default: named, as the no-temperature side lacks it
+                                           # log_n's own option at its default: the other side lacks it
                                            "attention_temperature.at_least_one (checkpoint: null, this run: false)")
 
 

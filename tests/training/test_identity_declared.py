@@ -131,9 +131,10 @@ def test_a_log_n_run_saved_before_at_least_one_existed_is_the_same_run_and_a_flo
     saved = copy.deepcopy(ident)
     del saved["attention_temperature"]["at_least_one"]  # what a log_n run directory recorded before the option
     assert identity_diffs(saved, ident) == ""
-    floored = identity(load_config(model_size="nano", overrides=["model.attention_temperature.name=log_n",
-                                                                 "model.attention_temperature.at_least_one=true"]), "fp")
-    assert identity_diffs(saved, floored) == "attention_temperature.at_least_one (checkpoint: false, this run: true)"
+    floor = ["model.attention_temperature.name=log_n", "model.attention_temperature.at_least_one=true"]
+    floored = identity(load_config(model_size="nano", overrides=floor), "fp")
+    assert identity_diffs(saved, floored) == \
+        "attention_temperature.at_least_one (checkpoint: false, this run: true)"
 
 
 def test_migrations_are_numbered_in_order_and_leave_todays_names_alone():

@@ -284,6 +284,23 @@ def rules_note(confidence: float) -> str:
             "shown nor refuted is inconclusive; a claim is reproduced only when every relation is shown.")
 
 
+CLAIMS_HEADING = "## Published claims, reproduced or not"
+
+
+def report_section(jobs: list[tuple[ClaimConfig, dict[str, dict[str, dict]], bool, str]], confidence: float,
+                   n_boot: int, looks=None) -> list[str]:
+    """The claims part of a report, the same for a study and a sweep (their writers differ only in where the
+    per-seed values come from, `jobs` as `check_claims` takes them): the heading, the test's rules, the family
+    note, then every claim's verdict and relations. `looks`: a sequential study's, a callable that sets each
+    relation's p-values to its deciding look's and returns (its note lines, the rule the verdict lines name)."""
+    checks, size = check_claims(jobs, confidence, n_boot)
+    notes, rule = [rules_note(confidence), "", family_note(size, confidence)], ""
+    if looks is not None:
+        extra, rule = looks(checks)
+        notes += ["", *extra]
+    return [CLAIMS_HEADING, "", "\n".join([*notes, "", claims_markdown(checks, rule)]), ""]
+
+
 def claims_section(claims: list[ClaimConfig], groups: dict[str, dict[str, dict]], confidence: float, n_boot: int,
                    pct: bool = True, unit: str = "pts") -> str:
     """Markdown for every claim x group ({group label: {pe: {seed: value}}}, one group per task), judged as

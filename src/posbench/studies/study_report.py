@@ -24,7 +24,7 @@ from posbench.stats import (
 )
 from posbench.studies import protocol, report_tex, sequential
 from posbench.studies.cell_result import CellResult
-from posbench.studies.claims import DEFAULT_MARGINS, check_claims, claims_markdown, family_note, rules_note
+from posbench.studies.claims import DEFAULT_MARGINS, report_section
 from posbench.studies.digits_report import beyond_curve_table, exact_by_digits_table
 from posbench.studies.long_context_report import long_context_section
 from posbench.studies.study_spec import METRICS, StudyConfig
@@ -273,23 +273,25 @@ def claim_groups(results: list[CellResult], metric: str) -> dict[str, dict[str, 
     return dict(groups)
 
 
-def claims_report(results: list[CellResult], study: StudyConfig, rep: sequential.Replay | None = None) -> str:
-    """`rep`: a sequential study's looks: each relation's p-values are those of the look that decided it (or the
-    last look), on the fixed test's scale at the sequential boundary."""
+def claims_part(results: list[CellResult], study: StudyConfig, rep: sequential.Replay | None = None) -> list[str]:
+    """The report's claims section (studies/claims.report_section, a sweep's too), judged per task on the cells.
+    `rep`: a sequential study's looks: each relation's p-values are those of the look that decided it (or the last
+    look), on the fixed test's scale at the sequential boundary."""
     jobs = [(claim, claim_groups(results, claim.metric), True, "pts") for claim in study.claims]
-    checks, size = check_claims(jobs, study.eval.confidence, study.eval.n_boot)
-    notes = [rules_note(study.eval.confidence), "", family_note(size, study.eval.confidence)]
-    if rep is not None:
-        for c in checks:
-            for i, r in enumerate(c.relations):
-                v = rep.relations.get((c.claim.order, c.label, i))
-                if v is not None and v.state != "n/a":
-                    r.p_shown_adj, r.p_refuted_adj = v.p_a, v.p_b
-        notes += ["", f"Sequential seeds: each relation judged at the boundary ({rep.boundary.describe()}) at every "
-                  "look its rows took part in, its verdict kept from the look that decided it; p-values are on the "
-                  "fixed test's scale (p x alpha / the look's level)."]
-    rule = "" if rep is None else f"at the sequential boundary ({rep.boundary.describe()})"
-    return "\n".join([*notes, "", claims_markdown(checks, rule)])
+    return report_section(jobs, study.eval.confidence, study.eval.n_boot,
+                          None if rep is None else lambda checks: _at_the_looks(checks, rep))
+
+
+def _at_the_looks(checks, rep: sequential.Replay) -> tuple[list[str], str]:
+    for c in checks:
+        for i, r in enumerate(c.relations):
+            v = rep.relations.get((c.claim.order, c.label, i))
+            if v is not None and v.state != "n/a":
+                r.p_shown_adj, r.p_refuted_adj = v.p_a, v.p_b
+    note = (f"Sequential seeds: each relation judged at the boundary ({rep.boundary.describe()}) at every look its "
+            "rows took part in, its verdict kept from the look that decided it; p-values are on the fixed test's "
+            "scale (p x alpha / the look's level).")
+    return [note], f"at the sequential boundary ({rep.boundary.describe()})"
 
 
 def seeds_text(study: StudyConfig, results: list[CellResult]) -> str:
@@ -341,7 +343,7 @@ def write_outputs(out_dir: Path, results: list[CellResult], study: StudyConfig, 
     if rep is not None:
         parts += sequential.section(rep, study)
     if study.claims:
-        parts += ["## Published claims, reproduced or not", "", claims_report(results, study, rep), ""]
+        parts += claims_part(results, study, rep)
     parts += ["## Which PEs differ on OOD accuracy beyond the training length", "",
               f"Per task, every pair of PEs: a paired t test over seeds ({pct}%) of \"they differ\" and two "
               f"one-sided tests of \"the same within +-{100 * DEFAULT_MARGINS['ood_beyond_acc']:g} pts\", each "

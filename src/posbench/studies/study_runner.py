@@ -27,6 +27,8 @@ from tqdm import tqdm
 from posbench.config_loader import to_dict
 from posbench.errors import ConfigError, user_paths
 from posbench.fileio import write_text
+from posbench.grid.arm import migrate_spec, spec_form
+from posbench.grid.cells import CELL_KINDS, GridCell, pending, seed_major
 from posbench.procpool import call_logged, run_jobs
 from posbench.settings_migration import upgrade
 from posbench.studies.cell_result import cell_problem, dumps_cell, loads_cell
@@ -51,9 +53,7 @@ def cell_spec(cell: Cell) -> str:
     trains and is scored with. Not the grid's lists (other PEs, tasks, seeds), the workers, the name, or what only
     the report reads (confidence, n_boot, success_threshold, references, claims)."""
     s = cell.study
-    arm = None if cell.arm is None else to_dict(cell.arm)
-    if arm is not None and not arm["task"]:  # an arm without task options keeps the spec it had before they existed
-        del arm["task"]
+    arm = spec_form(cell.arm)  # an arm without task options or run settings keeps the spec it had before those
     spec = {"task": to_dict(cell.task), "pe": to_dict(cell.pe), "seed": cell.seed, "axes": cell.axes,
             "arm": arm, "overrides": list(s.overrides),
             "train": to_dict(s.train), "eval": {"n_examples": s.eval.n_examples, "seed": s.eval.seed}}
@@ -122,6 +122,7 @@ def check_finished_cells(out_dir: Path, cells: list[Cell]) -> None:
         if old is None:
             continue
         upgrade(old)  # a spec recorded before a setting was renamed names it as it is now
+        migrate_spec(old)  # and one recorded while an arm's settings were dotted text holds them as `run` now
         if old != new:
             stale.append(f"{cell.cell_id} ({', '.join(k for k in sorted(new) if old.get(k) != new[k])})")
     if stale:
@@ -170,13 +171,6 @@ class Interrupted(KeyboardInterrupt):
         self.finished, self.cells, self.report = finished, cells, report
 
 
-def seed_major(cells: list[Cell], seeds: list[int]) -> list[Cell]:
-    """The cells in seed rounds: every row at the first seed, then every row at the next, ...; within a round the
-    grid's order. After the first round a complete (if undecided) table exists."""
-    rank = {seed: i for i, seed in enumerate(seeds)}
-    return sorted(cells, key=lambda c: rank[c.seed])
-
-
 def _estimate_line(study: StudyConfig, todo: list[Cell], cells: list[Cell] | None = None) -> str | None:
     """The study's wall-time estimate on this machine (`studies/cost.estimate`, the app's too), or None where it
     does not apply: cells on a GPU, where the quickstart's CPU rate says nothing. `cells`: a sequential look's."""
@@ -185,8 +179,29 @@ def _estimate_line(study: StudyConfig, todo: list[Cell], cells: list[Cell] | Non
     if any(o.startswith("train.device=") and o != "train.device=cpu" for o in study.overrides):
         return None
     if cells is not None:  # a look of sequential seeds: later looks, if any, are not known yet
-        return f"estimate of this look: {estimate(study, todo, cells).text()}"
-    return f"estimate: {estimate(study, todo).text()}"
+        return f"this look, {estimate(study, todo, cells).text()}"
+    return estimate(study, todo).text()
+
+
+@CELL_KINDS.register("task")
+class TaskCell(GridCell):
+    """A study's task-training cell (grid/cells.py): its result is `<out>/cells/<cell_id>.json`."""
+
+    item: Cell
+
+    @property
+    def cell_id(self) -> str:
+        return self.item.cell_id
+
+    def is_done(self, out_dir: Path) -> bool:
+        return finished(out_dir, self.item)  # a damaged or foreign file is moved aside: not done
+
+    def run(self, out_dir: Path) -> None:
+        _run_and_save([self.item], str(out_dir))
+
+    def read(self, out_dir: Path):
+        path = cell_path(out_dir, self.item)
+        return loads_cell(path.read_text(), str(path), self.cell_id)
 
 
 class Rounds:
@@ -247,15 +262,26 @@ def _cpu_seconds() -> float:
     return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 
+def _workers(study: StudyConfig, workers: int | None, todo: list) -> int:
+    """No more worker processes than jobs."""
+    return min(workers or study.workers, max(1, len(todo)))
+
+
+def _pending(study: StudyConfig, cells: list[Cell], out_dir: Path, workers: int | None, log,
+             look_of: list[Cell] | None = None) -> list[Cell]:
+    """The cells still to train, through the grid's one `pending` (grid/cells.py: seed-major, finished cells
+    skipped, the estimate logged before the first); `look_of`: the cells of the sequential look they belong to."""
+    todo = pending([TaskCell(c) for c in cells], study.seeds, out_dir,
+                   lambda todo: _estimate_line(replace(study, workers=_workers(study, workers, todo)),
+                                               [c.item for c in todo], look_of), log)
+    return [c.item for c in todo]
+
+
 def _train(study: StudyConfig, cells: list[Cell], todo: list[Cell], out_dir: Path, workers: int | None,
            progress: bool, batch_seeds: bool, log, rounds: Rounds | None) -> None:
     """Train `todo` (of the study's `cells`) in worker processes, `rounds` rewriting the report as seed rounds
     complete; an interrupt writes the report of what finished and raises `Interrupted`."""
-    workers = min(workers or study.workers, max(1, len(todo)))
-    if todo:
-        line = _estimate_line(replace(study, workers=workers), todo, None if rounds is not None else cells)
-        if line:
-            log(line)
+    workers = _workers(study, workers, todo)
     matmul, matmul_note = study_matmul(todo, out_dir) if todo else (None, "")  # measured once, recorded in <out>
     if matmul_note:
         log(matmul_note)
@@ -305,7 +331,7 @@ def _sequential(study: StudyConfig, cells: list[Cell], out_dir: Path, workers: i
         want, looks = sequential.wanted(cells, rep), rep.looks_done
         if report_only and (refusal := report_only_refusal(out_dir, want)):
             raise ConfigError(f"{refusal} (look {rep.looks_done + 1} of the sequential seeds wants them)")
-        todo = [c for c in seed_major(want, study.seeds) if not finished(out_dir, c)]
+        todo = _pending(study, want, out_dir, workers, log, look_of=want)
         _train(study, want, todo, out_dir, workers, progress, batch_seeds, log, None)
         ran += todo
         for c in want:  # every look's cells: a row that stopped at an earlier look is judged on them again
@@ -333,7 +359,7 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
     `report_only`: train nothing; every cell must be finished already (e.g. trained on another machine, its
     directory copied here), else a ConfigError names the missing ones.
     `command`: how the study was started, recorded in `<out>/result/run.json` (studies/published.py).
-    Cells run seed-major (`seed_major`); the report is rewritten as each seed round completes, and an interrupt
+    Cells run seed-major (`grid/cells.pending`); the report is rewritten as each seed round completes, and an interrupt
     (Ctrl-C) writes the report of the cells finished by then and raises `Interrupted`."""
     out_dir = Path(out_dir)
     cells = expand(study)[:limit]  # a grid that cannot expand is refused before any directory is made
@@ -346,7 +372,7 @@ def run_study(study: StudyConfig, out_dir: Path, workers: int | None = None, pro
             (out_dir / sub).mkdir(parents=True, exist_ok=True)
     t0, cpu0 = time.perf_counter(), _cpu_seconds()
     if study.sequential is None:
-        todo = [c for c in seed_major(cells, study.seeds) if not finished(out_dir, c)]
+        todo = _pending(study, cells, out_dir, workers, log)
         _train(study, cells, todo, out_dir, workers, progress, batch_seeds, log, Rounds(study, cells, out_dir, log))
     else:  # look after each round; only the rows still undecided get the next one (studies/sequential.py)
         cells, todo = _sequential(study, cells, out_dir, workers, progress, batch_seeds, log, report_only)

@@ -7,14 +7,15 @@
     overrides: [model.d_model=128, model.n_heads=4]       # dotted RunConfig overrides for every cell
     vary: {model.n_layers: [1, 4, 16], study.train.steps: [100, 300]}   # extra grid axes
     arms:                                                   # rows that are not a decoder PE (model.arch)
-      - {label: mamba, arch: {name: mamba}, overrides: [model.n_layers=4]}
+      - {label: mamba, arch: {name: mamba}, run: {model: {n_layers: 4}}}
       - {label: encdec_nope, pe: {name: sinusoidal}, arch: {name: encoder_decoder, decoder_pe: {name: none}},
          tasks: [reverse]}
       - {label: no_pad, pe: {name: coupled}, task: {pad: false}}   # the tasks with one option changed
 
-Rows of the grid are `pes` (the decoder-only transformer with that PE) followed by `arms`: an arm fixes an
-architecture with its PE (and overrides of its own) under a label, so rows that are not a product (Mamba
-takes no PE; the encoder-decoder's decoder PE is its own axis) sit in the same table, seeds and report.
+Rows of the grid are `pes` (the decoder-only transformer with that PE) followed by `arms` (grid/arm.py, the grammar
+a sweep's rows share): an arm fixes an architecture with its PE (and run settings of its own) under a label, so
+rows that are not a product (Mamba takes no PE; the encoder-decoder's decoder PE is its own axis)
+sit in the same table, seeds and report.
 An arm with `tasks` runs only on those tasks (the encoder-decoder needs a task with a source/target form); an
 arm with `task` options runs its tasks with those options changed (an ablation of a format element).
 """
@@ -32,9 +33,9 @@ from posbench.config_loader import Checked, load, nested, to_dict
 from posbench.data.tasks.ruler_mix import RulerMix
 from posbench.data.tasks.task import TaskConfig, get_task_class
 from posbench.errors import ConfigError, brief
+from posbench.grid.arm import Arm
 from posbench.model.arch import ArchConfig, DecoderArch
 from posbench.pe import PEConfig
-from posbench.pe.none import NoPE
 from posbench.studies.claims import ClaimConfig, check_names
 from posbench.studies.length_grid import LengthGridConfig
 from posbench.studies.sequential import SequentialSeeds
@@ -75,29 +76,6 @@ class StudyEval(Checked):
 
 
 @dataclass
-class StudyArm(Checked):
-    """One labelled row: an architecture, its PE (the encoder's for encoder_decoder) and its own overrides."""
-
-    label: str = ""
-    pe: PEConfig = field(default_factory=NoPE.Config)
-    arch: ArchConfig = field(default_factory=DecoderArch)
-    overrides: list[str] = field(default_factory=list)
-    tasks: list[str] = field(default_factory=list)  # only these tasks (empty: every task of the study)
-    # task options this row changes, on every task it runs (e.g. {pad: false}): one element of a recipe removed,
-    # the rest of the row's grid kept, so an ablation is a row of the same table (checked like the task's own)
-    task: dict[str, Any] = field(default_factory=dict)
-
-    def runs_on(self, task: TaskConfig) -> bool:
-        return not self.tasks or task.name in self.tasks
-
-    def check(self) -> None:
-        # a dot is allowed (`alibi_x0.25`: an option's value), not first (a hidden file, `..`)
-        if not self.label[:1].isalnum() or not self.label.replace("_", "").replace("-", "").replace(".", "").isalnum():
-            raise ConfigError(f"study.arms: label {self.label!r} must be a name of letters, digits, `_`, `-` and "
-                              f"`.`, starting with a letter or digit (it names the cell files)")
-
-
-@dataclass
 class StudyConfig(Checked):
     name: str = "study"
     tasks: list[TaskConfig] = field(default_factory=list)
@@ -107,7 +85,7 @@ class StudyConfig(Checked):
     seeds: list[int] | SequentialSeeds = field(default_factory=lambda: [0, 1, 2])
     overrides: list[str] = field(default_factory=list)
     vary: dict[str, Any] = field(default_factory=dict)
-    arms: list[StudyArm] = field(default_factory=list)
+    arms: list[Arm] = field(default_factory=list)
     train: StudyTrain = field(default_factory=StudyTrain)
     eval: StudyEval = field(default_factory=StudyEval)
     workers: int = 2
@@ -133,7 +111,8 @@ class StudyConfig(Checked):
             if unknown:
                 raise ConfigError(f"study.arms `{arm.label}`: tasks {unknown} are not in the study's tasks "
                                   f"{sorted(names)}")
-            for task in filter(arm.runs_on, self.tasks):  # the changed options are checked before any cell trains
+            # the changed options are checked before any cell trains
+            for task in filter(lambda t: runs_on(arm, t), self.tasks):
                 arm_task(arm, task)
         for key, values in self.vary.items():
             if not isinstance(values, list) or not values:
@@ -162,7 +141,7 @@ class StudyConfig(Checked):
             raise ConfigError(f"study: `sequential` draws seeds 0 .. {self.sequential.max - 1}, got "
                               f"{brief(self.seeds)}; write `seeds: {{start, max, step}}` alone")
 
-    def rows(self) -> list[StudyArm]:
+    def rows(self) -> list[Arm]:
         """Every row of the grid: one decoder arm per entry of `pes` (labelled by the PE), then `arms`. A PE listed
         more than once (an ablation of its options) labels each entry by the options it changes from the PE's
         defaults (`rope`, `rope_theta500`), so its rows and cells stay apart."""
@@ -172,7 +151,7 @@ class StudyConfig(Checked):
             if n > 1:
                 raise ConfigError(f"study.pes lists PE `{label}` twice with the same options: change an option of "
                                   f"one, or drop it")
-        return [StudyArm(label, pe) for label, pe in zip(labels, self.pes)] + list(self.arms)
+        return [Arm(label, pe) for label, pe in zip(labels, self.pes)] + list(self.arms)
 
 
 def options_label(pe: PEConfig) -> str:
@@ -195,7 +174,7 @@ class Cell:
     seed: int
     axes: dict[str, Any]  # the `vary` values of this cell
     study: StudyConfig  # with study.* axes applied
-    arm: StudyArm | None = None  # None: the decoder-only transformer with `pe`
+    arm: Arm | None = None  # None: the decoder-only transformer with `pe`
 
     @property
     def label(self) -> str:
@@ -220,16 +199,16 @@ class Cell:
     def overrides(self) -> list[str]:
         """This cell's RunConfig overrides as text, for reading (a report, a test); `settings` is what is
         applied."""
-        return self._own_overrides() + [f"{k}={v}" for k, v in self.run_axes.items()]
+        own = self.arm.text() if self.arm is not None else []
+        return self.study.overrides + own + [f"{k}={v}" for k, v in self.run_axes.items()]
 
     @property
     def settings(self) -> list[str | dict]:
         """What the cell applies to its RunConfig: the dotted text the study author wrote (parsed once, by
-        the loader), then each `vary` value at its key as the typed value it already is."""
-        return self._own_overrides() + [nested(k, v) for k, v in self.run_axes.items()]
-
-    def _own_overrides(self) -> list[str]:
-        return self.study.overrides + (self.arm.overrides if self.arm is not None else [])
+        the loader), the row's own `run` mapping, then each `vary` value at its key as the typed value it
+        already is."""
+        own = [self.arm.run] if self.arm is not None and self.arm.run else []
+        return [*self.study.overrides, *own, *(nested(k, v) for k, v in self.run_axes.items())]
 
 
 def load_study(path_or_preset: str) -> StudyConfig:
@@ -260,7 +239,12 @@ def _with_study_axes(study: StudyConfig, axes: dict) -> StudyConfig:
         raise ConfigError(f"study.vary: {e}") from None
 
 
-def arm_task(arm: StudyArm, task: TaskConfig) -> TaskConfig:
+def runs_on(arm: Arm, task: TaskConfig) -> bool:
+    """The row runs on `task`: it lists no tasks of its own, or lists this one."""
+    return not arm.tasks or task.name in arm.tasks
+
+
+def arm_task(arm: Arm, task: TaskConfig) -> TaskConfig:
     """`task` with the arm's task options, rebuilt through the strict loader (an unknown option names the
     nearest valid one; a value is checked like one in the study's `tasks`)."""
     if not arm.task:
@@ -279,7 +263,7 @@ def expand(study: StudyConfig) -> list[Cell]:
         axes = dict(zip(keys, values))
         sub = _with_study_axes(study, axes)
         for task in study.tasks:
-            for arm in filter(lambda a: a.runs_on(task), study.rows()):
+            for arm in filter(lambda a: runs_on(a, task), study.rows()):
                 row_task = arm_task(arm, task)  # once per row, not per seed: it goes through the strict loader
                 cells += [Cell(row_task, arm.pe, seed, axes, sub, arm) for seed in study.seeds]
     ids = [c.cell_id for c in cells]

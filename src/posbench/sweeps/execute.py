@@ -8,6 +8,7 @@ the first one starts: shards of another tokenizer or task mix stop the sweep nam
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tqdm import tqdm
@@ -15,6 +16,7 @@ from tqdm import tqdm
 from posbench.data.layout import DataLayout
 from posbench.errors import DataError, user_paths
 from posbench.fileio import write_json
+from posbench.grid.cells import CELL_KINDS, GridCell
 from posbench.procpool import run_jobs
 from posbench.sweeps.sweep_spec import Run
 
@@ -25,6 +27,34 @@ def done_path(out_dir: Path, run: Run) -> Path:
 
 def is_done(out_dir: Path, run: Run) -> bool:
     return done_path(out_dir, run).is_file()
+
+
+@CELL_KINDS.register("pretrain")
+class PretrainCell(GridCell):
+    """A sweep's pretraining run (grid/cells.py): done when `<out>/done/<run>.json` holds its training summary. A
+    branch run continues its main run's branch checkpoint, so it runs after that run (its chain, `chains`)."""
+
+    item: Run
+
+    @property
+    def cell_id(self) -> str:
+        return self.item.name
+
+    def is_done(self, out_dir: Path) -> bool:
+        return is_done(out_dir, self.item)
+
+    def run(self, out_dir: Path, log=print) -> None:
+        from posbench.training.batch_sources import build_stream
+        from posbench.training.loop import train
+
+        log(f"sweep: training {self.item.name}")
+        summary = train(self.item.cfg, build_stream(self.item.cfg))
+        if summary.get("stopped"):  # a signal or max_steps: not finished, resume next time
+            raise KeyboardInterrupt(f"{self.item.name} stopped at step {summary['step']}; re-run to continue")
+        write_json(done_path(out_dir, self.item), summary)
+
+    def read(self, out_dir: Path) -> dict:
+        return json.loads(done_path(out_dir, self.item).read_text())
 
 
 def prepare_data(runs: list[Run], log=print) -> None:
@@ -72,28 +102,23 @@ def chains(runs: list[Run]) -> list[list[Run]]:
 
 def train_chain(chain: list[Run], out_dir: Path, log=print) -> list[str]:
     """Train the unfinished runs of one chain in order; returns the names trained now."""
-    from posbench.training.batch_sources import build_stream
-    from posbench.training.loop import train
-
     ran = []
-    for run in chain:
-        if is_done(out_dir, run):
+    for cell in map(PretrainCell, chain):
+        if cell.is_done(out_dir):
             continue
-        log(f"sweep: training {run.name}")
-        summary = train(run.cfg, build_stream(run.cfg))
-        if summary.get("stopped"):  # a signal or max_steps: not finished, resume next time
-            raise KeyboardInterrupt(f"{run.name} stopped at step {summary['step']}; re-run to continue")
-        write_json(done_path(out_dir, run), summary)
-        ran.append(run.name)
+        cell.run(out_dir, log)
+        ran.append(cell.cell_id)
     return ran
 
 
-def run_all(runs: list[Run], out_dir: Path, progress: bool = True, log=print, workers: int = 1) -> None:
-    """Train every unfinished run, `workers` chains at a time (output then in `<out>/logs/<run>.log`)."""
+def run_all(runs: list[Run], out_dir: Path, progress: bool = True, log=print, workers: int = 1,
+            todo: list[Run] | None = None) -> None:
+    """Train the unfinished runs (`todo`, in its order: the grid's, grid/cells.pending; None: every unfinished run
+    in the plan's order), `workers` chains at a time (output then in `<out>/logs/<run>.log`)."""
     check_data(runs)
     with user_paths():  # --out is the user's: a file in its way, no permission to write there
         Path(out_dir).mkdir(parents=True, exist_ok=True)
-    todo = [c for c in chains(runs) if not all(is_done(out_dir, r) for r in c)]
+    todo = chains([r for r in runs if not is_done(out_dir, r)] if todo is None else todo)
     workers = min(workers, max(1, len(todo)))
     with tqdm(total=len(runs), initial=sum(is_done(out_dir, r) for r in runs), desc="sweep runs", unit="run",
               disable=not progress) as bar:
@@ -103,7 +128,8 @@ def run_all(runs: list[Run], out_dir: Path, progress: bool = True, log=print, wo
                 bar.update(len(train_chain(chain, out_dir, log)))
             return
         log(f"sweep: {len(todo)} runs (with their branches) in {workers} processes; logs in {out_dir / 'logs'}")
-        failures = run_jobs(train_chain, {c[0].name: (c, out_dir) for c in todo}, workers, out_dir / "logs",
+        jobs = {c[0].parent or c[0].name: (c, out_dir) for c in todo}  # named by the chain's main run
+        failures = run_jobs(train_chain, jobs, workers, out_dir / "logs",
                             on_done=lambda _: bar.update(sum(is_done(out_dir, r) for r in runs) - bar.n))
     if failures:
         raise RuntimeError(f"{len(failures)} sweep runs failed; re-run to resume them:\n" + "\n".join(failures))

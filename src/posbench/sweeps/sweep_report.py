@@ -20,7 +20,7 @@ from posbench.evaluation import protocol as run_protocol
 from posbench.fileio import atomic_open
 from posbench.stats import DEFAULT_METHOD, Summary, interval, interval_label
 from posbench.studies import protocol
-from posbench.studies.claims import check_claims, claims_markdown, family_note, rules_note
+from posbench.studies.claims import report_section
 from posbench.sweeps import long_context_report
 from posbench.sweeps.sweep_spec import Run, SweepConfig
 from posbench.training.loggers import read_metrics_text
@@ -259,7 +259,7 @@ def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], 
         parts += [f"## {title}", ""] + ([note, ""] if note else []) + [table.markdown(groups, pes, pct), ""]
     parts += long_context_report.section(sweep, runs, results, groups, pes)
     if sweep.claims:
-        parts += ["## Published claims, reproduced or not", "", claims_report(sweep, tables, groups), ""]
+        parts += claims_part(sweep, tables, groups)
     if plots:
         parts += ["## Plots", ""] + [f"![{p.stem}]({p.relative_to(out_dir).as_posix()})" for p in plots] + [""]
     text = "\n".join(parts)
@@ -270,17 +270,15 @@ def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], 
     return text
 
 
-def claims_report(sweep: SweepConfig, tables: dict[str, Table], groups: list[str]) -> str:
-    """Each claim judged per group of runs on the per-seed values of its metric (runs share seeds across
-    PEs, so differences are paired by seed)."""
+def claims_part(sweep: SweepConfig, tables: dict[str, Table], groups: list[str]) -> list[str]:
+    """The report's claims section (studies/claims.report_section, a study's too): each claim judged per group of
+    runs on the per-seed values of its metric (runs share seeds across PEs, so differences are paired by seed)."""
     jobs = []
     for claim in sweep.claims:
         table, column = CLAIM_TABLES[claim.metric]
         by_group = {g: {pe: tables[table].by_seed.get((g, pe, column), {}) for pe in claim.names} for g in groups}
         jobs.append((claim, by_group, False, column))
-    checks, size = check_claims(jobs, sweep.confidence, sweep.n_boot)
-    return "\n".join([rules_note(sweep.confidence), "", family_note(size, sweep.confidence), "",
-                      claims_markdown(checks)])
+    return report_section(jobs, sweep.confidence, sweep.n_boot)
 
 
 def write_csv(tables: dict[str, Table], path: Path) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from posbench.errors import DataError
+from posbench.grid.cells import pending
 from posbench.sweeps import emit, evaluate, execute, sweep_plots, sweep_report
 from posbench.sweeps.sweep_cost import on_cpu, sweep_estimate
 from posbench.sweeps.sweep_spec import SweepConfig, eval_config, plan_runs
@@ -29,17 +30,19 @@ def run_sweep(sweep: SweepConfig, out: Path | None = None, *, emit_kind: str | N
         script = emit.EMITTERS[emit_kind](sweep, runs, out)
         log(f"{len(runs)} runs; wrote {script} and {out / 'configs'}/")
         return script
+    cells = [execute.PretrainCell(r) for r in runs]  # the grid's cells (grid/cells.py)
     if report_only:
-        missing = [r.name for r in runs if not execute.is_done(out, r)]
+        missing = [c.cell_id for c in cells if not c.is_done(out)]
         if missing:
             raise DataError(f"{len(missing)} runs are not finished ({', '.join(missing[:5])}"
                             f"{', ...' if len(missing) > 5 else ''}): run them first")
     else:
         if prepare_data:
             execute.prepare_data(runs)
-        if on_cpu(runs) and not all(execute.is_done(out, r) for r in runs):
-            log(f"estimate: {sweep_estimate(runs, out, workers).text()}")
-        execute.run_all(runs, out, progress=progress, workers=workers)
+        # the grid's order: seed-major, finished runs skipped, the estimate before the first
+        todo = pending(cells, sweep.seeds, out, lambda _: sweep_estimate(runs, out, workers).text()
+                       if on_cpu(runs) else None, log)
+        execute.run_all(runs, out, progress=progress, workers=workers, todo=[c.item for c in todo])
     targets = [r for r in runs if sweep.eval_branches or not r.parent]
     results = evaluate.evaluate_all(targets, out, eval_cfg, progress=progress, workers=workers)
     figures = sweep_plots.all_plots(runs, results, out)

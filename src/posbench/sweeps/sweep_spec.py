@@ -15,9 +15,10 @@
 Every run's RunConfig is built here, typed, before anything trains: an unknown key or a bad value in any
 run stops the sweep at once with the nearest valid name. Settings travel as mappings merged into the
 typed config (never re-rendered as `key=value` text). An arm is a row that is more than a PE (a recipe:
-model options with its PE, as the studies' arms): its `run` mapping is merged over the sweep's `run` for that row
-only, and its label names the row, its runs and the claims about it. The largest budget of `train.target_budgets` is the
-run itself; each smaller one is a branch run that finishes that budget's decay from the branch checkpoint.
+model options with its PE; grid/arm.py, the grammar studies share): its `run` mapping is merged over the sweep's
+`run` for that row only, and its label names the row, its runs and the claims about it. The largest budget of
+`train.target_budgets` is the run itself; each smaller one is a branch run that finishes that budget's decay from the
+branch checkpoint.
 """
 
 from __future__ import annotations
@@ -32,8 +33,8 @@ from posbench.config import RunConfig, preset_path
 from posbench.config_loader import Checked, load, nested, to_dict
 from posbench.errors import ConfigError, brief
 from posbench.evaluation.eval_config import EvalConfig
+from posbench.grid.arm import Arm
 from posbench.pe import PEConfig
-from posbench.pe.none import NoPE
 from posbench.studies.claims import ClaimConfig, check_names
 from posbench.training.plan import budget_tokens, make_plan
 from posbench.training.rundir import check_run_name, format_tokens
@@ -43,26 +44,12 @@ SWEEP_CLAIM_METRICS = ("ppl_slope", "first_token_mass")  # what a sweep's claims
 
 
 @dataclass
-class SweepArm(Checked):
-    """One labelled row: a PE and the run settings (a train.py config mapping) that make it a recipe."""
-
-    label: str = ""
-    pe: PEConfig = field(default_factory=NoPE.Config)
-    run: dict[str, Any] = field(default_factory=dict)
-
-    def check(self) -> None:
-        if not self.label or not self.label.replace("_", "").isalnum():
-            raise ConfigError(f"sweep.arms: label {self.label!r} must be a non-empty name of letters, digits and `_` "
-                              f"(it names the runs)")
-
-
-@dataclass
 class SweepConfig(Checked):
     name: str = "sweep"
     extends: str = ""  # a sweep preset (or YAML file) this one is merged over (load_sweep)
     sizes: list[str] = field(default_factory=lambda: ["nano"])
     pes: list[PEConfig] = field(default_factory=list)
-    arms: list[SweepArm] = field(default_factory=list)
+    arms: list[Arm] = field(default_factory=list)
     seeds: list[int] = field(default_factory=lambda: [0])
     run: dict[str, Any] = field(default_factory=dict)
     vary: dict[str, Any] = field(default_factory=dict)
@@ -77,6 +64,8 @@ class SweepConfig(Checked):
     def check(self) -> None:
         if not self.sizes or not (self.pes or self.arms) or not self.seeds:
             raise ConfigError("a sweep needs at least one size, one PE (or arm) and one seed")
+        for arm in self.arms:
+            arm.check_pretraining("sweep.arms")
         if len(set(self.row_names)) != len(self.row_names):
             raise ConfigError(f"sweep rows {self.row_names} name one row twice: give each arm a label of its own")
         for key, values in self.vary.items():
@@ -95,9 +84,9 @@ class SweepConfig(Checked):
             raise ConfigError("sweep needs 0 < confidence < 1 and n_boot >= 100")
 
     @property
-    def rows(self) -> list[SweepArm]:
+    def rows(self) -> list[Arm]:
         """Every row: each PE as an arm labelled by its name with no settings of its own, then the arms."""
-        return [SweepArm(label=p.name, pe=p) for p in self.pes] + list(self.arms)
+        return [Arm(label=p.name, pe=p) for p in self.pes] + list(self.arms)
 
     @property
     def row_names(self) -> list[str]:
