@@ -22,7 +22,6 @@ from posbench.config_loader import dump_yaml  # noqa: E402
 from posbench.errors import ConfigError  # noqa: E402
 from posbench.evaluation.loading import load_model  # noqa: E402
 from posbench.interop.hf_export import REMOTE_FILES, export  # noqa: E402
-from posbench.interop.hf_remote.modeling_posbench import PE_CLASSES, check_pe_config  # noqa: E402
 from posbench.model.build import build_model  # noqa: E402
 from posbench.training import checkpoint as ckpt  # noqa: E402
 from tests.interop.test_hf_export import SCORE_TOLERANCE, assert_generation_parity, hf_greedy, max_diff, ours_greedy  # noqa: E402
