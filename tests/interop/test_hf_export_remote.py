@@ -1,10 +1,11 @@
-"""Export through remote code (the decoder shell and posbench's own PE modules): for PEs with options (RoPE scalings, model options
-Qwen3 cannot express; every registered PE at its defaults is in test_hf_export_parity.py), a tiny random checkpoint
-is exported, loaded by transformers with trust_remote_code, and compared with posbench: max |logit difference|
-<= 1e-4 in fp32 on random ids; the same 32 greedy tokens from transformers' generate with its KV cache, without it
-and posbench's greedy loop, scores within 1e-4; a left-padded batch generates each row as alone (or is refused
-where the PE's positions are drawn per sequence). The export check refuses a model whose cache path is broken though its logits
-agree. Bad input: what cannot be expressed is refused before anything is written, with one line on stderr."""
+"""Export through remote code (the decoder shell and posbench's own PE modules): for PEs with options (RoPE
+scalings, model options Qwen3 cannot express; every registered PE at its defaults is in test_hf_export_parity.py), a
+tiny random checkpoint is exported, loaded by transformers with trust_remote_code, and compared with posbench: max
+|logit difference| <= 1e-4 in fp32 on random ids; the same 32 greedy tokens from transformers' generate with its KV
+cache, without it and posbench's greedy loop, scores within 1e-4; a left-padded batch generates each row as alone
+(or is refused where the PE's positions are drawn per sequence). The export check refuses a model whose cache path
+is broken though its logits agree. Bad input: what cannot be expressed is refused before anything is written, with
+one line on stderr; a PE config posbench would refuse is refused when the export is loaded."""
 
 import json
 import shutil
@@ -184,7 +185,8 @@ def test_remote_code_export_equals_posbench(tmp_path, case):
 # bugs in the cache path only: the full forward (no history in the cache) is untouched, so the logit check passes
 BROKEN_CACHE_PATHS = {
     # a new token's positions restart at 0 instead of following the cached ones: a plain mismatch
-    "positions_restart": ("        pos_BT = pos_BS[..., offset:]\n", "        pos_BT = pos_BS[..., :T]  # injected bug\n",
+    "positions_restart": ("        pos_BT = pos_BS[..., offset:]\n",
+                          "        pos_BT = pos_BS[..., :T]  # injected bug\n",
                           r"greedy generation differs: transformers' generate with its KV cache vs .*: first "
                           r"differing step \d+ of 8 \(tokens \d+ vs \d+, \|score difference\| there [0-9.e+-]+\), "
                           r"max \|score difference\| [0-9.e+-]+ \(tolerance"),

@@ -20,9 +20,10 @@ Positions are token indices, as in training: 0..S-1, or in a left-padded batch (
 each row's count of real tokens before it, which is what transformers' own models (Llama, Qwen3) and
 `generate` derive from the mask. A cached key's position is therefore recomputed on every call instead of
 being stored. In a left-padded batch each row's positions, rotations and token features are computed from its
-real tokens alone (`by_row`), so a row computes what it does alone whatever the PE reads (dynamic RoPE scaling's
-longest position, PaTH's convolution over the tokens before). A PE whose positions are drawn per whole sequence
-(randomized, where posbench's `positions` refuses an offset) takes neither a cache nor padding.
+real tokens alone (`rows_positions`, `rows_rotate`, `rows_features`), so a row computes what it does alone whatever
+the PE reads (dynamic RoPE scaling's longest position, PaTH's convolution over the tokens before). A PE whose
+positions are drawn per whole sequence (randomized, where posbench's `positions` refuses an offset) takes neither a
+cache nor padding.
 
 Packed documents (config.packing, posbench's model.packing): a row is split into documents at `bos_id` (a pad is
 never a boundary; tokens before the first one are a document of their own); mask=document stops attention at a
