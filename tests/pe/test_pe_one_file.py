@@ -1,7 +1,7 @@
 """Adding a PE is one file (docs/architecture.md, Adding a PE): tests/pe/toy_pe.py registers a toy log-distance bias
 with `@PES.register` and nothing else is edited. It reaches attention as written, trains, decodes with the KV cache
 as without it, and exports to transformers with no file of its own beyond it: the export ships its module (flat,
-as `tests_pe_toy_pe.py`, its posbench imports made relative) beside posbench's, and the exported model computes what
+as module `tests_pe_toy_pe`, its posbench imports made relative) beside posbench's, and the exported model computes what
 posbench does. The registration lives for this module only: the fixture removes it, so no other test sees the name."""
 
 import importlib

@@ -273,8 +273,8 @@ def model_card(run_cfg: RunConfig, meta: dict, step_dir: Path, kind: str, why_re
              f"{run_cfg.model.seq_len} tokens", f"- tokenizer `{run_cfg.data.tokenizer.tag()}`", ""]
     if why_remote:
         parts += [f"Remote code: {why_remote}. `modeling_posbench.py` (torch and transformers only) implements "
-                  "posbench's decoder, and posbench's own PE modules beside it (`pe_*.py`, imported by `pe_zoo.py`) "
-                  "this PE; greedy generation uses the KV cache"
+                  "posbench's decoder, and posbench's own PE modules beside it (`pe_<module>.py`, imported by "
+                  "`pe_zoo.py`) this PE; greedy generation uses the KV cache"
                   + (" except for randomized positions, which are drawn per sequence" if "randomized" in
                      json.dumps(dataclasses.asdict(run_cfg.pe)) else "") + ".", ""]
     elif position_free(run_cfg):

@@ -9,7 +9,7 @@ hook of the contract, is therefore shipped with no list to edit.
 transformers' loader (`dynamic_module_utils`) copies a remote module and, recursively, the files it imports as
 `from .name import x` from the same folder, flat, and refuses absolute imports of packages that are not installed.
 So each module is written flat under its dotted name less `posbench.` with dots as underscores (`posbench.pe.rope`
--> `pe_rope.py`, `tests.pe.toy_pe` -> `tests_pe_toy_pe.py`), and each `from posbench.x.y import a` statement is
+as module `pe_rope`, `tests.pe.toy_pe` as `tests_pe_toy_pe`), and each `from posbench.x.y import a` statement is
 replaced, at its own line and indentation, by `from .x_y import a`; every other line is kept byte for byte.
 `pe_zoo.py`, written beside them, imports every root (their `register` decorators fill the shipped `PES`, as
 `posbench.pe`'s `import_members` does in the package) and the names the decoder reads (`ZOO_NAMES`).
@@ -28,7 +28,7 @@ from pathlib import Path
 from posbench.errors import ConfigError
 
 PACKAGE = "posbench"
-ZOO = "pe_zoo"  # the generated module the decoder imports the zoo from
+ZOO_FILE = "pe_zoo.py"  # the generated module the decoder imports the zoo from
 # the posbench names the decoder reads, by module: the registry, the contract's dispatch and the strict loader
 ZOO_NAMES = {"posbench.pe.encoding": ("PES", "LogitsMod", "PEConfig", "PEContext", "PositionRangeError",
                                       "attention_bias"),
@@ -139,10 +139,10 @@ def zoo_files(reserved: set[str] = frozenset()) -> dict[str, str]:
     owner: dict[str, str] = {}
     for module, source in sorted(sources.items()):
         stem = flat_name(module)
-        if stem in owner or stem in reserved | {ZOO}:
+        if stem in owner or stem in reserved | {Path(ZOO_FILE).stem}:
             raise ConfigError(f"modules `{module}` and `{owner.get(stem, stem)}` would both be shipped as {stem}.py; "
                               "rename one of them")
         owner[stem] = module
         files[f"{stem}.py"] = rewrite(source, module)
-    files[f"{ZOO}.py"] = zoo_module(roots, sources)
+    files[ZOO_FILE] = zoo_module(roots, sources)
     return files

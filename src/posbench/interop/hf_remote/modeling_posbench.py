@@ -3,7 +3,7 @@
 Written next to an exported checkpoint (posbench.interop.hf_export) and loaded with
 `AutoModelForCausalLM.from_pretrained(path, trust_remote_code=True)`. Parameter names are posbench's own, so
 the checkpoint loads unchanged. This file is the decoder; the PE is posbench's own class: the export writes
-posbench's PE modules beside it (posbench.interop.hf_zoo: `pe_rope.py`, `pe_encoding.py`, ..., and `pe_zoo.py`,
+posbench's PE modules beside it (posbench.interop.hf_zoo: modules `pe_rope`, `pe_encoding`, ..., and `pe_zoo.py`,
 which imports them all), and `config.pe`, the checkpoint's PE config, is loaded by posbench's strict loader
 (`from_dict`: an unknown PE or option is refused with the nearest valid one) and built from posbench's registry.
 The decoder reaches the PE only through posbench's hooks (pe/encoding.py), as posbench's model does.
