@@ -11,7 +11,6 @@ import torch
 
 transformers = pytest.importorskip("transformers")
 
-from posbench.errors import ConfigError  # noqa: E402
 from posbench.evaluation.loading import load_model  # noqa: E402
 from posbench.interop.hf_export import export  # noqa: E402
 from tests.interop.test_hf_export import assert_generation_parity, hf_greedy, max_diff, ours_greedy  # noqa: E402
