@@ -21,6 +21,7 @@ code (transformers' loader reads imports by line).
 from __future__ import annotations
 
 import ast
+import functools
 import importlib.util
 import pkgutil
 from pathlib import Path
@@ -73,6 +74,21 @@ def posbench_imports(tree: ast.AST, module: str) -> list[ast.ImportFrom]:
     return found
 
 
+@functools.cache
+def scanned(module: str, path: Path, stamp: tuple[int, int]) -> tuple[str, tuple[ast.ImportFrom, ...], str]:
+    """(source, its posbench imports, its rewritten text) of a module file, parsed once per version of the file
+    (`stamp`: its mtime and size): every export in a process reads the same few thousand lines."""
+    source = path.read_text(encoding="utf-8")
+    nodes = tuple(posbench_imports(ast.parse(source), module))
+    return source, nodes, rewritten(source, module, nodes)
+
+
+def scan(module: str) -> tuple[str, tuple[ast.ImportFrom, ...], str]:
+    path = module_file(module)
+    st = path.stat()
+    return scanned(module, path, (st.st_mtime_ns, st.st_size))
+
+
 def closure(roots: list[str]) -> dict[str, str]:
     """Module name -> its source, for `roots` and every posbench module they import, recursively."""
     sources: dict[str, str] = {}
@@ -81,16 +97,20 @@ def closure(roots: list[str]) -> dict[str, str]:
         module = todo.pop()
         if module in sources:
             continue
-        sources[module] = module_file(module).read_text(encoding="utf-8")
-        todo += [node.module for node in posbench_imports(ast.parse(sources[module]), module)]
+        sources[module], nodes, _ = scan(module)
+        todo += [node.module for node in nodes]
     return sources
 
 
 def rewrite(source: str, module: str) -> str:
     """`source` with each `from posbench.x import a` statement replaced by `from .x import a` (flat_name), where it
     stands; every other line unchanged."""
+    return rewritten(source, module, posbench_imports(ast.parse(source), module))
+
+
+def rewritten(source: str, module: str, nodes) -> str:
     lines = source.splitlines(keepends=True)
-    for node in sorted(posbench_imports(ast.parse(source), module), key=lambda n: n.lineno, reverse=True):
+    for node in sorted(nodes, key=lambda n: n.lineno, reverse=True):
         first, last = lines[node.lineno - 1], lines[node.end_lineno - 1]
         before, after = first[:node.col_offset], last[node.end_col_offset:]
         if before.strip() or after.strip().split("#")[0].strip(" ;"):
@@ -137,12 +157,12 @@ def zoo_files(reserved: set[str] = frozenset()) -> dict[str, str]:
     sources = closure(roots + list(ZOO_NAMES))
     files: dict[str, str] = {}
     owner: dict[str, str] = {}
-    for module, source in sorted(sources.items()):
+    for module in sorted(sources):
         stem = flat_name(module)
         if stem in owner or stem in reserved | {Path(ZOO_FILE).stem}:
             raise ConfigError(f"modules `{module}` and `{owner.get(stem, stem)}` would both be shipped as {stem}.py; "
                               "rename one of them")
         owner[stem] = module
-        files[f"{stem}.py"] = rewrite(source, module)
+        files[f"{stem}.py"] = scan(module)[2]
     files[ZOO_FILE] = zoo_module(roots, sources)
     return files
