@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from posbench.pe.encoding import (PES,
-                                  PEConfig as Base)  # noqa: F401
+                                  PEConfig as Basé)  # noqa: F401 (columns count bytes)
 from posbench.errors import ConfigError
 
 
@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import torch
 
-from .pe_encoding import PES, PEConfig as Base  # noqa: F401
+from .pe_encoding import PES, PEConfig as Basé  # noqa: F401 (columns count bytes)
 from .errors import ConfigError
 
 

@@ -111,8 +111,9 @@ def rewrite(source: str, module: str) -> str:
 def rewritten(source: str, module: str, nodes) -> str:
     lines = source.splitlines(keepends=True)
     for node in sorted(nodes, key=lambda n: n.lineno, reverse=True):
-        first, last = lines[node.lineno - 1], lines[node.end_lineno - 1]
-        before, after = first[:node.col_offset], last[node.end_col_offset:]
+        # ast's column offsets count UTF-8 bytes
+        first, last = lines[node.lineno - 1].encode(), lines[node.end_lineno - 1].encode()
+        before, after = first[:node.col_offset].decode(), last[node.end_col_offset:].decode()
         if before.strip() or after.strip().split("#")[0].strip(" ;"):
             raise ConfigError(f"{module}, line {node.lineno}: an import of posbench shares its line with other code; "
                               "put it on a line of its own to ship it as remote code")
