@@ -69,7 +69,7 @@ def test_the_toy_trains_decodes_with_its_cache_and_exports_with_no_file_of_its_o
     transformers = pytest.importorskip("transformers")
     from posbench.interop.hf_export import REMOTE, export
 
-    out = export(run, tmp_path / "hf", log=lambda *_: None)
+    out = export(run, tmp_path / "toy_hf", log=lambda *_: None)  # its own module namespace in transformers' cache
     assert (out / "tests_pe_toy_pe.py").is_file() and "from .pe_bias import BiasPE" in \
         (out / "tests_pe_toy_pe.py").read_text()
     hf = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32, trust_remote_code=True).eval()
