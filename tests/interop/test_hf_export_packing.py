@@ -4,14 +4,13 @@ in cached generation (the cache carries the current document's start). Held to p
 rows holding several documents; the same greedy tokens with and without the KV cache from a prompt that crosses
 a document boundary) and to the definition itself: with both switches on, a document inside a packed row computes
 what it computes alone. position_ids: generate's token indices and the per-document positions are accepted, others
-refused."""
+refused. Randomized positions are drawn per document, as posbench draws them."""
 
 import pytest
 import torch
 
 transformers = pytest.importorskip("transformers")
 
-from posbench.errors import ConfigError  # noqa: E402
 from posbench.evaluation.loading import load_model  # noqa: E402
 from posbench.interop.hf_export import export  # noqa: E402
 from tests.interop.test_hf_export import assert_generation_parity, hf_greedy, max_diff, ours_greedy  # noqa: E402
@@ -103,8 +102,11 @@ def test_position_ids_are_token_indices_or_document_positions(tmp_path):
             hf(ids[:, 15:16], cache=cache)
 
 
-def test_randomized_positions_per_document_are_refused_before_writing(tmp_path):
-    run = random_checkpoint(tmp_path, "pe.name=randomized", *BOTH)
-    with pytest.raises(ConfigError, match="randomized positions drawn per document .* Nothing was exported"):
-        export(run, tmp_path / "hf", log=lambda *_: None)
-    assert not (tmp_path / "hf").exists()
+def test_randomized_positions_per_document_export_as_posbench(tmp_path):
+    """posbench draws one set of randomized positions per document (pe/randomized.py `document_positions`); the
+    exported model runs that very code, so a packed row computes as posbench's does (no cache: drawn per sequence)."""
+    hf, ours, _ = exported(tmp_path, "pe.name=randomized", *BOTH)
+    assert hf.whole_sequence
+    ids = packed_ids()
+    with torch.no_grad():
+        assert max_diff(hf(ids, use_cache=False).logits, ours(ids).logits) <= SCORE_TOLERANCE

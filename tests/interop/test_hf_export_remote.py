@@ -1,10 +1,11 @@
-"""Export through remote code: for every PE the remote code implements, with options (RoPE scalings, model options
-Qwen3 cannot express; every registered PE at its defaults is in test_hf_export_parity.py), a tiny random checkpoint
-is exported, loaded by transformers with trust_remote_code, and compared with posbench: max |logit difference|
-<= 1e-4 in fp32 on random ids; the same 32 greedy tokens from transformers' generate with its KV cache, without it
-and posbench's greedy loop, scores within 1e-4; a left-padded batch generates each row as alone (or is refused
-where the PE cannot take one). The export check refuses a model whose cache path is broken though its logits
-agree. Bad input: what cannot be expressed is refused before anything is written, with one line on stderr."""
+"""Export through remote code (the decoder shell and posbench's own PE modules): for PEs with options (RoPE
+scalings, model options Qwen3 cannot express; every registered PE at its defaults is in test_hf_export_parity.py), a
+tiny random checkpoint is exported, loaded by transformers with trust_remote_code, and compared with posbench: max
+|logit difference| <= 1e-4 in fp32 on random ids; the same 32 greedy tokens from transformers' generate with its KV
+cache, without it and posbench's greedy loop, scores within 1e-4; a left-padded batch generates each row as alone
+(or is refused where the PE's positions are drawn per sequence). The export check refuses a model whose cache path
+is broken though its logits agree. Bad input: what cannot be expressed is refused before anything is written, with
+one line on stderr; a PE config posbench would refuse is refused when the export is loaded."""
 
 import json
 import shutil
@@ -22,7 +23,6 @@ from posbench.config_loader import dump_yaml  # noqa: E402
 from posbench.errors import ConfigError  # noqa: E402
 from posbench.evaluation.loading import load_model  # noqa: E402
 from posbench.interop.hf_export import REMOTE_FILES, export  # noqa: E402
-from posbench.interop.hf_remote.modeling_posbench import PE_CLASSES, check_pe_config  # noqa: E402
 from posbench.model.build import build_model  # noqa: E402
 from posbench.training import checkpoint as ckpt  # noqa: E402
 from tests.interop.test_hf_export import SCORE_TOLERANCE, assert_generation_parity, hf_greedy, max_diff, ours_greedy  # noqa: E402
@@ -108,9 +108,10 @@ NO_CACHE = {"randomized"}
 # old rotation (posbench's model and transformers' own dynamic RoPE alike): its cached decoding is compared with
 # posbench's cached loop, its uncached with posbench's recomputing loop, not with each other
 CACHE_INCONSISTENT = {"rope_dynamic", "rope_longrope"}
-# the PEs whose positions or frequencies are set by the whole sequence, and PaTH, whose w convolution would read
-# a row's left pads: a padded batch is refused
-NO_PADS = NO_CACHE | CACHE_INCONSISTENT | {"path", "path_window"}
+# a padded batch is refused only where positions are drawn per sequence; every other PE computes each row on its
+# real tokens alone, those whose frequencies follow the longest position (dynamic, longrope) and PaTH, whose w
+# convolution reads the tokens before, included
+NO_PADS = NO_CACHE
 
 
 def assert_left_padding(hf, ours, prompts: list[list[int]], n_new: int):
@@ -127,22 +128,21 @@ def assert_left_padding(hf, ours, prompts: list[list[int]], n_new: int):
 
 
 def assert_remote_files_stand_alone(out: Path):
-    """The remote files import torch, transformers, the standard library and each other only (never posbench), as
-    transformers' own loader reads them, and the modeling file reaches every one of them through the relative
-    imports that loader follows (it copies only those)."""
+    """The remote files never import posbench (nor a test module) absolutely, as transformers' own loader reads
+    them: the decoder shell imports torch, transformers and its own files, the shipped PE modules each other; and
+    the modeling file reaches every one of them through the relative imports that loader follows (it copies only
+    those)."""
     from transformers.dynamic_module_utils import get_imports, get_relative_import_files
 
-    for name in REMOTE_FILES:
-        assert set(get_imports(out / name)) <= {"__future__", "collections", "dataclasses", "math", "torch",
-                                                "transformers"}, name
+    files = {p.name for p in out.glob("*.py")}
+    assert set(REMOTE_FILES) | {"pe_zoo.py", "pe_encoding.py", "errors.py"} <= files
+    for name in files:
+        imports = set(get_imports(out / name))
+        assert not imports & {"posbench", "tests"}, name
+        if name in REMOTE_FILES:
+            assert imports <= {"__future__", "collections", "dataclasses", "math", "torch", "transformers"}, name
     reached = {Path(f).name for f in get_relative_import_files(out / "modeling_posbench.py")}
-    assert reached | {"modeling_posbench.py"} == set(REMOTE_FILES)
-
-
-def test_every_pe_the_remote_code_implements_has_a_case_here():
-    """Option variants for each remote class (every registered PE at its defaults: test_hf_export_parity.py)."""
-    covered = {next(o for o in opts if o.startswith("pe.name=")).split("=")[1] for opts in CASES.values()}
-    assert set(PE_CLASSES) - {"rope", "none"} <= covered  # rope and none are the Qwen3 path (test_hf_export)
+    assert reached | {"modeling_posbench.py"} == files
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -170,7 +170,7 @@ def test_remote_code_export_equals_posbench(tmp_path, case):
                                         cache_consistent=case not in CACHE_INCONSISTENT)
     print(f"GENERATION {case}: max|dscore|={gen_diff:.3g}")
     prompts = [ids[0, :20].tolist(), ids[1, :13].tolist()]
-    assert hf.pe.pads_ok == (case not in NO_PADS)
+    assert hf.whole_sequence == (case in NO_CACHE)
     if case in NO_PADS:
         with pytest.raises(ValueError, match="cannot take a padded batch"):
             hf_greedy(hf, torch.tensor([prompts[0], [0] * 7 + prompts[1]]), 4, use_cache=case not in NO_CACHE,
@@ -185,7 +185,8 @@ def test_remote_code_export_equals_posbench(tmp_path, case):
 # bugs in the cache path only: the full forward (no history in the cache) is untouched, so the logit check passes
 BROKEN_CACHE_PATHS = {
     # a new token's positions restart at 0 instead of following the cached ones: a plain mismatch
-    "positions_restart": ("        pos_BT = pos_BS[:, offset:]\n", "        pos_BT = pos_BS[:, :T]  # injected bug\n",
+    "positions_restart": ("        pos_BT = pos_BS[..., offset:]\n",
+                          "        pos_BT = pos_BS[..., :T]  # injected bug\n",
                           r"greedy generation differs: transformers' generate with its KV cache vs .*: first "
                           r"differing step \d+ of 8 \(tokens \d+ vs \d+, \|score difference\| there [0-9.e+-]+\), "
                           r"max \|score difference\| [0-9.e+-]+ \(tolerance"),
@@ -246,16 +247,6 @@ def test_remote_forward_takes_the_cache_under_either_name(tmp_path, case):
             hf(ids, position_ids=torch.arange(5, 17)[None])
         with pytest.raises(ValueError, match="not both"):
             hf(ids, cache=transformers.DynamicCache(), past_key_values=transformers.DynamicCache())
-
-
-def test_remote_code_refuses_options_it_does_not_implement():
-    check_pe_config({"name": "t5", "num_buckets": 32, "max_distance": 128, "per_layer": False})
-    with pytest.raises(ValueError, match="not implemented"):
-        check_pe_config({"name": "t5", "num_buckets": 32, "max_distance": 128, "bidirectional": True})
-    with pytest.raises(ValueError, match="not implemented"):
-        check_pe_config({"name": "rope", "theta": 1e4, "scaling": {"name": "llama3", "factor": 2, "beta": 1.0}})
-    with pytest.raises(ValueError, match=r"pattern\[1\]"):
-        check_pe_config({"name": "hybrid", "pattern": [{"name": "none"}, {"name": "not_a_pe"}]})
 
 
 def test_an_architecture_that_cannot_be_expressed_is_refused_before_writing(tmp_path):
@@ -328,14 +319,29 @@ def test_a_dropped_drope_checkpoint_exports_as_standard_qwen3(tmp_path):
     assert "DroPE after its drop" in (out / "README.md").read_text()
 
 
-@pytest.mark.parametrize("cfg, where", [
-    ({"name": "randomized", "inner": {"name": "rope", "bogus": 1}}, "pe.inner"),
-    ({"name": "rnope_swa", "window": 4, "swa_layers": 3, "rope": {"name": "rope", "bogus": 1}}, "pe.rope"),
-    ({"name": "rope", "scaling": {"name": "pi", "factor": 2.0, "bogus": 1}}, "pe.scaling"),
-    ({"name": "hybrid", "pattern": [{"name": "rope"}, {"name": "alibi", "bogus": 1}]}, r"pe.pattern\[1\]"),
-])
-def test_the_remote_code_refuses_an_option_it_lacks_inside_a_nested_config(cfg, where):
-    from posbench.interop.hf_remote.modeling_posbench import check_pe_config
+@pytest.fixture(scope="module")
+def alibi_export(tmp_path_factory) -> Path:
+    tmp = tmp_path_factory.mktemp("alibi")
+    return export(random_checkpoint(tmp, "pe.name=alibi"), tmp / "hf", log=lambda *_: None)
 
-    with pytest.raises(ValueError, match=rf"{where}: option\(s\) \['bogus'\]"):
-        check_pe_config(cfg)
+
+@pytest.mark.parametrize("cfg, error", [
+    ({"name": "t5", "num_buckets": 32, "bogus": True}, "unknown config key `pe.bogus` for Config"),
+    ({"name": "not_a_pe"}, "unknown positional encoding `not_a_pe` at pe"),
+    ({"name": "randomized", "inner": {"name": "rope", "bogus": 1}}, "unknown config key `pe.inner.bogus`"),
+    ({"name": "rnope_swa", "window": 4, "swa_layers": 3, "rope": {"name": "rope", "bogus": 1}},
+     "unknown config key `pe.rope.bogus`"),
+    ({"name": "rope", "scaling": {"name": "pi", "factor": 2.0, "bogus": 1}}, "unknown config key `pe.scaling.bogus`"),
+    ({"name": "hybrid", "pattern": [{"name": "rope"}, {"name": "alibi", "bogus": 1}]},
+     r"unknown config key `pe.pattern\[1\].bogus`"),
+])
+def test_the_remote_code_refuses_a_pe_config_posbench_would_refuse(alibi_export, tmp_path, cfg, error):
+    """config.json's PE goes through posbench's own strict loader: an unknown PE or option, nested ones included,
+    is refused when the model is loaded, never read as a silently different model."""
+    out = tmp_path / "edited"
+    shutil.copytree(alibi_export, out)
+    config = json.loads((out / "config.json").read_text())
+    (out / "config.json").write_text(json.dumps({**config, "pe": cfg}))
+    with pytest.raises(Exception, match=error) as refused:
+        transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32, trust_remote_code=True)
+    assert type(refused.value).__name__ == "ConfigError"  # the shipped copy of posbench's errors.ConfigError

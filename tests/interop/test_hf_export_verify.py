@@ -14,21 +14,22 @@ from posbench.interop import hf_export  # noqa: E402
 from tests.interop.test_hf_export_remote import random_checkpoint  # noqa: E402
 
 
-def broken_remote(tmp_path, monkeypatch):
-    """The remote code with ALiBi's slopes doubled (pe_bias.py): a model that computes something else."""
-    broken = tmp_path / "remote"
-    broken.mkdir()
-    for name in hf_export.REMOTE_FILES:
-        shutil.copyfile(hf_export.REMOTE_DIR / name, broken / name)
-    source = (broken / "pe_bias.py").read_text()
-    target = "        return -alibi_slopes(self.ctx.n_heads).to(dist.device)[h] * dist\n"
-    assert source.count(target) == 1
-    (broken / "pe_bias.py").write_text(source.replace(target, target.replace("* dist", "* dist * 2")))
-    monkeypatch.setattr(hf_export, "REMOTE_DIR", broken)
+def broken_remote(monkeypatch):
+    """The shipped ALiBi with its slopes doubled (its pe_alibi module as the export writes it): a model that computes
+    something else."""
+    ship = hf_export.zoo_files
+    target = "        return -self.slopes_H[h] * dist\n"
+
+    def broken(reserved):
+        files = ship(reserved)
+        assert files["pe_alibi.py"].count(target) == 1
+        return {**files, "pe_alibi.py": files["pe_alibi.py"].replace(target, target.replace("* dist", "* dist * 2"))}
+
+    monkeypatch.setattr(hf_export, "zoo_files", broken)
 
 
 def test_a_model_that_computes_differently_is_not_kept_and_says_what_to_do(tmp_path, monkeypatch, capsys):
-    broken_remote(tmp_path, monkeypatch)
+    broken_remote(monkeypatch)
     run = random_checkpoint(tmp_path, "pe.name=alibi")
     assert export_main([str(run), str(tmp_path / "hf")]) == EXIT_CHECKPOINT
     (err,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]  # one line

@@ -175,4 +175,4 @@ def test_trains_in_the_loop_decodes_with_its_cache_and_exports_with_parity(tmp_p
     pytest.importorskip("transformers")
     from tests.interop.test_hf_export_parity import assert_exports_with_parity
 
-    assert_exports_with_parity(tmp_path, run)  # the remote code's PaTH, its cache included, against posbench's
+    assert_exports_with_parity(tmp_path, run)  # the shipped PaTH, its cache included, against posbench's

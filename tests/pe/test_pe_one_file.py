@@ -1,7 +1,8 @@
 """Adding a PE is one file (docs/architecture.md, Adding a PE): tests/pe/toy_pe.py registers a toy log-distance bias
 with `@PES.register` and nothing else is edited. It reaches attention as written, trains, decodes with the KV cache
-as without it, and the export refuses it (no class in the remote code) with the reason, before writing anything.
-The registration lives for this module only: the fixture removes it, so no other test sees the name."""
+as without it, and exports to transformers with no file of its own beyond it: the export ships its module (flat,
+as module `tests_pe_toy_pe`, its posbench imports made relative) beside posbench's, and the exported model computes what
+posbench does. The registration lives for this module only: the fixture removes it, so no other test sees the name."""
 
 import importlib
 import sys
@@ -10,7 +11,6 @@ import pytest
 import torch
 
 from posbench.config import load_config
-from posbench.config_loader import ConfigError
 from posbench.evaluation.generate import greedy_cached, greedy_recompute
 from posbench.evaluation.loading import load_model
 from posbench.model.transformer import Transformer
@@ -53,7 +53,7 @@ def test_the_toy_bias_reaches_attention_as_written(toy):
     assert torch.allclose(diff_BHTT[:, :, causal], want_HTT[:, causal].expand(2, -1, -1), atol=1e-5)
 
 
-def test_the_toy_trains_decodes_with_its_cache_and_is_refused_by_the_export_with_the_reason(toy, tmp_path):
+def test_the_toy_trains_decodes_with_its_cache_and_exports_with_no_file_of_its_own(toy, tmp_path):
     from tests.interop.test_hf_export import checkpoint
 
     run = checkpoint(tmp_path, TOY)  # a short training run on random tokens, then every weight perturbed
@@ -66,11 +66,17 @@ def test_the_toy_trains_decodes_with_its_cache_and_is_refused_by_the_export_with
     assert torch.equal(cached, recomputed)
     assert (torch.stack(cached_scores) - torch.stack(recomputed_scores)).abs().max().item() <= 1e-4
 
-    pytest.importorskip("transformers")
-    from posbench.interop.hf_export import export
+    transformers = pytest.importorskip("transformers")
+    from posbench.interop.hf_export import REMOTE, export
 
-    with pytest.raises(ConfigError, match=f"positional encoding `{TOY}` has no class in posbench's remote code, so "
-                                          "the exported model could not compute it") as refused:
-        export(run, tmp_path / "hf", log=lambda *_: None)
-    assert "Nothing was exported" in str(refused.value)
-    assert not (tmp_path / "hf").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".hf.")]
+    out = export(run, tmp_path / "toy_hf", log=lambda *_: None)  # its own module namespace in transformers' cache
+    assert (out / "tests_pe_toy_pe.py").is_file() and "from .pe_bias import BiasPE" in \
+        (out / "tests_pe_toy_pe.py").read_text()
+    hf = transformers.AutoModelForCausalLM.from_pretrained(out, dtype=torch.float32, trust_remote_code=True).eval()
+    assert type(hf).__name__ == REMOTE
+    assert type(hf.pe).__name__ == "ToyLogBias" and type(hf.pe) is not toy
+    assert type(hf.pe).__module__.startswith("transformers_modules.") and \
+        type(hf.pe).__module__.endswith(".tests_pe_toy_pe")
+    with torch.no_grad():
+        want, got = loaded.model(prompt).logits, hf(prompt).logits
+    assert (got - want).abs().max().item() <= 1e-5 * want.abs().max().item()  # greedy decoding: the export's check

@@ -4,8 +4,8 @@
     python -c "from transformers import AutoModelForCausalLM; AutoModelForCausalLM.from_pretrained('exports/tiny_rope')"
 
 RoPE (scaling none, pi or yarn) and NoPE checkpoints become a standard Qwen3ForCausalLM; every other PE exports
-as remote code (`trust_remote_code=True`, posbench's own modeling file in the directory). Before the files are
-moved into place, the export is loaded back and compared with posbench on a full forward and in a short greedy
+as remote code (`trust_remote_code=True`: posbench's decoder and its own PE modules in the directory). Before the
+files are moved into place, the export is loaded back and compared with posbench on a full forward and in a short greedy
 generation with and without the KV cache, in a staging directory beside out_dir that is then renamed into place:
 a non-empty out_dir is refused (exit 2) unless --overwrite, which replaces it whole. A failed check keeps
 nothing and exits 4, saying what differed and by how much (--tolerance loosens the check for float noise).

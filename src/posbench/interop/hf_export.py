@@ -9,14 +9,15 @@ Three paths, chosen by what transformers can express:
 - Qwen3-Next (no remote code), for the gated-attention recipe (configs/recipe/qwen3_next.yaml: an elementwise gate
   and partial rotary): `Qwen3NextForCausalLM` with every layer full attention and dense MLPs, weights one to one
   (interop/hf_qwen3_next.py).
-- Remote code, for every other PE (ALiBi, T5, KERPLE, FIRE, absolute tables, xPos, hybrids, ...), other
-  RoPE scalings, untied embeddings, no QK-norm or rows split into documents (model.packing), and the attention
-  options of docs/recipes.md (gates, sinks, temperatures, chunks, weightless or positional-only QK-norm): posbench's own
-  parameter names, plus the files of hf_remote/ (torch + transformers only: `modeling_posbench.py`, the decoder,
-  `configuration_posbench.py`, and one file per PE family), loaded with `trust_remote_code=True` through
-  `auto_map`. A PE with no class there is refused with the reason.
-Nothing is ever written as a model that computes something else: the remote code refuses PE options it does
-not implement, other architectures (encoder-decoder, Mamba) are refused, and every export is loaded back and
+- Remote code, for every other PE (ALiBi, T5, KERPLE, FIRE, absolute tables, xPos, hybrids, a plug-in PE, ...),
+  other RoPE scalings, untied embeddings, no QK-norm or rows split into documents (model.packing), and the
+  attention options of docs/recipes.md (gates, sinks, temperatures, chunks, weightless or positional-only QK-norm):
+  posbench's own parameter names, the decoder shell of hf_remote/ (`modeling_posbench.py`,
+  `configuration_posbench.py`, ...) and posbench's own PE modules written flat beside it (hf_zoo.py), loaded with
+  `trust_remote_code=True` through `auto_map`. Every registered PE exports this way but those that read the data's
+  own position ids (refused with the reason: generate() cannot hand them over).
+Nothing is ever written as a model that computes something else: the remote code loads the PE config with
+posbench's strict loader, other architectures (encoder-decoder, Mamba) are refused, and every export is loaded back and
 compared with posbench before it is moved into place: logits on random ids (the full forward), and a short
 greedy generation through transformers' `generate` with its KV cache and without it, against posbench's own
 greedy loop (the cache path is one the full forward never exercises: transformers 5.x renamed how it hands
@@ -26,7 +27,8 @@ the cache over, and a model that ignores it generates garbage while its logits s
     model.safetensors                     weights, fp32, tied head not duplicated
     tokenizer.json (+ tokenizer_config)   the checkpoint's tokenizer for PreTrainedTokenizerFast
     README.md                             a model card: training config, tokens seen, eval results if present
-    modeling_posbench.py, configuration_posbench.py, pe_*.py, packing.py   remote-code path only
+    modeling_posbench.py, configuration_posbench.py, packing.py, attention_options.py   remote-code path only:
+    pe_zoo.py, pe_*.py, errors.py, config_loader.py, registry.py, yaml_io.py     the decoder shell and the PE zoo
 
 Where the files go: a staging directory beside the target (same filesystem), renamed into place only after the
 check passed, so the target is either absent, the user's old directory untouched, or the whole new export. A
@@ -54,11 +56,14 @@ from posbench.errors import BadInputError, ConfigError, user_paths
 from posbench.fileio import fsync_dir, link_error, remove_tree
 from posbench.interop.hf_gpt_oss import gpt_oss_export
 from posbench.interop.hf_qwen3_next import qwen3_next_config, qwen3_next_reason, qwen3_next_state_dict
+from posbench.interop.hf_remote.packing import check_packing
 from posbench.interop.hf_verify import VERIFY_TOLERANCE, check_prompt, uses_dynamic_scaling, verify
+from posbench.interop.hf_zoo import zoo_files
 
 NOPE_FACTOR = 1e30  # linear RoPE scaling that makes every angle vanish (see the module docstring)
 REMOTE_DIR = Path(__file__).parent / "hf_remote"
-# every module of hf_remote/ but its __init__: what transformers loads from the export directory
+# every module of hf_remote/ but its __init__: the decoder shell transformers loads from the export directory (beside
+# the PE zoo, hf_zoo.zoo_files)
 REMOTE_FILES = tuple(sorted(p.name for p in REMOTE_DIR.glob("*.py") if p.name != "__init__.py"))
 QWEN3, QWEN3_NEXT, REMOTE = "Qwen3ForCausalLM", "Qwen3NextForCausalLM", "PosbenchForCausalLM"
 GPT_OSS = "GptOssForCausalLM"
@@ -150,19 +155,15 @@ def qwen3_reason(run_cfg: RunConfig) -> str | None:
     return None
 
 
-def remote_packing(run_cfg: RunConfig, pe: dict) -> dict | None:
+def remote_packing(run_cfg: RunConfig) -> dict | None:
     """model.packing as the plain dict the remote code reads (it splits rows into documents at bos_id as posbench
     does), None when rows are not split (the default, or no bos_id: each row one document); ConfigError when the
     remote code cannot express it."""
-    from posbench.interop.hf_remote.modeling_posbench import PEContext, build_pe, check_packing
-
     p = run_cfg.model.packing
     if not p.active:
         return None
-    m = run_cfg.model
     try:
-        ctx = PEContext(m.d_model, m.n_heads, m.n_layers, m.seq_len, m.init_std)
-        return check_packing(dataclasses.asdict(p), build_pe(pe, ctx))
+        return check_packing(dataclasses.asdict(p))
     except ValueError as e:
         raise ConfigError(f"{e}. Nothing was exported") from None
 
@@ -181,23 +182,19 @@ def refuse_data_positions(run_cfg: RunConfig) -> None:
 
 
 def remote_pe_config(run_cfg: RunConfig) -> dict:
-    """The PE config as the plain dict the remote code reads; ConfigError when it cannot express the model."""
-    from posbench.interop.hf_remote.modeling_posbench import PE_CLASSES, check_pe_config
+    """The PE config as the plain dict config.json carries, checked to load back (through JSON) as this very config
+    with the strict loader the remote code uses; ConfigError when the remote code cannot express the model."""
+    from posbench.config_loader import from_dict
+    from posbench.pe import PEConfig
 
     arch = run_cfg.model.arch.name
     if arch != "decoder":
         raise ConfigError(f"model.arch={arch} is not a decoder-only transformer; neither transformers' Qwen3 nor "
                           "posbench's remote modeling code computes it. Nothing was exported")
-    pe = dataclasses.asdict(run_cfg.pe)
-    try:
-        check_pe_config(pe)
-    except ValueError as e:
-        advice = ""
-        if pe["name"] not in PE_CLASSES:
-            advice = (f", so the exported model could not compute it without posbench. To export it, add a class "
-                      f"implementing `{pe['name']}` to {REMOTE_DIR.name}/ (docs/architecture.md, Adding a PE); "
-                      "posbench itself trains and evaluates it as it is")
-        raise ConfigError(f"{e}{advice}. Nothing was exported") from None
+    pe = json.loads(json.dumps(dataclasses.asdict(run_cfg.pe)))
+    if from_dict(PEConfig, pe, "pe") != run_cfg.pe:
+        raise ConfigError(f"PE `{run_cfg.pe.name}`'s config does not survive config.json ({pe}): a field's value is "
+                          "not plain JSON data (numbers, strings, lists, mappings). Nothing was exported")
     return pe
 
 
@@ -276,7 +273,8 @@ def model_card(run_cfg: RunConfig, meta: dict, step_dir: Path, kind: str, why_re
              f"{run_cfg.model.seq_len} tokens", f"- tokenizer `{run_cfg.data.tokenizer.tag()}`", ""]
     if why_remote:
         parts += [f"Remote code: {why_remote}. `modeling_posbench.py` (torch and transformers only) implements "
-                  "posbench's decoder and this PE; greedy generation uses the KV cache"
+                  "posbench's decoder, and posbench's own PE modules beside it (`pe_<module>.py`, imported by "
+                  "`pe_zoo.py`) this PE; greedy generation uses the KV cache"
                   + (" except for randomized positions, which are drawn per sequence" if "randomized" in
                      json.dumps(dataclasses.asdict(run_cfg.pe)) else "") + ".", ""]
     elif position_free(run_cfg):
@@ -387,7 +385,8 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print, overwrite: bo
     if gpt_oss is not None:
         why_remote = None
     pe = remote_pe_config(run_cfg) if why_remote else None  # refuses before any file is written
-    packing = remote_packing(run_cfg, pe) if why_remote else None  # likewise
+    packing = remote_packing(run_cfg) if why_remote else None  # likewise
+    zoo = zoo_files({Path(name).stem for name in REMOTE_FILES}) if why_remote else {}  # likewise
     whole_sequence = not supports_cache(model)
     with user_paths():  # out_dir is the user's: a file in its way, no permission to write there
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -399,6 +398,8 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print, overwrite: bo
             state = remote_state_dict(model)
             for name in REMOTE_FILES:
                 shutil.copyfile(REMOTE_DIR / name, tmp / name)
+            for name, text in zoo.items():  # posbench's PE modules, flat, as the decoder imports them (hf_zoo.py)
+                (tmp / name).write_text(text, encoding="utf-8")
         elif gpt_oss is not None:
             kind = GPT_OSS
             config, state = gpt_oss

@@ -50,7 +50,9 @@ class Temperature(nn.Module):
         return self.name != "none" and (position_free or not self.cfg.get("nope_layers_only", False))
 
     def factor_BHT1(self, pos_BT):
-        f = FACTORS[self.name](self, pos_BT.float())  # (B, T), or (B, H, T) per head
+        """pos_BT: (B, T) per row, or (T,) shared by the batch."""
+        pos_BT = pos_BT.float() if pos_BT.dim() == 2 else pos_BT.float()[None]
+        f = FACTORS[self.name](self, pos_BT)  # (B, T), or (B, H, T) per head
         return (f if f.dim() == 3 else f[:, None])[..., None]
 
 

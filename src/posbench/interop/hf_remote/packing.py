@@ -10,13 +10,11 @@ from dataclasses import dataclass
 
 import torch
 
-from .pe_contract import PositionalEncoding
-
 PACKING_VALUES = {"mask": ("causal", "document"), "positions": ("window", "document")}
 DOCUMENTS_ATTR = "posbench_documents"  # where a DynamicCache carries the documents of its keys between calls
 
 
-def check_packing(packing: dict | None, pe: PositionalEncoding) -> dict | None:
+def check_packing(packing: dict | None) -> dict | None:
     """The packing config if it splits rows into documents (a switch on and a bos_id), None if it does not;
     ValueError for a field or value this file does not implement."""
     if not packing:
@@ -33,10 +31,6 @@ def check_packing(packing: dict | None, pe: PositionalEncoding) -> dict | None:
     packing = {key: packing.get(key, values[0]) for key, values in PACKING_VALUES.items()} | {"bos_id": bos_id}
     if bos_id is None or (packing["mask"], packing["positions"]) == ("causal", "window"):
         return None
-    if pe.whole_sequence and packing["positions"] == "document":
-        # posbench draws one set of randomized positions per document; this file draws one per sequence
-        raise ValueError("randomized positions drawn per document (packing.positions=document with "
-                         "pe.sample_at_eval=true) are not implemented by posbench's remote code")
     return packing
 
 
