@@ -18,8 +18,9 @@ transformers = pytest.importorskip("transformers")
 from posbench.config_loader import ConfigError  # noqa: E402
 from posbench.evaluation.generate import supports_cache  # noqa: E402
 from posbench.evaluation.loading import load_model  # noqa: E402
-from posbench.interop.hf_export import REMOTE, export  # noqa: E402
+from posbench.interop.hf_export import REMOTE, UNTHREADED_HOOKS, export  # noqa: E402
 from posbench.pe import PES  # noqa: E402
+from posbench.pe.encoding import overrides  # noqa: E402
 from tests.interop.test_hf_export import assert_generation_parity  # noqa: E402
 from tests.interop.test_hf_export_remote import assert_remote_files_stand_alone, random_checkpoint  # noqa: E402
 
@@ -32,6 +33,7 @@ PE_OVERRIDES = {"rnope_swa": ["pe.window=48"]}
 LOGIT_TOLERANCE = 1e-5  # of the largest |logit|: fp32 kernel noise is ~1e-7 of it, a wrong bias far above
 
 DATA_POSITIONS = {"abacus", "coupled"}  # read a task's per-token ids, which generate() cannot hand a model
+UNTHREADED = {"repo": "`token_positions`", "tape": "`start_state`"}  # hooks the exported decoder shell lacks
 
 
 def refusal(name: str) -> str | None:
@@ -39,7 +41,8 @@ def refusal(name: str) -> str | None:
     the data's position ids, pinned (DATA_POSITIONS) and, for a PE added since, by posbench's contract."""
     if name in DATA_POSITIONS or PES.get(name).reads_data_positions():
         return f"PE `{name}` takes its positions from the data"
-    return None
+    hook = UNTHREADED.get(name) or next((f"`{h}`" for h in UNTHREADED_HOOKS if overrides(PES.get(name), h)), None)
+    return None if hook is None else f"({hook}), which the exported model's decoder shell does not thread"
 
 
 def assert_pe_is_shipped_posbench(hf, ours):

@@ -181,6 +181,39 @@ def refuse_data_positions(run_cfg: RunConfig) -> None:
                           "exported")
 
 
+# meaning hooks the exported decoder shell (interop/hf_remote/modeling_posbench.py) does not thread through its layers:
+# positions read from a layer's input (RePo) and a state carried from layer to layer (TAPE); an exported model would
+# silently compute without them, so such a PE is refused until the shell threads them
+UNTHREADED_HOOKS = {"token_positions": "reads its positions from each layer's input",
+                    "start_state": "carries a position state from layer to layer"}
+
+
+def _pe_names(pe: dict) -> list[str]:
+    """Every PE a PE config names: its own and its members' (a hybrid's pattern, a wrapper's inner), at any depth."""
+    out = [pe["name"]] if isinstance(pe.get("name"), str) else []
+    for value in pe.values():
+        for v in value if isinstance(value, list) else [value]:
+            if isinstance(v, dict):
+                out += _pe_names(v)
+    return out
+
+
+def refuse_unthreaded_hooks(run_cfg: RunConfig) -> None:
+    """A PE (or a member of one) with a hook the decoder shell does not thread (UNTHREADED_HOOKS) is not exported."""
+    from posbench.config_loader import to_dict
+    from posbench.pe import PES
+    from posbench.pe.encoding import overrides
+
+    for name in _pe_names(to_dict(run_cfg.pe)):
+        if name not in PES.names():
+            continue
+        for hook, what in UNTHREADED_HOOKS.items():
+            if overrides(PES.get(name), hook):
+                raise ConfigError(f"PE `{name}` {what} (`{hook}`), which the exported model's decoder shell does not "
+                                  "thread through its layers; it is not exported. Evaluate it with posbench (posbench "
+                                  "eval / posbench study). Nothing was exported")
+
+
 def remote_pe_config(run_cfg: RunConfig) -> dict:
     """The PE config as the plain dict config.json carries, checked to load back (through JSON) as this very config
     with the strict loader the remote code uses; ConfigError when the remote code cannot express the model."""
@@ -375,6 +408,7 @@ def export(checkpoint: str | Path, out_dir: str | Path, log=print, overwrite: bo
     loaded = load_model(checkpoint, "cpu")
     run_cfg, model = loaded.cfg, loaded.model
     refuse_data_positions(run_cfg)  # before any file is written
+    refuse_unthreaded_hooks(run_cfg)
     why_remote = qwen3_reason(run_cfg)
     if why_remote and qwen3_next_reason(run_cfg.model, run_cfg.pe) is None:
         why_remote = None  # the gated-attention recipe: a standard Qwen3NextForCausalLM (interop/hf_qwen3_next.py)
