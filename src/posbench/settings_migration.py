@@ -32,30 +32,33 @@ def _drop_point_to_pe(saved: dict) -> None:
             pe["drop_at"] = share
 
 
-def _prope_fraction(node) -> None:
-    """p-RoPE's `fraction` is `kept_frequencies` (the name says which fraction: of frequencies, not of channels as
-    pe.rotary_fraction), at any depth (a hybrid's member, a study cell's PE)."""
+def _every_mapping(node, step: Callable[[dict], None]) -> None:
+    """`step` on every mapping inside `node`, at any depth (a hybrid's member, a study cell's PE or overrides)."""
     if isinstance(node, dict):
-        if node.get("name") == "prope" and "fraction" in node:
-            node["kept_frequencies"] = node.pop("fraction")
+        step(node)
         for value in node.values():
-            _prope_fraction(value)
+            _every_mapping(value, step)
     elif isinstance(node, list):
         for value in node:
-            _prope_fraction(value)
+            _every_mapping(value, step)
+
+
+def _prope_fraction(node) -> None:
+    """p-RoPE's `fraction` is `kept_frequencies` (the name says which fraction: of frequencies, not of channels as
+    pe.rotary_fraction), at any depth."""
+    def step(d: dict) -> None:
+        if d.get("name") == "prope" and "fraction" in d:
+            d["kept_frequencies"] = d.pop("fraction")
+    _every_mapping(node, step)
 
 
 def _log_n_at_least_one(node) -> None:
     """The log_n attention temperature gained `at_least_one` (SWAN-GPT's floor at 1); a log_n saved before it has
-    none and meant the unfloored factor, at_least_one false, at any depth (a run's model, a study cell's overrides)."""
-    if isinstance(node, dict):
-        if node.get("name") == "log_n" and "base_len" in node and "at_least_one" not in node:
-            node["at_least_one"] = False
-        for value in node.values():
-            _log_n_at_least_one(value)
-    elif isinstance(node, list):
-        for value in node:
-            _log_n_at_least_one(value)
+    none and meant the unfloored factor, at_least_one false, at any depth."""
+    def step(d: dict) -> None:
+        if d.get("name") == "log_n" and "base_len" in d and "at_least_one" not in d:
+            d["at_least_one"] = False
+    _every_mapping(node, step)
 
 
 MIGRATIONS: tuple[Migration, ...] = (

@@ -59,6 +59,13 @@ class RopeConfig(PEConfig):
             raise ConfigError(f"pe.rotary_fraction must be in (0, 1], got {self.rotary_fraction}")
 
 
+def require_channel_pairs(cfg, ctx) -> None:
+    """A PE that rotates channel pairs needs an even integer head dim (ConfigError naming the model's sizes)."""
+    require(ctx.d_model % ctx.n_heads == 0 and ctx.head_dim % 2 == 0,
+            f"`{cfg.name}` rotates channel pairs: head dim model.d_model/model.n_heads = "
+            f"{ctx.d_model}/{ctx.n_heads} must be an even integer")
+
+
 class RotaryBase(PositionalEncoding):
     kind = "rotary"
     Config = RopeConfig
@@ -70,9 +77,7 @@ class RotaryBase(PositionalEncoding):
 
     @classmethod
     def check_model(cls, cfg, ctx):
-        require(ctx.d_model % ctx.n_heads == 0 and ctx.head_dim % 2 == 0,
-                f"`{cfg.name}` rotates channel pairs: head dim model.d_model/model.n_heads = "
-                f"{ctx.d_model}/{ctx.n_heads} must be an even integer")
+        require_channel_pairs(cfg, ctx)
         R = rotary_dim(ctx.head_dim, cfg.rotary_fraction)
         require(R >= 2 and R % 2 == 0,
                 f"`{cfg.name}` rotates int(head dim {ctx.head_dim} x pe.rotary_fraction {cfg.rotary_fraction}) = "

@@ -32,10 +32,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from posbench.config_loader import require
 from posbench.errors import ConfigError
 from posbench.pe.encoding import PES, PEConfig, PositionalEncoding
 from posbench.pe.path import segments
+from posbench.pe.rope import require_channel_pairs
 from posbench.pe.speed import PESpeed
 from posbench.pe.token_rotation import rotated_logits, rotated_logits_bytes
 
@@ -65,9 +65,7 @@ class SelectiveRoPE(PositionalEncoding):
 
     @classmethod
     def check_model(cls, cfg, ctx):
-        require(ctx.d_model % ctx.n_heads == 0 and ctx.head_dim % 2 == 0,
-                f"`{cfg.name}` rotates channel pairs: head dim model.d_model/model.n_heads = "
-                f"{ctx.d_model}/{ctx.n_heads} must be an even integer")
+        require_channel_pairs(cfg, ctx)
 
     def __init__(self, cfg, ctx):
         super().__init__(cfg, ctx)
