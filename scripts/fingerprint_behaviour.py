@@ -170,11 +170,14 @@ def eval_case(pe: str) -> Callable[[Path], dict]:
 
 def measured(results: dict) -> dict:
     """A study's results.json as the values its cells measured: the file's schema version and the fields a cell
-    writes as null (n/a) left out, so a change of the file's form alone (typed cell results, schema 2: every field,
-    n/a as null) is not a change of behaviour, while every measured value still counts to the bit."""
-    def cell(c: dict) -> dict:
-        return {k: v for k, v in c.items() if k != "schema" and v is not None}
-    return {**results, "cells": [cell(c) for c in results.get("cells", [])]}
+    writes as null (n/a, at any depth: a curve point's too) left out, so a change of the file's form alone (typed cell
+    results, schema 2: every field, n/a as null) is not a change of behaviour, while every measured value still counts
+    to the bit."""
+    def values(x):
+        if isinstance(x, dict):
+            return {k: values(v) for k, v in x.items() if k != "schema" and v is not None}
+        return [values(v) for v in x] if isinstance(x, list) else x
+    return {**results, "cells": [values(c) for c in results.get("cells", [])]}
 
 
 def study_smoke(preset: str) -> Callable[[Path], dict]:

@@ -32,7 +32,14 @@ from posbench.stats import DEFAULT_METHOD, interval_label, pairwise
 from posbench.studies.cell_result import CellProblem, CellResult, parse_cell
 from posbench.studies.claims import DEFAULT_MARGINS
 from posbench.studies.study_plots import id_ood_bars
-from posbench.studies.study_report import by_group, comparisons, seed_calibration, summarize, summary_table
+from posbench.studies.study_report import (
+    by_group,
+    claims_part,
+    comparisons,
+    seed_calibration,
+    summarize,
+    summary_table,
+)
 from posbench.studies.study_spec import StudyConfig
 
 FILES = ("cells.json", "study.json", "run.json")
@@ -164,7 +171,8 @@ def page(result: Result) -> str:
         f"## Summary ({label})", "",
         summary_table(summarize(result.cells, s), s), "",
         "## How many seeds separate the top two PEs", "",
-        seed_calibration(result.cells, s), ""])
+        seed_calibration(result.cells, s), "",
+        *(claims_part(result.cells, s) if s.claims else [])])
 
 
 def headline_sentences(result: Result) -> str:
