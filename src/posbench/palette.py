@@ -44,6 +44,9 @@ PE_COLOURS = {
     # grape_m's slot by rule is cable's too: the green-dominant colour of a 17-step RGB grid farthest from every
     # fixed colour and slot (31 delta-E; 8+ under either simulation; 30+ from white)
     "grape_m": "#ccff00",
+    # seqpe's slot by rule was selective_rope's: the 17-step RGB grid's colour (not near black) farthest from every
+    # other, in normal vision and under either simulation, and far enough from white
+    "seqpe": "#ddff88",
 }
 # for every name without a fixed colour (the rule above): picked greedily from a CIE LCh grid (lightness 25..85,
 # chroma 15..95, hue 0..355, steps of 5, in that order), each colour kept when it is at least 20 delta-E from every

@@ -203,9 +203,10 @@ def refuse_unthreaded_hooks(run_cfg: RunConfig) -> None:
     from posbench.config_loader import to_dict
     from posbench.pe import PES
     from posbench.pe.encoding import overrides
+    from posbench.pe.wrapper import WrapperPE
 
     for name in _pe_names(to_dict(run_cfg.pe)):
-        if name not in PES.names():
+        if name not in PES.names() or issubclass(PES.get(name), WrapperPE):  # a wrapper hands the hooks to its inner
             continue
         for hook, what in UNTHREADED_HOOKS.items():
             if overrides(PES.get(name), hook):

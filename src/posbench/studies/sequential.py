@@ -24,6 +24,7 @@ from posbench.errors import ConfigError
 from posbench.stats import DEFAULT_METHOD, INTERVALS, pairwise
 from posbench.stats_sequential import DEFAULT_SPENDING, SPENDING, Boundary
 from posbench.studies.claims import DEFAULT_MARGINS, check_claims
+from posbench.studies.rows import group_key
 
 MAX_SEEDS = 100  # a bound on what a spec may ask for (the boundary simulates DRAWS x max values)
 METRIC = "ood_beyond_acc"  # the pair table's metric, as study_report.comparisons judges it
@@ -114,8 +115,6 @@ def _label(task: str, axes: tuple) -> str:
 
 def _values(results: list, metric: str, upto: dict[Row, int]) -> dict[tuple, dict[str, dict]]:
     """{(task, axes): {pe: {seed: value}}} over the first upto[row] seeds of each row."""
-    from posbench.studies.study_report import group_key  # study_report imports this module
-
     out: dict[tuple, dict[str, dict]] = defaultdict(dict)
     for r in results:
         task, pe, axes = key = group_key(r)
@@ -190,8 +189,6 @@ def replay(study, results: list, rows: list[Row]) -> Replay:
     seq = study.sequential
     rep = Replay(Boundary(seq.looks, study.eval.confidence, seq.spending))
     have: dict[Row, set] = defaultdict(set)
-    from posbench.studies.study_report import group_key
-
     for r in results:
         have[group_key(r)].add(r.seed)
     running = list(dict.fromkeys(rows))

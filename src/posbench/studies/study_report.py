@@ -27,6 +27,7 @@ from posbench.studies.cell_result import CellResult
 from posbench.studies.claims import DEFAULT_MARGINS, report_section
 from posbench.studies.digits_report import beyond_curve_table, exact_by_digits_table
 from posbench.studies.long_context_report import long_context_section
+from posbench.studies.rows import group_key  # noqa: F401  (read here by the plots, app and compare)
 from posbench.studies.study_spec import METRICS, StudyConfig
 
 # what a metric cannot leave: intervals are clipped to it (an accuracy's t-interval can reach past 100%)
@@ -36,10 +37,6 @@ BOUNDS = {"id_acc": (0.0, 1.0), "ood_beyond_acc": (0.0, 1.0), "ood_acc": (0.0, 1
 
 # ood_beyond_acc is the headline OOD figure: accuracy at target positions past the training length only.
 # ood_acc (all positions of the longer examples) mixes in-range positions in and stays, labelled as such.
-
-
-def group_key(r: CellResult) -> tuple:
-    return (r.task, r.pe, tuple(sorted((k, str(v)) for k, v in r.axes.items())))
 
 
 def summarize(results: list[CellResult], study: StudyConfig) -> list[dict]:
