@@ -3,6 +3,7 @@ effective length per row with its interval, the multi-key claims), and a tiny st
 meaningless) that writes the section, the heatmaps and each cell's grid."""
 
 import json
+import re
 from dataclasses import replace
 
 import numpy as np
@@ -146,7 +147,9 @@ def test_tiny_study_end_to_end(tmp_path):
     fam = {f.name: f for f in task.families}
     fam["niah_multikey"].value_digits = 1
     task.families = [fam["niah_multikey"], fam["common_words"], fam["kv_retrieval"]]
-    study.pes = [p for p in study.pes if p.name == "rope"]
+    study.pes, study.arms = [p for p in study.pes if p.name == "rope"], []
+    # the preset's claims compare rows this tiny grid leaves out (issue 62's rows): keep those about rope alone
+    study.claims = [c for c in study.claims if set(re.findall(r"[a-z][a-z0-9_]*", c.order)) <= {"rope"}]
     study.seeds, study.workers = [0, 1], 1
     study.overrides = ["model.d_model=16", "model.n_heads=2", "model.n_layers=1", "model.d_ff=32"]
     study.train.steps, study.train.batch_size, study.train.curve_points = 2, 4, 1
