@@ -30,6 +30,7 @@ import torch
 
 from posbench.errors import ConfigError
 from posbench.pe.encoding import PES, PositionalEncoding
+from posbench.pe.layer_view import LayerView
 from posbench.pe.rope import RopeConfig, RotaryBase, apply_rotary
 from posbench.pe.speed import PESpeed
 
@@ -131,20 +132,11 @@ class FoPE(RotaryBase):
             return float(mix), float(mix)
 
 
-class FoPELayer(PositionalEncoding):
+class FoPELayer(LayerView, PositionalEncoding):
     """Layer `layer` of a per-layer FoPE: the owner's rotation with that layer's matrices. It holds no tensors and is
     no submodule of the owner (the model's `pe`), so state dict, device moves and RoPE scaling stay on the owner."""
 
     kind = "rotary"
-
-    def __init__(self, owner: FoPE, layer: int):
-        super().__init__(owner.cfg, owner.ctx)
-        object.__setattr__(self, "owner", owner)  # a plain reference: registering it would nest the owner in here
-        self.layer = layer
-
-    @property
-    def name(self) -> str:
-        return self.owner.name
 
     @property
     def is_relative(self) -> bool:

@@ -31,6 +31,7 @@ from torch import nn
 
 from posbench.errors import ConfigError
 from posbench.pe.encoding import PES, PEConfig, PositionalEncoding
+from posbench.pe.layer_view import LayerView
 from posbench.pe.rope import RopeConfig, RotaryBase, require_channel_pairs, rope_inv_freq
 from posbench.pe.speed import PESpeed
 from posbench.pe.token_rotation import rotated_logits, rotated_logits_bytes
@@ -74,18 +75,10 @@ class GrapeM(RotaryBase):
         return [self.log_freq_LP]
 
 
-class GrapeMLayer(RotaryBase):
+class GrapeMLayer(LayerView, RotaryBase):
     """Layer `layer` of GRAPE-M: RotaryBase's rotation with that layer's learned frequencies. It holds no tensors of
     its own and is no submodule of the owner (the model's `pe`), so state dict and device moves stay on the owner."""
 
-    def __init__(self, owner: GrapeM, layer: int):
-        super().__init__(owner.cfg, owner.ctx)
-        object.__setattr__(self, "owner", owner)  # a plain reference: registering it would nest the owner in here
-        self.layer = layer
-
-    @property
-    def name(self) -> str:
-        return self.owner.name
 
     def inv_freq(self):
         return self.owner.inv_freq(self.layer)
