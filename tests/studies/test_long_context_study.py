@@ -148,7 +148,7 @@ def test_tiny_study_end_to_end(tmp_path):
     fam["niah_multikey"].value_digits = 1
     task.families = [fam["niah_multikey"], fam["common_words"], fam["kv_retrieval"]]
     study.pes, study.arms = [p for p in study.pes if p.name == "rope"], []
-    # the preset's claims compare rows this tiny grid leaves out (issue 62's rows): keep those about rope alone
+    # the preset's claims compare rows this tiny grid leaves out (the 2026 PEs): keep those about rope alone
     study.claims = [c for c in study.claims if set(re.findall(r"[a-z][a-z0-9_]*", c.order)) <= {"rope"}]
     study.seeds, study.workers = [0, 1], 1
     study.overrides = ["model.d_model=16", "model.n_heads=2", "model.n_layers=1", "model.d_ff=32"]
