@@ -21,6 +21,7 @@ from posbench.evaluation.loading import load_model  # noqa: E402
 from posbench.interop.hf_export import REMOTE, UNTHREADED_HOOKS, export  # noqa: E402
 from posbench.pe import PES  # noqa: E402
 from posbench.pe.encoding import overrides  # noqa: E402
+from posbench.pe.wrapper import WrapperPE  # noqa: E402
 from tests.interop.test_hf_export import assert_generation_parity  # noqa: E402
 from tests.interop.test_hf_export_remote import assert_remote_files_stand_alone, random_checkpoint  # noqa: E402
 
@@ -41,7 +42,10 @@ def refusal(name: str) -> str | None:
     the data's position ids, pinned (DATA_POSITIONS) and, for a PE added since, by posbench's contract."""
     if name in DATA_POSITIONS or PES.get(name).reads_data_positions():
         return f"PE `{name}` takes its positions from the data"
-    hook = UNTHREADED.get(name) or next((f"`{h}`" for h in UNTHREADED_HOOKS if overrides(PES.get(name), h)), None)
+    pe = PES.get(name)
+    if issubclass(pe, WrapperPE):  # a wrapper forwards every hook to its inner PE, which is judged on its own
+        return None
+    hook = UNTHREADED.get(name) or next((f"`{h}`" for h in UNTHREADED_HOOKS if overrides(pe, h)), None)
     return None if hook is None else f"({hook}), which the exported model's decoder shell does not thread"
 
 
