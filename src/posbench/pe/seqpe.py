@@ -3,7 +3,8 @@ authors' code: ghrua/seqpe, text_seqpe/, read at the commit docs/pe_defaults.md 
 digits, left-padded to `max_digits` ("123" -> 0 0 1 2 3), read by a small causal transformer (GPT-2 blocks, a
 learned embedding per digit and per digit slot, a [CLS] token appended last); its output at [CLS] is the position's
 vector p (custom_modules/sequential_pe.py `SequentialPE.forward`). The authors' language-model setting
-(text_seqpe/runs/ours_gpt2_wt103.sh: pe_apply_method attn_scalar, use_pe_qk_per_layer single, use_pe_multi_head) maps p once
+(text_seqpe/runs/ours_gpt2_wt103.sh: pe_apply_method attn_scalar, use_pe_qk_per_layer single, use_pe_multi_head)
+maps p once
 through one linear layer to a query and a key part, split per head, and adds their dot product to every layer's
 logits: a_ij += (Wq p_i + bq)_h . (Wk p_j + bk)_h / sqrt(K) (models/gpt2/modeling_gpt2.py `GPT2Attention.forward`).
 That sum is a dot product over wider heads, so `rotate` appends the PE's parts to q and k (q scaled so the kernels'
