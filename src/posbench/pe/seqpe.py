@@ -4,9 +4,9 @@ digits, left-padded to `max_digits` ("123" -> 0 0 1 2 3), read by a small causal
 learned embedding per digit and per digit slot, a [CLS] token appended last); its output at [CLS] is the position's
 vector p (custom_modules/sequential_pe.py `SequentialPE.forward`). The authors' language-model setting
 (text_seqpe/runs/ours_gpt2_wt103.sh: pe_apply_method attn_scalar, use_pe_qk_per_layer single, use_pe_multi_head)
-maps p once
-through one linear layer to a query and a key part, split per head, and adds their dot product to every layer's
-logits: a_ij += (Wq p_i + bq)_h . (Wk p_j + bk)_h / sqrt(K) (models/gpt2/modeling_gpt2.py `GPT2Attention.forward`).
+maps p once through one linear layer to a query and a key part, split per head, and adds their dot product to
+every layer's logits: a_ij += (Wq p_i + bq)_h . (Wk p_j + bk)_h / sqrt(K)
+(models/gpt2/modeling_gpt2.py `GPT2Attention.forward`).
 That sum is a dot product over wider heads, so `rotate` appends the PE's parts to q and k (q scaled so the kernels'
 1/sqrt(K + P) is the authors' 1/sqrt(K)): every kernel runs it without a bias, and the KV cache keeps it.
 Training shifts a batch's positions with probability `random_shift_rate` to one of `shift_starts` starts drawn
