@@ -2,6 +2,7 @@
 """Do two runs of a study reach the same conclusions? Exit 0 when they do, 1 when they do not, 2 on bad input.
 
     python scripts/compare_studies.py runs/qs_separate runs/qs_batched     # two --out dirs (or results.json files)
+    python scripts/compare_studies.py results/quickstart runs/study_quickstart   # a published result folder too
 
 Every PE pair's verdict on --metric as report.md gives it (paired t tests over seeds, Holm over each task's
 pairs: `>`/`<` shown to differ, `~` shown the same within the metric's margin, `?` inconclusive). The runs
@@ -22,7 +23,7 @@ from pathlib import Path
 
 from posbench.cli.errors_cli import cli_entry
 from posbench.errors import DataError
-from posbench.studies.study_compare import NUMBERS, compare, read_cells, read_looks, verdicts
+from posbench.studies.study_compare import NUMBERS, compare, read_cells, read_looks, read_published, verdicts
 
 MAX_RESULTS_BYTES = 1 << 30  # a results.json larger than this is not a study's
 
@@ -33,7 +34,8 @@ def results_file(arg: str) -> Path:
     path = Path(arg)
     path = path / "results.json" if path.is_dir() else path
     if not path.is_file():
-        raise DataError(f"{path}: no results.json there; pass a study's --out directory or its results.json")
+        raise DataError(f"{path}: no results.json there; pass a study's --out directory, its results.json or a "
+                        "published result folder (results/<name>/)")
     if path.stat().st_size > MAX_RESULTS_BYTES:
         raise DataError(f"{path}: {path.stat().st_size:,} bytes is larger than a study's results.json")
     try:
@@ -45,10 +47,20 @@ def results_file(arg: str) -> Path:
     return path
 
 
+def read_run(arg: str) -> tuple[list, dict | None]:
+    """A run's cells and its sequential record (None for a fixed run): from a study's --out directory or its
+    results.json, or from a published result folder (results/<name>/: cells.json, study.json, run.json)."""
+    path = Path(arg)
+    if path.is_dir() and not (path / "results.json").exists() and (path / "cells.json").is_file():
+        return read_published(path)
+    f = results_file(arg)
+    return read_cells(f), read_looks(f)
+
+
 @cli_entry
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("before", help="a study's output directory or results.json (the reference)")
+    p.add_argument("before", help="a study's output directory, results.json or published result folder (the reference)")
     p.add_argument("after", help="the same study run another way")
     p.add_argument("--metric", default="ood_beyond_acc", choices=NUMBERS,
                    help="metric of the pair verdicts (default ood_beyond_acc)")
@@ -57,8 +69,8 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if not 0 < args.confidence < 1 or args.n_boot < 100:  # a usage error (2), not "the studies differ" (1)
         p.error(f"--confidence must be in (0, 1) and --n-boot >= 100, got {args.confidence} and {args.n_boot}")
-    files = results_file(args.before), results_file(args.after)
-    (before, after), looks = [read_cells(f) for f in files], tuple(read_looks(f) for f in files)
+    (before, b_looks), (after, a_looks) = read_run(args.before), read_run(args.after)
+    looks = b_looks, a_looks
     ag = compare(before, after, args.metric, args.confidence, args.n_boot, looks=looks)
     counts = Counter(verdicts(before, args.metric, args.confidence, args.n_boot, looks[0]).values())
     print(f"{len(before)} cells; {ag.pairs} PE pairs judged in both runs on {args.metric} at {args.confidence:.0%}: "

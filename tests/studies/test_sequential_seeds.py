@@ -242,3 +242,30 @@ def test_the_report_names_the_boundary_on_every_verdict_line_and_says_why_each_r
     assert "Looks made: 3 of 3 (3, 4, 5 seeds)." in text
     assert "| k_back | rope | 3 | every relation it takes part in decided by 3 seeds |" in text
     assert "| k_back | learned | 5 | reached max (5 seeds) with 1 undecided: alibi vs learned |" in text
+
+
+def test_a_published_sequential_result_shows_and_compares_the_verdicts_of_its_looks(tmp_path, capsys):
+    # the published form (studies/published.py) keeps cells and spec only: its page and a comparison replay the
+    # looks from them, so they give the report's sequential verdicts, not the fixed test's on the seeds each row got
+    from posbench.studies.published import Result, page, write_result
+    from posbench.studies.study_compare import read_published
+    from scripts.compare_studies import main as compare_main
+
+    s = study(tmp_path, extra="claims: [{order: 'rope > learned'}]\n")
+    held = [dataclasses.replace(c, chance=0.25) for c in
+            cells({"rope": VALUES["rope"][:3], "learned": VALUES["learned"], "alibi": VALUES["alibi"]})]
+    folder = write_result(tmp_path / "out", held, s, "posbench study seq.yaml", 1.0, 1.0)
+    want = record(replay(s, held, rows_of(expand(s))), s.sequential)
+    cells_back, looks = read_published(folder)
+    assert looks == want and [c.cell_id for c in cells_back] == [c.cell_id for c in held]
+    text = page(Result(folder))
+    assert "## Sequential seeds" in text and "| k_back | rope | 3 | every relation it takes part in decided" in text
+    assert "Holm over 3 pairs at the sequential boundary (Lan-DeMets O'Brien-Fleming" in text
+    assert "3-5 per row" in text  # the setting line counts each row's seeds, not one fixed count
+    # the same cells, published with the spec's seeds fixed, read as a fixed run with rope's cells missing
+    fixed = write_result(tmp_path / "fixed", held, dataclasses.replace(s, sequential=None, seeds=[0, 1, 2, 3, 4]),
+                         "posbench study seq.yaml", 1.0, 1.0)
+    assert read_published(fixed)[1] is None
+    capsys.readouterr()
+    assert compare_main([str(folder), str(folder)]) == 0 and "same conclusions" in capsys.readouterr().out
+    assert "## Sequential seeds" not in page(Result(fixed))

@@ -28,7 +28,7 @@ from posbench.config_loader import from_dict, to_dict
 from posbench.errors import ConfigError
 from posbench.fileio import write_text
 from posbench.procpool import usable_cores
-from posbench.stats import DEFAULT_METHOD, interval_label, pairwise
+from posbench.studies import sequential
 from posbench.studies.cell_result import CellProblem, CellResult, parse_cell
 from posbench.studies.claims import DEFAULT_MARGINS
 from posbench.studies.study_plots import id_ood_bars
@@ -36,7 +36,11 @@ from posbench.studies.study_report import (
     by_group,
     claims_part,
     comparisons,
+    judged_pairs,
+    looks,
     seed_calibration,
+    seeds_label,
+    seeds_text,
     summarize,
     summary_table,
 )
@@ -112,6 +116,8 @@ class Result:
                 raise ConfigError(f"{self.folder / 'cells.json'}: cell {i} is not a cell's result ({e})") from None
         # the report's judges count the seeds the data has, whatever the spec listed
         self.study.seeds = sorted({c.seed for c in self.cells})
+        # a sequential study's verdicts are its looks' (at the boundary), replayed from the cells as its report did
+        self.looks = looks(self.cells, self.study)
 
     def question(self) -> str:
         pes = ", ".join(dict.fromkeys(c.pe for c in self.cells))
@@ -123,15 +129,14 @@ class Result:
         flags = "/".join(f.upper().replace("AVX512F", "AVX-512") for f in m.get("flags", []))
         where = m["device"] if m.get("device", "cpu") != "cpu" else f"{m['cpu']} ({flags}), {m['cores']} cores"
         note = f" ({self.run['note']})" if self.run.get("note") else ""  # e.g. how busy the machine was
-        return (f"{len(self.cells)} cells, {len(s.seeds)} seeds, {s.train.steps} steps; {where}; "
+        return (f"{len(self.cells)} cells, {seeds_text(s, self.cells)}, {s.train.steps} steps; {where}; "
                 f"{self.run['wall_s'] / 60:.1f} min wall, {self.run['cpu_s']:,.0f} CPU-s{note}")
 
     def verdicts(self) -> list[dict]:
         """Per task: the best PE beyond the training length and how the Holm-adjusted pairs came out."""
-        ev, margin = self.study.eval, DEFAULT_MARGINS[HEADLINE_METRIC]
         out = []
-        for (task, _axes), per_pe in by_group(self.cells, HEADLINE_METRIC).items():
-            pairs = pairwise(per_pe, ev.confidence, ev.n_boot, margin)
+        for (task, axes), per_pe in by_group(self.cells, HEADLINE_METRIC).items():
+            pairs = judged_pairs(per_pe, task, axes, self.study, HEADLINE_METRIC, self.looks)
             means = {pe: sum(v.values()) / len(v) for pe, v in per_pe.items()}
             best = max(means, key=means.get)
             above = [p for p in pairs if (p.verdict == ">" and p.a == best) or (p.verdict == "<" and p.b == best)]
@@ -153,8 +158,8 @@ def headline_table(result: Result) -> str:
 
 def page(result: Result) -> str:
     s, run = result.study, result.run
-    label = interval_label(DEFAULT_METHOD, s.eval.confidence, len(s.seeds))
     pct = int(100 * s.eval.confidence)
+    rule = "" if result.looks is None else f", read at the sequential boundary ({result.looks.boundary.describe()})"
     return "\n".join([
         f"# Result `{result.name}`", "",
         f"**Question.** {result.question()}", "",
@@ -165,14 +170,15 @@ def page(result: Result) -> str:
         f"![accuracy in and beyond the training length]({result.name}/{FIGURE})", "",
         "## Verdicts beyond the training length", "",
         headline_table(result), "",
-        f"Per task, every pair of PEs: a paired t test over seeds ({pct}%), Holm-adjusted over the task's pairs; "
-        f"\"same\" is within +-{100 * DEFAULT_MARGINS[HEADLINE_METRIC]:g} points by two one-sided tests.", "",
-        comparisons(result.cells, s), "",
-        f"## Summary ({label})", "",
+        f"Per task, every pair of PEs: a paired t test over seeds ({pct}%), Holm-adjusted over the task's pairs"
+        f"{rule}; \"same\" is within +-{100 * DEFAULT_MARGINS[HEADLINE_METRIC]:g} points by two one-sided tests.", "",
+        comparisons(result.cells, s, rep=result.looks), "",
+        *([] if result.looks is None else sequential.section(result.looks, s)),
+        f"## Summary ({seeds_label(s)})", "",
         summary_table(summarize(result.cells, s), s), "",
         "## How many seeds separate the top two PEs", "",
         seed_calibration(result.cells, s), "",
-        *(claims_part(result.cells, s) if s.claims else [])])
+        *(claims_part(result.cells, s, result.looks) if s.claims else [])])
 
 
 def headline_sentences(result: Result) -> str:

@@ -167,6 +167,16 @@ def read_looks(path: str | Path) -> dict | None:
     return looks
 
 
+def read_published(folder: str | Path) -> tuple[list[CellResult], dict | None]:
+    """A published result folder's cells (results/<name>/, or a run's <out>/result/: studies/published.py) and, for
+    a sequential study, the record of its looks replayed from those cells, as its report wrote it."""
+    from posbench.studies.published import Result
+    from posbench.studies.sequential import record
+
+    result = Result(Path(folder))
+    return result.cells, None if result.looks is None else record(result.looks, result.study.sequential)
+
+
 def read_cells(path: str | Path) -> list[CellResult]:
     """The cell results of a study's output directory (its results.json) or of a results.json file."""
     p = Path(path)

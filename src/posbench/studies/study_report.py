@@ -178,12 +178,10 @@ def comparisons(results: list[CellResult], study: StudyConfig, metric: str = "oo
     """Per task (and axes): every PE pair as one family (Holm), ordered where the seeds show a difference, "the
     same" where they show equivalence within the metric's margin, undecided otherwise. `rep`: a sequential study's
     looks, whose verdicts (reached at the boundary, kept from the look that decided them) replace the fixed test's."""
-    ev, margin = study.eval, DEFAULT_MARGINS.get(metric)
+    margin = DEFAULT_MARGINS.get(metric)
     out = []
     for (task, axes), per_pe in by_group(results, metric).items():
-        pairs = pairwise(per_pe, ev.confidence, ev.n_boot, margin)
-        if rep is not None:
-            pairs = [_at_look(p, rep.pair(task, axes, p.a, p.b)) for p in pairs]
+        pairs = judged_pairs(per_pe, task, axes, study, metric, rep)
         judged = [p for p in pairs if p.p_differ is not None]
         ordered = [f"{p.a} > {p.b} ({p.diff.fmt()} pts)" if p.verdict == ">" else
                    f"{p.b} > {p.a} ({_negated(p.diff).fmt()} pts)" for p in pairs if p.verdict in "<>"]
@@ -198,6 +196,22 @@ def comparisons(results: list[CellResult], study: StudyConfig, metric: str = "oo
         rule = "" if rep is None else f" at the sequential boundary ({rep.boundary.describe()})"
         out.append(f"- **{label}** (Holm over {len(judged)} pairs{rule}): " + ". ".join(parts))
     return "\n".join(out)
+
+
+def looks(results: list[CellResult], study: StudyConfig) -> sequential.Replay | None:
+    """A sequential study's looks replayed from its finished cells (None for a fixed study): the verdicts its report,
+    its published page and a comparison of runs all read."""
+    if study.sequential is None:
+        return None
+    return sequential.replay(study, results, list(dict.fromkeys(group_key(r) for r in results)))
+
+
+def judged_pairs(per_pe: dict, task: str, axes, study: StudyConfig, metric: str = "ood_beyond_acc",
+                 rep: sequential.Replay | None = None) -> list:
+    """One task's PE pairs (one Holm family), each with its verdict: the fixed test's over the seeds the data has,
+    or for a sequential study the one its looks reached at the boundary."""
+    pairs = pairwise(per_pe, study.eval.confidence, study.eval.n_boot, DEFAULT_MARGINS.get(metric))
+    return pairs if rep is None else [_at_look(p, rep.pair(task, axes, p.a, p.b)) for p in pairs]
 
 
 def _state(v: sequential.Verdict | None) -> str:
@@ -303,8 +317,7 @@ def seeds_text(study: StudyConfig, results: list[CellResult]) -> str:
 def write_outputs(out_dir: Path, results: list[CellResult], study: StudyConfig, plots: list[str]) -> str:
     rows = summarize(results, study)
     pct = int(100 * study.eval.confidence)
-    rep = None if study.sequential is None else sequential.replay(
-        study, results, list(dict.fromkeys(group_key(r) for r in results)))
+    rep = looks(results, study)
     parts = [f"# Study `{study.name}`", "",
              f"{len(results)} cells: {len(study.tasks)} tasks x {len(study.rows())} rows (PEs, arms) x "
              f"{seeds_text(study, results)}"
