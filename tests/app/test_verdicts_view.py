@@ -44,3 +44,42 @@ def test_explore_shows_the_seeds_the_report_says_a_pair_needs(tmp_path, monkeypa
     need = next(t for t in tables if t and "seeds needed (estimate)" in t[0])
     assert [(r["task"], r["best two PEs (beyond train length)"], r["separated now"], r["seeds needed (estimate)"])
             for r in need] == [("k_back", "alibi vs rope", "no", "18")]
+
+
+def test_a_sequential_studys_verdicts_are_its_looks_not_the_fixed_test_on_all_its_seeds(tmp_path):
+    """The app shows what the report shows: a sequential study's verdict kept from the look that reached it.
+    learned - alibi per seed: +10.0, +10.1, +9.9 pts at the first look (3 seeds: decided, kept), then -30, +50: the
+    fixed test on all 5 seeds is inconclusive; the rope pairs stay undecided, so every row runs to max (5)."""
+    import dataclasses
+
+    from posbench.app.views.verdicts import verdict_table
+    from tests.studies.test_sequential_seeds import cells, study
+
+    s = study(tmp_path)
+    held = cells({"learned": [0.50, 0.51, 0.52, 0.30, 0.70], "alibi": [0.40, 0.409, 0.421, 0.60, 0.20],
+                  "rope": [0.30, 0.60, 0.45, 0.50, 0.40]})
+    words = {r["pair"]: r["verdict"] for r in verdict_table(held, s)}
+    assert words == {"learned > alibi": "ordered", "learned vs rope": "inconclusive", "alibi vs rope": "inconclusive"}
+    fixed = {r["pair"]: r["verdict"] for r in verdict_table(held, dataclasses.replace(s, sequential=None))}
+    assert fixed["learned vs alibi"] == "inconclusive"
+
+
+def test_the_app_opens_a_published_result_and_a_cli_studys_folder_with_their_spec(tmp_path):
+    """A published result folder (results/<name>/) opens in the app, and a study run from the command line (no
+    spec.json of the app's) is read with the spec its result/study.json keeps: both show the looks' verdicts."""
+    import json
+
+    from posbench.app.outputs import open_output
+    from posbench.app.views.verdicts import verdict_table
+    from posbench.studies.published import write_result
+    from tests.studies.test_sequential_seeds import cells, study
+
+    s = study(tmp_path)
+    held = cells({"learned": [0.50, 0.51, 0.52, 0.30, 0.70], "alibi": [0.40, 0.409, 0.421, 0.60, 0.20],
+                  "rope": [0.30, 0.60, 0.45, 0.50, 0.40]})
+    folder = write_result(tmp_path / "out", held, s, "posbench study seq.yaml", 1.0, 1.0)
+    (tmp_path / "out" / "results.json").write_text(json.dumps({"study": "seq", "cells": [c.to_data() for c in held]}))
+    for path in (folder, tmp_path / "out"):
+        out = open_output(path)
+        assert out.study.sequential == s.sequential, path
+        assert {r["pair"]: r["verdict"] for r in verdict_table(out.cells, out.study)}["learned > alibi"] == "ordered"

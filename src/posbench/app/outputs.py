@@ -12,7 +12,8 @@ from pathlib import Path
 
 from posbench.app.app_paths import SPEC
 from posbench.app.background import read_spec
-from posbench.errors import DataError
+from posbench.config_loader import from_dict
+from posbench.errors import ConfigError, DataError
 from posbench.fileio import read_text_bounded
 from posbench.studies.cell_result import CellProblem, CellResult, parse_cell
 from posbench.studies.study_spec import StudyConfig
@@ -28,7 +29,7 @@ class StudyOutput:
     path: Path
     name: str
     cells: list[CellResult]  # one per finished cell, as the study runner wrote it
-    study: StudyConfig | None = None  # the spec, when the app started the run (summaries use its eval settings)
+    study: StudyConfig | None = None  # its spec when one is kept (app/outputs._spec): summaries use its eval settings
 
 
 @dataclass
@@ -136,10 +137,15 @@ def _run_losses(payload: dict) -> list[dict]:
 
 
 def _spec(study_dir: Path) -> StudyConfig | None:
-    """The spec of a study the app started (its eval settings make the CIs); None for any other study."""
+    """The spec of a study (its eval settings make the CIs; its seeds say whether its verdicts are a sequential
+    study's looks): the app's own spec.json, else the published form's result/study.json a study run writes
+    (studies/published.py); None when there is neither."""
     try:
-        return read_spec(study_dir) if (study_dir / SPEC).is_file() else None
-    except (ValueError, OSError):  # a damaged spec: the summaries fall back to the default settings
+        if (study_dir / SPEC).is_file():
+            return read_spec(study_dir)
+        published = study_dir / "result" / "study.json"
+        return from_dict(StudyConfig, read_json(published), "study") if published.is_file() else None
+    except (ValueError, OSError, ConfigError):  # a damaged spec: the summaries fall back to the default settings
         return None
 
 
@@ -160,6 +166,9 @@ def open_output(path: str | Path) -> StudyOutput | EvalOutput:
         if isinstance(data.get("suites"), dict):
             return EvalOutput(results.parent, [data], {data.get("label", "?"): _run_losses(data)})
         raise NotAnOutput(f"{results}: neither a study's results (no `cells`) nor eval.py's (no `suites`)")
+    if p.is_dir() and (p / "cells.json").is_file() and (p / "study.json").is_file():  # a published result folder
+        result = _published(p)
+        return StudyOutput(p, result.name, result.cells, result.study)
     if p.is_dir() and (p / "cells").is_dir():  # a study still running, or stopped before its report
         return StudyOutput(p, p.name, read_cells(p), _spec(p))
     if p.is_dir() and (p / "eval").is_dir() and (runs := _comparison(p / "eval")):  # a sweep (sweeps/evaluate.py)
@@ -172,8 +181,19 @@ def open_output(path: str | Path) -> StudyOutput | EvalOutput:
             rows = [r for r in read_metrics(p / "metrics.jsonl") if "loss" in r and "step" in r]
             return EvalOutput(p, [], {p.name: rows})
     raise NotAnOutput(f"{p} is not a study or eval output: expected results.json (from scripts/study.py or "
-                      "eval.py), a study directory with cells/, an eval comparison directory, a sweep folder with "
-                      "eval/<run>/results.json, or a training run with metrics.jsonl")
+                      "eval.py), a study directory with cells/, a published result folder (cells.json, study.json), "
+                      "an eval comparison directory, a sweep folder with eval/<run>/results.json, or a training run "
+                      "with metrics.jsonl")
+
+
+def _published(folder: Path):
+    """A published result (results/<name>/ or a study's result/), read and checked by its own reader."""
+    from posbench.studies.published import Result
+
+    try:
+        return Result(folder)
+    except ConfigError as e:
+        raise NotAnOutput(str(e)) from None
 
 
 def _comparison(p: Path) -> EvalOutput | None:

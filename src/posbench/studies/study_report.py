@@ -214,6 +214,12 @@ def judged_pairs(per_pe: dict, task: str, axes, study: StudyConfig, metric: str 
     return pairs if rep is None else [_at_look(p, rep.pair(task, axes, p.a, p.b)) for p in pairs]
 
 
+def decided_by(rep: sequential.Replay | None):
+    """report_tex.verdicts' `decided` for a sequential study's looks (None for a fixed study): each pair's verdict as
+    the looks reached it, what the report, its .tex and the app all show."""
+    return None if rep is None else (lambda task, axes, a, b: _state(rep.pair(task, axes, a, b)))
+
+
 def _state(v: sequential.Verdict | None) -> str:
     """A pair's verdict symbol as the sequential looks reached it ("?" when they never judged it)."""
     return "?" if v is None or v.state == "n/a" else v.state
@@ -373,9 +379,8 @@ def write_outputs(out_dir: Path, results: list[CellResult], study: StudyConfig, 
     write_text(out_dir / "results.json", json.dumps(data, indent=1, sort_keys=True))
     write_text(out_dir / "results.csv", to_csv(results))
     metric = "ood_beyond_acc"
-    decided = None if rep is None else (lambda task, axes, a, b: _state(rep.pair(task, axes, a, b)))
     verdicts = report_tex.verdicts(by_group(results, metric), study.eval.confidence, study.eval.n_boot,
-                                   DEFAULT_MARGINS.get(metric), decided)
+                                   DEFAULT_MARGINS.get(metric), decided_by(rep))
     write_text(out_dir / "report.tex", report_tex.report_tex(study.name, rows, verdicts, study.eval.confidence))
     write_text(out_dir / "summary.csv", report_tex.summary_csv(rows, METRICS))
     return summary_table(rows, study)

@@ -1,6 +1,7 @@
 """A study's pair verdicts on the page, as report.md and report.tex state them (studies/report_tex.verdicts): per
 task, every PE pair on OOD accuracy beyond the training length, a paired t test and an equivalence test over seeds,
-Holm-adjusted over the task's pairs; beside them the report's seed calibration (seeds needed)."""
+Holm-adjusted over the task's pairs (for a sequential study, the verdicts its looks reached at the boundary, replayed
+from its cells as its report does); beside them the report's seed calibration (seeds needed)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import streamlit as st
 from posbench.studies.cell_result import CellResult
 from posbench.studies.claims import DEFAULT_MARGINS
 from posbench.studies.report_tex import verdicts
-from posbench.studies.study_report import by_group, seed_calibration_rows
+from posbench.studies.study_report import by_group, decided_by, looks, seed_calibration_rows
 
 METRIC = "ood_beyond_acc"
 
@@ -17,7 +18,9 @@ METRIC = "ood_beyond_acc"
 def verdict_table(cells: list[CellResult], settings) -> list[dict]:
     """The rows the page shows: task, pair, difference in points with its interval, verdict."""
     ev = settings.eval
-    found = verdicts(by_group(cells, METRIC), ev.confidence, ev.n_boot, DEFAULT_MARGINS.get(METRIC))
+    # a study's spec says whether its seeds were sequential; a study opened without one (SummarySettings) is fixed
+    rep = looks(cells, settings) if getattr(settings, "sequential", None) is not None else None
+    found = verdicts(by_group(cells, METRIC), ev.confidence, ev.n_boot, DEFAULT_MARGINS.get(METRIC), decided_by(rep))
     return [{"task": v["task"], "pair": f"{v['a']} {v['relation']} {v['b']}",
              f"difference, pts [{ev.confidence:.0%} t-interval]": v["difference"], "verdict": v["verdict"]}
             for v in found]
