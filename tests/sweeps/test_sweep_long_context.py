@@ -50,7 +50,7 @@ def test_a_sweep_prints_the_studys_section_for_the_same_numbers(tmp_path):
     spec = {"name": "t", "sizes": ["nano"], "pes": [{"name": "rope"}, {"name": "none"}], "seeds": [0, 1, 2],
             "run": {"model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64, "seq_len": TRAIN_LEN},
                     "data": {"tokenizer": {"name": "bytes"}},
-                    "train": {"budget_unit": "tokens", "target_budgets": [16384], "global_batch_tokens": 1024,
+                    "train": {"budget_unit": "tokens", "target_budgets": [16384], "global_batch_tokens": 2048,
                               "micro_batch": 16}},
             "eval": {"suites": ["long_context"], "lengths": [128, 256]}}
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))

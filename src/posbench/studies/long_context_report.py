@@ -60,7 +60,7 @@ def family_scores(grid: dict, key: str = "exact") -> Table:
 @dataclass(frozen=True)
 class SeedScores:
     """One seed of one row: exact match, its baseline (chance or the commonest answer) and the question-blind pick,
-    each family -> length -> mean over depths, families in the order the report shows them."""
+    each family -> length -> mean over depths, families in the order the report shows them, then MEAN."""
 
     exact: Table
     baseline: Table
@@ -68,17 +68,22 @@ class SeedScores:
 
     @classmethod
     def from_cells(cls, cells: list[dict]) -> SeedScores:
-        return cls(by_family(cells, "exact"), by_family(cells, "baseline"), by_family(cells, "guess"))
+        """A study cell's `length_grid["cells"]`."""
+        return cls(*(with_mean(by_family(cells, key)) for key in ("exact", "baseline", "guess")))
 
     @classmethod
     def from_suite(cls, suite: dict) -> SeedScores:
+        """A run's `long_context` suite result, whose families carry their scores by length (keys: text)."""
         def table(key: str) -> Table:
-            return {f: {int(L): v for L, v in fam[key].items()} for f, fam in suite["families"].items()}
+            return with_mean({f: {int(L): v for L, v in fam[key].items()} for f, fam in suite["families"].items()})
         return cls(table("by_length"), table("baseline_by_length"), table("guess_by_length"))
 
+    @property
+    def families(self) -> list[str]:
+        return [f for f in self.exact if f != MEAN]
+
     def effective(self, train_len: int, keep: float, family: str = MEAN) -> dict:
-        return effective_length(with_mean(self.exact).get(family, {}), with_mean(self.baseline).get(family, {}),
-                                train_len, keep)
+        return effective_length(self.exact.get(family, {}), self.baseline.get(family, {}), train_len, keep)
 
 
 @dataclass(frozen=True)
@@ -96,7 +101,7 @@ class LengthGrid:
 
     @property
     def families(self) -> list[str]:
-        return list(dict.fromkeys(f for seeds in self.rows.values() for s in seeds.values() for f in s.exact))
+        return list(dict.fromkeys(f for seeds in self.rows.values() for s in seeds.values() for f in s.families))
 
     @property
     def n_seeds(self) -> int:
@@ -104,7 +109,7 @@ class LengthGrid:
 
     def per_row(self, family: str, length: int) -> dict[str, dict[int, float | None]]:
         """{row: {seed: exact match}} of one family (or MEAN) at one length."""
-        return {row: {seed: with_mean(s.exact).get(family, {}).get(length) for seed, s in seeds.items()}
+        return {row: {seed: s.exact.get(family, {}).get(length) for seed, s in seeds.items()}
                 for row, seeds in self.rows.items()}
 
     def baseline(self, family: str, length: int) -> float | None:
@@ -118,7 +123,7 @@ class LengthGrid:
 
 
 def _first(tables: list[Table], family: str, length: int) -> float | None:
-    return next((v for t in tables if (v := with_mean(t).get(family, {}).get(length)) is not None), None)
+    return next((v for t in tables if (v := t.get(family, {}).get(length)) is not None), None)
 
 
 def grids_of(entries: Iterable[tuple[str, str, int, SeedScores, int, list[int]]], keep: float,
@@ -172,9 +177,10 @@ def length_tables(g: LengthGrid, confidence: float, n_boot: int) -> str:
     parts = []
     for fam in [*families, MEAN]:
         lines = [f"**{fam}**", "", "| row | " + " | ".join(heads) + " |", "|---|" + "---|" * len(g.lengths)]
+        by_length = [g.per_row(fam, L) for L in g.lengths]
         for row in g.rows:
-            cells = [interval(list(g.per_row(fam, L)[row].values()), confidence, DEFAULT_METHOD, n_boot,
-                              bounds=(0.0, 1.0)).fmt() for L in g.lengths]
+            cells = [interval(list(v[row].values()), confidence, DEFAULT_METHOD, n_boot, bounds=(0.0, 1.0)).fmt()
+                     for v in by_length]
             lines.append(f"| {row} | " + " | ".join(cells) + " |")
         base = [g.baseline(fam, L) for L in g.lengths]
         lines.append("| *baseline* | " + " | ".join("n/a" if b is None else f"{100 * b:.1f}" for b in base) + " |")
