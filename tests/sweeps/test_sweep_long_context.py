@@ -6,15 +6,14 @@ The section's values by hand: tests/studies/test_long_context_report.py."""
 from types import SimpleNamespace
 
 import numpy as np
-import yaml
 
 from posbench.evaluation.effective_length import effective_length
 from posbench.evaluation.suites.long_context import per_length
 from posbench.studies.long_context_report import grids_from_cells, grids_from_suites, long_context_section
 from posbench.sweeps.sweep_plots import all_plots
 from posbench.sweeps.sweep_report import write_report
-from posbench.sweeps.sweep_spec import load_sweep, plan_runs
 from tests.studies.test_long_context_report import grid, multikey_results
+from tests.sweeps.test_sweep_protocol import planned
 
 TRAIN_LEN = 128
 
@@ -47,16 +46,8 @@ def suite(length_grid: dict, seed: int) -> dict:
 
 def test_a_sweep_prints_the_studys_section_for_the_same_numbers(tmp_path):
     cells = multikey_results()  # rope and none x seeds 0-2: rope far above multi-key NIAH's 1/4 at 2x, none below
-    spec = {"name": "t", "sizes": ["nano"], "pes": [{"name": "rope"}, {"name": "none"}], "seeds": [0, 1, 2],
-            "run": {"model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64, "seq_len": TRAIN_LEN},
-                    "data": {"tokenizer": {"name": "bytes"}},
-                    "train": {"budget_unit": "tokens", "target_budgets": [16384], "global_batch_tokens": 2048,
-                              "micro_batch": 16}},
-            "eval": {"suites": ["long_context"], "lengths": [128, 256]}}
-    (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
-    sweep = load_sweep(str(tmp_path / "s.yaml"))
-    runs = plan_runs(sweep, tmp_path / "out")
-    (tmp_path / "out").mkdir(exist_ok=True)
+    sweep, runs = planned(tmp_path, ["rope", "none"], [0, 1, 2], TRAIN_LEN,
+                          {"suites": ["long_context"], "lengths": [128, 256]})
     by_cell = {(c.pe, c.seed): c.length_grid for c in cells}
     results = {r.name: {"suites": {"long_context": suite(by_cell[(r.pe, r.seed)], r.seed)}} for r in runs}
     report = write_report(sweep, runs, results, tmp_path / "out", [])
