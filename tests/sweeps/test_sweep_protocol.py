@@ -29,18 +29,25 @@ def test_sweep_report_starts_with_the_protocol(tmp_path):
     assert "lengths [32, 64, 128]" in protocol and "CPU cores" in protocol
 
 
-def test_sweep_perplexity_table_states_the_tokens_scored(tmp_path):
-    """Item 8: the sweep report's perplexity section says over how many tokens each length was scored."""
-    spec = {"name": "t", "sizes": ["nano"], "pes": [{"name": "rope"}], "seeds": [0],
-            "run": {"model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64, "seq_len": 64},
+def planned(tmp_path, pes: list[str], seeds: list[int], seq_len: int, evaluation: dict):
+    """A tiny sweep (1-layer nano, byte tokens) loaded from its file and planned under tmp_path/out, with
+    nothing trained: (sweep, runs) for a report from hand-made results."""
+    spec = {"name": "t", "sizes": ["nano"], "pes": [{"name": pe} for pe in pes], "seeds": seeds,
+            "run": {"model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64, "seq_len": seq_len},
                     "data": {"tokenizer": {"name": "bytes"}},
-                    "train": {"budget_unit": "tokens", "target_budgets": [16384], "global_batch_tokens": 1024,
-                              "micro_batch": 16}},
-            "eval": {"suites": ["ppl"], "lengths": [64, 128]}}
+                    "train": {"budget_unit": "tokens", "target_budgets": [16384],
+                              "global_batch_tokens": 16 * seq_len, "micro_batch": 16}},
+            "eval": evaluation}
     (tmp_path / "s.yaml").write_text(yaml.safe_dump(spec))
     sweep = load_sweep(str(tmp_path / "s.yaml"))
     runs = plan_runs(sweep, tmp_path / "out")
     (tmp_path / "out").mkdir(exist_ok=True)
+    return sweep, runs
+
+
+def test_sweep_perplexity_table_states_the_tokens_scored(tmp_path):
+    """Item 8: the sweep report's perplexity section says over how many tokens each length was scored."""
+    sweep, runs = planned(tmp_path, ["rope"], [0], 64, {"suites": ["ppl"], "lengths": [64, 128]})
     rows = [{"length": 64, "na": None, "nonoverlap": {"loss": 1.5, "ppl": 4.48, "tokens": 32768}},
             {"length": 128, "na": None, "nonoverlap": {"loss": 1.6, "ppl": 4.95, "tokens": 32768}}]
     results = {runs[0].name: {"suites": {"ppl": {"rows": rows}}}}

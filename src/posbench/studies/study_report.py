@@ -26,7 +26,7 @@ from posbench.studies import protocol, report_tex, sequential
 from posbench.studies.cell_result import CellResult
 from posbench.studies.claims import DEFAULT_MARGINS, report_section
 from posbench.studies.digits_report import beyond_curve_table, exact_by_digits_table
-from posbench.studies.long_context_report import long_context_section
+from posbench.studies.long_context_report import grids_from_cells, long_context_section
 from posbench.studies.rows import group_key  # noqa: F401  (read here by the plots, app and compare)
 from posbench.studies.study_spec import METRICS, StudyConfig
 
@@ -355,7 +355,8 @@ def write_outputs(out_dir: Path, results: list[CellResult], study: StudyConfig, 
                   "ties: a greedy decoder writes the answer right exactly when every answer token is the argmax given "
                   "the right ones before it), at the longest trained digit count and on groups of untrained counts up "
                   "to the longest tested, mean % [CI] over seeds.", "", by_step]
-    parts += long_context_section(results, study.eval.length_grid.keep, study.eval.confidence, study.eval.n_boot)
+    parts += long_context_section(grids_from_cells(results, study.eval.length_grid.keep), study.eval.confidence,
+                                  study.eval.n_boot)
     if rep is not None:
         parts += sequential.section(rep, study)
     if study.claims:

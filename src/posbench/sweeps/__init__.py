@@ -6,8 +6,8 @@ every final checkpoint evaluated, one comparison report.
     execute.py               the trainings, one after another or `workers` at a time, resumable (done markers;
                              killed runs resume from their checkpoints)
     evaluate.py              eval.py's suites on every final checkpoint, cached per checkpoint
-    sweep_report.py          report.md, results.csv, throughput.md: means and t-intervals over seeds, per PE
-    long_context_report.py   the report's long-context section: effective length per PE, multi-key NIAH at 2x
+    sweep_report.py          report.md, results.csv, throughput.md: means and t-intervals over seeds, per PE;
+                             its long-context section is a study's (studies/long_context_report.py)
     sweep_plots.py           loss vs tokens, perplexity vs length, task accuracy, passkey/NIAH heatmaps, per PE
     emit.py                  --emit torchrun | slurm: the launch commands / an sbatch array script instead of running
     sweep_runner.py          run_sweep: all of the above for one sweep config

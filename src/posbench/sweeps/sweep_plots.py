@@ -19,7 +19,7 @@ import numpy as np  # noqa: E402
 from matplotlib import ticker  # noqa: E402
 
 from posbench.palette import HEATMAP_RANGE, HEATMAP_SCALE, pe_colour  # noqa: E402
-from posbench.sweeps import long_context_report  # noqa: E402
+from posbench.studies.long_context_report import suite_of  # noqa: E402
 from posbench.sweeps.sweep_report import _algorithmic, _ppl, metrics_rows  # noqa: E402
 from posbench.sweeps.sweep_spec import Run  # noqa: E402
 
@@ -173,8 +173,9 @@ def all_plots(runs: list[Run], results: dict, out_dir: Path) -> list[Path]:
     plots.append(task_accuracy(runs, results, out_dir / "plots" / "task_accuracy.png"))
     for suite in ("passkey", "niah"):
         plots.append(retrieval_heatmaps(runs, results, suite, out_dir / "plots" / f"{suite}_heatmaps.png"))
-    for family in long_context_report.family_names(runs, results):  # each family's grid, as a suite of its own
+    families = dict.fromkeys(f for r in runs for f in (suite_of(results.get(r.name)) or {}).get("families", {}))
+    for family in families:  # each family's grid, as a suite of its own
         view = {name: {"suites": {family: lc["families"][family]}} for name, r in results.items()
-                if (lc := long_context_report.suite_of(r)) and family in lc["families"]}
+                if (lc := suite_of(r)) and family in lc["families"]}
         plots.append(retrieval_heatmaps(runs, view, family, out_dir / "plots" / f"long_context_{family}_heatmaps.png"))
     return [p for p in plots if p is not None]

@@ -19,9 +19,8 @@ import numpy as np
 from posbench.evaluation import protocol as run_protocol
 from posbench.fileio import atomic_open
 from posbench.stats import DEFAULT_METHOD, Summary, interval, interval_label
-from posbench.studies import protocol
+from posbench.studies import long_context_report, protocol
 from posbench.studies.claims import report_section
-from posbench.sweeps import long_context_report
 from posbench.sweeps.sweep_spec import Run, SweepConfig
 from posbench.training.loggers import read_metrics_text
 
@@ -257,7 +256,8 @@ def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], 
         if not table.columns or all(v is None for vs in table.values.values() for v in vs):
             continue
         parts += [f"## {title}", ""] + ([note, ""] if note else []) + [table.markdown(groups, pes, pct), ""]
-    parts += long_context_report.section(sweep, runs, results, groups, pes)
+    parts += long_context_report.long_context_section(long_context_report.grids_from_suites(
+        (r.group, r.pe, r.seed, results.get(r.name)) for r in runs), sweep.confidence, sweep.n_boot)
     if sweep.claims:
         parts += claims_part(sweep, tables, groups)
     if plots:
