@@ -12,8 +12,7 @@ from pathlib import Path
 
 from posbench.grid.cells import pending
 from posbench.studies import study_runner
-from posbench.studies.cost import estimate
-from posbench.studies.study_runner import run_study, seed_major
+from posbench.studies.study_runner import estimate_text, run_study, seed_major
 from posbench.studies.study_spec import expand, load_study
 from tests.studies.test_study import MINI
 
@@ -46,7 +45,7 @@ def test_the_estimate_is_printed_before_the_first_cell_and_is_the_apps(tmp_path,
     first, cells_then = seen[0]
     assert first.startswith("estimate: 4 cells: ") and cells_then == []
     # the app's run page shows the same estimator's line (the load average aside, read when each is made)
-    assert first.split(" assumes an idle machine")[0] == ("estimate: " + estimate(study).text()).split(
+    assert first.split(" assumes an idle machine")[0] == ("estimate: " + estimate_text(study, tmp_path / "new")).split(
         " assumes an idle machine")[0]
     assert any(line.startswith("seed round 1 of 2 done") for line, _ in seen)
     seen.clear()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from posbench.config_loader import changes
 from posbench.evaluation.protocol import code_line, machine_line, model_line, parameter_count, run_items, task_settings
 
 
@@ -58,7 +59,8 @@ def sweep_items(sweep, runs) -> list[tuple[str, str]]:
     counts = {}
     for run in runs:
         counts.setdefault(f"{run.size}/{run.pe}", parameter_count(run.cfg))
-    evaluation = ", ".join(f"{k} {v}" for k, v in sweep.eval.items()) or "the eval defaults"
+    set_here = changes(sweep.eval, type(sweep.eval)())  # what the sweep's `eval` sets beyond the defaults
+    evaluation = ", ".join(f"{k} {v}" for k, v in set_here.items()) or "the eval defaults"
     return [*run_items(first, counts),
             ("Sizes", "; ".join(f"{run.size}: {model_line(run.cfg)}" for run in
                                 {r.size: r for r in runs}.values())),
