@@ -53,6 +53,16 @@ def test_the_estimate_is_printed_before_the_first_cell_and_is_the_apps(tmp_path,
     assert not any(line.startswith("estimate:") for line in seen)
 
 
+def test_estimate_prints_the_first_look_of_sequential_seeds_and_writes_nothing(tmp_path, capsys):
+    """`posbench study --estimate` says what the run would say first: with sequential seeds, the first look's cells
+    (2 rows x 3 start seeds), as `this look` (later looks depend on the verdicts)."""
+    from posbench.cli.study import main
+
+    out = tmp_path / "out"
+    assert main([str(mini(tmp_path)), "--sequential-seeds", "3:5:1", "--out", str(out), "--estimate"]) == 0
+    assert capsys.readouterr().out.startswith("estimate: this look, 6 cells: ") and not out.exists()
+
+
 def _header_cells(report: str) -> int:
     return int(report.split("\n\n", 2)[1].split(" cells:")[0])
 

@@ -10,6 +10,7 @@ import yaml
 from posbench.cli.sweep import main
 from posbench.config import preset_path
 from posbench.config_loader import deep_merge, load, to_dict
+from posbench.errors import ConfigError
 from posbench.evaluation.eval_config import EvalConfig
 from posbench.sweeps.sweep_spec import load_sweep
 
@@ -49,10 +50,12 @@ def write(tmp_path: Path, spec: dict) -> Path:
 @pytest.mark.parametrize("flags", [["--estimate"], []])
 def test_a_typo_in_eval_stops_the_sweep_command_with_one_line_before_any_work(tmp_path, capsys, block, key, near,
                                                                             flags):
-    """Before, the spec loaded and the block was read only once the runs were planned (gpu_check's pre-flight
-    `load_sweep` let it through); now the loader refuses it, with or without a run to follow."""
+    """Before, the spec loaded and the block was read only after the runs were planned (gpu_check's pre-flight
+    `load_sweep` let it through to the lent GPU); now the loader refuses it, with or without a run to follow."""
     out = tmp_path / "out"
     spec = write(tmp_path, {**SPEC, "eval": block})
+    with pytest.raises(ConfigError, match=f"unknown config key `{key}`"):  # the spec alone is refused
+        load_sweep(str(spec))
     assert main([str(spec), "--out", str(out), "--no-progress", *flags]) == 2
     err = capsys.readouterr().err
     assert err.startswith(f"error: unknown config key `{key}` for ") and err.endswith(f" (did you mean `{near}`?)\n")
@@ -66,3 +69,18 @@ def test_estimate_plans_every_run_prints_the_estimate_and_writes_nothing(tmp_pat
     printed = capsys.readouterr().out
     assert printed.startswith("estimate: 4 runs: ") and printed.count("\n") == 1  # 2 PEs, each with its 4K branch
     assert not out.exists()
+
+
+def test_the_reports_protocol_says_what_the_eval_block_changes_from_the_defaults(tmp_path):
+    from posbench.studies.protocol import sweep_items
+    from posbench.sweeps.sweep_spec import plan_runs
+
+    # `device: auto` and `n_samples: 8` are the defaults: the typed settings cannot tell them from unwritten keys
+    block = {"suites": ["ppl", "passkey"], "device": "auto", "ppl": {"max_tokens": 512},
+             "passkey": {"depths": [0.5], "n_samples": 8}}
+    sweep = load_sweep(str(write(tmp_path, {**SPEC, "eval": block})))
+    items = dict(sweep_items(sweep, plan_runs(sweep, tmp_path / "out")))
+    assert items["Evaluation"] == ("eval.py's defaults except suites ['ppl', 'passkey'], ppl {'max_tokens': 512}, "
+                                   "passkey {'depths': [0.5]}")
+    sweep = load_sweep(str(write(tmp_path, {**SPEC, "eval": {"suites": ["all"]}})))
+    assert dict(sweep_items(sweep, plan_runs(sweep, tmp_path / "out")))["Evaluation"] == "eval.py's defaults"
