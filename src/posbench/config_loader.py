@@ -313,5 +313,23 @@ def to_dict(obj) -> dict:
     return obj
 
 
+def changes(obj, default) -> dict:
+    """The settings of dataclass `obj` that differ from `default`'s, as a nested mapping in field order: of a nested
+    config only the keys that changed, of a polymorphic one whose variant changed the whole (its `name` and options)."""
+    return _changed(to_dict(obj), to_dict(default))
+
+
+def _changed(new: dict, old: dict) -> dict:
+    out = {}
+    for key, value in new.items():
+        base = old.get(key)
+        if isinstance(value, dict) and isinstance(base, dict) and value.get("name") == base.get("name"):
+            if inner := _changed(value, base):
+                out[key] = inner
+        elif value != base:
+            out[key] = value
+    return out
+
+
 def dump_yaml(obj) -> str:
     return yaml.safe_dump(to_dict(obj), sort_keys=False)

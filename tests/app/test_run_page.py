@@ -83,11 +83,18 @@ def test_nothing_starts_without_start_and_the_cost_comes_first(app, tmp_path):
     assert at.button(key="start").label == "Start study" and not at.button(key="start").disabled
 
 
+def task_cells(study):
+    from posbench.studies.study_runner import TaskCell
+    from posbench.studies.study_spec import expand
+
+    return [TaskCell(c) for c in expand(study)]
+
+
 def test_cost_estimate_by_hand():
-    from posbench.studies.cost import estimate
+    from posbench.grid.estimate import estimate
 
     study = build_study({**TINY, "steps": 100})
-    est = estimate(study)
+    est = estimate(task_cells(study), study.workers)
     from posbench.data.tasks.task import build_task
     from posbench.model.flops import model_stats
     from posbench.studies.cell_config import cell_config
@@ -98,11 +105,39 @@ def test_cost_estimate_by_hand():
         cfg = cell_config(cell, build_task(cell.task), Path("work"))
         flop += 6 * model_stats(cfg.model, cfg.pe, "cpu").params_total * cfg.train.global_batch_tokens * 100
     assert (est.cells, est.todo, est.processes) == (2, 2, 1) and est.train_flop == pytest.approx(flop)
-    from posbench.studies.cost import OTHER_CPU_S_PER_CELL, TRAIN_FLOP_PER_CPU_S, machine_speed
+    from posbench.grid.estimate import OTHER_CPU_S_PER_CELL, TRAIN_FLOP_PER_CPU_S, machine_speed
 
     speed = machine_speed()
     assert est.minutes == pytest.approx((flop / TRAIN_FLOP_PER_CPU_S + 2 * OTHER_CPU_S_PER_CELL) / speed / 60)
     assert f"{TRAIN_FLOP_PER_CPU_S * speed / 1e9:.0f} GFLOP of training per CPU-second" in est.text()
+
+
+def test_the_run_page_and_posbench_study_estimate_give_the_same_estimate(tmp_path, capsys):
+    """One estimator (grid/estimate.py): the page's cost line for a study is the line `posbench study SPEC --out DIR
+    --estimate` prints for it, the cells finished in DIR skipped by both, and the command writes nothing."""
+    import yaml
+
+    from posbench.app.views.run import _estimate
+    from posbench.cli.study import main
+    from posbench.studies.cell_result import CellResult, dumps_cell
+    from posbench.studies.study_runner import cell_path, cell_spec
+
+    study = build_study({**TINY, "seeds": "0, 1"})
+    spec = tmp_path / "tiny.yaml"
+    spec.write_text(yaml.safe_dump(to_dict(study)))
+    run_dir = tmp_path / "runs" / "tiny"
+    done = task_cells(study)[0].item
+    cell_path(run_dir, done).parent.mkdir(parents=True)
+    cell_path(run_dir, done).write_text(dumps_cell(CellResult(
+        cell_id=done.cell_id, task="k_back", pe=done.label, seed=done.seed, axes={}, id_acc=0.5,
+        spec=json.loads(cell_spec(done)))))
+    page = _estimate(json.dumps(to_dict(study), sort_keys=True), str(run_dir))
+    assert main([str(spec), "--out", str(run_dir), "--estimate"]) == 0
+    printed = capsys.readouterr().out
+    assert page.startswith("4 cells (1 already finished here are skipped): ") and printed.count("\n") == 1
+    # the same words and numbers up to the load average, which each reads when it is made
+    assert printed.split(" assumes an idle machine")[0] == "estimate: " + page.split(" assumes an idle machine")[0]
+    assert sorted(p.name for p in run_dir.rglob("*")) == ["cells", f"{done.cell_id}.json"]
 
 
 def test_the_page_stops_a_running_study(app, tmp_path):
@@ -165,14 +200,15 @@ def test_the_live_loss_chart_shows_one_task_at_a_time(app, tmp_path):
 
 
 def test_cost_estimate_says_it_assumes_an_idle_machine_and_shows_the_load(monkeypatch):
-    from posbench.studies import cost
+    from posbench.grid import estimate
 
-    monkeypatch.setattr(cost.os, "getloadavg", lambda: (7.25, 5.0, 4.0))
-    monkeypatch.setattr(cost, "usable_cores", lambda: 2)
-    text = cost.estimate(build_study(TINY)).text()
+    monkeypatch.setattr(estimate.os, "getloadavg", lambda: (7.25, 5.0, 4.0))
+    monkeypatch.setattr(estimate, "usable_cores", lambda: 2)
+    cells = task_cells(build_study(TINY))
+    text = estimate.estimate(cells, 1).text()
     assert "it assumes an idle machine: the load average now is 7.2 on 2 cores, so expect it to take longer" in text
-    monkeypatch.setattr(cost.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
-    assert "load average now is 0.1 on 2 cores)" in cost.estimate(build_study(TINY)).text()
+    monkeypatch.setattr(estimate.os, "getloadavg", lambda: (0.1, 0.1, 0.1))
+    assert "load average now is 0.1 on 2 cores)" in estimate.estimate(cells, 1).text()
 
 
 def test_the_cost_estimate_builds_each_model_once_across_page_reruns(monkeypatch):
@@ -180,6 +216,7 @@ def test_the_cost_estimate_builds_each_model_once_across_page_reruns(monkeypatch
     (99 s at 512 layers); now each model shape is built once for the page server's life."""
     import posbench.model.flops as flops
     from posbench.app import studyform
+    from posbench.grid.estimate import estimate
     from posbench.studies import cost
 
     calls = []
@@ -187,7 +224,8 @@ def test_the_cost_estimate_builds_each_model_once_across_page_reruns(monkeypatch
     monkeypatch.setattr(flops, "model_stats", lambda *a, **k: calls.append(1) or real(*a, **k))
     monkeypatch.setattr(cost, "_PARAMS", {})
     study = studyform.build_study({**studyform.defaults(), "seeds": "0"})
-    first = cost.estimate(study)
+    first = estimate(task_cells(study), study.workers)
     built = len(calls)
     assert 0 < built <= len(study.tasks) * len(study.pes)
-    assert cost.estimate(study).train_flop == first.train_flop and len(calls) == built  # a rerun builds nothing
+    # a rerun builds nothing
+    assert estimate(task_cells(study), study.workers).train_flop == first.train_flop and len(calls) == built

@@ -11,7 +11,7 @@ from pathlib import Path
 from posbench.config import RunConfig
 from posbench.config_loader import load, to_dict
 from posbench.studies.study_spec import expand, load_study
-from posbench.sweeps.sweep_spec import eval_config, load_sweep, plan_runs
+from posbench.sweeps.sweep_spec import load_sweep, plan_runs
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -39,7 +39,7 @@ def sweep_digest(name: str) -> str:
     sweep = load_sweep(name)
     runs = plan_runs(sweep, Path("out"))
     return _sha([[r.name, r.size, r.pe, r.seed, r.budget, r.parent, r.group, to_dict(r.cfg)] for r in runs]
-                + [to_dict(eval_config(sweep))])
+                + [to_dict(sweep.eval)])
 
 
 if __name__ == "__main__":

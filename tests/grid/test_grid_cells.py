@@ -1,5 +1,6 @@
 """The one grid (grid/cells.py): a study's task cells and a sweep's pretraining runs are two registered kinds behind
-one interface, taken by `pending` in seed-major order with the finished ones skipped and the estimate said first.
+one interface, taken by `pending` in seed-major order with the finished ones skipped and the estimate said first
+(grid/estimate.py, each kind pricing its own cells: tests/grid/test_grid_estimate.py).
 Built on real plans and real result files, nothing trained (the end-to-end runs are tests/studies/test_study_rounds.py
 and tests/sweeps/test_sweep_estimate.py, which also show each command going through `pending`)."""
 
@@ -37,9 +38,9 @@ def test_task_cells_run_seed_major_skip_the_finished_and_read_back_the_typed_res
     write_text(cell_path(tmp_path, done.item), dumps_cell(result))
     write_text(cell_path(tmp_path, cells[1].item), "{not json")  # damaged: not done, moved aside, run again
     lines = []
-    todo = pending(cells, study.seeds, tmp_path, lambda todo: f"{len(todo)} cells", lines.append)
+    todo = pending(cells, study.seeds, tmp_path, 1, lines.append)
     assert [c.cell_id for c in todo] == ["k_back_rope_s3", "k_back_rope_s1", "k_back_alibi_s1"]
-    assert lines == ["estimate: 3 cells"]
+    assert len(lines) == 1 and lines[0].startswith("estimate: 4 cells (1 already finished here are skipped): ")
     assert done.is_done(tmp_path) and done.read(tmp_path) == result
     assert (tmp_path / "cells" / "k_back_rope_s1.json.damaged").is_file()
 
@@ -52,13 +53,13 @@ def test_pretraining_runs_keep_each_branch_after_its_main_run_and_say_no_estimat
     cells = [PretrainCell(r) for r in plan_runs(sweep, Path(tmp_path))]
     write_json(done_path(tmp_path, cells[0].item), {"step": 16})
     lines = []
-    todo = pending(cells, sweep.seeds, tmp_path, lambda todo: f"{len(todo)} runs", lines.append)
+    todo = pending(cells, sweep.seeds, tmp_path, 1, lines.append)
     assert [c.cell_id for c in todo] == ["nano_rope_s0_b4.1K", "nano_alibi_s0", "nano_alibi_s0_b4.1K",
                                          "nano_rope_s1", "nano_rope_s1_b4.1K", "nano_alibi_s1",
                                          "nano_alibi_s1_b4.1K"]
-    assert lines == ["estimate: 7 runs"] and cells[0].read(tmp_path) == {"step": 16}
+    assert len(lines) == 1 and lines[0].startswith("estimate: 8 runs (1 already finished here are skipped): ")
+    assert cells[0].read(tmp_path) == {"step": 16}
     for cell in todo:
         write_json(done_path(tmp_path, cell.item), {})
-    assert pending(cells, sweep.seeds, tmp_path, lambda todo: "never asked", lines.append) == []
-    assert lines == ["estimate: 7 runs"]
+    assert pending(cells, sweep.seeds, tmp_path, 1, lines.append) == [] and len(lines) == 1  # nothing to estimate
     assert json.loads(done_path(tmp_path, cells[1].item).read_text()) == {}

@@ -12,8 +12,7 @@ from pathlib import Path
 
 from posbench.grid.cells import pending
 from posbench.studies import study_runner
-from posbench.studies.cost import estimate
-from posbench.studies.study_runner import run_study, seed_major
+from posbench.studies.study_runner import estimate_text, run_study, seed_major
 from posbench.studies.study_spec import expand, load_study
 from tests.studies.test_study import MINI
 
@@ -46,12 +45,22 @@ def test_the_estimate_is_printed_before_the_first_cell_and_is_the_apps(tmp_path,
     first, cells_then = seen[0]
     assert first.startswith("estimate: 4 cells: ") and cells_then == []
     # the app's run page shows the same estimator's line (the load average aside, read when each is made)
-    assert first.split(" assumes an idle machine")[0] == ("estimate: " + estimate(study).text()).split(
+    assert first.split(" assumes an idle machine")[0] == ("estimate: " + estimate_text(study, tmp_path / "new")).split(
         " assumes an idle machine")[0]
     assert any(line.startswith("seed round 1 of 2 done") for line, _ in seen)
     seen.clear()
     run_study(study, out, progress=False, log=lambda line: seen.append(line))  # nothing to run: no estimate
     assert not any(line.startswith("estimate:") for line in seen)
+
+
+def test_estimate_prints_the_first_look_of_sequential_seeds_and_writes_nothing(tmp_path, capsys):
+    """`posbench study --estimate` says what the run would say first: with sequential seeds, the first look's cells
+    (2 rows x 3 start seeds), as `this look` (later looks depend on the verdicts)."""
+    from posbench.cli.study import main
+
+    out = tmp_path / "out"
+    assert main([str(mini(tmp_path)), "--sequential-seeds", "3:5:1", "--out", str(out), "--estimate"]) == 0
+    assert capsys.readouterr().out.startswith("estimate: this look, 6 cells: ") and not out.exists()
 
 
 def _header_cells(report: str) -> int:

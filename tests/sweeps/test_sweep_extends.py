@@ -29,7 +29,7 @@ def test_extends_merges_over_the_parent(tmp_path):
     assert s.name == "child" and s.seeds == [3]  # lists and scalars replace
     assert [p.name for p in s.pes] == ["rope", "alibi"]  # what the child does not state comes from the parent
     assert s.run["model"] == {"d_model": 48, "n_layers": 1, "n_heads": 2, "d_ff": 64, "seq_len": 64}  # merged
-    assert s.eval == BASE["eval"]
+    assert (s.eval.suites, s.eval.lengths) == (BASE["eval"]["suites"], BASE["eval"]["lengths"])
 
 
 def test_a_relative_extends_is_read_beside_the_extending_file(tmp_path, monkeypatch):

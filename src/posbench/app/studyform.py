@@ -1,6 +1,7 @@
 """The run page's form values -> a typed StudyConfig through the project's strict loader, with every
 check the runner would make (task fields, PE names, cell ids) done before anything starts. What the study would
-cost on this machine is `studies/cost.estimate`, the one estimator the study command and sweeps print too."""
+cost on this machine is `study_runner.estimate_text`, the line `posbench study --estimate` prints, from the grid's
+one estimator (grid/estimate.py) that the study and sweep commands print before their first cell."""
 
 from __future__ import annotations
 

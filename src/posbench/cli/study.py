@@ -3,6 +3,7 @@
     python scripts/study.py quickstart                        # built-in preset, minutes on a laptop CPU
     python scripts/study.py configs/study/full.yaml --out runs/full --workers 4
     python scripts/study.py quickstart --seeds 0 1 2 3 4      # any preset with other seeds
+    python scripts/study.py quickstart --estimate             # its wall time on this machine, nothing run
     python scripts/study.py quickstart --sequential-seeds 3:10:1   # 3 seeds, then one more per undecided row, up to 10
     python scripts/study.py long_context --device cuda --workers 4    # seeds batched, groups side by side on a GPU
     POSBENCH_STUDY_SMOKE=1 python scripts/study.py quickstart # the same grid in seconds (CI; numbers meaningless)
@@ -40,9 +41,13 @@ def main(argv=None) -> int:
                    help="where every cell trains and is scored (default cpu, where the presets' sizes and times were "
                         "measured; auto: cuda when visible). On cuda the workers share the GPU, each training its "
                         "cells one at a time; a cell run on another device than a finished one's is a different cell")
-    p.add_argument("--report-only", action="store_true",
-                   help="train nothing: write the report from finished cells (all of the grid, after --seeds), e.g. "
-                        "cells trained on a GPU machine and copied here (give the --device they ran with)")
+    only = p.add_mutually_exclusive_group()  # two ways to train nothing
+    only.add_argument("--report-only", action="store_true",
+                      help="train nothing: write the report from finished cells (all of the grid, after --seeds), "
+                           "e.g. cells trained on a GPU machine and copied here (give the --device they ran with)")
+    only.add_argument("--estimate", action="store_true",
+                      help="print the wall-time estimate of the cells still to run into --out on this machine (the "
+                           "app's) and exit: nothing is trained or written")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--batch-seeds", action=argparse.BooleanOptionalAction, default=None,
                    help="train the cells that differ only in seed (or in PE options that stack) as one batched "
@@ -53,7 +58,7 @@ def main(argv=None) -> int:
                    help=f"shrink to 1 seed, 20 steps, 16 examples (also: {SMOKE_ENV}=1); for CI, not for results")
     args = p.parse_args(argv)
     from posbench.studies.sequential import parse_sequential
-    from posbench.studies.study_runner import Interrupted, run_study
+    from posbench.studies.study_runner import Interrupted, estimate_text, run_study
     from posbench.studies.study_spec import load_study, shrink_for_smoke
     from posbench.training.device import pick_device
 
@@ -71,6 +76,9 @@ def main(argv=None) -> int:
     if device != "cpu":  # an override like any other: it enters the cells' specs (results.json says the device)
         study.overrides = [*study.overrides, f"train.device={device}"]
     out = Path(args.out or f"runs/study_{study.name}")
+    if args.estimate:
+        print(f"estimate: {estimate_text(study, out, args.workers)}")
+        return 0
     batch_seeds = device == "cuda" if args.batch_seeds is None else args.batch_seeds
     argv_given = sys.argv[1:] if argv is None else list(argv)
     try:

@@ -4,6 +4,7 @@ write one comparison (report.md, results.csv, plots).
     python scripts/sweep.py cpu_demo                            # a preset from configs/sweep/, runs here
     python scripts/sweep.py cpu_demo --prepare-data             # tokenize its corpus with its task mix first
     python scripts/sweep.py cpu_demo --workers 2                # two runs at a time, one core each
+    python scripts/sweep.py cpu_demo --estimate                 # its wall time on this machine, nothing run
     python scripts/sweep.py configs/sweep/reference.yaml --emit slurm     # an sbatch array script instead
     python scripts/sweep.py reference --emit slurm --out /shared/sweeps/ref
     python scripts/sweep.py reference --out /shared/sweeps/ref --report-only   # after the cluster jobs
@@ -32,6 +33,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", help="output directory (default runs/sweep_<name>)")
     p.add_argument("--emit", choices=["torchrun", "slurm"], help="write launch scripts instead of training here")
     p.add_argument("--report-only", action="store_true", help="no training: evaluate finished runs and report")
+    p.add_argument("--estimate", action="store_true",
+                   help="plan and check every run, print the wall-time estimate of those still to train into --out "
+                        "on this machine and exit: nothing is trained or written")
     p.add_argument("--workers", type=positive_int,
                    help="train (then evaluate) this many runs at once, each in its own process with "
                         "cores/workers threads (default: the sweep's `workers`, 1 unless set)")
@@ -42,11 +46,17 @@ def main(argv=None) -> int:
     args = p.parse_args(argv)
     if args.workers is not None and args.workers < 1:
         p.error(f"--workers {args.workers}: must be at least 1")
+    if args.estimate and (args.emit or args.report_only):
+        p.error("--estimate only looks: give it without --emit and --report-only")
 
-    from posbench.sweeps.sweep_runner import run_sweep
+    from posbench.sweeps.sweep_runner import estimate_text, run_sweep
     from posbench.sweeps.sweep_spec import load_sweep
 
-    run_sweep(load_sweep(args.sweep), args.out, emit_kind=args.emit, report_only=args.report_only,
+    sweep = load_sweep(args.sweep)  # the whole spec, its `eval` included, checked before anything else
+    if args.estimate:
+        print(f"estimate: {estimate_text(sweep, args.out, args.workers)}")
+        return 0
+    run_sweep(sweep, args.out, emit_kind=args.emit, report_only=args.report_only,
               prepare_data=args.prepare_data, workers=args.workers, progress=not args.no_progress)
     return 0
 

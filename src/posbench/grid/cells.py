@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from posbench.grid.estimate import estimate
 from posbench.registry import Registry
 
 CELL_KINDS = Registry("grid cell kind", attr="kind")
@@ -24,6 +25,7 @@ class GridCell:
     """One cell of a grid: `item` is the kind's planned cell (a study Cell, a sweep Run)."""
 
     kind: str  # the registered name
+    unit = "cells"  # what the estimate calls this kind's cells (a sweep's: runs)
 
     def __init__(self, item: Any):
         self.item = item
@@ -49,6 +51,16 @@ class GridCell:
         """Its result as the kind writes it."""
         raise NotImplementedError
 
+    def on_cpu(self) -> bool:
+        """It trains on this machine's CPU (the estimate's measured rate is a CPU's)."""
+        raise NotImplementedError
+
+    @classmethod
+    def train_flop(cls, todo: list[GridCell]) -> float:
+        """6 x params x training tokens of the cells `todo` (of this kind), summed: what the estimate prices. A class
+        method, so a kind can share work among its cells (the seeds of a study row share one model's size)."""
+        raise NotImplementedError
+
 
 def seed_major(cells: list, seeds: list[int]) -> list:
     """The cells in seed rounds: every row at the first seed, then every row at the next, ...; within a round the
@@ -57,11 +69,12 @@ def seed_major(cells: list, seeds: list[int]) -> list:
     return sorted(cells, key=lambda c: rank[c.seed])
 
 
-def pending(cells: list[GridCell], seeds: list[int], out_dir: Path, estimate: Callable[[list[GridCell]], str | None],
-            log: Callable[[str], Any]) -> list[GridCell]:
-    """The cells still to run, seed-major; `estimate(todo)` (its text, or None where no estimate applies) is logged
-    as `estimate: ...` before anything runs, when something is left to run."""
+def pending(cells: list[GridCell], seeds: list[int], out_dir: Path, workers: int, log: Callable[[str], Any],
+            scope: str = "") -> list[GridCell]:
+    """The cells still to run, seed-major. Before anything runs, when something is left to run, the wall-time
+    estimate of running them `workers` at a time (grid/estimate.py; none for cells on a GPU) is logged as
+    `estimate: ...`; `scope` says what it covers when not the whole grid (a sequential study's `this look`)."""
     todo = [c for c in seed_major(cells, seeds) if not c.is_done(out_dir)]
-    if todo and (line := estimate(todo)) is not None:
-        log(f"estimate: {line}")
+    if todo and (est := estimate(cells, workers, todo)) is not None:
+        log(f"estimate: {scope + ', ' if scope else ''}{est.text()}")
     return todo

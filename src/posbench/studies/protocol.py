@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from posbench.config_loader import changes
 from posbench.evaluation.protocol import code_line, machine_line, model_line, parameter_count, run_items, task_settings
 
 
@@ -58,7 +59,9 @@ def sweep_items(sweep, runs) -> list[tuple[str, str]]:
     counts = {}
     for run in runs:
         counts.setdefault(f"{run.size}/{run.pe}", parameter_count(run.cfg))
-    evaluation = ", ".join(f"{k} {v}" for k, v in sweep.eval.items()) or "the eval defaults"
+    # the typed settings keep no trace of which keys the spec wrote: what they change from the defaults is said
+    set_here = ", ".join(f"{k} {v}" for k, v in changes(sweep.eval, type(sweep.eval)()).items())
+    evaluation = "eval.py's defaults" + (f" except {set_here}" if set_here else "")
     return [*run_items(first, counts),
             ("Sizes", "; ".join(f"{run.size}: {model_line(run.cfg)}" for run in
                                 {r.size: r for r in runs}.values())),

@@ -29,6 +29,7 @@ from posbench.errors import ConfigError, user_paths
 from posbench.fileio import write_text
 from posbench.grid.arm import migrate_spec, spec_form
 from posbench.grid.cells import CELL_KINDS, GridCell, pending, seed_major
+from posbench.grid.estimate import estimate_line
 from posbench.procpool import call_logged, run_jobs
 from posbench.settings_migration import upgrade
 from posbench.studies.cell_result import cell_problem, dumps_cell, loads_cell
@@ -171,18 +172,6 @@ class Interrupted(KeyboardInterrupt):
         self.finished, self.cells, self.report = finished, cells, report
 
 
-def _estimate_line(study: StudyConfig, todo: list[Cell], cells: list[Cell] | None = None) -> str | None:
-    """The study's wall-time estimate on this machine (`studies/cost.estimate`, the app's too), or None where it
-    does not apply: cells on a GPU, where the quickstart's CPU rate says nothing. `cells`: a sequential look's."""
-    from posbench.studies.cost import estimate
-
-    if any(o.startswith("train.device=") and o != "train.device=cpu" for o in study.overrides):
-        return None
-    if cells is not None:  # a look of sequential seeds: later looks, if any, are not known yet
-        return f"this look, {estimate(study, todo, cells).text()}"
-    return estimate(study, todo).text()
-
-
 @CELL_KINDS.register("task")
 class TaskCell(GridCell):
     """A study's task-training cell (grid/cells.py): its result is `<out>/cells/<cell_id>.json`."""
@@ -202,6 +191,16 @@ class TaskCell(GridCell):
     def read(self, out_dir: Path):
         path = cell_path(out_dir, self.item)
         return loads_cell(path.read_text(), str(path), self.cell_id)
+
+    def on_cpu(self) -> bool:
+        # a study's device is one override (`posbench study --device` adds it), the same for all of its cells
+        return not any(o.startswith("train.device=") and o != "train.device=cpu" for o in self.item.study.overrides)
+
+    @classmethod
+    def train_flop(cls, todo: list[TaskCell]) -> float:
+        from posbench.studies.cost import train_flop
+
+        return train_flop([c.item for c in todo])
 
 
 class Rounds:
@@ -268,13 +267,28 @@ def _workers(study: StudyConfig, workers: int | None, todo: list) -> int:
 
 
 def _pending(study: StudyConfig, cells: list[Cell], out_dir: Path, workers: int | None, log,
-             look_of: list[Cell] | None = None) -> list[Cell]:
+             look: bool = False) -> list[Cell]:
     """The cells still to train, through the grid's one `pending` (grid/cells.py: seed-major, finished cells
-    skipped, the estimate logged before the first); `look_of`: the cells of the sequential look they belong to."""
-    todo = pending([TaskCell(c) for c in cells], study.seeds, out_dir,
-                   lambda todo: _estimate_line(replace(study, workers=_workers(study, workers, todo)),
-                                               [c.item for c in todo], look_of), log)
+    skipped, the estimate logged before the first); `look`: `cells` are a sequential look's (later looks, if any,
+    are not known yet)."""
+    todo = pending([TaskCell(c) for c in cells], study.seeds, out_dir, workers or study.workers, log,
+                   "this look" if look else "")
     return [c.item for c in todo]
+
+
+def estimate_text(study: StudyConfig, out_dir: Path, workers: int | None = None) -> str:
+    """The wall-time estimate of what `run_study` would train into `out_dir` (a sequential study: its first look),
+    read only: a finished cell's file there is skipped, nothing is moved, made or trained. The app's run page shows
+    it and `posbench study --estimate` prints it; the runner logs the same estimator's line before its first cell."""
+    cells = expand(study)
+    if study.sequential is not None:
+        from posbench.studies import sequential
+
+        cells = sequential.wanted(cells, sequential.replay(study, [], sequential.rows_of(cells)))
+    check_finished_cells(out_dir, cells)  # what a run would refuse, refused here too
+    grid = [TaskCell(c) for c in cells]
+    todo = [c for c in grid if not cell_path(out_dir, c.item).is_file()]
+    return estimate_line(grid, workers or study.workers, todo, "" if study.sequential is None else "this look")
 
 
 def _train(study: StudyConfig, cells: list[Cell], todo: list[Cell], out_dir: Path, workers: int | None,
@@ -331,7 +345,7 @@ def _sequential(study: StudyConfig, cells: list[Cell], out_dir: Path, workers: i
         want, looks = sequential.wanted(cells, rep), rep.looks_done
         if report_only and (refusal := report_only_refusal(out_dir, want)):
             raise ConfigError(f"{refusal} (look {rep.looks_done + 1} of the sequential seeds wants them)")
-        todo = _pending(study, want, out_dir, workers, log, look_of=want)
+        todo = _pending(study, want, out_dir, workers, log, look=True)
         _train(study, want, todo, out_dir, workers, progress, batch_seeds, log, None)
         ran += todo
         for c in want:  # every look's cells: a row that stopped at an earlier look is judged on them again

@@ -19,6 +19,8 @@ from posbench.fileio import write_json
 from posbench.grid.cells import CELL_KINDS, GridCell
 from posbench.procpool import run_jobs
 from posbench.sweeps.sweep_spec import Run
+from posbench.training.device import pick_device
+from posbench.training.plan import make_plan
 
 
 def done_path(out_dir: Path, run: Run) -> Path:
@@ -35,6 +37,7 @@ class PretrainCell(GridCell):
     branch run continues its main run's branch checkpoint, so it runs after that run (its chain, `chains`)."""
 
     item: Run
+    unit = "runs"
 
     @property
     def cell_id(self) -> str:
@@ -55,6 +58,22 @@ class PretrainCell(GridCell):
 
     def read(self, out_dir: Path) -> dict:
         return json.loads(done_path(out_dir, self.item).read_text())
+
+    def on_cpu(self) -> bool:
+        device = self.item.cfg.train.device
+        return device != "cuda" and pick_device(device, "") == "cpu"
+
+    @classmethod
+    def train_flop(cls, todo: list[PretrainCell]) -> float:
+        """A main run trains its whole budget; a branch run only its cooldown, from the main run's decay start for
+        its budget (where the branch checkpoint is) to its budget. That start is the branch's own schedule's
+        `decay_start`: both plans make that budget's schedule from the same settings (training/plan.make_plan)."""
+        flop = 0.0
+        for cell in todo:
+            plan = make_plan(cell.item.cfg, 1, "cpu")  # on the meta device: no model is built
+            start = plan.schedule.decay_start if cell.item.parent else 0
+            flop += 6.0 * plan.n_params * (plan.end_tokens - start)
+        return flop
 
 
 def prepare_data(runs: list[Run], log=print) -> None:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from posbench.errors import DataError
 from posbench.grid.cells import pending
+from posbench.grid.estimate import estimate_line
 from posbench.sweeps import emit, evaluate, execute, sweep_plots, sweep_report
-from posbench.sweeps.sweep_cost import on_cpu, sweep_estimate
-from posbench.sweeps.sweep_spec import SweepConfig, eval_config, plan_runs
+from posbench.sweeps.sweep_spec import SweepConfig, plan_runs
 
 
 def run_sweep(sweep: SweepConfig, out: Path | None = None, *, emit_kind: str | None = None,
@@ -25,7 +25,6 @@ def run_sweep(sweep: SweepConfig, out: Path | None = None, *, emit_kind: str | N
     if emit_kind:
         out = out.resolve()  # cluster nodes read these paths
     runs = plan_runs(sweep, out)
-    eval_cfg = eval_config(sweep)
     if emit_kind:
         script = emit.EMITTERS[emit_kind](sweep, runs, out)
         log(f"{len(runs)} runs; wrote {script} and {out / 'configs'}/")
@@ -40,12 +39,20 @@ def run_sweep(sweep: SweepConfig, out: Path | None = None, *, emit_kind: str | N
         if prepare_data:
             execute.prepare_data(runs)
         # the grid's order: seed-major, finished runs skipped, the estimate before the first
-        todo = pending(cells, sweep.seeds, out, lambda _: sweep_estimate(runs, out, workers).text()
-                       if on_cpu(runs) else None, log)
+        todo = pending(cells, sweep.seeds, out, workers, log)
         execute.run_all(runs, out, progress=progress, workers=workers, todo=[c.item for c in todo])
     targets = [r for r in runs if sweep.eval_branches or not r.parent]
-    results = evaluate.evaluate_all(targets, out, eval_cfg, progress=progress, workers=workers)
+    results = evaluate.evaluate_all(targets, out, sweep.eval, progress=progress, workers=workers)
     figures = sweep_plots.all_plots(runs, results, out)
     sweep_report.write_report(sweep, runs, results, out, figures)
     log(f"report: {out / 'report.md'} (throughput: {out / 'throughput.md'})")
     return out / "report.md"
+
+
+def estimate_text(sweep: SweepConfig, out: Path | None = None, workers: int | None = None) -> str:
+    """The wall-time estimate of the runs `run_sweep` would train into `out`, read only: every run is planned and
+    checked as for training, the finished ones are skipped, nothing is made or trained (`posbench sweep
+    --estimate`)."""
+    out = Path(out or f"runs/sweep_{sweep.name}")
+    cells = [execute.PretrainCell(r) for r in plan_runs(sweep, out)]
+    return estimate_line(cells, workers or sweep.workers, [c for c in cells if not c.is_done(out)])

@@ -10,7 +10,7 @@
       data: {source: {name: local, paths: [...]}, tokenizer: {name: bytes}}
       train: {target_budgets: [2.0e6], budget_unit: tokens}
     vary: {model.d_model: [128, 192]}              # extra axes: dotted RunConfig key -> values
-    eval: {suites: [ppl, algorithmic], algorithmic: {n_examples: 64}}   # eval.py options (EvalConfig)
+    eval: {suites: [ppl, algorithmic], algorithmic: {n_examples: 64}}   # eval.py options (SweepEval: EvalConfig's)
 
 Every run's RunConfig is built here, typed, before anything trains: an unknown key or a bad value in any
 run stops the sweep at once with the nearest valid name. Settings travel as mappings merged into the
@@ -44,6 +44,14 @@ SWEEP_CLAIM_METRICS = ("ppl_slope", "first_token_mass")  # what a sweep's claims
 
 
 @dataclass
+class SweepEval(EvalConfig):
+    """eval.py's options for every final checkpoint, typed when the spec loads (a misspelt key names the nearest one
+    before any run starts). One default of its own: no progress bars per checkpoint (the sweep draws one over them)."""
+
+    progress: bool = False
+
+
+@dataclass
 class SweepConfig(Checked):
     name: str = "sweep"
     extends: str = ""  # a sweep preset (or YAML file) this one is merged over (load_sweep)
@@ -53,7 +61,7 @@ class SweepConfig(Checked):
     seeds: list[int] = field(default_factory=lambda: [0])
     run: dict[str, Any] = field(default_factory=dict)
     vary: dict[str, Any] = field(default_factory=dict)
-    eval: dict[str, Any] = field(default_factory=dict)
+    eval: SweepEval = field(default_factory=SweepEval)
     eval_branches: bool = True  # evaluate the branch runs' final checkpoints too
     workers: int = 1  # runs trained (then evaluated) at once on this machine, cores/workers threads each
     # published orderings judged on our seeds (studies/claims.py); metric: one of SWEEP_CLAIM_METRICS
@@ -145,10 +153,6 @@ def load_sweep(path_or_preset: str) -> SweepConfig:
         files.insert(0, parent_file)
         layers.insert(0, load_yaml(parent_file))
     return load(SweepConfig, overrides=layers, where="sweep")
-
-
-def eval_config(sweep: SweepConfig) -> EvalConfig:
-    return load(EvalConfig, overrides=[{"progress": False}, copy.deepcopy(sweep.eval)], where="sweep.eval")
 
 
 def axis_label(value: Any) -> str:

@@ -18,8 +18,7 @@ from posbench.app.views.study import show_study
 from posbench.config_loader import from_dict, to_dict
 from posbench.errors import ConfigError, PosbenchError
 from posbench.pe import PES
-from posbench.studies.cost import estimate
-from posbench.studies.study_runner import cell_path
+from posbench.studies.study_runner import estimate_text
 from posbench.studies.study_spec import StudyConfig, expand
 
 POLL_S = 2.0
@@ -89,9 +88,9 @@ def _form(root) -> None:
 
 @st.cache_data(max_entries=16, ttl=10, show_spinner=False)  # ttl: cells finish meanwhile
 def _estimate(spec: str, run_dir: str) -> str:
-    """The cost line of a study (by its spec), skipping the cells already finished in `run_dir`."""
-    study = from_dict(StudyConfig, json.loads(spec), "study")
-    return estimate(study, [c for c in expand(study) if not cell_path(Path(run_dir), c).is_file()]).text()
+    """The cost line of a study (by its spec), skipping the cells already finished in `run_dir`: the line
+    `posbench study SPEC --out RUN_DIR --estimate` prints."""
+    return estimate_text(from_dict(StudyConfig, json.loads(spec), "study"), Path(run_dir))
 
 
 def _monitor(run_dir) -> None:
