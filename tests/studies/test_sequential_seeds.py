@@ -60,10 +60,10 @@ def test_the_spec_form_loads_and_a_fixed_list_keeps_working(tmp_path):
 
 
 @pytest.mark.parametrize("seeds, says", [
-    ("{start: 2, max: 10}", "study.seeds.start is 2: a sequential study starts at >= 3"),
-    ("{start: 5, max: 4}", "study.seeds.max is 4: it must be >= start (5)"),
-    ("{start: 3, max: 10, step: 0}", "study.seeds.step is 0: it must be >= 1"),
-    ("{start: 3, max: 1000}", "study.seeds.max is 1000"),
+    ("{start: 2, max: 10}", "seeds.start is 2: sequential seeds start at >= 3"),
+    ("{start: 5, max: 4}", "seeds.max is 4: it must be >= start (5)"),
+    ("{start: 3, max: 10, step: 0}", "seeds.step is 0: it must be >= 1"),
+    ("{start: 3, max: 1000}", "seeds.max is 1000"),
     ("{start: 3, max: 10, spending: pocok}", "did you mean `pocock`"),
     ("{start: 3, max: 10, stop: 4}", "unknown config key `study.seeds.stop`"),
 ])
@@ -238,7 +238,7 @@ def test_the_report_names_the_boundary_on_every_verdict_line_and_says_why_each_r
     # the looks' verdicts are the ones shown, not the fixed test's on the same seeds (which orders rope's pairs)
     undecided = report_tex.verdicts(by_group(held, "ood_beyond_acc"), 0.95, 200, 0.02, lambda t, x, a, b: "?")
     assert {v["verdict"] for v in undecided} == {"inconclusive"}
-    text = "\n".join(section(rep, s))
+    text = "\n".join(section(rep, s.sequential))
     assert "Looks made: 3 of 3 (3, 4, 5 seeds)." in text
     assert "| k_back | rope | 3 | every relation it takes part in decided by 3 seeds |" in text
     assert "| k_back | learned | 5 | reached max (5 seeds) with 1 undecided: alibi vs learned |" in text

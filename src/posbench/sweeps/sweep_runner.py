@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from posbench.errors import DataError
+from posbench.errors import ConfigError, DataError
 from posbench.grid.cells import pending
-from posbench.sweeps import emit, evaluate, execute, sweep_plots, sweep_report
+from posbench.sweeps import emit, evaluate, execute, sweep_plots, sweep_report, sweep_sequential
 from posbench.sweeps.sweep_cost import on_cpu, sweep_estimate
 from posbench.sweeps.sweep_spec import SweepConfig, eval_config, plan_runs
 
@@ -19,7 +19,10 @@ def run_sweep(sweep: SweepConfig, out: Path | None = None, *, emit_kind: str | N
               progress: bool = True, log=print) -> Path:
     """Run `sweep` into `out` (default runs/sweep_<name>); returns the report's path, or with `emit_kind`
     (torchrun | slurm) the launch script written instead. `report_only`: no training, every run must be
-    finished (DataError naming the first five that are not)."""
+    finished (DataError naming the first five that are not; with sequential seeds, those the looks want)."""
+    if emit_kind and sweep.sequential is not None:  # the looks decide between rounds, here: a launcher writes all
+        raise ConfigError(f"--emit writes every run at once, and sequential seeds ({sweep.sequential.text()}) decide "
+                          "between seed rounds which runs come next: run the sweep here, or give a seed list")
     workers = workers or sweep.workers
     out = Path(out or f"runs/sweep_{sweep.name}")
     if emit_kind:
@@ -31,7 +34,13 @@ def run_sweep(sweep: SweepConfig, out: Path | None = None, *, emit_kind: str | N
         log(f"{len(runs)} runs; wrote {script} and {out / 'configs'}/")
         return script
     cells = [execute.PretrainCell(r) for r in runs]  # the grid's cells (grid/cells.py)
-    if report_only:
+    rep = None
+    if sweep.sequential is not None:  # look after each round; only undecided rows get more (sweeps/sweep_sequential)
+        if prepare_data and not report_only:
+            execute.prepare_data(runs)
+        runs, results, rep = sweep_sequential.run_looks(sweep, runs, out, eval_cfg, report_only=report_only,
+                                                        progress=progress, workers=workers, log=log)
+    elif report_only:
         missing = [c.cell_id for c in cells if not c.is_done(out)]
         if missing:
             raise DataError(f"{len(missing)} runs are not finished ({', '.join(missing[:5])}"
@@ -43,9 +52,10 @@ def run_sweep(sweep: SweepConfig, out: Path | None = None, *, emit_kind: str | N
         todo = pending(cells, sweep.seeds, out, lambda _: sweep_estimate(runs, out, workers).text()
                        if on_cpu(runs) else None, log)
         execute.run_all(runs, out, progress=progress, workers=workers, todo=[c.item for c in todo])
-    targets = [r for r in runs if sweep.eval_branches or not r.parent]
-    results = evaluate.evaluate_all(targets, out, eval_cfg, progress=progress, workers=workers)
+    if rep is None:
+        targets = [r for r in runs if sweep.eval_branches or not r.parent]
+        results = evaluate.evaluate_all(targets, out, eval_cfg, progress=progress, workers=workers)
     figures = sweep_plots.all_plots(runs, results, out)
-    sweep_report.write_report(sweep, runs, results, out, figures)
+    sweep_report.write_report(sweep, runs, results, out, figures, rep=rep)
     log(f"report: {out / 'report.md'} (throughput: {out / 'throughput.md'})")
     return out / "report.md"
