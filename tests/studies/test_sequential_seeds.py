@@ -238,7 +238,7 @@ def test_the_report_names_the_boundary_on_every_verdict_line_and_says_why_each_r
     # the looks' verdicts are the ones shown, not the fixed test's on the same seeds (which orders rope's pairs)
     undecided = report_tex.verdicts(by_group(held, "ood_beyond_acc"), 0.95, 200, 0.02, lambda t, x, a, b: "?")
     assert {v["verdict"] for v in undecided} == {"inconclusive"}
-    text = "\n".join(section(rep, s.sequential))
+    text = "\n".join(section(rep, s))
     assert "Looks made: 3 of 3 (3, 4, 5 seeds)." in text
     assert "| k_back | rope | 3 | every relation it takes part in decided by 3 seeds |" in text
     assert "| k_back | learned | 5 | reached max (5 seeds) with 1 undecided: alibi vs learned |" in text

@@ -291,10 +291,12 @@ def record(rep: Replay, seq: SequentialSeeds) -> dict:
 PAIRS_AND_CLAIMS = "every pair of the comparison tables and every claim's relations"  # what a study's looks judge
 
 
-def section(rep: Replay, seq: SequentialSeeds, *, judged: str = PAIRS_AND_CLAIMS, group: str = "task",
+def section(rep: Replay, spec, *, judged: str = PAIRS_AND_CLAIMS, group: str = "task",
             what: str = "study") -> list[str]:
-    """report.md's account: the rule, the looks made, and per row its seeds and why it stopped. `judged`: what the
-    looks test; `group`: the first column's name (a study's task, a sweep's size); `what`: the study or sweep."""
+    """report.md's account: the rule, the looks made, and per row its seeds and why it stopped. `spec`: the study or
+    sweep config (its `sequential` rule); `judged`: what the looks test; `group`: the first column's name (a study's
+    task, a sweep's size); `what`: "study" or "sweep"."""
+    seq = spec.sequential
     lines = ["## Sequential seeds", "",
              f"Rule: every row starts with {seq.start} seeds; after each look the judges test {judged}, each "
              "p-value read at the group-sequential boundary "

@@ -325,7 +325,7 @@ def write_outputs(out_dir: Path, results: list[CellResult], study: StudyConfig, 
                   "to the longest tested, mean % [CI] over seeds.", "", by_step]
     parts += long_context_section(results, study.eval.length_grid.keep, study.eval.confidence, study.eval.n_boot)
     if rep is not None:
-        parts += sequential.section(rep, study.sequential)
+        parts += sequential.section(rep, study)
     if study.claims:
         parts += claims_part(results, study, rep)
     parts += ["## Which PEs differ on OOD accuracy beyond the training length", "",

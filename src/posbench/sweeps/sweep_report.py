@@ -275,7 +275,7 @@ def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], 
         parts += [f"## {title}", ""] + ([note, ""] if note else []) + [table.markdown(groups, pes, pct), ""]
     parts += long_context_report.section(sweep, runs, results, groups, pes)
     if rep is not None:
-        parts += sequential.section(rep, sweep.sequential, judged=SWEEP_JUDGED, group="size", what="sweep")
+        parts += sequential.section(rep, sweep, judged=SWEEP_JUDGED, group="size", what="sweep")
     if sweep.claims:
         parts += claims_part(sweep, tables, groups, rep)
     if plots:
