@@ -58,7 +58,7 @@ MAINS = {
     "bench_study": [(["--json", "/nonexistent/dir/s.json"], 2, "its folder /nonexistent/dir does not exist")],
     "calibrate_stats": [(["--draws", "0"], 2, "--draws and --n-boot must be positive"),
                         (["--methods", "nope"], 2, "argument --methods: invalid choice: 'nope'"),
-                        (["--sequential", "2:10"], 2, "study.seeds.start is 2: a sequential study starts at >= 3")],
+                        (["--sequential", "2:10"], 2, "seeds.start is 2: sequential seeds start at >= 3")],
     "compare_studies": [(["/nonexistent/a", "/nonexistent/b"], 2, "/nonexistent/a: no results.json there"),
                         (["{bad}", "{bad}"], 2, "results.json: not a study's results.json (not JSON"),
                         (["{bad}", "{bad}", "--metric", "nope"], 2, "argument --metric: invalid choice: 'nope'")],
@@ -78,11 +78,14 @@ MAINS = {
     "study": [(["nope_preset"], 2, "no study preset `nope_preset`"),
               (["quickstart", "--workers", "0"], 2, "argument --workers: 0 must be >= 1"),  # ran the study
               (["quickstart", "--seeds", "-1"], 2, "argument --seeds: -1 must be >= 0"),
-              (["quickstart", "--sequential-seeds", "3:2"], 2, "study.seeds.max is 2: it must be >= start (3)"),
+              (["quickstart", "--sequential-seeds", "3:2"], 2, "seeds.max is 2: it must be >= start (3)"),
               (["quickstart", "--sequential-seeds", "3"], 2, "--sequential-seeds '3': write START:MAX or"),
               (["quickstart", "--seeds", "0", "--sequential-seeds", "3:5"], 2, "not allowed with argument")],
     "sweep": [(["/nonexistent.yaml"], 2, "config file /nonexistent.yaml does not exist"),
-              (["/nonexistent.yaml", "--workers", "0"], 2, "argument --workers: 0 must be >= 1")],
+              (["/nonexistent.yaml", "--workers", "0"], 2, "argument --workers: 0 must be >= 1"),
+              (["alibi_ppl", "--sequential-seeds", "3"], 2, "--sequential-seeds '3': write START:MAX or"),
+              (["alibi_ppl", "--sequential-seeds", "3:2"], 2, "seeds.max is 2: it must be >= start (3)"),
+              (["cpu_demo", "--sequential-seeds", "3:5"], 2, "this sweep has no `claims`")],
 }
 MAIN_CASES = [(name, i) for name, cases in MAINS.items() for i in range(len(cases))]
 

@@ -60,10 +60,10 @@ def test_the_spec_form_loads_and_a_fixed_list_keeps_working(tmp_path):
 
 
 @pytest.mark.parametrize("seeds, says", [
-    ("{start: 2, max: 10}", "study.seeds.start is 2: a sequential study starts at >= 3"),
-    ("{start: 5, max: 4}", "study.seeds.max is 4: it must be >= start (5)"),
-    ("{start: 3, max: 10, step: 0}", "study.seeds.step is 0: it must be >= 1"),
-    ("{start: 3, max: 1000}", "study.seeds.max is 1000"),
+    ("{start: 2, max: 10}", "seeds.start is 2: sequential seeds start at >= 3"),
+    ("{start: 5, max: 4}", "seeds.max is 4: it must be >= start (5)"),
+    ("{start: 3, max: 10, step: 0}", "seeds.step is 0: it must be >= 1"),
+    ("{start: 3, max: 1000}", "seeds.max is 1000"),
     ("{start: 3, max: 10, spending: pocok}", "did you mean `pocock`"),
     ("{start: 3, max: 10, stop: 4}", "unknown config key `study.seeds.stop`"),
 ])

@@ -5,6 +5,7 @@ write one comparison (report.md, results.csv, plots).
     python scripts/sweep.py cpu_demo --prepare-data             # tokenize its corpus with its task mix first
     python scripts/sweep.py cpu_demo --workers 2                # two runs at a time, one core each
     python scripts/sweep.py cpu_demo --estimate                 # its wall time on this machine, nothing run
+    python scripts/sweep.py alibi_ppl --sequential-seeds 3:10:1   # 3 seeds, one more per row a claim leaves open
     python scripts/sweep.py configs/sweep/reference.yaml --emit slurm     # an sbatch array script instead
     python scripts/sweep.py reference --emit slurm --out /shared/sweeps/ref
     python scripts/sweep.py reference --out /shared/sweeps/ref --report-only   # after the cluster jobs
@@ -17,6 +18,7 @@ Errors are one line `error: ...` with the shared exit codes (2 bad input, 4 chec
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import textwrap
 
 from posbench.cli.arg_types import positive_int
@@ -43,16 +45,23 @@ def main(argv=None) -> int:
                    help="first tokenize the runs' local or downloaded corpus with their tokenizer and task mix "
                         "(resumable) and print the measured shares")
     p.add_argument("--no-progress", action="store_true", help="no progress bars (logs, CI)")
+    p.add_argument("--sequential-seeds", metavar="START:MAX[:STEP]",
+                   help="sequential seeds (docs/guide.md): every row (a PE or arm at a size) gets START seeds, then "
+                        "STEP more (default 1) while a claim it takes part in is undecided, up to MAX, each look "
+                        "judged at a group-sequential boundary; e.g. 3:10:1")
     args = p.parse_args(argv)
     if args.workers is not None and args.workers < 1:
         p.error(f"--workers {args.workers}: must be at least 1")
     if args.estimate and (args.emit or args.report_only):
         p.error("--estimate only looks: give it without --emit and --report-only")
 
+    from posbench.studies.sequential import parse_sequential
     from posbench.sweeps.sweep_runner import estimate_text, run_sweep
     from posbench.sweeps.sweep_spec import load_sweep
 
     sweep = load_sweep(args.sweep)  # the whole spec, its `eval` included, checked before anything else
+    if args.sequential_seeds:  # checked as the spec's form is (a sweep without claims is refused): before any work
+        sweep = dataclasses.replace(sweep, seeds=parse_sequential(args.sequential_seeds), sequential=None)
     if args.estimate:
         print(f"estimate: {estimate_text(sweep, args.out, args.workers)}")
         return 0

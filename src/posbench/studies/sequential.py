@@ -11,16 +11,19 @@ while some relation it takes part in is undecided and it is under `max`; the stu
 
 `replay` is a pure function of the finished cells: the runner calls it after each round to learn which cells to train
 next, the report calls it to print the rule, the looks and why each row stopped, and a resumed or copied study reaches
-the same decisions from the same cells.
+the same decisions from the same cells. Underneath it, `judge_looks` takes rows x seeds x metric values (`Point`s) and
+gives the decisions: a study feeds it its cells, a sweep (sweeps/sweep_sequential.py) its evaluated runs, so both
+decide by one function and report through one `section`.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from posbench.config_loader import Checked, nearest
-from posbench.errors import ConfigError
+from posbench.errors import ConfigError, brief
 from posbench.stats import DEFAULT_METHOD, INTERVALS, pairwise
 from posbench.stats_sequential import DEFAULT_SPENDING, SPENDING, Boundary
 from posbench.studies.claims import DEFAULT_MARGINS, check_claims
@@ -38,16 +41,17 @@ class SequentialSeeds(Checked):
     spending: str = DEFAULT_SPENDING  # stats_sequential.SPENDING
 
     def check(self) -> None:
+        # the messages name `seeds.*` alone: a study's and a sweep's spec both hold this value
         least = INTERVALS[DEFAULT_METHOD].min_seeds
         if self.start < least:
-            raise ConfigError(f"study.seeds.start is {self.start}: a sequential study starts at >= {least} seeds "
+            raise ConfigError(f"seeds.start is {self.start}: sequential seeds start at >= {least} seeds "
                               f"(fewer give no interval and decide nothing)")
         if not self.start <= self.max <= MAX_SEEDS:
-            raise ConfigError(f"study.seeds.max is {self.max}: it must be >= start ({self.start}) and <= {MAX_SEEDS}")
+            raise ConfigError(f"seeds.max is {self.max}: it must be >= start ({self.start}) and <= {MAX_SEEDS}")
         if self.step < 1:
-            raise ConfigError(f"study.seeds.step is {self.step}: it must be >= 1 (seeds added per look)")
+            raise ConfigError(f"seeds.step is {self.step}: it must be >= 1 (seeds added per look)")
         if self.spending not in SPENDING:
-            raise ConfigError(f"study.seeds.spending `{self.spending}` is not one of {sorted(SPENDING)}"
+            raise ConfigError(f"seeds.spending `{self.spending}` is not one of {sorted(SPENDING)}"
                               + nearest(self.spending, SPENDING))
 
     @property
@@ -67,11 +71,38 @@ def parse_sequential(text: str) -> SequentialSeeds:
     return SequentialSeeds(*map(int, parts))
 
 
-Row = tuple  # (task, row label, axes as sorted (key, str(value)) pairs): study_report.group_key's form
+def split_seeds(seeds, sequential: SequentialSeeds | None, where: str) -> tuple[list, SequentialSeeds | None]:
+    """A spec's `seeds` field (a list, or `{start, max, step}`) -> (every seed a row may get, the sequential rule or
+    None): the mapping form gives seeds 0 .. max - 1. A config written back (to_dict) holds both; they must agree.
+    `where`: the spec's name in messages (`study`, `sweep`)."""
+    if isinstance(seeds, SequentialSeeds):
+        if sequential is not None and sequential != seeds:
+            raise ConfigError(f"{where}: give sequential seeds once, as `seeds: {{start, max, step}}`")
+        return list(range(seeds.max)), seeds
+    if sequential is not None and any(not 0 <= s < sequential.max for s in seeds):
+        raise ConfigError(f"{where}: `sequential` draws seeds 0 .. {sequential.max - 1}, got "
+                          f"{brief(seeds)}; write `seeds: {{start, max, step}}` alone")
+    return seeds, sequential
+
+
+Row = tuple  # (task or size, row label, axes as sorted (key, str(value)) pairs): study_report.group_key's form
 
 
 def row_key(task: str, label: str, axes: dict) -> Row:
     return (task, label, tuple(sorted((k, str(v)) for k, v in axes.items())))
+
+
+@dataclass(frozen=True)
+class Point:
+    """One finished cell as the looks read it. `row`: what gets seeds (a study's (task, label, axes), a sweep's (size,
+    label, axes)); `table`: the (name, axes) its relations are judged in, beside the other rows of that table (a
+    study's (task, axes); a sweep's (run group, ()), one per budget of its row); `metric(name)`: its value."""
+
+    row: Row
+    table: tuple
+    pe: str
+    seed: int
+    metric: Callable[[str], float | None]
 
 
 @dataclass
@@ -113,21 +144,20 @@ def _label(task: str, axes: tuple) -> str:
     return " ".join([task, *(f"{k.split('.')[-1]}={v}" for k, v in axes)])
 
 
-def _values(results: list, metric: str, upto: dict[Row, int]) -> dict[tuple, dict[str, dict]]:
-    """{(task, axes): {pe: {seed: value}}} over the first upto[row] seeds of each row."""
+def _values(points: list[Point], metric: str, upto: dict[Row, int]) -> dict[tuple, dict[str, dict]]:
+    """{table: {pe: {seed: value}}} over the first upto[row] seeds of each row."""
     out: dict[tuple, dict[str, dict]] = defaultdict(dict)
-    for r in results:
-        task, pe, axes = key = group_key(r)
-        if key in upto and r.seed < upto[key]:
-            out[(task, axes)].setdefault(pe, {})[r.seed] = r.metric(metric)
+    for p in points:
+        if p.row in upto and p.seed < upto[p.row]:
+            out[p.table].setdefault(p.pe, {})[p.seed] = p.metric(metric)
     return out
 
 
-def _pairs_look(study, results, upto, rep: Replay, look: int, n: int) -> None:
+def _pairs_look(points, metric: str, confidence: float, n_boot: int, rep: Replay, look: int, n: int) -> None:
     b, alpha = rep.boundary, rep.boundary.alpha
-    margin = DEFAULT_MARGINS.get(METRIC)
-    for (task, axes), per_pe in _values(results, METRIC, upto).items():
-        for p in pairwise(dict(sorted(per_pe.items())), study.eval.confidence, study.eval.n_boot, margin):
+    margin = DEFAULT_MARGINS.get(metric)
+    for (task, axes), per_pe in _values(points, metric, rep.seeds).items():
+        for p in pairwise(dict(sorted(per_pe.items())), confidence, n_boot, margin):
             key = (task, axes, p.a, p.b)  # PEs in name order, as studies/study_compare.py keys its verdicts
             if key in rep.pairs and rep.pairs[key].seeds is not None:
                 continue  # decided at an earlier look: kept
@@ -142,20 +172,20 @@ def _pairs_look(study, results, upto, rep: Replay, look: int, n: int) -> None:
                 rep.pairs[key].state = "n/a"  # no values to judge: holds no row
 
 
-def _claims_look(study, results, upto, rep: Replay, look: int, n: int) -> dict[tuple, tuple]:
+def _claims_look(claims, points, confidence: float, n_boot: int, rep: Replay, look: int, n: int) -> dict[tuple, tuple]:
     """Judge every claim at this look; returns {relation key: (task, axes, a, b)} (b None for a number)."""
-    if not study.claims:
+    if not claims:
         return {}
     b, alpha = rep.boundary, rep.boundary.alpha
     jobs = []
     where = {}
-    for claim in study.claims:
+    for claim in claims:
         groups = {}
-        for (task, axes), per_pe in _values(results, claim.metric, upto).items():
+        for (task, axes), per_pe in _values(points, claim.metric, rep.seeds).items():
             groups[_label(task, axes)] = per_pe
             where[_label(task, axes)] = (task, axes)
         jobs.append((claim, groups, True, "pts"))
-    checks, _ = check_claims(jobs, study.eval.confidence, study.eval.n_boot)
+    checks, _ = check_claims(jobs, confidence, n_boot)
     members = {}
     for c in checks:
         for i, r in enumerate(c.relations):
@@ -173,24 +203,30 @@ def _claims_look(study, results, upto, rep: Replay, look: int, n: int) -> dict[t
     return members
 
 
-def _open_relations(row: Row, rep: Replay, members: dict) -> list[str]:
-    task, pe, axes = row
-    out = [f"{a} vs {b}" for (t, x, a, b), v in rep.pairs.items() if (t, x) == (task, axes) and pe in (a, b)
-           and v.state == "?"]
+def _open_relations(owned: set, rep: Replay, members: dict) -> list[str]:
+    """The undecided relations a row takes part in: those of a table it sits in (`owned`: its (table, pe) pairs)
+    that name its PE or arm."""
+    def takes_part(t, x, a, b) -> bool:
+        return ((t, x), a) in owned or ((t, x), b) in owned
+
+    out = [f"{a} vs {b}" for (t, x, a, b), v in rep.pairs.items() if v.state == "?" and takes_part(t, x, a, b)]
     out += [f"claim `{key[0]}` ({a} vs {b})" for key, (t, x, a, b) in members.items()
-            if (t, x) == (task, axes) and pe in (a, b) and rep.relations[key].state == "?"]
+            if rep.relations[key].state == "?" and takes_part(t, x, a, b)]
     return out
 
 
-def replay(study, results: list, rows: list[Row]) -> Replay:
-    """The looks `results` (finished cells) allow, in order, for the study's `rows`: each look judges every relation
-    at the boundary; rows whose relations are all decided, or at `max`, stop. Ends at the first look some running
-    row has no cells for (`wants` names them and the seeds they need) or when every row has stopped."""
-    seq = study.sequential
-    rep = Replay(Boundary(seq.looks, study.eval.confidence, seq.spending))
+def judge_looks(seq: SequentialSeeds, points: list[Point], rows: list[Row], *, confidence: float, n_boot: int,
+                claims: list, pair_metric: str | None = METRIC) -> Replay:
+    """The looks `points` (finished cells' values) allow, in order, for `rows`: each look judges every pair of each
+    table on `pair_metric` (None: no pair table) and every relation of `claims`, all at the boundary; rows whose
+    relations are all decided, or at `max`, stop. Ends at the first look some running row has no points for
+    (`wants` names them and the seeds they need) or when every row has stopped."""
+    rep = Replay(Boundary(seq.looks, confidence, seq.spending))
     have: dict[Row, set] = defaultdict(set)
-    for r in results:
-        have[group_key(r)].add(r.seed)
+    owned: dict[Row, set] = defaultdict(set)
+    for p in points:
+        have[p.row].add(p.seed)
+        owned[p.row].add((p.table, p.pe))
     running = list(dict.fromkeys(rows))
     for look, n in enumerate(seq.looks):
         short = [row for row in running if not set(range(n)) <= have[row]]
@@ -199,12 +235,13 @@ def replay(study, results: list, rows: list[Row]) -> Replay:
             return rep
         for row in running:
             rep.seeds[row] = n
-        _pairs_look(study, results, rep.seeds, rep, look, n)
-        members = _claims_look(study, results, rep.seeds, rep, look, n)
+        if pair_metric is not None:
+            _pairs_look(points, pair_metric, confidence, n_boot, rep, look, n)
+        members = _claims_look(claims, points, confidence, n_boot, rep, look, n)
         rep.looks_done = look + 1
         still = []
         for row in running:
-            open_ = _open_relations(row, rep, members)
+            open_ = _open_relations(owned[row], rep, members)
             if not open_:
                 rep.why[row] = f"every relation it takes part in decided by {n} seeds"
             elif n == seq.looks[-1]:
@@ -214,6 +251,14 @@ def replay(study, results: list, rows: list[Row]) -> Replay:
                 still.append(row)
         running = still
     return rep
+
+
+def replay(study, results: list, rows: list[Row]) -> Replay:
+    """A study's looks over its finished cells (studies/cell_result.CellResult) for its `rows`: the pairs of each
+    task's table on the report's metric and every claim (`judge_looks`)."""
+    points = [Point(key, (key[0], key[2]), r.pe, r.seed, r.metric) for r in results for key in [group_key(r)]]
+    return judge_looks(study.sequential, points, rows, confidence=study.eval.confidence, n_boot=study.eval.n_boot,
+                       claims=study.claims)
 
 
 def rows_of(cells) -> list[Row]:
@@ -243,19 +288,44 @@ def record(rep: Replay, seq: SequentialSeeds) -> dict:
                      for (t, pe, x), n in rep.seeds.items()]}
 
 
-def section(rep: Replay, study) -> list[str]:
-    """report.md's account: the rule, the looks made, and per row its seeds and why it stopped."""
-    seq = study.sequential
+PAIRS_AND_CLAIMS = "every pair of the comparison tables and every claim's relations"  # what a study's looks judge
+
+
+def section(rep: Replay, spec, *, judged: str = PAIRS_AND_CLAIMS, group: str = "task",
+            what: str = "study") -> list[str]:
+    """report.md's account: the rule, the looks made, and per row its seeds and why it stopped. `spec`: the study or
+    sweep config (its `sequential` rule); `judged`: what the looks test; `group`: the first column's name (a study's
+    task, a sweep's size); `what`: "study" or "sweep"."""
+    seq = spec.sequential
     lines = ["## Sequential seeds", "",
-             f"Rule: every row starts with {seq.start} seeds; after each look the judges test every pair of the "
-             "comparison tables and every claim's relations, each p-value read at the group-sequential boundary "
+             f"Rule: every row starts with {seq.start} seeds; after each look the judges test {judged}, each "
+             "p-value read at the group-sequential boundary "
              f"({rep.boundary.describe()}; docs/statistics.md, \"Sequential seeds\"), and a row gets {seq.step} more "
              f"seed{'s' if seq.step > 1 else ''} only while a relation it takes part in is undecided, up to "
              f"{seq.max}. A verdict reached at a look is kept. Looks made: {rep.looks_done} of {len(seq.looks)} "
              f"({', '.join(map(str, seq.looks[:rep.looks_done]))} seeds)"
-             + ("" if rep.finished else "; the study is not finished (run it again to continue)") + ".", "",
-             "| task | row | seeds | why it stopped |", "|---|---|---|---|"]
+             + ("" if rep.finished else f"; the {what} is not finished (run it again to continue)") + ".", "",
+             f"| {group} | row | seeds | why it stopped |", "|---|---|---|---|"]
     for row, n in rep.seeds.items():
         task, label, axes = row
         lines.append(f"| {_label(task, axes)} | {label} | {n} | {rep.why.get(row, 'still running')} |")
     return [*lines, ""]
+
+
+def at_the_looks(checks, rep: Replay) -> tuple[list[str], str]:
+    """A report's claims judged as the looks judged them (claims.report_section's `looks`): each relation's p-values
+    set to its deciding look's (or the last look's); returns the note and the rule the verdict lines name."""
+    for c in checks:
+        for i, r in enumerate(c.relations):
+            v = rep.relations.get((c.claim.order, c.label, i))
+            if v is not None and v.state != "n/a":
+                r.p_shown_adj, r.p_refuted_adj = v.p_a, v.p_b
+    note = (f"Sequential seeds: each relation judged at the boundary ({rep.boundary.describe()}) at every look its "
+            "rows took part in, its verdict kept from the look that decided it; p-values are on the fixed test's "
+            "scale (p x alpha / the look's level).")
+    return [note], f"at the sequential boundary ({rep.boundary.describe()})"
+
+
+def each_row_label(confidence: float) -> str:
+    """What a table's intervals are when each row has its own seed count (the section lists them)."""
+    return f"{100 * confidence:g}% {INTERVALS[DEFAULT_METHOD].name} over each row's seeds"

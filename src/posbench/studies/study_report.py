@@ -14,7 +14,6 @@ from posbench.evaluation import protocol as run_protocol
 from posbench.fileio import write_text
 from posbench.stats import (
     DEFAULT_METHOD,
-    INTERVALS,
     interval,
     interval_label,
     paired_diffs,
@@ -67,7 +66,7 @@ def seeds_label(study: StudyConfig) -> str:
     """What a table's intervals are: "95% t-interval over 5 seeds"; with sequential seeds each row has its own
     count (the section Sequential seeds lists them)."""
     if study.sequential is not None:
-        return f"{100 * study.eval.confidence:g}% {INTERVALS[DEFAULT_METHOD].name} over each row's seeds"
+        return sequential.each_row_label(study.eval.confidence)
     return interval_label(DEFAULT_METHOD, study.eval.confidence, len(study.seeds))
 
 
@@ -296,19 +295,7 @@ def claims_part(results: list[CellResult], study: StudyConfig, rep: sequential.R
     look), on the fixed test's scale at the sequential boundary."""
     jobs = [(claim, claim_groups(results, claim.metric), True, "pts") for claim in study.claims]
     return report_section(jobs, study.eval.confidence, study.eval.n_boot,
-                          None if rep is None else lambda checks: _at_the_looks(checks, rep))
-
-
-def _at_the_looks(checks, rep: sequential.Replay) -> tuple[list[str], str]:
-    for c in checks:
-        for i, r in enumerate(c.relations):
-            v = rep.relations.get((c.claim.order, c.label, i))
-            if v is not None and v.state != "n/a":
-                r.p_shown_adj, r.p_refuted_adj = v.p_a, v.p_b
-    note = (f"Sequential seeds: each relation judged at the boundary ({rep.boundary.describe()}) at every look its "
-            "rows took part in, its verdict kept from the look that decided it; p-values are on the fixed test's "
-            "scale (p x alpha / the look's level).")
-    return [note], f"at the sequential boundary ({rep.boundary.describe()})"
+                          None if rep is None else lambda checks: sequential.at_the_looks(checks, rep))
 
 
 def seeds_text(study: StudyConfig, results: list[CellResult]) -> str:

@@ -38,7 +38,7 @@ from posbench.model.arch import ArchConfig, DecoderArch
 from posbench.pe import PEConfig
 from posbench.studies.claims import ClaimConfig, check_names
 from posbench.studies.length_grid import LengthGridConfig
-from posbench.studies.sequential import SequentialSeeds
+from posbench.studies.sequential import SequentialSeeds, split_seeds
 
 METRICS = ("id_acc", "ood_beyond_acc", "ood_acc", "ood_within_acc", "id_loss", "ood_loss", "gap")  # per cell
 # what a claim may compare: the per-cell metrics, and exact match (every answer token right, teacher-forced: greedy
@@ -100,7 +100,7 @@ class StudyConfig(Checked):
     sequential: SequentialSeeds | None = None  # set from `seeds: {start, max, step}`; None: fixed seeds
 
     def check(self) -> None:
-        self._sequential_seeds()
+        self.seeds, self.sequential = split_seeds(self.seeds, self.sequential, "study")
         if not self.tasks or not (self.pes or self.arms) or not self.seeds:
             raise ConfigError("a study needs at least one task, one PE (or arm) and one seed")
         if any(s < 0 for s in self.seeds):  # the task sources' seeds: refused here, before any cell's files exist
@@ -130,16 +130,6 @@ class StudyConfig(Checked):
             if claim.metric not in CLAIM_METRICS:
                 raise ConfigError(f"claim `{claim.order}`: metric `{claim.metric}` is not one of {CLAIM_METRICS}")
 
-    def _sequential_seeds(self) -> None:
-        """`seeds: {start, max, step}` -> `sequential`, and `seeds` every seed a row may get. A config written back
-        (to_dict) holds both; they must agree."""
-        if isinstance(self.seeds, SequentialSeeds):
-            if self.sequential is not None and self.sequential != self.seeds:
-                raise ConfigError("study: give sequential seeds once, as `seeds: {start, max, step}`")
-            self.sequential, self.seeds = self.seeds, list(range(self.seeds.max))
-        elif self.sequential is not None and any(not 0 <= s < self.sequential.max for s in self.seeds):
-            raise ConfigError(f"study: `sequential` draws seeds 0 .. {self.sequential.max - 1}, got "
-                              f"{brief(self.seeds)}; write `seeds: {{start, max, step}}` alone")
 
     def rows(self) -> list[Arm]:
         """Every row of the grid: one decoder arm per entry of `pes` (labelled by the PE), then `arms`. A PE listed

@@ -6,6 +6,7 @@ every final checkpoint evaluated, one comparison report.
     execute.py               the trainings, one after another or `workers` at a time, resumable (done markers;
                              killed runs resume from their checkpoints)
     evaluate.py              eval.py's suites on every final checkpoint, cached per checkpoint
+    sweep_sequential.py      sequential seeds: the study's looks over evaluated runs, only undecided rows get more
     sweep_report.py          report.md, results.csv, throughput.md: means and t-intervals over seeds, per PE;
                              its long-context section is a study's (studies/long_context_report.py)
     sweep_plots.py           loss vs tokens, perplexity vs length, task accuracy, passkey/NIAH heatmaps, per PE

@@ -19,7 +19,7 @@ import numpy as np
 from posbench.evaluation import protocol as run_protocol
 from posbench.fileio import atomic_open
 from posbench.stats import DEFAULT_METHOD, Summary, interval, interval_label
-from posbench.studies import long_context_report, protocol
+from posbench.studies import long_context_report, protocol, sequential
 from posbench.studies.claims import report_section
 from posbench.sweeps.sweep_spec import Run, SweepConfig
 from posbench.training.loggers import read_metrics_text
@@ -217,16 +217,32 @@ def data_line(runs: list[Run]) -> str:
     return "Data (differs by run group): " + "; ".join(f"{g}: {text}" for g, text in by_group.items()) + "."
 
 
+def seeds_text(sweep: SweepConfig, rep: sequential.Replay | None) -> str:
+    """ "seeds 0, 1", or for sequential seeds "sequential seeds 3:10:1 (start:max:step; 3-5 per row, ...)"."""
+    if rep is None:
+        return f"seeds {', '.join(map(str, sweep.seeds))}"
+    counts = rep.seeds.values()
+    return (f"sequential seeds {sweep.sequential.text()} (start:max:step; {min(counts, default=0)}-"
+            f"{max(counts, default=0)} per row, the section Sequential seeds)")
+
+
+# what a sequential sweep's looks test, as its report's Sequential seeds section says
+SWEEP_JUDGED = "every relation of the sweep's claims in every run group"
+
+
 def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], out_dir: Path,
-                 plots: list[Path]) -> str:
+                 plots: list[Path], rep: sequential.Replay | None = None) -> str:
+    """`rep`: a sequential sweep's looks (sweeps/sweep_sequential.py), `runs` the runs they judged: the report says
+    the rule, the looks and each row's seeds, and its claims are judged as the looks judged them."""
     tables = build_tables(sweep, runs, results)
     commonest = commonest_answer_line(runs, results)
     groups = list(dict.fromkeys(r.group for r in runs))
     pes = list(dict.fromkeys(r.pe for r in runs))
-    ci = interval_label(DEFAULT_METHOD, sweep.confidence, len(sweep.seeds))
+    ci = (interval_label(DEFAULT_METHOD, sweep.confidence, len(sweep.seeds)) if rep is None
+          else sequential.each_row_label(sweep.confidence))
     parts = [f"# Sweep `{sweep.name}`", "",
-             f"{len(runs)} runs: sizes {', '.join(sweep.sizes)}; PEs {', '.join(pes)}; seeds "
-             f"{', '.join(map(str, sweep.seeds))}" + (f"; varied {', '.join(sweep.vary)}" if sweep.vary else "") + ".",
+             f"{len(runs)} runs: sizes {', '.join(sweep.sizes)}; PEs {', '.join(pes)}; {seeds_text(sweep, rep)}"
+             + (f"; varied {', '.join(sweep.vary)}" if sweep.vary else "") + ".",
              data_line(runs),
              f"Every figure: mean over seeds [{ci}] (one seed: the value alone; fewer than 3: no interval, "
              "docs/statistics.md); "
@@ -258,8 +274,10 @@ def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], 
         parts += [f"## {title}", ""] + ([note, ""] if note else []) + [table.markdown(groups, pes, pct), ""]
     parts += long_context_report.long_context_section(long_context_report.grids_from_suites(
         (r.group, r.pe, r.seed, results.get(r.name)) for r in runs), sweep.confidence, sweep.n_boot)
+    if rep is not None:
+        parts += sequential.section(rep, sweep, judged=SWEEP_JUDGED, group="size", what="sweep")
     if sweep.claims:
-        parts += claims_part(sweep, tables, groups)
+        parts += claims_part(sweep, tables, groups, rep)
     if plots:
         parts += ["## Plots", ""] + [f"![{p.stem}]({p.relative_to(out_dir).as_posix()})" for p in plots] + [""]
     text = "\n".join(parts)
@@ -270,15 +288,18 @@ def write_report(sweep: SweepConfig, runs: list[Run], results: dict[str, dict], 
     return text
 
 
-def claims_part(sweep: SweepConfig, tables: dict[str, Table], groups: list[str]) -> list[str]:
+def claims_part(sweep: SweepConfig, tables: dict[str, Table], groups: list[str],
+                rep: sequential.Replay | None = None) -> list[str]:
     """The report's claims section (studies/claims.report_section, a study's too): each claim judged per group of
-    runs on the per-seed values of its metric (runs share seeds across PEs, so differences are paired by seed)."""
+    runs on the per-seed values of its metric (runs share seeds across PEs, so differences are paired by seed).
+    `rep`: a sequential sweep's looks, whose verdicts (at the boundary, kept from the deciding look) are shown."""
     jobs = []
     for claim in sweep.claims:
         table, column = CLAIM_TABLES[claim.metric]
         by_group = {g: {pe: tables[table].by_seed.get((g, pe, column), {}) for pe in claim.names} for g in groups}
         jobs.append((claim, by_group, False, column))
-    return report_section(jobs, sweep.confidence, sweep.n_boot)
+    return report_section(jobs, sweep.confidence, sweep.n_boot,
+                          None if rep is None else lambda checks: sequential.at_the_looks(checks, rep))
 
 
 def write_csv(tables: dict[str, Table], path: Path) -> None:

@@ -5,7 +5,7 @@
     pes: [{name: rope}, {name: alibi}]             # any registered PE with its options
     arms:                                          # labelled rows: a PE with run settings of their own
       - {label: rope_gated, pe: {name: rope}, run: {model: {attention_gate: elementwise}}}
-    seeds: [0, 1]
+    seeds: [0, 1]                                  # or {start: 3, max: 10, step: 1}: sequential seeds
     run:                                           # a train.py config mapping applied to every run
       data: {source: {name: local, paths: [...]}, tokenizer: {name: bytes}}
       train: {target_budgets: [2.0e6], budget_unit: tokens}
@@ -18,7 +18,8 @@ typed config (never re-rendered as `key=value` text). An arm is a row that is mo
 model options with its PE; grid/arm.py, the grammar studies share): its `run` mapping is merged over the sweep's
 `run` for that row only, and its label names the row, its runs and the claims about it. The largest budget of
 `train.target_budgets` is the run itself; each smaller one is a branch run that finishes that budget's decay from the
-branch checkpoint.
+branch checkpoint. With sequential seeds (the study's `SequentialSeeds`, sweeps/sweep_sequential.py) the plan holds
+every run a row may reach, seeds 0 .. max - 1; the looks choose which of them train.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from posbench.evaluation.eval_config import EvalConfig
 from posbench.grid.arm import Arm
 from posbench.pe import PEConfig
 from posbench.studies.claims import ClaimConfig, check_names
+from posbench.studies.sequential import SequentialSeeds, split_seeds
 from posbench.training.plan import budget_tokens, make_plan
 from posbench.training.rundir import check_run_name, format_tokens
 from posbench.yaml_io import load_yaml
@@ -58,7 +60,9 @@ class SweepConfig(Checked):
     sizes: list[str] = field(default_factory=lambda: ["nano"])
     pes: list[PEConfig] = field(default_factory=list)
     arms: list[Arm] = field(default_factory=list)
-    seeds: list[int] = field(default_factory=lambda: [0])
+    # a list: every row gets these seeds; {start, max, step}: sequential seeds (studies/sequential.py), moved to
+    # `sequential` when loaded, with `seeds` every seed a row may get, 0 .. max - 1
+    seeds: list[int] | SequentialSeeds = field(default_factory=lambda: [0])
     run: dict[str, Any] = field(default_factory=dict)
     vary: dict[str, Any] = field(default_factory=dict)
     eval: SweepEval = field(default_factory=SweepEval)
@@ -68,8 +72,14 @@ class SweepConfig(Checked):
     claims: list[ClaimConfig] = field(default_factory=list)
     confidence: float = 0.95
     n_boot: int = 10000
+    sequential: SequentialSeeds | None = None  # set from `seeds: {start, max, step}`; None: fixed seeds
 
     def check(self) -> None:
+        self.seeds, self.sequential = split_seeds(self.seeds, self.sequential, "sweep")
+        if self.sequential is not None and not self.claims:  # the report judges claims only, no pair table
+            raise ConfigError(f"sweep.seeds {{start, max, step}}: sequential seeds give a row more seeds while a "
+                              f"claim about it is undecided, and this sweep has no `claims`: add claims, or give a "
+                              f"seed list such as {list(range(self.sequential.start))}")
         if not self.sizes or not (self.pes or self.arms) or not self.seeds:
             raise ConfigError("a sweep needs at least one size, one PE (or arm) and one seed")
         for arm in self.arms:
