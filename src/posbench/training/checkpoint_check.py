@@ -91,8 +91,8 @@ def check_config_agrees(cfg: RunConfig, meta: dict, step_dir: Path) -> None:
     switched = cfg.pe.after_switch()  # None: a PE without a switch (DroPE's pe.dropped, RePo's pe.switched)
     if isinstance(switched, bool) and switched != ("pe_dropped_at_tokens" in meta):
         recorded = "never switched" if switched else f"switched at {brief(meta['pe_dropped_at_tokens'], 30)} tokens"
-        problems.append(f"the PE's switch (config.yaml: {'after' if switched else 'before'} it, meta.json: "
-                        f"{recorded})")
+        problems.append(f"the PE's switch at {cfg.pe.switch_setting} (config.yaml: {'after' if switched else 'before'} "
+                        f"it, meta.json: {recorded})")
     if problems:
         more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
         raise _refuse(step_dir / "config.yaml", "does not describe the run its meta.json records: "

@@ -113,17 +113,16 @@ def full_state(model: nn.Module, optimizer) -> tuple[dict, dict]:
 
 
 def load_full_state(model: nn.Module, optimizer, model_state: dict, optim_state: dict | None) -> None:
-    from torch.distributed.checkpoint.state_dict import (StateDictOptions, set_model_state_dict,
-                                                          set_optimizer_state_dict)
+    from torch.distributed.checkpoint import state_dict as dcp
 
     target = unwrap(model) if not is_fsdp(model) else model
-    set_model_state_dict(target, model_state, options=StateDictOptions(full_state_dict=True))
+    dcp.set_model_state_dict(target, model_state, options=dcp.StateDictOptions(full_state_dict=True))
     if optim_state is not None:
         # not strict: a parameter that has had no gradient yet has no AdamW state to save (RePo's networks before
         # pe.rope_until). torch makes every state with a zero-gradient step first; such a parameter's is removed
         # again, so AdamW starts it at its first gradient (step 1), as in the run that was not interrupted
-        set_optimizer_state_dict(target, optimizer, optim_state,
-                                 options=StateDictOptions(full_state_dict=True, strict=False))
+        dcp.set_optimizer_state_dict(target, optimizer, optim_state,
+                                     options=dcp.StateDictOptions(full_state_dict=True, strict=False))
         saved = optim_state.get("state", {})
         for name, param in target.named_parameters():
             if name not in saved:
