@@ -62,6 +62,18 @@ def test_a_bad_rope_until_is_refused_before_work(override, message):
     assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("override,where", [
+    (["pe.name=randomized", "pe.inner={name: repo, rope_until: 0.5}"], "pe.inner"),
+    (["pe.name=hybrid", "pe.pattern=[{name: repo, rope_until: 0.5}, {name: none}]"], r"pe.pattern\[0\]"),
+    (["pe.name=hybrid", "pe.pattern=[{name: none}, {name: drope}]"], r"pe.pattern\[1\]"),  # DroPE's 0.8 alike
+])
+def test_a_switch_inside_a_wrapper_or_hybrid_is_refused_it_would_never_happen(override, where):
+    with pytest.raises(ConfigError, match=f"{where} = `.*` switches at a point of the budget") as e:
+        load_config(model_size="nano", overrides=override)
+    assert "\n" not in str(e.value)
+    load_config(model_size="nano", overrides=["pe.name=hybrid", "pe.pattern=[{name: repo}, {name: none}]"])
+
+
 def test_rope_until_enters_the_identity_and_name_only_when_set():
     plain = load_config(model_size="nano", overrides=["pe.name=repo"])
     staged = load_config(model_size="nano", overrides=["pe.name=repo", "pe.rope_until=0.5"])

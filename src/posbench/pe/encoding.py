@@ -114,7 +114,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from posbench.config_loader import Checked
+from posbench.config_loader import Checked, require
 from posbench.pe.speed import SPEED, PESpeed
 from posbench.registry import Registry
 
@@ -377,6 +377,16 @@ class PositionalEncoding(nn.Module):
 
     def extra_repr(self) -> str:
         return f"name={self.name}"
+
+
+def check_member_switch(member: PEConfig, where: str) -> None:
+    """A PE inside another (a wrapper's inner PE, a hybrid's member) cannot switch at a point of the budget: the
+    loop switches the model's PE (`drop`), which a wrapper or hybrid does not relay, so the run would train the
+    first stage to its end under the member's name. ConfigError before any work."""
+    require(member.drop_share() is None,
+            f"{where} = `{member.name}` switches at a point of the budget ({member.switch_setting}), which only the "
+            f"model's own PE can: make it the model's PE (pe.name={member.name}), or use a member that does not "
+            "switch")
 
 
 def overrides(cls, *hooks: str) -> bool:
