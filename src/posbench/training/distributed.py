@@ -84,8 +84,9 @@ def step_check(loss: torch.Tensor, grad_norm: torch.Tensor, stop: bool) -> tuple
     return (-1 if bad_loss == inf else int(bad_loss), -1 if bad_grad == inf else int(bad_grad), stop_min < 0)
 
 
-def wrap_model(model: nn.Module, parallel: str, device: torch.device) -> nn.Module:
-    """DDP or FSDP2 around the plain model. Single process: the model itself."""
+def wrap_model(model: nn.Module, parallel: str, device: torch.device, unused_params: bool = False) -> nn.Module:
+    """DDP or FSDP2 around the plain model. Single process: the model itself. `unused_params`: some parameters may
+    be outside the forward (RePo's networks before pe.rope_until), which DDP must look for after each backward."""
     if not is_distributed():
         return model
     if parallel == "fsdp":
@@ -97,7 +98,8 @@ def wrap_model(model: nn.Module, parallel: str, device: torch.device) -> nn.Modu
         return model
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    return DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    return DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
+               find_unused_parameters=unused_params)
 
 
 def unwrap(model: nn.Module) -> nn.Module:
