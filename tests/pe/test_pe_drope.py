@@ -94,7 +94,7 @@ def test_training_drops_the_pe_at_its_point_and_resume_across_it_is_exact(tmp_pa
 def test_a_dropped_checkpoint_does_not_continue_under_a_schedule_that_would_rotate_it_again(tmp_path):
     done = drope_run(tmp_path, "train.run_name=d", "train.max_steps=20")  # past the drop at step 16
     latest = Path(done["run_dir"]) / "latest"
-    with pytest.raises(ConfigError, match="its PE was dropped at 8,192 tokens.*only at 13,107 tokens"):
+    with pytest.raises(ConfigError, match="its PE switched at 8,192 tokens.*only at 13,107 tokens"):
         train(nano_config(tmp_path, "train.run_name=b", "pe.name=drope", f"train.branch_from={latest}",
                           "train.budget=16384"), SOURCE)
     with pytest.raises(ConfigError, match="only at 14,336 tokens"):

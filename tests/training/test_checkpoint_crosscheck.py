@@ -100,7 +100,8 @@ def test_a_dropped_flag_that_disagrees_with_meta_is_refused(run):
         meta["identity"]["pe"].update(name="drope", dropped=False, drop_at=0.8)
     _edit_meta(run / STEP, as_drope)
     _edit_config(run / STEP, lambda c: c["pe"].update(name="drope", dropped=True, drop_at=0.8))
-    with pytest.raises(CheckpointError, match=r"pe.dropped \(config.yaml: True, meta.json: never dropped\)"):
+    with pytest.raises(CheckpointError,
+                       match=r"switch at pe.drop_at \(config.yaml: after it, meta.json: never switched\)"):
         inspect_checkpoint(run / STEP)
     _edit_meta(run / STEP, lambda m: m.update(pe_dropped_at_tokens=512))
     assert inspect_checkpoint(run / STEP)[1].pe.dropped

@@ -30,9 +30,9 @@ def _plan(*extra):
     (["train.target_budgets=[2048]", "pe.drop_at=0.99"], "pe.drop_at=0.99", "0.75"),
 ])
 def test_a_drop_after_the_last_step_starts_is_refused(extra, setting, share):
-    with pytest.raises(ConfigError, match=f"{setting} drops the PE") as e:
+    with pytest.raises(ConfigError, match=f"{setting} switches the PE") as e:
         _plan(*extra, "schedule.warmup_tokens=0")
-    assert "the last step at which a drop can happen is step" in str(e.value) and f"<= {share}" in str(e.value)
+    assert "the last step at which the switch can happen is step" in str(e.value) and f"<= {share}" in str(e.value)
 
 
 def test_a_drop_at_the_last_step_start_is_accepted():
@@ -48,7 +48,7 @@ def test_the_train_command_exits_2_before_any_file(tmp_path):
                      "train.budget_unit=tokens", "train.target_budgets=[1024]", "train.global_batch_tokens=512",
                      "train.micro_batch=2", "logging.wandb=disabled", "data.tokenizer.name=bytes",
                      "model.vocab_size=512", f"train.out_dir={tmp_path / 'out'}"])
-    assert code == 2 and err.getvalue().count("\n") == 1 and "never be dropped" in err.getvalue(), err.getvalue()
+    assert code == 2 and err.getvalue().count("\n") == 1 and "never switch" in err.getvalue(), err.getvalue()
     assert not (tmp_path / "out").exists()
 
 
@@ -59,7 +59,8 @@ def test_a_resume_past_the_drop_reports_the_recorded_drop_point(tmp_path, capsys
     capsys.readouterr()
     out = train(nano_config(tmp_path, *extra, "train.resume=auto"), SOURCE)
     said = capsys.readouterr().err
-    assert "the PE was dropped at 1,024 tokens (as the checkpoint records); resumed at 1,536 tokens" in said, said
+    assert "the PE switched at 1,024 tokens (pe.drop_at, as the checkpoint records); resumed at 1,536 tokens" \
+        in said, said
     meta = json.loads((ckpt.step_dir(Path(out["run_dir"]), 4) / "meta.json").read_text())
     assert meta["pe_dropped_at_tokens"] == 1024
 

@@ -92,6 +92,19 @@ def test_ddp_two_processes_match_one_process(reference):
         assert two[s] == pytest.approx(one[s], rel=1e-5, abs=1e-5)
 
 
+def test_ddp_runs_repo_two_stage_whose_networks_are_unused_before_the_switch(tmp_path):
+    """RePo with pe.rope_until keeps its networks outside the forward until the switch: DDP is told to look for
+    unused parameters (without it the second step fails), and the run matches one process across the switch."""
+    args = ["pe.name=repo", "pe.rope_until=0.5", "train.target_budgets=[4096]", f"train.out_dir={tmp_path}"]
+    rc, log = run(2, [*args, "train.run_name=ddp"])
+    assert rc == 0 and "switched the PE at 2,048 tokens" in log, log
+    single([*args, "train.run_name=one"])
+    two, one = losses(tmp_path / "ddp"), losses(tmp_path / "one")
+    assert sorted(two) == sorted(one) == list(range(1, 9))
+    for s in one:
+        assert two[s] == pytest.approx(one[s], rel=1e-5, abs=1e-5)
+
+
 def test_fsdp2_two_processes_match_one_process(reference, tmp_path):
     rc, log = run(2, [f"train.out_dir={tmp_path}", "train.run_name=fsdp", "train.parallel=fsdp"])
     assert rc == 0, log

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from posbench.errors import ConfigError
 from posbench.identity_fields import left_out
@@ -26,6 +27,8 @@ class DroPE(RotaryBase):
 
     @dataclass
     class Config(RopeConfig):
+        switch_setting: ClassVar[str] = "pe.drop_at"
+        switch_after: ClassVar[str] = "as NoPE"
         dropped: bool = False  # set by training at the drop point; true: the model is a NoPE
         # share of the budget trained with RoPE (docs/pe_defaults.md); DroPE's own setting, so a study or sweep row
         # `{name: drope, drop_at: 0.9}` is complete and no other PE has a drop point to misconfigure
@@ -41,6 +44,9 @@ class DroPE(RotaryBase):
 
         def drop_share(self) -> float | None:
             return self.drop_at
+
+        def after_switch(self) -> bool | None:
+            return self.dropped
 
     def rotate(self, q_BHTK, k_BHTK, pos_T):
         if self.cfg.dropped:

@@ -39,7 +39,7 @@ answers `decay_params`; the class answers `check_model` before any instance exis
   layer_window(layer)                                 model.pe         None: full attention
         RNoPESWA, WrapperPE
   drop()                                              model.pe         raises: cannot drop
-        DroPE
+        DroPE, RePo
   decay_params()                                      each PE module   []: no decay
         ForgetGate, GrapeA, GrapeAP, GrapeM, GrapeMContextual, RePo, SelectiveRoPE, TAPE
   rotate(q_BHTK, k_BHTK, pos_T)                       layer_pe(layer)  identity
@@ -92,7 +92,8 @@ What each hook means (each method's docstring has the details):
       bound to the keys and their token features, which PaTH transforms per query).
   layer_pe / layer_window: per-layer hybrids, and the sliding window a PE asks of a layer (RNoPE-SWA), merged
       with model.attention_window (the smaller wins). decay_params: the PE parameters AdamW weight-decays (none by
-      default). drop: DroPE removes the positions for good and returns the config that now describes the PE.
+      default). drop: the PE's switch at its point of the budget (DroPE removes the positions for good; RePo's
+      networks take over from RoPE), returning the config that now describes the PE.
 And each speed member (pe/speed.py): fast_bias, one typed object (pe/fast_bias.py `FastBias`: a table by distance,
 per-row evaluation, a far field, ALiBi's slopes) the kernels read instead of evaluating score_mod, None changing no
 result (every bias PE gets the table by distance from its `bias`: pe/bias_speed.py); qk_dim, the width of the q and
@@ -113,7 +114,7 @@ from typing import ClassVar
 import torch
 from torch import nn
 
-from posbench.config_loader import Checked
+from posbench.config_loader import Checked, require
 from posbench.pe.speed import SPEED, PESpeed
 from posbench.registry import Registry
 
@@ -152,13 +153,23 @@ class PEConfig(Checked):
     """Base of every variant's `Config`; `name` selects the registered variant."""
 
     name: str = "rope"
+    # a PE that switches at a point of the budget (`drop_share`): the setting that places it, as a user writes it,
+    # and what the model trains as after it, for the loop's and the plan's messages
+    switch_setting: ClassVar[str] = ""
+    switch_after: ClassVar[str] = ""
 
     def check(self) -> None:
         """Validate this variant's own fields; raise ConfigError with what to change."""
 
     def drop_share(self) -> float | None:
-        """The share of the training budget after which this PE is dropped (DroPE's `pe.drop_at`, so a study or
-        sweep row `{name: drope}` is complete); None: never."""
+        """The share of the training budget at which this PE switches, a PE that changes at a point of the budget
+        (DroPE's `pe.drop_at`: RoPE is dropped; RePo's `pe.rope_until`: its networks take over from RoPE), the PE's
+        own setting so a study or sweep row `{name: drope}` is complete; None: never."""
+        return None
+
+    def after_switch(self) -> bool | None:
+        """Whether this config describes the PE after its switch (DroPE's `pe.dropped`), which meta.json's
+        `pe_dropped_at_tokens` must agree with; None: the PE has no switch."""
         return None
 
     @classmethod
@@ -323,8 +334,9 @@ class PositionalEncoding(nn.Module):
         return None
 
     def drop(self) -> PEConfig:
-        """Remove the positional information (DroPE's schedule step, training/loop.py); returns the config that
-        rebuilds the PE as it is now, which the checkpoint saves."""
+        """Switch the PE at its point of the budget (`drop_share`; training/end_of_step.py): DroPE removes the
+        positions, RePo's networks take over from RoPE. Returns the config that rebuilds the PE as it is now, which
+        the checkpoint saves."""
         raise TypeError(f"PE `{self.name}` cannot drop its positions")
 
     @classmethod
@@ -365,6 +377,16 @@ class PositionalEncoding(nn.Module):
 
     def extra_repr(self) -> str:
         return f"name={self.name}"
+
+
+def check_member_switch(member: PEConfig, where: str) -> None:
+    """A PE inside another (a wrapper's inner PE, a hybrid's member) cannot switch at a point of the budget: the
+    loop switches the model's PE (`drop`), which a wrapper or hybrid does not relay, so the run would train the
+    first stage to its end under the member's name. ConfigError before any work."""
+    require(member.drop_share() is None,
+            f"{where} = `{member.name}` switches at a point of the budget ({member.switch_setting}), which only the "
+            f"model's own PE can: make it the model's PE (pe.name={member.name}), or use a member that does not "
+            "switch")
 
 
 def overrides(cls, *hooks: str) -> bool:

@@ -10,7 +10,7 @@ from torch import nn
 
 from posbench.config_loader import require
 from posbench.errors import ConfigError
-from posbench.pe.encoding import PES, PEConfig, PositionalEncoding, decoder_only
+from posbench.pe.encoding import PES, PEConfig, PositionalEncoding, check_member_switch, decoder_only
 from posbench.pe.none import NoPE
 from posbench.pe.rope import RoPE
 
@@ -41,7 +41,8 @@ class HybridPerLayer(PositionalEncoding):
     def check_model(cls, cfg, ctx):
         require(len(cfg.pattern) <= ctx.n_layers,
                 f"pe.pattern has {len(cfg.pattern)} entries but the model has {ctx.n_layers} layers")
-        for member in cfg.pattern:
+        for i, member in enumerate(cfg.pattern):
+            check_member_switch(member, f"pe.pattern[{i}]")
             # a member's state or objective (TAPE's, SeqPE's) is made by the model's PE, which a hybrid is not
             require(not decoder_only(PES.get(member.name)),
                     f"pe `{member.name}` carries a state through the layers or adds its own objective: it must be "

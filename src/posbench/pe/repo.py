@@ -10,8 +10,12 @@ dynamic_position_encoding_swigluex_multihead, mode `swigluex_multihead`; docs/pe
 D // 8, no biases, weights ~ N(0, init_std) truncated at 3 std (init_normal with init_cutoff_factor 3),
 re-positioning from layer 5 of their 16 (`dynamic_pe_start_layer: 5`; here the same share of the model's layers,
 rounded), the network's weights decayed as every Linear weight of their AdamW (weight_decay 0.1). Trained with the
-language-model loss alone, as theirs, but from the first step: theirs is a second stage of continual pretraining
-from a RoPE checkpoint, which posbench has no stage switch for (docs/pe_defaults.md).
+language-model loss alone, as theirs. Theirs is a second stage, continual pretraining from a RoPE checkpoint: with
+`pe.rope_until` (a share of the budget) the run is plain RoPE at token indices on every layer until that point, and
+then the position networks take over, as DroPE's drop point switches its PE (`drop()`, training/end_of_step.py).
+Before the switch the networks are not in the forward, so they get no gradient and AdamW (which skips a parameter
+whose grad is None) neither moves nor decays them: the switch puts fresh networks on a RoPE-trained model, as theirs.
+Without it (the default) RePo trains from the first step.
 
 The positions reach attention through the `token_positions` hook: a token's position reads only its own input, so
 the keys rotated once and kept in the KV cache are exactly those a full forward computes.
@@ -21,7 +25,9 @@ Shape legend: B batch, T tokens, D model dim, M the network's hidden width (D //
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
+from typing import ClassVar
 
 import torch
 import torch.nn.functional as F
@@ -29,6 +35,7 @@ from torch import nn
 
 from posbench.config_loader import require
 from posbench.errors import ConfigError
+from posbench.identity_fields import left_out, own_entry
 from posbench.pe.encoding import PES
 from posbench.pe.rope import RopeConfig, RotaryBase
 from posbench.pe.speed import PESpeed
@@ -44,10 +51,19 @@ class RePo(RotaryBase):
 
     @dataclass
     class Config(RopeConfig):
+        switch_setting: ClassVar[str] = "pe.rope_until"
+        switch_after: ClassVar[str] = "with RePo's position networks"
         # share of the layers, from the first, that keep RoPE at token indices; layer round(share * n_layers) and
         # the ones above it re-position (the authors' 5 of 16)
         start_share: float = AUTHORS_START_SHARE
         hidden_divisor: int = 8  # the network's hidden width is d_model // hidden_divisor (their hidden_size // 8)
+        # the authors' two stages: the share of the budget trained as plain RoPE before the networks take over
+        # (their stage 2 continues a RoPE checkpoint); None: RePo from the first step. Another method than the
+        # one-stage run, so part of the identity, and only when set: a run from before the option keeps its own
+        rope_until: float | None = field(default=None, metadata=own_entry(lambda v: f"_ropeuntil{v}"))
+        # set by training at pe.rope_until (as DroPE's `dropped`): true, the networks re-position. A stage of the run,
+        # recorded by meta.json's pe_dropped_at_tokens and checked against it (training/checkpoint_check.py)
+        switched: bool = field(default=False, metadata=left_out("a stage of the run, which meta.json records"))
 
         def check(self) -> None:
             super().check()
@@ -56,6 +72,16 @@ class RePo(RotaryBase):
                                   f"{self.start_share}")
             if self.hidden_divisor < 1:
                 raise ConfigError(f"pe.hidden_divisor must be >= 1, got {self.hidden_divisor}")
+            if self.rope_until is not None and not 0 < self.rope_until < 1:
+                raise ConfigError(f"pe.rope_until is the share of the budget trained as RoPE before RePo's "
+                                  f"networks take over, in (0, 1) (or null: RePo from the first step), got "
+                                  f"{self.rope_until}")
+
+        def drop_share(self) -> float | None:
+            return self.rope_until
+
+        def after_switch(self) -> bool | None:
+            return None if self.rope_until is None else self.switched
 
     @classmethod
     def check_model(cls, cfg, ctx):
@@ -83,10 +109,20 @@ class RePo(RotaryBase):
         # decaying the stacked tensors is decaying each layer's
         return [self.gate_RMD, self.content_RMD, self.final_RHM]
 
+    @property
+    def repositions(self) -> bool:
+        """Whether the networks are in the forward: always without pe.rope_until, after its switch with it."""
+        return self.cfg.rope_until is None or self.cfg.switched
+
+    def drop(self):
+        """The switch at pe.rope_until: the RoPE stage ends and the networks take over."""
+        self.cfg = dataclasses.replace(self.cfg, switched=True)
+        return self.cfg
+
     def token_positions(self, layer, x_BTD):
         """z (B, H, T) float32 for a re-positioning layer (positions are float32 under bf16 autocast, design
-        rule); None below it: RoPE at the token indices."""
-        if layer < self.start:
+        rule); None below it, and on every layer before pe.rope_until's switch: RoPE at the token indices."""
+        if layer < self.start or not self.repositions:
             return None
         r = layer - self.start
         x = x_BTD.float()
@@ -96,7 +132,7 @@ class RePo(RotaryBase):
 
     class Speed(PESpeed):
         def layer_flops(self, layer, seq_len):
-            if layer < self.pe.start:
+            if layer < self.pe.start:  # priced as the stage after the switch, the one evaluations run
                 return 0.0, 0.0
             D, M, H = self.pe.ctx.d_model, self.pe.ctx.d_model // self.pe.cfg.hidden_divisor, self.pe.ctx.n_heads
             forward = 2 * (2 * D * M + M * H)  # the three projections, a multiply-add per weight

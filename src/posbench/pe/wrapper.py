@@ -7,7 +7,8 @@ hooks need no relay: "layer" hooks are called on `layer_pe(layer)`, which is rel
 Not relayed (`NOT_RELAYED`), because each decides a derived property of the class (pe/encoding.py `DERIVED`), which
 a relay would claim for every wrapper whatever its inner PE:
   drop            returns the config that rebuilds the PE, and a wrapper's config is not its inner's: a wrapper
-                  cannot drop its positions (`can_drop` False).
+                  cannot switch its PE (`can_drop` False), and an inner PE that would is refused at load
+                  (`check_member_switch`).
   data_positions  `reads_data_positions` (the HF export refuses such PEs): a wrapper reads the data's ids only
                   where it says so itself (coupled); the others ignore them (randomized: its draws are the
                   positions).
@@ -23,7 +24,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from posbench.pe.encoding import HOOKS, PES, PEConfig, PEContext, PositionalEncoding
+from posbench.pe.encoding import HOOKS, PES, PEConfig, PEContext, PositionalEncoding, check_member_switch
 from posbench.pe.rope import RoPE
 
 NOT_RELAYED = ("drop", "data_positions")
@@ -47,6 +48,7 @@ class WrapperPE(PositionalEncoding):
 
     @classmethod
     def check_model(cls, cfg, ctx):
+        check_member_switch(cfg.inner, "pe.inner")
         PES.get(cfg.inner.name).check_model(cfg.inner, cls.inner_context(cfg, ctx))
 
     @classmethod

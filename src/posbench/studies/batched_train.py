@@ -70,7 +70,8 @@ UNBATCHED_SETTINGS: tuple[tuple[Callable[[RunConfig], bool], str], ...] = (
     (lambda c: c.model.attn_dropout > 0, "model.attn_dropout > 0 draws inside the attention kernel, out of a "
                                          "member's own stream"),
     (lambda c: len(c.train.target_budgets) > 1, "several train.target_budgets save branch checkpoints"),
-    (lambda c: c.pe.drop_share() is not None, "pe.drop_at (DroPE) swaps the model's PE mid-run"),
+    (lambda c: c.pe.drop_share() is not None, "a PE switch point (DroPE's pe.drop_at, RePo's pe.rope_until) swaps "
+                                              "the model's PE mid-run"),
     (lambda c: bool(c.train.max_steps or c.train.eval_interval or c.train.resume or c.train.branch_from),
      "train.max_steps, eval_interval, resume and branch_from need the full trainer"),
 )

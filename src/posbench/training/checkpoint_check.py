@@ -65,8 +65,8 @@ def _differences(saved: dict, ours: dict, prefix: str) -> list[str]:
 
 def check_config_agrees(cfg: RunConfig, meta: dict, step_dir: Path) -> None:
     """config.yaml (`cfg`, as read, before any evaluation override) describes the run meta.json records: the same
-    architecture, PE (name and options), packing and attention window, and DroPE's PE dropped exactly when
-    meta.json says it was. CheckpointError naming the fields otherwise."""
+    architecture, PE (name and options), packing and attention window, and the PE switched (DroPE's drop)
+    exactly when meta.json says it was. CheckpointError naming the fields otherwise."""
     saved = meta.get("identity")
     # what identity() makes of this config, through JSON as meta.json holds it (tuples become lists)
     ours = json.loads(json.dumps(identity(cfg, "")))
@@ -88,10 +88,11 @@ def check_config_agrees(cfg: RunConfig, meta: dict, step_dir: Path) -> None:
     if isinstance(meta.get("packing"), dict) and not any(p.startswith("model.packing") for p in problems):
         # the whole packing, bos_id included, as training used it
         problems += _differences(meta["packing"], to_dict(cfg.model.packing), "model.packing")
-    dropped = getattr(cfg.pe, "dropped", None)  # DroPE's config alone has it
-    if isinstance(dropped, bool) and dropped != ("pe_dropped_at_tokens" in meta):
-        recorded = "never dropped" if dropped else f"dropped at {brief(meta['pe_dropped_at_tokens'], 30)} tokens"
-        problems.append(f"pe.dropped (config.yaml: {dropped}, meta.json: {recorded})")
+    switched = cfg.pe.after_switch()  # None: a PE without a switch (DroPE's pe.dropped, RePo's pe.switched)
+    if isinstance(switched, bool) and switched != ("pe_dropped_at_tokens" in meta):
+        recorded = "never switched" if switched else f"switched at {brief(meta['pe_dropped_at_tokens'], 30)} tokens"
+        problems.append(f"the PE's switch at {cfg.pe.switch_setting} (config.yaml: {'after' if switched else 'before'} "
+                        f"it, meta.json: {recorded})")
     if problems:
         more = f"; and {len(problems) - 3} more" if len(problems) > 3 else ""
         raise _refuse(step_dir / "config.yaml", "does not describe the run its meta.json records: "

@@ -84,8 +84,9 @@ def step_check(loss: torch.Tensor, grad_norm: torch.Tensor, stop: bool) -> tuple
     return (-1 if bad_loss == inf else int(bad_loss), -1 if bad_grad == inf else int(bad_grad), stop_min < 0)
 
 
-def wrap_model(model: nn.Module, parallel: str, device: torch.device) -> nn.Module:
-    """DDP or FSDP2 around the plain model. Single process: the model itself."""
+def wrap_model(model: nn.Module, parallel: str, device: torch.device, unused_params: bool = False) -> nn.Module:
+    """DDP or FSDP2 around the plain model. Single process: the model itself. `unused_params`: some parameters may
+    be outside the forward (RePo's networks before pe.rope_until), which DDP must look for after each backward."""
     if not is_distributed():
         return model
     if parallel == "fsdp":
@@ -97,7 +98,8 @@ def wrap_model(model: nn.Module, parallel: str, device: torch.device) -> nn.Modu
         return model
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    return DDP(model, device_ids=[device.index] if device.type == "cuda" else None)
+    return DDP(model, device_ids=[device.index] if device.type == "cuda" else None,
+               find_unused_parameters=unused_params)
 
 
 def unwrap(model: nn.Module) -> nn.Module:
@@ -113,14 +115,20 @@ def full_state(model: nn.Module, optimizer) -> tuple[dict, dict]:
 
 
 def load_full_state(model: nn.Module, optimizer, model_state: dict, optim_state: dict | None) -> None:
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, set_state_dict
+    from torch.distributed.checkpoint import state_dict as dcp
 
     target = unwrap(model) if not is_fsdp(model) else model
-    opts = StateDictOptions(full_state_dict=True)
-    if optim_state is None:
-        set_state_dict(target, [], model_state_dict=model_state, optim_state_dict={}, options=opts)
-    else:
-        set_state_dict(target, optimizer, model_state_dict=model_state, optim_state_dict=optim_state, options=opts)
+    dcp.set_model_state_dict(target, model_state, options=dcp.StateDictOptions(full_state_dict=True))
+    if optim_state is not None:
+        # not strict: a parameter that has had no gradient yet has no AdamW state to save (RePo's networks before
+        # pe.rope_until). torch makes every state with a zero-gradient step first; such a parameter's is removed
+        # again, so AdamW starts it at its first gradient (step 1), as in the run that was not interrupted
+        dcp.set_optimizer_state_dict(target, optimizer, optim_state,
+                                     options=dcp.StateDictOptions(full_state_dict=True, strict=False))
+        saved = optim_state.get("state", {})
+        for name, param in target.named_parameters():
+            if name not in saved:
+                optimizer.state.pop(param, None)
 
 
 def is_fsdp(model: nn.Module) -> bool:

@@ -39,9 +39,10 @@ def after_step(run: Run, done: StepOut) -> dict | None:
        `best`.
     6. The branch checkpoint of a budget whose decay starts within the next step (only when there is a next
        step; these last two are the schedule's points, functions of tokens seen, `schedule_points`).
-    7. DroPE's drop, when the next step starts at or past its point. After 6, so a branch checkpoint's weights
-       were all trained with the PE, as an uninterrupted run of that budget has them at its decay start.
-    The loop also runs 6 and 7 once before the first step: a run resumed at a branch point or past the drop
+    7. The PE's switch (DroPE's drop, RePo's pe.rope_until), when the next step starts at or past its point. After
+       6, so a branch checkpoint's weights were all trained before the switch, as an uninterrupted run of that
+       budget has them at its decay start.
+    The loop also runs 6 and 7 once before the first step: a run resumed at a branch point or past the switch
     reaches them there.
     """
     if done.log_now:
@@ -149,18 +150,22 @@ def kept_branch_links(run: Run) -> None:
 
 
 def drop_pe(run: Run) -> None:
-    """DroPE: the drop is a pure function of tokens seen, like the LR, so a run resumed past the point drops at
-    once. From then on `run.cfg` (saved with every checkpoint) says `pe.dropped: true`."""
+    """The PE's switch at its point of the budget (DroPE's drop, RePo's pe.rope_until): a pure function of tokens
+    seen, like the LR, so a run resumed past the point switches at once. From then on `run.cfg` (saved with every
+    checkpoint) describes the PE after it (`pe.dropped: true`, `pe.switched: true`)."""
     state, point = run.state, run.plan.drop_pe_tokens
     if point is None or state.tokens < point or state.pe_dropped:
         return
-    run.cfg, state.pe_dropped = dataclasses.replace(run.cfg, pe=run.model.pe.drop()), True
+    pe = run.model.pe.drop()
+    run.cfg, state.pe_dropped = dataclasses.replace(run.cfg, pe=pe), True
     if state.dropped_at is None:
         state.dropped_at = point
-        run.logger.message(f"dropped the PE at {state.tokens:,} tokens (step {state.step}); training goes on as NoPE")
-    else:  # resumed past the drop: say when it happened, as the checkpoint records, not "now"
-        run.logger.message(f"the PE was dropped at {state.dropped_at:,} tokens (as the checkpoint records); "
-                           f"resumed at {state.tokens:,} tokens (step {state.step}), training goes on as NoPE")
+        run.logger.message(f"switched the PE at {state.tokens:,} tokens (step {state.step}, {pe.switch_setting}); "
+                           f"training goes on {pe.switch_after}")
+    else:  # resumed past the switch: say when it happened, as the checkpoint records, not "now"
+        run.logger.message(f"the PE switched at {state.dropped_at:,} tokens ({pe.switch_setting}, as the checkpoint "
+                           f"records); resumed at {state.tokens:,} tokens (step {state.step}), training goes on "
+                           f"{pe.switch_after}")
 
 
 def save(run: Run, kind: str) -> None:

@@ -26,7 +26,8 @@ class Plan:
     schedule: WSD  # the schedule this run follows to its end
     branch_points: dict[int, int] = field(default_factory=dict)  # decay start tokens -> budget tokens
     end_tokens: int = 0
-    drop_pe_tokens: int | None = None  # DroPE: tokens seen after which the PE is dropped (pe.drop_at)
+    # tokens seen after which the PE switches (DroPE's pe.drop_at, RePo's pe.rope_until: PEConfig.drop_share)
+    drop_pe_tokens: int | None = None
 
 
 # under train.compile, the most chunks a micro-batch's fused loss is cut into (see loss_chunk_tokens)
@@ -91,22 +92,23 @@ def make_plan(cfg: RunConfig, world: int, device_type: str, stats: ModelStats | 
 
 
 def check_drop_happens(cfg: RunConfig, drop: int | None, end_tokens: int) -> None:
-    """ConfigError when DroPE's drop point falls after the last step's start: the loop drops the PE before a step
-    (training/loop.py), so such a run would train RoPE to the end, record `dropped: false` and still be reported
-    as DroPE. Named with the last step at which a drop can happen."""
+    """ConfigError when the PE's switch point (DroPE's drop) falls after the last step's start: the loop switches
+    the PE before a step (training/loop.py), so such a run would train RoPE to the end, record `dropped: false` and
+    still be reported as DroPE (or as two-stage RePo). Named with the last step at which the switch can happen."""
     gbt = cfg.train.global_batch_tokens
     last_start = (end_tokens - 1) // gbt * gbt  # tokens seen when the last step begins
     if drop is None or drop <= last_start:
         return
     step = last_start // gbt + 1
-    raise ConfigError(f"pe.drop_at={cfg.pe.drop_share()} drops the PE at {drop:,} tokens, but the run's last step "
+    setting = cfg.pe.switch_setting
+    raise ConfigError(f"{setting}={cfg.pe.drop_share()} switches the PE at {drop:,} tokens, but the run's last step "
                       f"starts at {last_start:,} tokens (step {step} of {end_tokens:,} tokens at {gbt:,} a step): the "
-                      f"PE would never be dropped; the last step at which a drop can happen is step {step}, so give "
-                      f"pe.drop_at <= {last_start / end_tokens:.4g}, or a longer budget")
+                      f"PE would never switch; the last step at which the switch can happen is step {step}, so give "
+                      f"{setting} <= {last_start / end_tokens:.4g}, or a longer budget")
 
 
 def describe(cfg: RunConfig, plan: Plan, run_dir: Path) -> str:
-    drop = "" if plan.drop_pe_tokens is None else f" | drops the PE at {format_tokens(plan.drop_pe_tokens)} tokens"
+    drop = "" if plan.drop_pe_tokens is None else f" | switches the PE at {format_tokens(plan.drop_pe_tokens)} tokens"
     return (f"run {run_dir} | {cfg.model.size} {cfg.pe.name} | {plan.n_params:,} params | world {plan.world} x "
             f"micro {cfg.train.micro_batch} x accum {plan.accum} x seq {cfg.model.seq_len} = "
             f"{cfg.train.global_batch_tokens:,} tokens/step | budgets "

@@ -132,12 +132,14 @@ def check_checkpoint_config(loaded: ckpt.Loaded) -> None:
 
 
 def check_drop_consistent(loaded: ckpt.Loaded, drop_pe_tokens: int | None) -> None:
-    """A checkpoint whose PE was dropped (DroPE) continues only under a schedule that has dropped it by then:
-    otherwise the run would rotate weights recalibrated as NoPE again. The loop drops it before the first step."""
+    """A checkpoint whose PE has switched (DroPE's drop, RePo's pe.rope_until) continues only under a schedule that
+    has switched it by then: otherwise the run would rotate weights recalibrated as NoPE again (or train RePo's
+    networks' model as RoPE). The loop switches it before the first step."""
     tokens = loaded.meta.get("tokens", 0)
     if "pe_dropped_at_tokens" in loaded.meta and (drop_pe_tokens is None or drop_pe_tokens > tokens):
         when = "never" if drop_pe_tokens is None else f"only at {drop_pe_tokens:,} tokens"
-        raise ConfigError(f"cannot continue from {loaded.path}: its PE was dropped at "
-                          f"{loaded.meta['pe_dropped_at_tokens']:,} tokens, but this run's schedule drops it {when}; "
-                          f"set pe.drop_at so the drop falls at or before {tokens:,} tokens of this run's "
-                          "budget")
+        raise ConfigError(f"cannot continue from {loaded.path}: its PE switched at "
+                          f"{loaded.meta['pe_dropped_at_tokens']:,} tokens, but this run's schedule switches it "
+                          f"{when}; "
+                          f"set the PE's switch point (pe.drop_at, pe.rope_until) so it falls at or before {tokens:,} "
+                          "tokens of this run's budget")

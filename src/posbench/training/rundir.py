@@ -18,7 +18,6 @@ from pathlib import Path
 import torch
 
 from posbench.config import RunConfig
-from posbench.config_loader import to_dict
 from posbench.errors import ConfigError, DataError, PosbenchError, brief, user_path_error, user_paths
 from posbench.fileio import DirLock, write_text
 from posbench.identity_fields import group_and_entries, left_out_names, name_suffix, own_entries
@@ -52,11 +51,11 @@ def default_name(size: str, pe: str, budget_tokens: int, seed: int) -> str:
 
 
 def run_name(cfg: RunConfig, end_tokens: int) -> str:
-    """train.run_name, or `<size>_<pe>_<budget>_s<seed>` and the suffixes of the model options set away from their
-    defaults (`_docmask`, `_win512`, `_sinks`, ...: identity_fields.py), so runs differing only in them get names
-    that say so."""
+    """train.run_name, or `<size>_<pe>_<budget>_s<seed>` and the suffixes of the model's and the PE's options set away
+    from their defaults (`_docmask`, `_win512`, `_sinks`, `_ropeuntil0.5`, ...: identity_fields.py), so runs differing
+    only in them get names that say so."""
     return cfg.train.run_name or default_name(cfg.model.size, cfg.pe.name, end_tokens, cfg.seed) \
-        + name_suffix(cfg.model)
+        + name_suffix(cfg.model) + name_suffix(cfg.pe)
 
 
 def _atomic_json(path: Path, data: dict) -> None:
@@ -108,9 +107,16 @@ def identity(cfg: RunConfig, data_fingerprint: str) -> dict:
     directories made before such an option existed keep their identity. The PE's fields declared left out (pe.drop_at:
     when, not what) are not compared (`comparable`)."""
     model, entries = group_and_entries(cfg.model)
-    ident = comparable({"model": model, "pe": to_dict(cfg.pe), "data": data_fingerprint, "seed": cfg.seed})
+    ident = comparable({"model": model, "pe": pe_settings(cfg.pe), "data": data_fingerprint, "seed": cfg.seed})
     ident.update(entries)
     return ident
+
+
+def pe_settings(pe) -> dict:
+    """The PE's settings as its identity holds them: one mapping, where a field declared `own_entry` (RePo's
+    pe.rope_until) is present only when set, so a run from before the field existed keeps its identity."""
+    group, entries = group_and_entries(pe)
+    return {**group, **entries}
 
 
 def pe_left_out() -> set[str]:

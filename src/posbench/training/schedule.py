@@ -9,7 +9,8 @@ stable phase, so one run serves several budgets: a checkpoint saved at B_i - D_i
 lets a decay-only run finish budget B_i (Hagele et al. 2024, "Scaling Laws and Compute-Optimal
 Training Beyond Fixed Training Durations", section 3).
 
-DroPE's drop point (`pe.drop_at` = f) is a pure function of the budget too: the PE is dropped once
+A PE's switch point (DroPE's drop `pe.drop_at`, RePo's `pe.rope_until` = f) is a pure function of the budget too:
+the PE switches once
 tokens seen reach f * B of the budget B the run follows (a branch run: its own budget), so resuming and
 branching need no state: a run resumed or branched past the point drops the PE before its first step.
 """
@@ -56,8 +57,9 @@ class WSD:
 
 
 def drop_pe_tokens(pe_share: float | None, budget_tokens: int) -> int | None:
-    """Tokens seen after which the PE is dropped (DroPE): the PE's own share of the budget (`pe_share`,
-    PEConfig.drop_share(), DroPE's pe.drop_at); None for a PE that is never dropped."""
+    """Tokens seen after which the PE switches (DroPE's drop, RePo's networks taking over): the PE's own share of
+    the budget (`pe_share`, PEConfig.drop_share(): DroPE's pe.drop_at, RePo's pe.rope_until); None for a PE that
+    never switches."""
     return None if pe_share is None else int(pe_share * budget_tokens)
 
 

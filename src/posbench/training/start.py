@@ -117,7 +117,8 @@ def start_run(cfg: RunConfig, source: BatchSource, held: contextlib.ExitStack, s
     model = apply_matmul(model, matmul)
 
     model = model.to(device)  # after the checks above: no device memory is spent on a run that fails them
-    wrapped = dist.wrap_model(model, cfg.train.parallel, device)
+    # a PE that switches may keep parameters outside the forward until then (RePo's networks before pe.rope_until)
+    wrapped = dist.wrap_model(model, cfg.train.parallel, device, unused_params=plan.drop_pe_tokens is not None)
     optimizer = build_optimizer(model, cfg.optim, device_type)
     precision = choose_precision(cfg.train.precision, device_type)
     step_fn = torch.compile(wrapped) if cfg.train.compile else wrapped

@@ -21,7 +21,8 @@ class TrainState:
     parent: dict | None = None  # the branch parent's checkpoint (meta.json `parent`)
     best_val: float = math.inf  # lowest validation loss so far (train.keep_best), this run directory's
     best_step: int = -1  # the step saved as `best` by this process, so that step is not saved twice
-    # DroPE: tokens at which the PE was dropped, as recorded (the checkpoint's, or this run's own drop)
+    # tokens at which the PE switched (DroPE's drop, RePo's pe.rope_until), as recorded (the checkpoint's, or this
+    # run's own switch)
     dropped_at: int | None = None
     pe_dropped: bool = False  # this process's model has dropped its PE: from then on meta.json records `dropped_at`
     steps_this_run: int = 0  # what train.max_steps counts
