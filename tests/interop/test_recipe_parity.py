@@ -123,7 +123,7 @@ def export_remote_with_parity(tmp_path, *overrides):
     once more on the test's own ids."""
     from posbench.evaluation.loading import load_model
     from posbench.interop.hf_export import export
-    from posbench.interop.hf_remote_code import REMOTE
+    from posbench.interop.hf_posbench import REMOTE
     from tests.interop.test_hf_export_remote import random_checkpoint
 
     run = random_checkpoint(tmp_path, *overrides)
@@ -242,7 +242,7 @@ def test_gemma3_recipe_exports_with_remote_code_and_cached_generation(tmp_path):
     posbench's logits and to its own uncached generation."""
     from posbench.config_loader import dump_yaml
     from posbench.interop.hf_export import export
-    from posbench.interop.hf_remote_code import REMOTE
+    from posbench.interop.hf_posbench import REMOTE
     from posbench.training import checkpoint as ckpt
     from tests.interop.test_hf_export_remote import TINY
 

@@ -7,7 +7,7 @@ Four paths, chosen by what transformers can express:
   and partial rotary): `Qwen3NextForCausalLM` with every layer full attention and dense MLPs, weights one to one
   (interop/hf_qwen3_next.py).
 - GptOss (no remote code), for the gpt_oss recipe when it maps exactly (interop/hf_gpt_oss.py).
-- Remote code, for every other PE, RoPE scaling and model option (interop/hf_remote_code.py): posbench's own
+- Remote code, for every other PE, RoPE scaling and model option (interop/hf_posbench.py): posbench's own
   parameter names, the decoder shell of hf_remote/ and posbench's own PE modules written flat beside it (hf_zoo.py),
   loaded with `trust_remote_code=True` through `auto_map`. Every registered PE exports this way but those
   interop/hf_refusals.py refuses (positions read from the data, which generate() cannot hand over; hooks the shell
@@ -38,10 +38,7 @@ from posbench.errors import ConfigError, user_paths
 from posbench.fileio import remove_tree
 from posbench.interop.hf_card import model_card
 from posbench.interop.hf_gpt_oss import gpt_oss_export
-from posbench.interop.hf_qwen3 import QWEN3, hf_state_dict, qwen3_config
-from posbench.interop.hf_qwen3_next import qwen3_next_config, qwen3_next_reason, qwen3_next_state_dict
-from posbench.interop.hf_refusals import qwen3_reason, refuse_data_positions, refuse_unthreaded_hooks
-from posbench.interop.hf_remote_code import (
+from posbench.interop.hf_posbench import (
     REMOTE,
     REMOTE_FILES,
     remote_config,
@@ -50,6 +47,9 @@ from posbench.interop.hf_remote_code import (
     remote_state_dict,
     write_remote_code,
 )
+from posbench.interop.hf_qwen3 import QWEN3, hf_state_dict, qwen3_config
+from posbench.interop.hf_qwen3_next import qwen3_next_config, qwen3_next_reason, qwen3_next_state_dict
+from posbench.interop.hf_refusals import qwen3_reason, refuse_data_positions, refuse_unthreaded_hooks
 from posbench.interop.hf_target import check_target, make_shareable, place
 from posbench.interop.hf_tokenizer import hf_tokenizer
 from posbench.interop.hf_verify import VERIFY_TOLERANCE, check_prompt, uses_dynamic_scaling, verify

@@ -1,9 +1,10 @@
-"""The remote-code path of the export, for every model no transformers architecture computes (ALiBi, T5, KERPLE,
-FIRE, absolute tables, xPos, hybrids, a plug-in PE, ..., other RoPE scalings, untied embeddings, no QK-norm, rows
-split into documents, the attention options of docs/recipes.md): posbench's own parameter names, a `PosbenchConfig`
-with `auto_map`, and the decoder shell of hf_remote/ (`REMOTE_FILES`) beside posbench's own PE modules (hf_zoo.py),
-loaded with `trust_remote_code=True`. The shell loads the PE config with posbench's strict loader, so nothing is
-written that the remote code would read as another model: what it cannot express is refused here (ConfigError).
+"""The remote-code path of the export (`PosbenchForCausalLM`), for every model no transformers architecture computes
+(ALiBi, T5, KERPLE, FIRE, absolute tables, xPos, hybrids, a plug-in PE, ..., other RoPE scalings, untied embeddings,
+no QK-norm, rows split into documents, the attention options of docs/recipes.md): posbench's own parameter names, a
+`PosbenchConfig` with `auto_map`, and the decoder shell of hf_remote/ (`REMOTE_FILES`) beside posbench's own PE
+modules (hf_zoo.py), loaded with `trust_remote_code=True`. The shell loads the PE config with posbench's strict
+loader, so nothing is written that the remote code would read as another model: what it cannot express is refused
+here (ConfigError).
 """
 
 from __future__ import annotations
