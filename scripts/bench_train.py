@@ -15,7 +15,7 @@ where --peer measures one.
 
 --peer: the same training step (forward, loss, backward, clip 1.0, AdamW, zero_grad, one .item()) of
 posbench's RoPE decoder and of `transformers.Qwen3ForCausalLM` with identical dimensions and weights
-(interop/hf_export.py's mapping; the script checks the two losses agree first), steps interleaved in
+(interop/hf_qwen3.py's mapping; the script checks the two losses agree first), steps interleaved in
 one process so both see the same machine load, at cpu-small and at `peer-512` (d_model 512, 6 layers,
 T 512, V 32768). posbench runs as the loop would (train.loss=auto: the fused chunked loss from V 32768);
 --compile adds the torch.compile'd posbench step (train.compile=true). The MFU column is the fraction of
@@ -147,7 +147,7 @@ def peer_model(cfg, ours_model, device):
     """transformers' Qwen3ForCausalLM with posbench's dimensions and (renamed) weights."""
     from transformers import Qwen3Config, Qwen3ForCausalLM
 
-    from posbench.interop.hf_export import hf_state_dict, rope_parameters
+    from posbench.interop.hf_qwen3 import hf_state_dict, rope_parameters
 
     m = cfg.model
     hf_cfg = Qwen3Config(vocab_size=m.vocab_size, hidden_size=m.d_model, intermediate_size=m.d_ff,

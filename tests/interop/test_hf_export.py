@@ -15,7 +15,8 @@ from posbench.config import load_config  # noqa: E402
 from posbench.data.tokenizers import TokenizerConfig, build_tokenizer  # noqa: E402
 from posbench.evaluation.generate import greedy_cached, greedy_generate, greedy_recompute  # noqa: E402
 from posbench.evaluation.loading import load_model  # noqa: E402
-from posbench.interop.hf_export import export, hf_tokenizer  # noqa: E402
+from posbench.interop.hf_export import export  # noqa: E402
+from posbench.interop.hf_tokenizer import hf_tokenizer  # noqa: E402
 from posbench.training.batch_sources import build_stream  # noqa: E402
 from posbench.training.loop import train  # noqa: E402
 
@@ -136,7 +137,7 @@ def test_exported_tokenizer_gives_the_same_ids(tmp_path):
 def test_scaled_token_embeddings_take_the_remote_code_path():
     """Qwen3 never scales its token embeddings, so a model.embed_scale=sqrt_d RoPE model is not a Qwen3 model:
     it goes through modeling_posbench.py (its parity is in test_hf_export_remote.py)."""
-    from posbench.interop.hf_export import qwen3_reason
+    from posbench.interop.hf_refusals import qwen3_reason
 
     assert qwen3_reason(load_config(model_size="nano", pe_type="rope")) is None
     reason = qwen3_reason(load_config(model_size="nano", pe_type="rope", overrides=["model.embed_scale=sqrt_d"]))

@@ -5,7 +5,8 @@ import pytest
 transformers = pytest.importorskip("transformers")
 
 from posbench.data.tokenizers import TokenizerConfig, build_tokenizer  # noqa: E402
-from posbench.interop.hf_export import export, hf_tokenizer  # noqa: E402
+from posbench.interop.hf_export import export  # noqa: E402
+from posbench.interop.hf_tokenizer import hf_tokenizer  # noqa: E402
 from tests.interop.test_hf_export import checkpoint  # noqa: E402
 
 

@@ -18,7 +18,9 @@ transformers = pytest.importorskip("transformers")
 from posbench.config_loader import ConfigError  # noqa: E402
 from posbench.evaluation.generate import supports_cache  # noqa: E402
 from posbench.evaluation.loading import load_model  # noqa: E402
-from posbench.interop.hf_export import REMOTE, UNTHREADED_HOOKS, export  # noqa: E402
+from posbench.interop.hf_export import export  # noqa: E402
+from posbench.interop.hf_posbench import REMOTE  # noqa: E402
+from posbench.interop.hf_refusals import UNTHREADED_HOOKS  # noqa: E402
 from posbench.pe import PES  # noqa: E402
 from posbench.pe.encoding import overrides  # noqa: E402
 from posbench.pe.wrapper import WrapperPE  # noqa: E402

@@ -22,7 +22,8 @@ from posbench.config import load_config  # noqa: E402
 from posbench.config_loader import dump_yaml  # noqa: E402
 from posbench.errors import ConfigError  # noqa: E402
 from posbench.evaluation.loading import load_model  # noqa: E402
-from posbench.interop.hf_export import REMOTE_FILES, export  # noqa: E402
+from posbench.interop.hf_export import export  # noqa: E402
+from posbench.interop.hf_posbench import REMOTE_FILES  # noqa: E402
 from posbench.model.build import build_model  # noqa: E402
 from posbench.training import checkpoint as ckpt  # noqa: E402
 from tests.interop.test_hf_export import SCORE_TOLERANCE, assert_generation_parity, hf_greedy, max_diff, ours_greedy  # noqa: E402
@@ -207,17 +208,17 @@ BROKEN_CACHE_PATHS = {
 def test_export_check_rejects_a_model_whose_cache_path_is_broken(tmp_path, monkeypatch, bug):
     """A remote-code bug only cached decoding meets agrees on random-id logits but not in greedy generation:
     the export is refused, the error says what differed, and nothing is written."""
-    from posbench.interop import hf_export
+    from posbench.interop import hf_posbench
 
     target, injected, error = BROKEN_CACHE_PATHS[bug]
     broken = tmp_path / "remote"
     broken.mkdir()
-    for name in hf_export.REMOTE_FILES:
-        shutil.copyfile(hf_export.REMOTE_DIR / name, broken / name)
+    for name in hf_posbench.REMOTE_FILES:
+        shutil.copyfile(hf_posbench.REMOTE_DIR / name, broken / name)
     source = (broken / "modeling_posbench.py").read_text()
     assert source.count(target) == 1
     (broken / "modeling_posbench.py").write_text(source.replace(target, injected))
-    monkeypatch.setattr(hf_export, "REMOTE_DIR", broken)
+    monkeypatch.setattr(hf_posbench, "REMOTE_DIR", broken)
     run = random_checkpoint(tmp_path, "pe.name=alibi")
     with pytest.raises(ConfigError, match=error):
         export(run, tmp_path / "hf", log=lambda *_: None)
@@ -251,7 +252,7 @@ def test_remote_forward_takes_the_cache_under_either_name(tmp_path, case):
 
 def test_an_architecture_that_cannot_be_expressed_is_refused_before_writing(tmp_path):
     cfg = load_config(model_size="nano", overrides=[*TINY, "pe.name=none", "model.arch.name=mamba"])
-    from posbench.interop.hf_export import remote_pe_config
+    from posbench.interop.hf_posbench import remote_pe_config
 
     with pytest.raises(ConfigError, match="model.arch=mamba is not a decoder-only transformer"):
         remote_pe_config(cfg)

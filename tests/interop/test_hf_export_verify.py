@@ -10,7 +10,7 @@ pytest.importorskip("transformers")
 
 from posbench.cli.export import main as export_main  # noqa: E402
 from posbench.errors import EXIT_BAD_INPUT, EXIT_CHECKPOINT  # noqa: E402
-from posbench.interop import hf_export  # noqa: E402
+from posbench.interop import hf_export, hf_posbench  # noqa: E402
 from tests.interop.test_hf_export_remote import random_checkpoint  # noqa: E402
 
 
@@ -63,13 +63,13 @@ def test_item13_the_check_crosses_every_window_and_chunk(tmp_path, monkeypatch, 
     the 32 random ids the check used, so the export was kept; ids past every window and chunk catch it."""
     broken = tmp_path / "remote"
     broken.mkdir()
-    for name in hf_export.REMOTE_FILES:
-        shutil.copyfile(hf_export.REMOTE_DIR / name, broken / name)
+    for name in hf_posbench.REMOTE_FILES:
+        shutil.copyfile(hf_posbench.REMOTE_DIR / name, broken / name)
     source = (broken / "modeling_posbench.py").read_text()
     assert source.count(target) == 1
     doubled = target.replace("// c", "// (2 * c)").replace("< w)", "< 2 * w)")
     (broken / "modeling_posbench.py").write_text(source.replace(target, doubled))
-    monkeypatch.setattr(hf_export, "REMOTE_DIR", broken)
+    monkeypatch.setattr(hf_posbench, "REMOTE_DIR", broken)
     run = random_checkpoint(tmp_path, option)
     assert export_main([str(run), str(tmp_path / "hf")]) == EXIT_CHECKPOINT
     (err,) = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error: ")]

@@ -130,10 +130,10 @@ def test_two_modules_on_one_flat_name_are_refused(monkeypatch):
 
 
 def test_pe_zoo_imports_the_names_the_decoder_reads(shipped):
-    """What modeling_posbench.py imports from pe_zoo is there (read from the shell's own source)."""
-    shell = Path(hf_zoo.__file__).parent / "hf_remote" / "modeling_posbench.py"
-    wanted = {alias.name for node in ast.walk(ast.parse(shell.read_text())) if isinstance(node, ast.ImportFrom)
-              and node.module == "pe_zoo" for alias in node.names}
+    """What the decoder shell's files import from pe_zoo is there (read from the shell's own source)."""
+    shell = sorted((Path(hf_zoo.__file__).parent / "hf_remote").glob("*.py"))
+    wanted = {alias.name for path in shell for node in ast.walk(ast.parse(path.read_text()))
+              if isinstance(node, ast.ImportFrom) and node.module == "pe_zoo" for alias in node.names}
     imported = {alias.name for node in ast.parse(shipped["pe_zoo.py"]).body if isinstance(node, ast.ImportFrom)
                 for alias in node.names}
     assert wanted and wanted <= imported

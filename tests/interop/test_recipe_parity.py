@@ -122,7 +122,8 @@ def export_remote_with_parity(tmp_path, *overrides):
     greedy generation equals its uncached one and posbench's (interop/hf_verify.py); the logits are checked here
     once more on the test's own ids."""
     from posbench.evaluation.loading import load_model
-    from posbench.interop.hf_export import REMOTE, export
+    from posbench.interop.hf_export import export
+    from posbench.interop.hf_posbench import REMOTE
     from tests.interop.test_hf_export_remote import random_checkpoint
 
     run = random_checkpoint(tmp_path, *overrides)
@@ -240,7 +241,8 @@ def test_gemma3_recipe_exports_with_remote_code_and_cached_generation(tmp_path):
     """No Gemma3ForCausalLM (sandwich norms, GeGLU): posbench's remote code, which export() loads back and holds to
     posbench's logits and to its own uncached generation."""
     from posbench.config_loader import dump_yaml
-    from posbench.interop.hf_export import REMOTE, export
+    from posbench.interop.hf_export import export
+    from posbench.interop.hf_posbench import REMOTE
     from posbench.training import checkpoint as ckpt
     from tests.interop.test_hf_export_remote import TINY
 

@@ -178,7 +178,8 @@ def test_the_training_loop_hands_the_task_ids_to_the_model(tmp_path, monkeypatch
 @pytest.mark.parametrize("name", ["abacus", "coupled"])
 def test_the_export_refuses_a_pe_that_reads_data_ids_before_writing(tmp_path, name):
     pytest.importorskip("transformers")
-    from posbench.interop.hf_export import export, refuse_data_positions
+    from posbench.interop.hf_export import export
+    from posbench.interop.hf_refusals import refuse_data_positions
     from tests.interop.test_hf_export_remote import random_checkpoint
 
     refuse_data_positions(load_config(pe_type="rope"))

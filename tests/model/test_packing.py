@@ -262,7 +262,7 @@ def test_the_default_identity_is_the_identity_runs_had_before_packing_existed():
 def test_a_packed_checkpoint_is_exported_with_the_remote_code_not_as_qwen3():
     """Qwen3 attends across documents and counts positions from the row's start, so a packed model must not be
     written as one (tests/interop/test_hf_export_packing.py checks the remote code's documents against posbench)."""
-    from posbench.interop.hf_export import qwen3_reason
+    from posbench.interop.hf_refusals import qwen3_reason
 
     assert qwen3_reason(load_config()) is None  # the default RoPE model is a Qwen3
     for mode in (["model.packing.mask=document"], ["model.packing.positions=document"]):

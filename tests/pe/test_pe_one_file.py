@@ -67,7 +67,8 @@ def test_the_toy_trains_decodes_with_its_cache_and_exports_with_no_file_of_its_o
     assert (torch.stack(cached_scores) - torch.stack(recomputed_scores)).abs().max().item() <= 1e-4
 
     transformers = pytest.importorskip("transformers")
-    from posbench.interop.hf_export import REMOTE, export
+    from posbench.interop.hf_export import export
+    from posbench.interop.hf_posbench import REMOTE
 
     out = export(run, tmp_path / "toy_hf", log=lambda *_: None)  # its own module namespace in transformers' cache
     assert (out / "tests_pe_toy_pe.py").is_file() and "from .pe_bias import BiasPE" in \

@@ -1,5 +1,5 @@
 """The decoder shell written next to an exported checkpoint whose PE has no transformers architecture: every
-module of this package but this one (posbench.interop.hf_export.REMOTE_FILES), copied verbatim into the export
+module of this package but this one (posbench.interop.hf_posbench.REMOTE_FILES), copied verbatim into the export
 directory and loaded there by transformers with `trust_remote_code=True`.
 
 They import torch, transformers and each other (relative imports of the form `from .module import name`, the

@@ -6,29 +6,14 @@ the checkpoint loads unchanged. This file is the decoder; the PE is posbench's o
 posbench's PE modules beside it (posbench.interop.hf_zoo: modules `pe_rope`, `pe_encoding`, ..., and `pe_zoo.py`,
 which imports them all), and `config.pe`, the checkpoint's PE config, is loaded by posbench's strict loader
 (`from_dict`: an unknown PE or option is refused with the nearest valid one) and built from posbench's registry.
-The decoder reaches the PE only through posbench's hooks (pe/encoding.py), as posbench's model does.
+The decoder reaches the PE only through posbench's hooks (pe/encoding.py), as posbench's model does. Its layers:
+decoder_layers.py; the positions of a call: positions.py.
 
-Attention is the explicit-softmax reference in float32, as posbench's eager kernel: q and k from `rotate`, the
-logits plus the PE's `score_mod` evaluated on broadcast index grids, masked, then its `logits_mod` (CoPE), as
-posbench's `attention_bias` hands them over. Sliding windows: `layer_window(layer)` of the PE merged with
-`config.attention_window` (the smaller wins): query slot i then sees slots i-W+1 .. i (the cache keeps every key;
-the mask hides the older ones).
-The KV cache (transformers' DynamicCache) holds rotated keys, as posbench's does; a PE's token features (FoX's log
-forget gates) ride in it as one more key channel, so every cache operation keeps them with their keys.
-
-Positions are token indices, as in training: 0..S-1, or in a left-padded batch (attention_mask 0 on pads)
-each row's count of real tokens before it, which is what transformers' own models (Llama, Qwen3) and
-`generate` derive from the mask. A cached key's position is therefore recomputed on every call instead of
-being stored. In a left-padded batch each row's positions, rotations and token features are computed from its
-real tokens alone (`rows_positions`, `rows_rotate`, `rows_features`), so a row computes what it does alone whatever
-the PE reads (dynamic RoPE scaling's longest position, PaTH's convolution over the tokens before). A PE whose
-positions are drawn per whole sequence (randomized, where posbench's `positions` refuses an offset) takes neither a
-cache nor padding.
-
-Packed documents (config.packing, posbench's model.packing): a row is split into documents at `bos_id` (a pad is
-never a boundary; tokens before the first one are a document of their own); mask=document stops attention at a
-document's start, positions=document restarts token indices there. The documents of cached keys ride on the
-DynamicCache (DOCUMENTS_ATTR), as posbench's KVCache.documents, so cached decoding continues the current one.
+Which keys a query sees is made here, once per call: causal over cache slots, never a left pad, within the
+query's document (packing mask=document), and per layer its sliding window, `layer_window(layer)` of the PE merged
+with `config.attention_window` (the smaller wins): query slot i then sees slots i-W+1 .. i (the cache keeps every
+key; the mask hides the older ones), and its attention chunk. A PE whose positions are drawn per whole sequence
+(randomized, where posbench's `positions` refuses an offset) takes neither a cache nor padding.
 
 transformers' calling convention changed within 5.x: 5.0 passes the cache as `past_key_values` with a
 `cache_position` and always a mask; newer releases pass `cache`, drop an all-ones mask and read
@@ -49,12 +34,14 @@ from transformers.modeling_outputs import CausalLMOutputWithPast
 
 # transformers copies exactly the files a remote module imports as `from .file import name`, recursively: pe_zoo.py
 # (written by the export) imports posbench's PE modules shipped beside this file
-from .attention_options import GATES, TEMPERATURES, Gate, Temperature, UnitRMSNorm
+from .attention_options import GATES, TEMPERATURES
 from .configuration_posbench import PosbenchConfig
-from .packing import DOCUMENTS_ATTR, Documents, check_packing, split_documents
-from .pe_zoo import PES, LogitsMod, PEConfig, PEContext, PositionRangeError, attention_bias, from_dict
+from .decoder_layers import Block, RMSNorm
+from .packing import check_packing
+from .pe_zoo import PES, PEConfig, PEContext, PositionRangeError, from_dict
+from .positions import TokenPositions
 
-__all__ = ["Documents", "PosbenchForCausalLM", "build_pe", "check_packing"]
+__all__ = ["PosbenchForCausalLM", "build_pe"]
 
 # model.embed_scale -> the token embeddings' multiplier for a model width d (Vaswani et al. 2017, section 3.4)
 EMBED_SCALES = {"none": lambda d: 1.0, "sqrt_d": lambda d: math.sqrt(d)}
@@ -82,159 +69,11 @@ def drawn_per_sequence(pe) -> bool:
     return False
 
 
-# A left-padded batch row by row, each on its real tokens only (keep_BT: True on them): what the row computes alone,
-# whatever the PE reads besides a token's own position. Pads get zeros (they are masked out of attention).
-
-def rows_positions(pe, keep_BS: torch.Tensor) -> torch.Tensor:
-    """(B, S) float32: each row's positions, as posbench's `positions` gives a sequence of its real tokens."""
-    pos_BS = torch.zeros(keep_BS.shape, dtype=torch.float32, device=keep_BS.device)
-    for b, real in enumerate(keep_BS):
-        pos_BS[b, real] = pe.positions(int(real.sum()), keep_BS.device, 0)
-    return pos_BS
-
-
-def rows_rotate(pe, q_BHTK, k_BHTK, pos_BT, keep_BT):
-    """pe.rotate, per row when padded (its q and k may be wider than the head: qk_dim)."""
-    if keep_BT is None:
-        return pe.rotate(q_BHTK, k_BHTK, pos_BT)
-    q_out = k_out = None
-    for b, real in enumerate(keep_BT):
-        q_b, k_b = pe.rotate(q_BHTK[b:b + 1, :, real], k_BHTK[b:b + 1, :, real], pos_BT[b:b + 1, real])
-        if q_out is None:
-            q_out, k_out = (t.new_zeros(*q_BHTK.shape[:3], t.shape[-1]) for t in (q_b, k_b))
-        q_out[b:b + 1, :, real], k_out[b:b + 1, :, real] = q_b, k_b
-    return q_out, k_out
-
-
-def rows_features(pe, layer: int, x_BTD, keep_BT):
-    """pe.token_features, per row when padded: (B, H, T), (B, H, F, T) or None."""
-    if keep_BT is None:
-        return pe.token_features(layer, x_BTD)
-    out = None
-    for b, real in enumerate(keep_BT):
-        f = pe.token_features(layer, x_BTD[b:b + 1, real])
-        if f is None:
-            return None
-        if out is None:
-            out = f.new_zeros(x_BTD.shape[0], *f.shape[1:-1], x_BTD.shape[1])
-        out[b:b + 1, ..., real] = f
-    return out
-
-
-def score_grids(B: int, H: int, T: int, S: int, device) -> tuple[torch.Tensor, ...]:
-    """FlexAttention's (b, h, q_idx, kv_idx) as broadcast grids (B,1,1,1), (1,H,1,1), (1,1,T,1), (1,1,1,S)."""
-    return (torch.arange(B, device=device)[:, None, None, None], torch.arange(H, device=device)[None, :, None, None],
-            torch.arange(T, device=device)[None, None, :, None], torch.arange(S, device=device)[None, None, None, :])
-
-
-class RMSNorm(nn.Module):
-    def __init__(self, dim: int, eps: float):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
-
-    def forward(self, x):
-        xf = x.float()
-        return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight.float()).to(x.dtype)
-
-
-class Attention(nn.Module):
-    def __init__(self, cfg: PosbenchConfig, qk_norm: bool):
-        super().__init__()
-        D = cfg.hidden_size
-        self.n_heads, self.head_dim = cfg.num_attention_heads, D // cfg.num_attention_heads
-        self.qkv = nn.Linear(D, 3 * D, bias=False)
-        self.proj = nn.Linear(D, D, bias=False)
-        norm = RMSNorm if getattr(cfg, "qk_norm_weight", True) else UnitRMSNorm
-        self.q_norm = norm(self.head_dim, cfg.rms_norm_eps) if qk_norm else nn.Identity()
-        self.k_norm = norm(self.head_dim, cfg.rms_norm_eps) if qk_norm else nn.Identity()
-        gate = getattr(cfg, "attention_gate", "none")
-        if gate != "none":
-            self.gate = Gate(D, self.n_heads, gate)
-        if getattr(cfg, "attention_sinks", False):
-            self.sinks = nn.Parameter(torch.zeros(self.n_heads))
-        self.temperature = Temperature(getattr(cfg, "attention_temperature", None) or {"name": "none"}, self.n_heads,
-                                       cfg.max_position_embeddings)
-
-    def forward(self, x_BTD, pos_BT, pos_BS, allowed_BTS, pe, layer: int, cache, keep_BT):
-        """pos_BT, pos_BS: the positions of the new tokens and of every key, cached and new, (T,) and (S,) shared by
-        the batch or per row; allowed_BTS: which keys each query sees; keep_BT: the new tokens that are real (None:
-        all), for a left-padded batch."""
-        B, T, D = x_BTD.shape
-        qkv = self.qkv(x_BTD).view(B, T, 3, self.n_heads, self.head_dim).permute(2, 0, 3, 1, 4)
-        q, k = rows_rotate(pe, self.q_norm(qkv[0]), self.k_norm(qkv[1]), pos_BT, keep_BT)
-        v = qkv[2]
-        # (B, H, T), or (B, H, F, T): F channels a token (PaTH)
-        feats_BHT = rows_features(pe, layer, x_BTD, keep_BT)
-        if feats_BHT is not None:  # cached beside the keys, as one more channel each
-            per_token = feats_BHT[..., None] if feats_BHT.dim() == 3 else feats_BHT.transpose(-1, -2)
-            k = torch.cat((k, per_token.to(k.dtype)), dim=-1)
-        if cache is not None:
-            k, v = cache.update(k, v, layer)
-        feats_BHS = None
-        if feats_BHT is not None:
-            n_feats = 1 if feats_BHT.dim() == 3 else feats_BHT.shape[2]
-            k, feats_BSF = k[..., :-n_feats], k[..., -n_feats:]
-            feats_BHS = feats_BSF[..., 0] if feats_BHT.dim() == 3 else feats_BSF.transpose(-1, -2)
-        S = pos_BS.shape[-1]
-        if k.shape[2] != S:
-            # a cache that returns preallocated slots (StaticCache) would have the padding slots attended
-            raise ValueError(f"the cache returned {k.shape[2]} keys for {S} tokens; modeling_posbench.py supports "
-                             "transformers' DynamicCache only (leave cache_implementation unset)")
-        tempered = self.temperature.applies(pe.kind == "none")  # as posbench's model/attention.py asks
-        f_BHT1 = self.temperature.factor_BHT1(pos_BT) if tempered else None
-        if tempered:  # q times its position's factor: q . k scaled, the keys (cached) untouched
-            q = (q.float() * f_BHT1).to(q.dtype)
-        # over the width rotate returns (qk_dim: PoPE doubles it and scales q to match), as posbench's kernels do
-        s_BHTS = (q.float() @ k.float().transpose(-1, -2)) / math.sqrt(q.shape[-1])
-        mod = attention_bias(pe, layer, pos_BT, pos_BS, feats_BHS, k)  # a score_mod, a LogitsMod or None
-        if mod is not None and not isinstance(mod, LogitsMod):  # on broadcast index grids, as posbench's eager kernel
-            biased = mod(s_BHTS, *score_grids(B, self.n_heads, T, S, s_BHTS.device))
-            # a temperature scales the bias too
-            s_BHTS = biased if not tempered else s_BHTS + (biased - s_BHTS) * f_BHT1
-        s_BHTS = s_BHTS.masked_fill(~allowed_BTS[:, None], float("-inf"))
-        if isinstance(mod, LogitsMod):  # the whole masked row (CoPE, PaTH, stick-breaking)
-            s_BHTS = mod(q, s_BHTS)
-        if hasattr(self, "sinks"):  # a virtual key of logit sinks[h] and value 0 (posbench's attention_sinks.py)
-            sink_BHT1 = self.sinks.float().view(1, -1, 1, 1).expand(B, self.n_heads, T, 1)
-            p_BHTS = torch.softmax(torch.cat((s_BHTS, sink_BHT1), dim=-1), dim=-1)[..., :-1]
-        else:
-            p_BHTS = torch.softmax(s_BHTS, dim=-1)
-        out_BTHK = (p_BHTS @ v.float()).to(x_BTD.dtype).transpose(1, 2)
-        if hasattr(self, "gate"):
-            out_BTHK = self.gate(x_BTD, out_BTHK)
-        return self.proj(out_BTHK.reshape(B, T, D))
-
-
-class SwiGLU(nn.Module):
-    def __init__(self, cfg: PosbenchConfig):
-        super().__init__()
-        self.gate = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
-        self.up = nn.Linear(cfg.hidden_size, cfg.intermediate_size, bias=False)
-        self.down = nn.Linear(cfg.intermediate_size, cfg.hidden_size, bias=False)
-
-    def forward(self, x):
-        return self.down(F.silu(self.gate(x)) * self.up(x))
-
-
-class Block(nn.Module):
-    def __init__(self, cfg: PosbenchConfig, qk_norm: bool):
-        super().__init__()
-        self.attn_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.attn = Attention(cfg, qk_norm)
-        self.mlp_norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
-        self.mlp = SwiGLU(cfg)
-
-    def forward(self, x, pos_BT, pos_BS, allowed_BTS, pe, layer, cache, keep_BT):
-        x = x + self.attn(self.attn_norm(x), pos_BT, pos_BS, allowed_BTS, pe, layer, cache, keep_BT)
-        return x + self.mlp(self.mlp_norm(x))
-
-
 # the output field that holds the cache: `cache` in newer transformers, `past_key_values` in 5.0
 OUTPUT_CACHE_FIELD = "cache" if "cache" in {f.name for f in fields(CausalLMOutputWithPast)} else "past_key_values"
 
 
-class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
+class PosbenchForCausalLM(TokenPositions, PreTrainedModel, GenerationMixin):
     config_class = PosbenchConfig
     base_model_prefix = "posbench"
     _no_split_modules = ["Block"]
@@ -369,66 +208,3 @@ class PosbenchForCausalLM(PreTrainedModel, GenerationMixin):
         if labels is not None:
             loss = F.cross_entropy(logits[:, :-1].float().flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100)
         return CausalLMOutputWithPast(loss=loss, logits=logits, **{OUTPUT_CACHE_FIELD: cache})
-
-    def key_positions(self, keep_BS, docs, S: int, device) -> torch.Tensor:
-        """The PE's positions of every slot, cached and new, as posbench's model asks them (design rule: position
-        is data): (S,) shared by the batch; per row (B, S) in a left-padded batch (each row's real tokens as a
-        sequence of their own) or with positions restarting at each document (`document_positions`)."""
-        if docs is not None and self.packing["positions"] == "document":
-            return self.pe.document_positions(docs.within_BS, docs.doc_k_BS)
-        if keep_BS is not None:
-            return rows_positions(self.pe, keep_BS)
-        return self.pe.positions(S, device, 0)
-
-    def token_indices(self, attention_mask, position_ids, B: int, offset: int, T: int, device, input_ids=None,
-                      cache=None):
-        """(index_BS, keep_BS, docs): each slot's token index (what the PE sees as its position; with document
-        positions its index within its document) and which slots are real tokens (None: all of them). Padded rows
-        count only their real tokens, as transformers does. docs: the documents (packing) or None."""
-        S, keep_BS = offset + T, None
-        if attention_mask is not None:
-            if attention_mask.ndim != 2 or tuple(attention_mask.shape) != (B, S):
-                raise ValueError(f"attention_mask must be 2D (batch, cached + new tokens) = ({B}, {S}), got shape "
-                                 f"{tuple(attention_mask.shape)}")
-            if not bool(attention_mask.bool().all()):
-                keep_BS = attention_mask.bool()
-        if keep_BS is None:
-            index_BS = torch.arange(S, device=device)[None]
-        else:
-            if self.whole_sequence:
-                raise ValueError(f"PE `{self.config.pe['name']}` cannot take a padded batch: its positions are "
-                                 "drawn for a whole sequence (randomized); pass unpadded sequences of equal length")
-            index_BS = (keep_BS.long().cumsum(-1) - 1).clamp_min(0)
-        docs = self.documents(input_ids, index_BS, keep_BS, offset, cache) if self.packing else None
-        accepted = [index_BS[:, offset:]]  # what generate passes
-        if docs is not None and self.packing["positions"] == "document":
-            index_BS = docs.within_BS
-            accepted.append(index_BS[:, offset:])  # the model's own positions, given back
-        if position_ids is not None:
-            real_BT = keep_BS[:, offset:] if keep_BS is not None else torch.ones_like(accepted[0], dtype=torch.bool)
-            if position_ids.ndim != 2 or position_ids.shape[-1] != T or \
-                    all(bool(((position_ids.to(device) != want_BT) & real_BT).any()) for want_BT in accepted):
-                # cached keys' positions are not stored but recomputed from the mask: other positions cannot be
-                # honoured, and the model was trained on token indices only
-                raise ValueError("position_ids must be the token indices implied by attention_mask (what generate "
-                                 "passes)" + (", or each token's index within its document (packing.positions="
-                                              "document; the model restarts positions at each bos_id itself)"
-                                              if len(accepted) > 1 else "")
-                                 + "; modeling_posbench.py has no other positions")
-        return index_BS, keep_BS, docs
-
-    def documents(self, input_ids, index_BS, keep_BS, offset: int, cache) -> Documents:
-        """This call's documents (split_documents), continuing those the cache carries, which then carries
-        these: cached keys keep the document and position they were written with."""
-        before = None
-        if offset:
-            before = getattr(cache, DOCUMENTS_ATTR, None)
-            if before is None or before.doc_k_BS.shape != (input_ids.shape[0], offset):
-                raise ValueError("this cache's keys carry no document boundaries of this model's (a cache filled "
-                                 "elsewhere, cropped or reordered, as beam search and assisted decoding do); "
-                                 "decode greedily or by sampling with the cache this model returns, or without one")
-        keep_BT = keep_BS[:, offset:] if keep_BS is not None else None
-        docs = split_documents(input_ids, index_BS[:, offset:], keep_BT, self.packing["bos_id"], before)
-        if cache is not None:
-            setattr(cache, DOCUMENTS_ATTR, docs)
-        return docs
