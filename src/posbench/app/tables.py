@@ -65,3 +65,4 @@ class SummarySettings:
     results.json does not store the spec, so the defaults apply (95% Student t-intervals)."""
 
     eval: StudyEval = field(default_factory=StudyEval)
+    sequential: None = None  # without its spec a study's seeds read as fixed (a spec's `sequential` says otherwise)

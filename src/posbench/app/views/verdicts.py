@@ -18,8 +18,7 @@ METRIC = "ood_beyond_acc"
 def verdict_table(cells: list[CellResult], settings) -> list[dict]:
     """The rows the page shows: task, pair, difference in points with its interval, verdict."""
     ev = settings.eval
-    # a study's spec says whether its seeds were sequential; a study opened without one (SummarySettings) is fixed
-    rep = looks(cells, settings) if getattr(settings, "sequential", None) is not None else None
+    rep = looks(cells, settings)  # None for fixed seeds, a study opened without its spec included
     found = verdicts(by_group(cells, METRIC), ev.confidence, ev.n_boot, DEFAULT_MARGINS.get(METRIC), decided_by(rep))
     return [{"task": v["task"], "pair": f"{v['a']} {v['relation']} {v['b']}",
              f"difference, pts [{ev.confidence:.0%} t-interval]": v["difference"], "verdict": v["verdict"]}
