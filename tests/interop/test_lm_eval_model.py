@@ -268,3 +268,28 @@ def test_pretrained_is_the_checkpoint_and_one_is_needed(tmp_path):
         PosbenchLM(checkpoint=str(run), pretrained=str(tmp_path))
     with pytest.raises(ConfigError, match="pretrained=checkpoints/RUN"):
         PosbenchLM()
+
+
+def test_the_command_loads_the_checkpoint_once_before_the_harness(tmp_path, monkeypatch):
+    """`posbench lm-eval` reads --model_args with the harness's own action (both of its forms), loads the checkpoint
+    before the harness indexes its tasks (so a damaged one is refused first: tests/cli/test_exit_codes.py), and
+    the model the harness then builds takes that load instead of reading the files again."""
+    import posbench.evaluation.loading as loading
+    from posbench.cli.lm_eval import harness_model_args
+    from posbench.interop import lm_eval_model
+
+    run = save_checkpoint(tmp_path, ["pe.name=rope"], repeat_last_token)
+    line = ["--model", "posbench", "--tasks", "x", "--device", "cpu", "--model_args"]
+    assert harness_model_args([*line, f"pretrained={run},max_length=32"]) == \
+        ("posbench", {"pretrained": str(run), "max_length": 32}, "cpu")
+    assert harness_model_args([*line, json.dumps({"checkpoint": str(run)})])[1] == {"checkpoint": str(run)}
+    assert harness_model_args(["--tasks", "x"]) == (None, {}, None)
+    real, calls = loading.load_model, []
+    monkeypatch.setattr(loading, "load_model", lambda *a, **k: calls.append(a) or real(*a, **k))
+    lm_eval_model.preload({"pretrained": str(run)}, None)
+    lm = PosbenchLM(pretrained=str(run), device="cpu")
+    assert len(calls) == 1 and not lm_eval_model._PRELOADED and lm.max_length == 64
+    PosbenchLM(checkpoint=str(run))  # nothing preloaded now: it loads its own
+    assert len(calls) == 2
+    with pytest.raises(ConfigError, match="differ"):
+        lm_eval_model.preload({"pretrained": str(run), "checkpoint": str(tmp_path)}, "cpu")

@@ -6,7 +6,9 @@
         --include_path configs/lm_eval --tasks lambada_local --output_path runs/lm_eval
 
 lm_eval 0.4.13 discovers models only through its own registry (no plugin entry points), so the model is
-registered by importing posbench/interop/lm_eval_model.py before the harness parses its arguments.
+registered by importing posbench/interop/lm_eval_model.py before the harness parses its arguments. With
+`--model posbench` the checkpoint is loaded (and so checked) first, then handed to the model the harness builds: a
+missing or damaged checkpoint is refused before the harness spends seconds indexing its tasks.
 
 A task whose dataset lives on the Hugging Face Hub (`--tasks lambada_openai`) cannot load without the network
 (or with HF_HUB_OFFLINE=1); `datasets` then raises ConnectionError deep in the harness. That one error becomes
@@ -42,16 +44,37 @@ def offline_error(err: ConnectionError) -> DataError | None:
                      "'Use a checkpoint elsewhere')")
 
 
+def harness_model_args(argv: list[str]) -> tuple[str | None, dict, str | None]:
+    """(--model, --model_args as the harness merges them, --device) read from the harness's command line, with
+    the harness's own action for model_args; anything else on the line is the harness's to parse and check."""
+    import argparse
+
+    from lm_eval._cli.utils import MergeDictAction
+
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument("--model", "-M")
+    parser.add_argument("--model_args", "-a", nargs="+", action=MergeDictAction)
+    parser.add_argument("--device")
+    try:
+        args, _ = parser.parse_known_args(argv)
+    except (SystemExit, ValueError):  # a line the harness will refuse with its own message
+        return None, {}, None
+    return args.model, args.model_args or {}, args.device
+
+
 @cli_entry
 def main(argv: list[str] | None = None) -> int:
     """The lm_eval command line (it reads sys.argv) with the `posbench` model registered; a posbench error
-    (a damaged checkpoint: exit code 4) is one line, as in every command."""
+    (a damaged checkpoint: exit code 4) is one line, as in every command, and comes before the harness's work."""
     from lm_eval.__main__ import cli_evaluate
 
-    import posbench.interop.lm_eval_model  # noqa: F401  (registers `--model posbench`)
+    import posbench.interop.lm_eval_model  # registers `--model posbench`
 
     if argv is not None:
         sys.argv = [sys.argv[0], *argv]
+    model, model_args, device = harness_model_args(sys.argv[1:])
+    if model == "posbench":  # its checkpoint checked (and loaded once) before the harness's seconds of task indexing
+        posbench.interop.lm_eval_model.preload(model_args, device)
     try:
         cli_evaluate()
     except ConnectionError as e:

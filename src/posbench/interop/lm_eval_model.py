@@ -45,31 +45,60 @@ def _truncation_warning(kind: str, n: int, total: int, limit: int, why: str) -> 
                 "context, not the full one")
 
 
+def checkpoint_arg(checkpoint: str = "", pretrained: str = "") -> str:
+    """The checkpoint that model_args name. `pretrained=` is the harness's own name for the model to load: it also
+    names the folder of --output_path (lm_eval's tracker reads it; with `checkpoint=` only, the name is random)."""
+    if checkpoint and pretrained and checkpoint != pretrained:
+        raise ConfigError(f"model_args: checkpoint={checkpoint} and pretrained={pretrained} differ; give one")
+    if not (pretrained or checkpoint):
+        raise ConfigError("model_args: name the checkpoint, e.g. --model_args pretrained=checkpoints/RUN (a run "
+                          "directory, its `latest` or a step_N directory)")
+    return pretrained or checkpoint
+
+
+def resolve_device(device: str | None) -> str:
+    device = device or "cpu"
+    if device.startswith("cuda") and not torch.cuda.is_available():  # the harness CLI's default device
+        log.warning(f"posbench: device={device} but CUDA is not available; running on cpu")
+        device = "cpu"
+    return device
+
+
+# checkpoint loaded by `preload` before the harness started, keyed by (argument, device): the model it builds next
+# takes it instead of loading the same files again
+_PRELOADED: dict[tuple[str, str], object] = {}
+
+
+def load_checked(checkpoint: str, device: str):
+    """posbench's checkpoint load, refused when it is not a language model (a damaged one raises CheckpointError)."""
+    from posbench.evaluation.loading import load_model
+
+    loaded = _PRELOADED.pop((checkpoint, device), None) or load_model(checkpoint, device)
+    if loaded.cfg.model.arch.not_a_language_model:
+        raise ConfigError(f"{loaded.path}: {loaded.cfg.model.arch.not_a_language_model}")
+    return loaded
+
+
+def preload(model_args: dict, device: str | None) -> None:
+    """Load (and so check) the checkpoint that `--model posbench` will score before the harness indexes its task
+    registry, which takes seconds: a missing or damaged checkpoint is then refused before any of that work."""
+    known = {k: str(model_args[k]) for k in ("checkpoint", "pretrained") if model_args.get(k)}
+    checkpoint, device = checkpoint_arg(**known), resolve_device(model_args.get("device") or device)
+    _PRELOADED.clear()
+    _PRELOADED[(checkpoint, device)] = load_checked(checkpoint, device)
+
+
 @register_model("posbench")
 class PosbenchLM(TemplateLM):
     def __init__(self, checkpoint: str = "", device: str = "cpu", batch_size: int | str = 8,
                  max_length: int | None = None, max_batch_size: int | None = None, pretrained: str = "", **kwargs):
         super().__init__()
-        # `pretrained=` is the harness's own name for the model to load: it also names the folder of
-        # --output_path (lm_eval's tracker reads it; with `checkpoint=` only, the folder name is random)
-        if checkpoint and pretrained and checkpoint != pretrained:
-            raise ConfigError(f"model_args: checkpoint={checkpoint} and pretrained={pretrained} differ; give one")
-        checkpoint = pretrained or checkpoint
-        if not checkpoint:
-            raise ConfigError("model_args: name the checkpoint, e.g. --model_args pretrained=checkpoints/RUN (a run "
-                              "directory, its `latest` or a step_N directory)")
         from posbench.data.layout import DataLayout
         from posbench.evaluation.generate import supports_cache
-        from posbench.evaluation.loading import load_model
 
-        device = device or "cpu"
-        if device.startswith("cuda") and not torch.cuda.is_available():  # the harness CLI's default device
-            log.warning(f"posbench: device={device} but CUDA is not available; running on cpu")
-            device = "cpu"
-        loaded = load_model(checkpoint, device)
+        device = resolve_device(device)
+        loaded = load_checked(checkpoint_arg(checkpoint, pretrained), device)
         cfg = loaded.cfg
-        if cfg.model.arch.not_a_language_model:
-            raise ConfigError(f"{loaded.path}: {cfg.model.arch.not_a_language_model}")
         self.model, self._device = loaded.model, torch.device(device)
         self.tok = DataLayout.from_config(cfg.data).tokenizer.build()
         self.batch_size = 8 if str(batch_size).startswith("auto") else int(batch_size)
