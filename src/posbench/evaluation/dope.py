@@ -191,10 +191,10 @@ class Dope:
     records: list[dict] = field(default_factory=list)
 
     @contextlib.contextmanager
-    def at(self, model: nn.Module, length: int, rows: Callable[[int, int], torch.Tensor],
+    def at(self, model: nn.Module, length: int, rows: Callable[[int, int, int], torch.Tensor],
            where: str) -> Iterator[None]:
-        """`rows(n, seed)`: n token rows (n, length) of the evaluated data, drawn with `seed`."""
-        rows_NT = rows(self.cfg.n_calibration, self.cfg.calibration_seed)
+        """`rows(length, n, seed)`: n token rows (n, length) of the evaluated data, drawn with `seed`."""
+        rows_NT = rows(length, self.cfg.n_calibration, self.cfg.calibration_seed)
         choice = choose(model, rows_NT, self.cfg, self.batch_size, self.autocast)
         self.records.append({"suite": where, **choice.record()})
         with denoised(model, choice, self.cfg, self.train_len):
