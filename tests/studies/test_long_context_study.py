@@ -13,7 +13,8 @@ from posbench.studies.study_runner import cell_spec, run_study
 from posbench.studies.study_spec import expand, load_study
 
 ROWS = ["rope", "alibi", "none", "fire", "rnope_swa", "fox", "drope", "stick_breaking", "cable", "randomized",
-        "path", "repo", "grape_m", "grape_m_ctx", "grape_a", "grape_ap", "selective_rope", "tape", "seqpe", "swan_gpt"]
+        "path", "repo", "grape_m", "grape_m_ctx", "grape_a", "grape_ap", "selective_rope", "tape", "seqpe", "swan_gpt",
+        "rope_dope"]
 
 
 def test_preset_rows_lengths_and_grid():
@@ -23,8 +24,13 @@ def test_preset_rows_lengths_and_grid():
     assert [r.label for r in study.rows()] == ROWS and len(study.seeds) >= 3
     swa = study.pes[ROWS.index("rnope_swa")]
     assert (swa.window, swa.swa_layers) == (64, 1)  # half the training length, one windowed layer
-    (swan,) = study.arms  # SWAN-GPT's recipe at 2 layers: rnope_swa's split, the NoPE layer's scaling floored at 1
+    swan, dope = study.arms  # SWAN-GPT's recipe at 2 layers: rnope_swa's split, the NoPE layer's scaling floored at 1
     assert (swan.pe.window, swan.pe.swa_layers) == (64, 1)
+    # DoPE's headline settings on RoPE trained as the rope row; dynamic NTK at factor 1: scale L / 128 past 128
+    assert (dope.dope.n_heads, dope.dope.truncate, dope.dope.order, dope.dope.mode.name) == (3, 32, "ascending",
+                                                                                            "gaussian")
+    assert (dope.pe.name, dope.pe.scaling.name, dope.pe.scaling.factor, dope.run) == ("rope", "dynamic", 1.0, {})
+    assert any(c.order == "rope_dope > rope" and c.metric == "ood_exact" for c in study.claims)
     assert study.pes[ROWS.index("randomized")].positions == "float"
     g = study.eval.length_grid
     assert g.multiples == [1, 2, 4, 8] and g.lengths(128) == [128, 256, 512, 1024]
@@ -35,6 +41,31 @@ def test_preset_rows_lengths_and_grid():
     assert len(expand(study)) == len(ROWS) * len(study.seeds)
     assert '"length_grid": {"depths": [0.0, 0.25, 0.5, 0.75, 1.0], "multiples": [1, 2, 4, 8], "per_cell": 8}' in \
         cell_spec(expand(study)[0])
+
+
+def test_the_dope_arm_records_its_heads_and_a_non_rotary_arm_is_refused(tmp_path):
+    from posbench.studies.cell import run_cell
+
+    study = load_study("long_context")
+    study.tasks = [get_task_class("k_back").Config(k=2)]
+    study.eval.length_grid.multiples, study.eval.n_examples = [], 4
+    study.arms = [a for a in study.arms if a.label == "rope_dope"]
+    study.pes, study.claims, study.seeds = [], [], [0]
+    study.overrides = ["model.d_model=16", "model.n_heads=2", "model.n_layers=2", "model.d_ff=32"]
+    study.train.steps, study.train.batch_size, study.train.curve_points = 2, 4, 1
+    (cell,) = expand(study)
+    result = run_cell(cell, tmp_path)
+    # the final model's choice for each split: 3 of the 2 x 2 heads, the lowest scores
+    assert [r["suite"] for r in result.dope_heads] == ["id", "ood"]
+    for record in result.dope_heads:
+        flat = sorted(s for row in record["scores"] for s in row)
+        assert [h["score"] for h in record["heads"]] == flat[:3]
+    assert '"dope": {' in cell_spec(cell)
+    with pytest.raises(ConfigError, match="arms `x`: `dope` denoises rotary position embeddings"):
+        from posbench.grid.arm import Arm
+        from posbench.pe import PES
+
+        Arm(label="x", pe=PES.config("alibi")(), dope=study.arms[0].dope)
 
 
 def test_a_grid_needs_the_mixed_task():

@@ -104,8 +104,18 @@ def edited(model: nn.Module, edit_for: Callable[[int], HeadEdit]) -> Iterator[No
             attn.head_edit = KEEP
 
 
+def same_length_batches(rows: torch.Tensor | list[torch.Tensor], batch_size: int) -> list[torch.Tensor]:
+    """Rows (N, T), or a list of 1-D rows of any lengths (a task split's examples), as batches of equal lengths:
+    no padding token enters a Gram."""
+    by_length: dict[int, list[torch.Tensor]] = {}
+    for row in rows:
+        by_length.setdefault(int(row.shape[0]), []).append(torch.as_tensor(row, dtype=torch.long))
+    return [torch.stack(same[a:a + batch_size]) for same in by_length.values()
+            for a in range(0, len(same), batch_size)]
+
+
 @torch.no_grad()
-def calibration_grams(model: nn.Module, rows_NT: torch.Tensor, cfg: DopeConfig, batch_size: int,
+def calibration_grams(model: nn.Module, rows: torch.Tensor | list[torch.Tensor], cfg: DopeConfig, batch_size: int,
                       autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext
                       ) -> torch.Tensor:
     """(L, H, K, K) float64: each head's uncentred Gram over every calibration row and token."""
@@ -115,9 +125,9 @@ def calibration_grams(model: nn.Module, rows_NT: torch.Tensor, cfg: DopeConfig, 
     model.eval()
     try:
         with edited(model, lambda layer: collector):
-            for a in range(0, rows_NT.shape[0], batch_size):
+            for batch_BT in same_length_batches(rows, batch_size):
                 with autocast():
-                    model.hidden(rows_NT[a:a + batch_size].to(device))
+                    model.hidden(batch_BT.to(device))
     finally:
         model.train(was_training)
     return torch.stack([collector.grams[layer] for layer in sorted(collector.grams)])
@@ -164,11 +174,12 @@ class DopeChoice:
                 "scores": self.scores_LH}
 
 
-def choose(model: nn.Module, rows_NT: torch.Tensor, cfg: DopeConfig, batch_size: int,
+def choose(model: nn.Module, rows: torch.Tensor | list[torch.Tensor], cfg: DopeConfig, batch_size: int,
            autocast: Callable[[], contextlib.AbstractContextManager] = contextlib.nullcontext) -> DopeChoice:
-    """Calibrate on `rows_NT` (N sequences of the evaluated length), score every head and choose."""
-    scores_LH = truncated_entropy_score(calibration_grams(model, rows_NT, cfg, batch_size, autocast), cfg.truncate)
-    return DopeChoice(int(rows_NT.shape[1]), select_heads(scores_LH, cfg.n_heads, cfg.order), scores_LH.tolist())
+    """Calibrate on `rows` (sequences of the evaluated length: (N, T), or 1-D rows), score every head and choose."""
+    scores_LH = truncated_entropy_score(calibration_grams(model, rows, cfg, batch_size, autocast), cfg.truncate)
+    length = max(int(len(row)) for row in rows)
+    return DopeChoice(length, select_heads(scores_LH, cfg.n_heads, cfg.order), scores_LH.tolist())
 
 
 @contextlib.contextmanager
@@ -191,9 +202,10 @@ class Dope:
     records: list[dict] = field(default_factory=list)
 
     @contextlib.contextmanager
-    def at(self, model: nn.Module, length: int, rows: Callable[[int, int, int], torch.Tensor],
+    def at(self, model: nn.Module, length: int, rows: Callable[[int, int, int], torch.Tensor | list[torch.Tensor]],
            where: str) -> Iterator[None]:
-        """`rows(length, n, seed)`: n token rows (n, length) of the evaluated data, drawn with `seed`."""
+        """`rows(length, n, seed)`: n token rows of the evaluated data at `length` ((n, length), or 1-D rows as long
+        as the scored ones, a task split's), drawn with `seed`."""
         rows_NT = rows(length, self.cfg.n_calibration, self.cfg.calibration_seed)
         choice = choose(model, rows_NT, self.cfg, self.batch_size, self.autocast)
         self.records.append({"suite": where, **choice.record()})

@@ -17,7 +17,9 @@ import torch
 from posbench.data.tasks.source import TaskSource, eval_batch, pad_positions
 from posbench.data.tasks.task import build_task
 from posbench.errors import NonFiniteError
+from posbench.evaluation.dope import Dope, NoDope, check_dope
 from posbench.evaluation.task_accuracy import attention_probs, generated_exact, model_device, score_rows
+from posbench.model.build import build_model
 from posbench.model.matmul import matmul_in
 from posbench.studies.batched_train import BatchedGroup, MembersDiffer, train_group, why_not_batched
 from posbench.studies.cell_config import cell_config
@@ -76,18 +78,38 @@ class CellScoring:
         self.splits = splits or {s: eval_batch(self.task, ev.seed, s, range(ev.n_examples)) for s in ("id", "ood")}
         # the task's own position ids (arithmetic's digit places), fed at evaluation as in training
         self.positions = {s: pad_positions(examples, x.shape[1]) for s, (examples, x, _) in self.splits.items()}
+        self.dope = self.dope_for(cell)
         phases.lap("rows")
         self.curve, self.scores = [], {}
+
+    def dope_for(self, cell: Cell) -> Dope | NoDope:
+        """The arm's DoPE (evaluation/dope.py), checked against the cell's model (built on the meta device) before
+        it trains; NoDope for every other row."""
+        dope = cell.arm.dope if cell.arm is not None else None
+        if dope is None:
+            return NoDope()
+        with torch.device("meta"):
+            check_dope(build_model(self.cfg.model, self.cfg.pe), dope, cell.cell_id)
+        return Dope(dope, self.cfg.model.seq_len, dope.n_calibration)
+
+    def calibration_rows(self, split: str):
+        """DoPE's calibration rows of a split: examples of the same split drawn with DoPE's own seed, each as long
+        as it is (the split's rows vary in length; no padding enters the Gram)."""
+        def rows(length: int, n: int, seed: int) -> list[torch.Tensor]:
+            return [ex.tokens_T for ex in eval_batch(self.task, seed, split, range(n))[0]]
+        return rows
 
     def score_snapshot(self, step: int, model) -> None:
         """Score the model at a checkpoint step (the trainer hands it over in memory, no disk round trip).
         Every snapshot is scored as the final model is (accuracy does not depend on train_len, which only
         splits it by position)."""
         self.phases.lap("train")
-        self.scores = {split: score_rows(model, x, y, train_len=self.cfg.model.seq_len,
-                                         positions_BT=self.positions[split],
-                                         batch_size=scoring_rows(self.cfg.model.n_heads, x.shape[1]))
-                       for split, (_, x, y) in self.splits.items()}
+        self.scores = {}
+        for split, (_, x, y) in self.splits.items():
+            with self.dope.at(model, x.shape[1], self.calibration_rows(split), split):
+                self.scores[split] = score_rows(model, x, y, train_len=self.cfg.model.seq_len,
+                                                positions_BT=self.positions[split],
+                                                batch_size=scoring_rows(self.cfg.model.n_heads, x.shape[1]))
         # beyond: OOD targets past the training length only, the headline metric, at every snapshot too
         point = {"step": step, **{f"{split}_acc": score.acc for split, score in self.scores.items()},
                  "ood_beyond_acc": self.scores["ood"].beyond}
@@ -136,7 +158,8 @@ class CellScoring:
         length = len(examples[0].tokens_T)
         pos = self.positions["id"]
         attn = attention_probs(model, x[:1, :length], None if pos is None else pos[:1, :length])
-        grid = grid_result(model, task, cell.study.eval.length_grid, cell.study.eval.seed, cfg.model.seq_len)
+        grid = grid_result(model, task, cell.study.eval.length_grid, cell.study.eval.seed, cfg.model.seq_len,
+                           self.dope)
         self.phases.lap("eval")
         # keyword arguments: a misspelt or renamed field is a TypeError here, when the cell is made
         return CellResult(
@@ -150,7 +173,15 @@ class CellScoring:
             id_digits=task.cfg.split_range("id")[1] if task.length_bin else None,  # the longest trained bin
             attention=Attention(task.vocab.decode(examples[0].tokens_T.tolist()), attn),
             seq_len=cfg.model.seq_len, ood_len=task.max_tokens("ood"),
-            params=sum(p.numel() for p in model.parameters()))
+            params=sum(p.numel() for p in model.parameters()),
+            dope_heads=self.final_dope(grid))
+
+    def final_dope(self, grid: dict) -> list[dict] | None:
+        """The choices DoPE made for the final model: its last snapshot's splits, then the grid's lengths (the
+        earlier snapshots' choices are the learning curve's)."""
+        if not self.dope.records:
+            return None
+        return self.dope.records[-(len(self.splits) + len(grid.get("length_grid", {}).get("lengths", []))):]
 
 
 def kept_checkpoint(work_dir: Path, cell_id: str) -> Path:

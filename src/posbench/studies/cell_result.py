@@ -91,6 +91,9 @@ class CellResult:
     ood_len: int | None = None
     params: int | None = None
     spec: dict | None = None  # the settings it was made with (study_runner.cell_spec), kept with the cell
+    # an arm with DoPE (evaluation/dope.py): the heads its final model's scoring chose per split and grid length,
+    # with every head's score; None for every other row
+    dope_heads: list[dict] | None = None
 
     def metric(self, name: str) -> float | None:
         """A metric by its name in a study's spec (a claim's `metric`, a report's column): one of METRIC_FIELDS."""
