@@ -114,14 +114,15 @@ def test_dope_records_the_heads_it_chose_at_each_length(runs):
     from posbench.evaluation.eval_config import load_eval_config
     from posbench.evaluation.eval_runner import evaluate, plan
 
-    args = parser().parse_args([str(runs["rope"]), "--suite", "ppl", "--lengths", "64,128", "--ppl-text",
+    args = parser().parse_args([str(runs["rope"]), "--suite", "ppl,niah", "--lengths", "64,128", "--ppl-text",
                                 str(runs["text"]), "--dope", "--rope-scaling", "dynamic", *SMALL])
     cfg = load_eval_config([], flag_overrides(args) + args.set + ["dope.n_calibration=2", "ppl.max_windows=1",
-                                                                 "ppl.protocols=[nonoverlap]"])
+                                                                 "ppl.protocols=[nonoverlap]", "niah.depths=[0.5]"])
     (planned,) = plan(args.checkpoints, cfg, torch.device("cpu"))
     res = json.loads(json.dumps(evaluate(planned, cfg, torch.device("cpu"))))
     assert res["dope"]["n_heads"] == 3 and res["dope"]["mode"] == {"name": "gaussian", "sigma": 1.0, "seed": 42}
-    assert [(r["suite"], r["length"]) for r in res["dope_heads"]] == [("ppl", 64), ("ppl", 128)]
+    # the needle's short prompt does not fit 64 tokens (n/a there, nothing to calibrate or score): 128 only
+    assert [(r["suite"], r["length"]) for r in res["dope_heads"]] == [("ppl", 64), ("ppl", 128), ("niah", 128)]
     for record in res["dope_heads"]:
         flat = sorted(s for row in record["scores"] for s in row)
         assert len(flat) == 8 and [h["score"] for h in record["heads"]] == flat[:3]  # the 3 lowest, ascending
@@ -163,7 +164,7 @@ def test_in_distribution_cells_stay_inside_the_training_length(runs, tmp_path):
     ("suite", 2, "unknown suite `pkey` (did you mean `passkey`?)"),
     ("key", 2, "unknown config key `ppl.strides`"),
     ("dope_on_learned", 2, "--dope denoises rotary position embeddings and this model's PE is `learned`"),
-    ("dope_suite", 2, "--dope calibrates on each suite's own data at each length, which suite(s) passkey do not"),
+    ("dope_suite", 2, "--dope calibrates on each suite's own data at each length, which suite(s) algorithmic do"),
     ("dope_heads", 2, "dope.n_heads=9 but the model has 2 layers x 4 heads = 8"),
 ])
 def test_errors_name_the_problem_before_any_work(runs, tmp_path, capsys, case, code, message):
@@ -177,7 +178,7 @@ def test_errors_name_the_problem_before_any_work(runs, tmp_path, capsys, case, c
                                                                          "--rope-scaling", "pi", "--rope-factor", "2"],
             "suite": [str(runs["rope"]), "--suite", "ppl,pkey"], "key": [str(runs["rope"]), "--set", "ppl.strides=3"],
             "dope_on_learned": [str(runs["rope"]), str(runs["learned"]), "--dope", "--suite", "ppl"],
-            "dope_suite": [str(runs["rope"]), "--dope", "--suite", "ppl,passkey"],
+            "dope_suite": [str(runs["rope"]), "--dope", "--suite", "ppl,algorithmic"],
             "dope_heads": [str(runs["rope"]), "--dope", "--suite", "ppl", "--set", "dope.n_heads=9"]}
     out = tmp_path / "out"
     assert main_eval([*args[case], "--out", str(out), "--ppl-text", str(runs["text"]), "--no-progress"]) == code

@@ -158,7 +158,7 @@ def select_heads(scores_LH: torch.Tensor, n_heads: int, order: str) -> list[tupl
 class DopeChoice:
     """The heads one calibration chose, with every head's score (results.json records both)."""
 
-    length: int
+    length: int  # the longest calibration row
     heads: list[tuple[int, int]]
     scores_LH: list[list[float]]
 
@@ -169,7 +169,7 @@ class DopeChoice:
         return out
 
     def record(self) -> dict:
-        return {"length": self.length,
+        return {"longest_row": self.length,
                 "heads": [{"layer": l_, "head": h, "score": self.scores_LH[l_][h]} for l_, h in self.heads],
                 "scores": self.scores_LH}
 
@@ -207,8 +207,13 @@ class Dope:
         """`rows(length, n, seed)`: n token rows of the evaluated data at `length` ((n, length), or 1-D rows as long
         as the scored ones, a task split's), drawn with `seed`."""
         rows_NT = rows(length, self.cfg.n_calibration, self.cfg.calibration_seed)
+        if len(rows_NT) == 0:  # no calibration row fits this length: nothing is changed, and the record says so
+            self.records.append({"suite": where, "length": length, "heads": [], "scores": None,
+                                 "na": "no calibration row fits this length; evaluated without DoPE"})
+            yield
+            return
         choice = choose(model, rows_NT, self.cfg, self.batch_size, self.autocast)
-        self.records.append({"suite": where, **choice.record()})
+        self.records.append({"suite": where, "length": length, **choice.record()})
         with denoised(model, choice, self.cfg, self.train_len):
             yield
 
