@@ -3,6 +3,7 @@ against a hand-built expectation on a 1-layer model, causality, KV cache == no c
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -72,7 +73,8 @@ def scores_by_hand(q, k):
 
 
 def expected_noise(head, T, seed=42, layer=0):
-    g = torch.Generator().manual_seed(seed * 2**48 + (layer * 2**12 + head) * 2**24)
+    # block 0's generator, seeded as docs/pe_defaults.md says: SeedSequence([seed, layer, head, block])'s first word
+    g = torch.Generator().manual_seed(int(np.random.SeedSequence([seed, layer, head, 0]).generate_state(1)[0]))
     return torch.randn(NOISE_BLOCK, K, generator=g)[:T].double()
 
 
@@ -119,11 +121,12 @@ def test_calibration_gram_is_the_sum_of_the_rotated_keys_outer_products():
         torch.testing.assert_close(g[0], torch.einsum("bhtk,bhtj->hkj", vec, vec))
 
 
-def test_choice_depends_on_the_calibration_rows_and_the_forward_stays_causal_with_a_cache():
+@pytest.mark.parametrize("mode", ["gaussian", "all", "parts"])
+def test_choice_depends_on_the_calibration_rows_and_the_forward_stays_causal_with_a_cache(mode):
     model, cfg = small_model("rope", seed=5)
     model = model.double()
     rows = torch.randint(0, 300, (4, 40), generator=torch.Generator().manual_seed(3))
-    dope = DopeConfig(n_heads=3)
+    dope = from_dict(DopeConfig, {"n_heads": 3, "mode": mode})
     choice = choose(model, rows, dope, batch_size=4)
     assert len(choice.heads) == 3 and choice.record()["heads"][0]["score"] == choice.scores_LH[choice.heads[0][0]][
         choice.heads[0][1]]
@@ -136,11 +139,25 @@ def test_choice_depends_on_the_calibration_rows_and_the_forward_stays_causal_wit
         full = model(idx).logits
         torch.testing.assert_close(model(changed).logits[:, :12], full[:, :12])  # the future changes nothing
         cache = model.new_cache()
+        # prefill, then one token at a time: each step's keys are the ones the full forward computed
         steps = [model(idx[:, :7], cache=cache).logits] + [model(idx[:, t:t + 1], cache=cache).logits
                                                            for t in range(7, 20)]
         torch.testing.assert_close(torch.cat(steps, dim=1), full, rtol=1e-9, atol=1e-9)
     with torch.no_grad():
         assert not torch.allclose(model(idx).logits, full)  # the heads were changed, and are restored after
+
+
+def test_the_noise_is_a_function_of_layer_head_and_position_alone():
+    from posbench.evaluation.dope_modes import GaussianKeys
+
+    eps = GaussianKeys({0: [1]}, 1.0, 42)
+    whole = eps.noise(2, 1, torch.arange(0, 3 * NOISE_BLOCK), K)
+    # a decode step's positions, across a block boundary, per row, in any order: the same values
+    part = torch.tensor([[NOISE_BLOCK - 2, NOISE_BLOCK + 3], [2 * NOISE_BLOCK + 1, 5]])
+    torch.testing.assert_close(eps.noise(2, 1, part, K), whole[part])
+    assert not torch.allclose(eps.noise(2, 0, part, K), whole[part])  # another head draws its own
+    assert not torch.allclose(eps.noise(1, 1, part, K), whole[part])  # another layer too
+    assert not torch.allclose(GaussianKeys({}, 1.0, 43).noise(2, 1, part, K), whole[part])  # another seed too
 
 
 def test_refusals_before_any_work():

@@ -16,6 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar
 
+import numpy as np
 import torch
 from torch import nn
 
@@ -27,6 +28,12 @@ from posbench.registry import Registry
 
 DOPE_MODES = Registry("DoPE mode", where="dope.mode")
 NOISE_BLOCK = 256  # positions per noise draw: eps at a position depends on (layer, head, position) alone
+
+
+def noise_seed(seed: int, layer: int, head: int, block: int) -> int:
+    """The 32-bit seed of one noise block's generator, mixed from (seed, layer, head, block) by numpy's SeedSequence:
+    torch's CPU generator keeps 32 bits of its seed, so packing the indices into one integer would lose them."""
+    return int(np.random.SeedSequence([seed, layer, head, block]).generate_state(1)[0])
 
 
 @dataclass
@@ -79,7 +86,7 @@ class GaussianKeys(ChosenHeads):
         the (layer, head, block) index, so the draw is the same whatever else is chosen or asked, on any device."""
         key = (layer, head, b, K)
         if key not in self.blocks:
-            g = torch.Generator().manual_seed(self.seed * 2**48 + (layer * 2**12 + head) * 2**24 + b)
+            g = torch.Generator().manual_seed(noise_seed(self.seed, layer, head, b))
             self.blocks[key] = torch.randn(NOISE_BLOCK, K, generator=g, dtype=torch.float32).to(device)
         return self.blocks[key]
 
