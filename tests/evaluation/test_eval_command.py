@@ -128,6 +128,12 @@ def test_dope_records_the_heads_it_chose_at_each_length(runs):
         assert len(flat) == 8 and [h["score"] for h in record["heads"]] == flat[:3]  # the 3 lowest, ascending
         assert all(record["scores"][h["layer"]][h["head"]] == h["score"] for h in record["heads"])
     assert all(row["nonoverlap"]["ppl"] > 1 for row in res["suites"]["ppl"]["rows"])
+    from posbench.evaluation.eval_report import dope_line
+
+    first = res["dope_heads"][0]["heads"][0]
+    line = dope_line(res)
+    assert line.startswith("- DoPE at evaluation (posbench's reading, docs/pe_defaults.md): gaussian on the 3 lowest")
+    assert f"ppl 64: L{first['layer']}H{first['head']}, " in line and dope_line({}) == "- DoPE at evaluation: none"
 
 
 def test_in_distribution_cells_stay_inside_the_training_length(runs, tmp_path):
