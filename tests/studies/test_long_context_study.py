@@ -29,7 +29,8 @@ def test_preset_rows_lengths_and_grid():
     # DoPE's headline settings on RoPE trained as the rope row; dynamic NTK at factor 1: scale L / 128 past 128
     assert (dope.dope.n_heads, dope.dope.truncate, dope.dope.order, dope.dope.mode.name) == (3, 32, "ascending",
                                                                                             "gaussian")
-    assert (dope.pe.name, dope.pe.scaling.name, dope.pe.scaling.factor, dope.run) == ("rope", "dynamic", 1.0, {})
+    assert (dope.pe, dope.run) == (study.pes[0], {})  # trained as the rope row: its training twin
+    assert (dope.rope_scaling.name, dope.rope_scaling.factor) == ("dynamic", 1.0)
     assert any(c.order == "rope_dope > rope" and c.metric == "ood_exact" for c in study.claims)
     assert study.pes[ROWS.index("randomized")].positions == "float"
     g = study.eval.length_grid
@@ -43,29 +44,45 @@ def test_preset_rows_lengths_and_grid():
         cell_spec(expand(study)[0])
 
 
-def test_the_dope_arm_records_its_heads_and_a_non_rotary_arm_is_refused(tmp_path):
-    from posbench.studies.cell import run_cell
+def test_the_dope_arm_trains_once_with_rope_and_records_its_heads(tmp_path, capsys):
+    from posbench.studies.cell import run_cell, run_group
 
     study = load_study("long_context")
     study.tasks = [get_task_class("k_back").Config(k=2)]
     study.eval.length_grid.multiples, study.eval.n_examples = [], 4
     study.arms = [a for a in study.arms if a.label == "rope_dope"]
-    study.pes, study.claims, study.seeds = [], [], [0]
+    study.pes, study.claims, study.seeds = [study.pes[0]], [], [0]
     study.overrides = ["model.d_model=16", "model.n_heads=2", "model.n_layers=2", "model.d_ff=32"]
     study.train.steps, study.train.batch_size, study.train.curve_points = 2, 4, 1
-    (cell,) = expand(study)
-    result = run_cell(cell, tmp_path)
+    rope, dope = expand(study)
+    assert (rope.label, dope.label) == ("rope", "rope_dope")
+    # rope_dope first: rope is scored after it on the same model, so what DoPE and the scaling change must be undone
+    together = run_group([dope, rope], tmp_path / "together")
+    assert "training k_back_rope_dope_s0, k_back_rope_s0 once: their training is the same" in capsys.readouterr().out
+    alone = run_cell(rope, tmp_path / "alone")
+    # one training served both: the same loss rows; rope scored on it as alone
+    assert together[0].train_loss == together[1].train_loss == alone.train_loss
+    assert (together[1].id_loss, together[1].ood_loss, together[1].dope_heads) == (alone.id_loss, alone.ood_loss,
+                                                                                    None)
+    assert together[0].ood_loss != alone.ood_loss  # DoPE changed what rope_dope scored
     # the final model's choice for each split: 3 of the 2 x 2 heads, the lowest scores
-    assert [r["suite"] for r in result.dope_heads] == ["id", "ood"]
-    for record in result.dope_heads:
+    assert [r["suite"] for r in together[0].dope_heads] == ["id", "ood"]
+    for record in together[0].dope_heads:
         flat = sorted(s for row in record["scores"] for s in row)
         assert [h["score"] for h in record["heads"]] == flat[:3]
-    assert '"dope": {' in cell_spec(cell)
-    with pytest.raises(ConfigError, match="arms `x`: `dope` denoises rotary position embeddings"):
-        from posbench.grid.arm import Arm
-        from posbench.pe import PES
+    assert '"dope": {' in cell_spec(dope) and '"rope_scaling": {' in cell_spec(dope)
 
-        Arm(label="x", pe=PES.config("alibi")(), dope=study.arms[0].dope)
+
+def test_an_arm_with_evaluation_options_needs_a_rotary_pe():
+    from posbench.evaluation.dope_config import DopeConfig
+    from posbench.grid.arm import Arm
+    from posbench.pe import PES
+    from posbench.pe.rope_scaling import SCALINGS
+
+    with pytest.raises(ConfigError, match="arms `x`: `dope` denoises rotary position embeddings"):
+        Arm(label="x", pe=PES.config("alibi")(), dope=DopeConfig())
+    with pytest.raises(ConfigError, match="arms `x`: `rope_scaling` rescales rotary position embeddings"):
+        Arm(label="x", pe=PES.config("none")(), rope_scaling=SCALINGS.config("dynamic")())
 
 
 def test_a_grid_needs_the_mixed_task():
