@@ -32,6 +32,12 @@ def test_preset_rows_lengths_and_grid():
     assert (dope.pe, dope.run) == (study.pes[0], {})  # trained as the rope row: its training twin
     assert (dope.rope_scaling.name, dope.rope_scaling.factor) == ("dynamic", 1.0)
     assert any(c.order == "rope_dope > rope" and c.metric == "ood_exact" for c in study.claims)
+    from posbench.studies.cost import train_flop
+
+    rows = {label: [c for c in expand(study) if c.label == label] for label in ("rope", "rope_dope", "alibi")}
+    # rope_dope's cells are priced as the training they share with rope's; alibi's are a training of their own
+    assert train_flop(rows["rope"] + rows["rope_dope"]) == train_flop(rows["rope"])
+    assert train_flop(rows["rope"] + rows["alibi"]) > train_flop(rows["rope"])
     assert study.pes[ROWS.index("randomized")].positions == "float"
     g = study.eval.length_grid
     assert g.multiples == [1, 2, 4, 8] and g.lengths(128) == [128, 256, 512, 1024]
