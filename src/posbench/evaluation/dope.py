@@ -31,7 +31,7 @@ from posbench.evaluation.dope_config import DopeConfig
 from posbench.evaluation.dope_modes import DOPE_MODES
 from posbench.evaluation.scaling import rotary_modules
 from posbench.model.attention import Attention
-from posbench.model.head_edit import KEEP, HeadEdit
+from posbench.model.head_edit import HeadEdit
 
 # the vectors a Gram is collected from: (stage, indicator) -> a pick of (q_in, k_in, q_rotated, k_rotated)
 PICKS: dict[tuple[str, str], Callable] = {
@@ -93,15 +93,17 @@ class GramCollector(HeadEdit):
 
 @contextlib.contextmanager
 def edited(model: nn.Module, edit_for: Callable[[int], HeadEdit]) -> Iterator[None]:
-    """Every attention layer holds `edit_for(layer)` inside the block and KEEP again after it, also on an error."""
+    """Every attention layer holds `edit_for(layer)` inside the block and what it held before after it (KEEP unless
+    an option is applied), also on an error."""
     layers = attention_layers(model)
+    before = {layer: attn.head_edit for layer, attn in layers.items()}
     try:
         for layer, attn in layers.items():
             attn.head_edit = edit_for(layer)
         yield
     finally:
-        for attn in layers.values():
-            attn.head_edit = KEEP
+        for layer, attn in layers.items():
+            attn.head_edit = before[layer]
 
 
 def same_length_batches(rows: torch.Tensor | list[torch.Tensor], batch_size: int) -> list[torch.Tensor]:
