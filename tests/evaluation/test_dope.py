@@ -171,6 +171,10 @@ def test_refusals_before_any_work():
     xpos, _ = small_model("xpos")
     with pytest.raises(ConfigError, match="dope.mode=parts reads each band"):
         check_dope(xpos, from_dict(DopeConfig, {"mode": "parts"}), "ckpt")
+    from posbench.evaluation.eval_config import load_eval_config
+
+    with pytest.raises(ConfigError, match="dope.calibration_seed 7919 is the evaluation's seed"):
+        load_eval_config([], [{"suites": ["ppl"], "dope": {}, "seed": 7919}])
     for bad, match in (({"n_heads": 0}, "n_heads"), ({"truncate": 0}, "truncate"), ({"n_calibration": 0}, "n_cal"),
                        ({"order": "up"}, "order"), ({"mode": {"name": "gauss"}}, "gaussian"),
                        ({"mode": {"name": "gaussian", "sigma": 0.0}}, "sigma")):

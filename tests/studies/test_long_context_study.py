@@ -89,6 +89,10 @@ def test_an_arm_with_evaluation_options_needs_a_rotary_pe():
         Arm(label="x", pe=PES.config("alibi")(), dope=DopeConfig())
     with pytest.raises(ConfigError, match="arms `x`: `rope_scaling` rescales rotary position embeddings"):
         Arm(label="x", pe=PES.config("none")(), rope_scaling=SCALINGS.config("dynamic")())
+    study = load_study("long_context")
+    study.eval.seed = study.arms[1].dope.calibration_seed
+    with pytest.raises(ConfigError, match="`rope_dope`: dope.calibration_seed 7919 is study.eval.seed"):
+        study.check()
 
 
 def test_a_grid_needs_the_mixed_task():

@@ -58,6 +58,9 @@ class EvalOptions(Checked):
             raise ConfigError(f"limit must be >= 0 (0 = every item), got {self.limit}")
         if self.batch_size < 1 or self.seed < 0:
             raise ConfigError("batch_size must be >= 1 and seed >= 0")
+        if self.dope is not None and self.dope.calibration_seed == self.seed:
+            raise ConfigError(f"dope.calibration_seed {self.seed} is the evaluation's seed, so DoPE would calibrate on "
+                              "the prompts it scores; give --seed or dope.calibration_seed another value")
         if self.dope is not None:
             without = [name for name in self.suite_list() if not get_suite(name).calibrates_dope]
             if without:
