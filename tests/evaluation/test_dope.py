@@ -105,6 +105,19 @@ def test_each_mode_changes_only_the_chosen_heads_as_written(mode):
     torch.testing.assert_close(model.attention_scores(idx)[0], scores_by_hand(q, k).float())  # restored after
 
 
+def test_an_evaluation_time_scaling_is_undone_after_its_block():
+    from posbench.evaluation.scaling import scaled
+    from posbench.pe.rope_scaling import SCALINGS
+
+    model, _ = one_layer()
+    idx = torch.arange(100)[None] % 300  # past the training length (64): dynamic NTK changes the rotation there
+    before = model.attention_scores(idx)[0]
+    with scaled(model, SCALINGS.config("dynamic")()):
+        assert not torch.allclose(model.attention_scores(idx)[0], before)
+    torch.testing.assert_close(model.attention_scores(idx)[0], before, rtol=0, atol=0)
+    assert model.pe.scaling_config.name == "none"
+
+
 def test_calibration_gram_is_the_sum_of_the_rotated_keys_outer_products():
     model, cfg = one_layer()
     rows = torch.randint(0, 300, (3, 10), generator=torch.Generator().manual_seed(2))

@@ -114,15 +114,15 @@ def test_dope_records_the_heads_it_chose_at_each_length(runs):
     from posbench.evaluation.eval_config import load_eval_config
     from posbench.evaluation.eval_runner import evaluate, plan
 
-    args = parser().parse_args([str(runs["rope"]), "--suite", "ppl,niah", "--lengths", "64,128", "--ppl-text",
+    args = parser().parse_args([str(runs["rope"]), "--suite", "ppl,niah", "--lengths", "32,128", "--ppl-text",
                                 str(runs["text"]), "--dope", "--rope-scaling", "dynamic", *SMALL])
     cfg = load_eval_config([], flag_overrides(args) + args.set + ["dope.n_calibration=2", "ppl.max_windows=1",
                                                                  "ppl.protocols=[nonoverlap]", "niah.depths=[0.5]"])
     (planned,) = plan(args.checkpoints, cfg, torch.device("cpu"))
     res = json.loads(json.dumps(evaluate(planned, cfg, torch.device("cpu"))))
     assert res["dope"]["n_heads"] == 3 and res["dope"]["mode"] == {"name": "gaussian", "sigma": 1.0, "seed": 42}
-    # the needle's short prompt does not fit 64 tokens (n/a there, nothing to calibrate or score): 128 only
-    assert [(r["suite"], r["length"]) for r in res["dope_heads"]] == [("ppl", 64), ("ppl", 128), ("niah", 128)]
+    # the needle's short prompt does not fit 32 tokens (n/a there, nothing to calibrate or score): 128 only
+    assert [(r["suite"], r["length"]) for r in res["dope_heads"]] == [("ppl", 32), ("ppl", 128), ("niah", 128)]
     for record in res["dope_heads"]:
         flat = sorted(s for row in record["scores"] for s in row)
         assert len(flat) == 8 and [h["score"] for h in record["heads"]] == flat[:3]  # the 3 lowest, ascending
@@ -133,7 +133,7 @@ def test_dope_records_the_heads_it_chose_at_each_length(runs):
     first = res["dope_heads"][0]["heads"][0]
     line = dope_line(res)
     assert line.startswith("- DoPE at evaluation (posbench's reading, docs/pe_defaults.md): gaussian on the 3 lowest")
-    assert f"ppl 64: L{first['layer']}H{first['head']}, " in line and dope_line({}) == "- DoPE at evaluation: none"
+    assert f"ppl 32: L{first['layer']}H{first['head']}, " in line and dope_line({}) == "- DoPE at evaluation: none"
 
 
 def test_in_distribution_cells_stay_inside_the_training_length(runs, tmp_path):
