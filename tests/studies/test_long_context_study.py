@@ -62,6 +62,10 @@ def test_the_dope_arm_trains_once_with_rope_and_records_its_heads(tmp_path, caps
     study.train.steps, study.train.batch_size, study.train.curve_points = 2, 4, 1
     rope, dope = expand(study)
     assert (rope.label, dope.label) == ("rope", "rope_dope")
+    from posbench.studies.seed_groups import seed_groups
+
+    for batch in (True, False):  # one job holds the twins, batched or not (a CPU study's default: not)
+        assert [[c.label for c in g.cells] for g in seed_groups([rope, dope], batch=batch)] == [["rope", "rope_dope"]]
     # rope_dope first: rope is scored after it on the same model (what DoPE and the scaling change is undone after
     # each: tests/evaluation/test_dope.py)
     together = run_group([dope, rope], tmp_path / "together")
