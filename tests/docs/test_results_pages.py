@@ -143,6 +143,6 @@ def test_write_result_keeps_no_attention_maps(tmp_path):
                       id_acc=0.5)
     folder = write_result(tmp_path, [cell], load_study("quickstart"), "c", 1.0, 2.0)
     (kept,) = json.loads((folder / "cells.json").read_text())
-    assert kept["attention"] is None and kept["id_acc"] == 0.5 and kept["schema"] == 2
+    assert kept["attention"] is None and kept["id_acc"] == 0.5 and kept["schema"] == 3
     assert parse_cell(kept) == replace(cell, attention=None)
 

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+import torch
 
 from posbench.cli.eval import main_eval
 from tests.evaluation.helpers import nano_checkpoint, write_text
@@ -107,6 +108,34 @@ def test_one_checkpoint_defaults_to_its_eval_dir_and_records_rope_scaling(runs):
     assert "RoPE scaling at evaluation: yarn x4" in (out / "summary.md").read_text()
 
 
+def test_dope_records_the_heads_it_chose_at_each_length(runs):
+    # the payload results.json is written from (eval_runner.evaluate), without the report's plots
+    from posbench.cli.eval import flag_overrides, parser
+    from posbench.evaluation.eval_config import load_eval_config
+    from posbench.evaluation.eval_runner import evaluate, plan
+
+    args = parser().parse_args([str(runs["rope"]), "--suite", "ppl,niah", "--lengths", "32,128", "--ppl-text",
+                                str(runs["text"]), "--dope", "--rope-scaling", "dynamic", *SMALL])
+    cfg = load_eval_config([], flag_overrides(args) + args.set + ["dope.n_calibration=2", "ppl.max_windows=1",
+                                                                 "ppl.protocols=[nonoverlap]", "niah.depths=[0.5]"])
+    (planned,) = plan(args.checkpoints, cfg, torch.device("cpu"))
+    res = json.loads(json.dumps(evaluate(planned, cfg, torch.device("cpu"))))
+    assert res["dope"]["n_heads"] == 3 and res["dope"]["mode"] == {"name": "gaussian", "sigma": 1.0, "seed": 42}
+    # the needle's short prompt does not fit 32 tokens (n/a there, nothing to calibrate or score): 128 only
+    assert [(r["suite"], r["length"]) for r in res["dope_heads"]] == [("ppl", 32), ("ppl", 128), ("niah", 128)]
+    for record in res["dope_heads"]:
+        flat = sorted(s for row in record["scores"] for s in row)
+        assert len(flat) == 8 and [h["score"] for h in record["heads"]] == flat[:3]  # the 3 lowest, ascending
+        assert all(record["scores"][h["layer"]][h["head"]] == h["score"] for h in record["heads"])
+    assert all(row["nonoverlap"]["ppl"] > 1 for row in res["suites"]["ppl"]["rows"])
+    from posbench.evaluation.eval_report import dope_line
+
+    first = res["dope_heads"][0]["heads"][0]
+    line = dope_line(res)
+    assert line.startswith("- DoPE at evaluation (posbench's reading, docs/pe_defaults.md): gaussian on the 3 lowest")
+    assert f"ppl 32: L{first['layer']}H{first['head']}, " in line and dope_line({}) == "- DoPE at evaluation: none"
+
+
 def test_in_distribution_cells_stay_inside_the_training_length(runs, tmp_path):
     """A 64-token nano with eval.py's defaults (lengths 0.5x..8x, 0 and 3 shots): every ID prompt asked fits in
     64 tokens with its answer, the ID cells that cannot fit are n/a with their reason, and passkey and needle
@@ -140,6 +169,9 @@ def test_in_distribution_cells_stay_inside_the_training_length(runs, tmp_path):
     ("rope_on_learned", 2, "needs a rotary PE"),
     ("suite", 2, "unknown suite `pkey` (did you mean `passkey`?)"),
     ("key", 2, "unknown config key `ppl.strides`"),
+    ("dope_on_learned", 2, "--dope denoises rotary position embeddings and this model's PE is `learned`"),
+    ("dope_suite", 2, "--dope calibrates on each suite's own data at each length, which suite(s) algorithmic do"),
+    ("dope_heads", 2, "dope.n_heads=9 but the model has 2 layers x 4 heads = 8"),
 ])
 def test_errors_name_the_problem_before_any_work(runs, tmp_path, capsys, case, code, message):
     bad = tmp_path / "bad_run"
@@ -150,7 +182,10 @@ def test_errors_name_the_problem_before_any_work(runs, tmp_path, capsys, case, c
     args = {"missing": [str(runs["rope"]), str(tmp_path / "nope")], "corrupt": [str(runs["rope"]), str(bad)],
             "config": [str(runs["rope"]), str(bad)], "rope_on_learned": [str(runs["rope"]), str(runs["learned"]),
                                                                          "--rope-scaling", "pi", "--rope-factor", "2"],
-            "suite": [str(runs["rope"]), "--suite", "ppl,pkey"], "key": [str(runs["rope"]), "--set", "ppl.strides=3"]}
+            "suite": [str(runs["rope"]), "--suite", "ppl,pkey"], "key": [str(runs["rope"]), "--set", "ppl.strides=3"],
+            "dope_on_learned": [str(runs["rope"]), str(runs["learned"]), "--dope", "--suite", "ppl"],
+            "dope_suite": [str(runs["rope"]), "--dope", "--suite", "ppl,algorithmic"],
+            "dope_heads": [str(runs["rope"]), "--dope", "--suite", "ppl", "--set", "dope.n_heads=9"]}
     out = tmp_path / "out"
     assert main_eval([*args[case], "--out", str(out), "--ppl-text", str(runs["text"]), "--no-progress"]) == code
     err = capsys.readouterr().err

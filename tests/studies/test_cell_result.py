@@ -44,7 +44,7 @@ def test_a_cell_result_is_written_and_read_back_through_the_dataclass():
     cell = result(matmul="torch")
     text = dumps_cell(cell)
     data = json.loads(text)
-    assert data["schema"] == SCHEMA == 2 and set(data) == {"schema", *FIELDS}  # every field, with the version
+    assert data["schema"] == SCHEMA == 3 and set(data) == {"schema", *FIELDS}  # every field, with the version
     assert data["acc_by_length"] == {"9": 0.75, "10": 0.5}  # JSON's text keys on disk ...
     back = loads_cell(text, "cells/k_back_rope_s0.json", "k_back_rope_s0")
     assert back == cell  # ... int keys, nested records and n/a values again when read
@@ -54,9 +54,18 @@ def test_a_cell_result_is_written_and_read_back_through_the_dataclass():
         back.metric("params")
 
 
+def test_a_schema_2_cell_from_before_dope_reads_with_no_dope_heads():
+    data = {**result().to_data(), "schema": 2}
+    del data["dope_heads"]
+    assert parse_cell(data) == result()  # its dope_heads n/a, every other field as written
+    data["schema"] = 3
+    with pytest.raises(CellProblem, match="no dope_heads"):  # a version-3 file holds every field
+        parse_cell(data)
+
+
 def test_an_unknown_field_is_refused_naming_it():
     data = {**result().to_data(), "ood_beyond_acc_v2": 0.5}
-    with pytest.raises(CellProblem, match=r"unknown field 'ood_beyond_acc_v2' \(a schema-2 cell result has "
+    with pytest.raises(CellProblem, match=r"unknown field 'ood_beyond_acc_v2' \(a schema-3 cell result has "
                                           r"cell_id, task, pe, seed, axes, "):
         parse_cell(data)
     with pytest.raises(DataError, match=r"cells/x.json: unknown field 'ood_beyond_acc_v2'"):
@@ -75,8 +84,9 @@ def test_the_old_keyless_format_still_loads_through_its_migration():
     assert cell.acc_by_length == {9: 0.75, 10: 0.5} and cell.attention.probs == [[[[1.0, 0.0], [0.5, 0.5]]]]
     assert cell.curve == [CurvePoint(4, 0.5, 0.25), CurvePoint(8, 0.75, 0.5)]
     # the fields it predates are n/a, as the reports read an absent key before
-    assert (cell.matmul, cell.device, cell.length_grid, cell.spec, cell.id_generated_exact) == (None,) * 5
-    assert json.loads(dumps_cell(cell))["schema"] == 2 and parse_cell(json.loads(dumps_cell(cell))) == cell
+    assert (cell.matmul, cell.device, cell.length_grid, cell.spec, cell.id_generated_exact, cell.dope_heads) == \
+        (None,) * 6
+    assert json.loads(dumps_cell(cell))["schema"] == 3 and parse_cell(json.loads(dumps_cell(cell))) == cell
     assert problem_of({k: v for k, v in OLD.items() if k not in ("seed", "axes")}) == "no seed, axes"
 
 
@@ -84,6 +94,6 @@ def test_a_current_file_missing_a_field_or_from_a_newer_posbench_is_refused():
     data = result().to_data()
     del data["matmul"]
     assert problem_of(data) == "no matmul"  # the version says every field is there: one missing is damage
-    assert problem_of({**result().to_data(), "schema": 3}).startswith("schema 3 is not a cell result version this "
-                                                                      "posbench reads (1 to 2)")
+    assert problem_of({**result().to_data(), "schema": 4}).startswith("schema 4 is not a cell result version this "
+                                                                      "posbench reads (1 to 3)")
     assert problem_of({**OLD, "schema": "2"}).startswith("schema '2' is not")

@@ -33,6 +33,10 @@ def parser() -> argparse.ArgumentParser:
                    help="RoPE length extension at evaluation time: pi, ntk, dynamic, yarn, yarn_paper, llama3, "
                         "none (longrope needs its factor lists: --set rope_scaling.short_factor=[...])")
     p.add_argument("--rope-factor", type=float, help="with --rope-scaling: target length / training length")
+    p.add_argument("--dope", action="store_true",
+                   help="DoPE (arXiv 2511.09146, posbench's reading: docs/pe_defaults.md): calibrate at each length, "
+                        "then denoise the 3 lowest-entropy heads' keys with Gaussian noise (--set dope.mode=all, "
+                        "dope.n_heads=5, ...); the paper pairs it with --rope-scaling dynamic")
     p.add_argument("--out", help="output directory (default: <run>/eval/<step_N> for one checkpoint, runs/eval_<time>)")
     p.add_argument("--device", choices=["auto", "cpu", "cuda"])
     p.add_argument("--precision", choices=["auto", "fp32", "bf16"])
@@ -81,6 +85,8 @@ def flag_overrides(args: argparse.Namespace) -> list[dict]:
     if args.rope_scaling:
         factor = args.rope_factor if args.rope_factor is not None else 1.0
         out.append({"rope_scaling": {"name": args.rope_scaling, "factor": factor}})
+    if args.dope:
+        out.append({"dope": {}})  # the defaults, the paper's headline row; --set dope.x=... refines them
     for flag in ("device", "precision", "batch_size", "seed", "data_root", "threads", "limit"):
         if getattr(args, flag) is not None:
             out.append({flag: getattr(args, flag)})

@@ -13,6 +13,7 @@ from typing import Literal
 
 from posbench.config_loader import Checked, Override, load, to_dict
 from posbench.errors import ConfigError
+from posbench.evaluation.dope_config import DopeConfig
 from posbench.evaluation.lengths import check_lengths
 from posbench.evaluation.ppl_data import PplDataConfig
 from posbench.evaluation.suites import ALL, SUITES, get_suite, suite_names
@@ -35,6 +36,8 @@ class EvalOptions(Checked):
     # evaluate even when the tokenizer built now is not the one the checkpoint was trained with
     allow_tokenizer_mismatch: bool = False
     rope_scaling: ScalingConfig | None = None  # RoPE length extension applied at evaluation time
+    # DoPE (evaluation/dope.py): chosen heads of a rotary model denoised at each length, after --rope-scaling
+    dope: DopeConfig | None = None
     # intra-op threads (posbench/threads.py): a count, or "auto" = what the launcher set (OMP_NUM_THREADS)
     # else 1, the fastest for small models on a shared CPU (docs/performance.md); recorded in results.json
     threads: int | Literal["auto"] = "auto"
@@ -55,6 +58,15 @@ class EvalOptions(Checked):
             raise ConfigError(f"limit must be >= 0 (0 = every item), got {self.limit}")
         if self.batch_size < 1 or self.seed < 0:
             raise ConfigError("batch_size must be >= 1 and seed >= 0")
+        if self.dope is not None and self.dope.calibration_seed == self.seed:
+            raise ConfigError(f"dope.calibration_seed {self.seed} is the evaluation's seed, so DoPE would calibrate on "
+                              "the prompts it scores; give --seed or dope.calibration_seed another value")
+        if self.dope is not None:
+            without = [name for name in self.suite_list() if not get_suite(name).calibrates_dope]
+            if without:
+                with_it = [name for name in suite_names() if get_suite(name).calibrates_dope]
+                raise ConfigError(f"--dope calibrates on each suite's own data at each length, which suite(s) "
+                                  f"{', '.join(without)} do not draw; run --dope with --suite {','.join(with_it)}")
 
     def suite_list(self) -> list[str]:
         names = ALL if "all" in self.suites else self.suites

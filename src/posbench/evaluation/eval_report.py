@@ -51,6 +51,19 @@ def describe_model(run_cfg: dict) -> str:
             f"{m['vocab_size']}), trained at seq_len {m['seq_len']}, PE `{pe['name']}`")
 
 
+def dope_line(payload: dict) -> str:
+    """What DoPE did (evaluation/dope.py): its settings and the heads chosen per suite and length, as layer.head."""
+    dope = payload.get("dope")  # results written before DoPE existed have none
+    if not dope:
+        return "- DoPE at evaluation: none"
+    chosen = "; ".join(f"{r['suite']} {r['length']}: " + (", ".join(f"L{h['layer']}H{h['head']}" for h in r["heads"])
+                                                          or r.get("na", "none"))
+                       for r in payload.get("dope_heads") or [])
+    return (f"- DoPE at evaluation (posbench's reading, docs/pe_defaults.md): {dope['mode']['name']} on the "
+            f"{dope['n_heads']} {'lowest' if dope['order'] == 'ascending' else 'highest'}-scoring heads by "
+            f"{dope['indicator']} ({dope['stage']}, Trunc-{dope['truncate']}); chosen: {chosen or 'none'}")
+
+
 def checkpoint_markdown(payload: dict, plot_paths: list[Path], out_dir: Path) -> str:
     scaling = payload["rope_scaling"]
     lines = [f"# Evaluation of {payload['label']}", "",
@@ -58,6 +71,7 @@ def checkpoint_markdown(payload: dict, plot_paths: list[Path], out_dir: Path) ->
              f"- model: {describe_model(payload['config'])}",
              f"- RoPE scaling at evaluation: {scaling['name']} x{scaling['factor']:g}" if scaling
              else "- RoPE scaling at evaluation: none (as trained)",
+             dope_line(payload),
              f"- lengths: {', '.join(map(str, payload['lengths']))} tokens",
              f"- code: {payload['code_version']}; device {payload['device']}, {payload['precision']}; "
              f"{payload['elapsed_s']:.1f} s", ""]

@@ -23,6 +23,7 @@ from posbench.config_loader import to_dict
 from posbench.data.layout import DataLayout
 from posbench.errors import ConfigError, DataError, user_paths
 from posbench.evaluation import eval_report, protocol
+from posbench.evaluation.dope import Dope, NoDope, check_dope
 from posbench.evaluation.eval_config import EvalConfig
 from posbench.evaluation.evaluator import Evaluator, Session, Target
 from posbench.evaluation.lengths import Footprint, check_fits
@@ -100,6 +101,7 @@ def plan(paths: list[str], cfg: EvalConfig, device: torch.device) -> list[Planne
     for path, label, (step_dir, run_cfg, meta_model) in zip(paths, labels_for([i[0] for i in inspected]),
                                                             inspected, strict=True):
         check_rope_scaling(meta_model, cfg.rope_scaling, str(path))
+        check_dope(meta_model, cfg.dope, str(path))
         if run_cfg.model.arch.not_a_language_model:
             raise ConfigError(f"{path}: eval.py scores language models; this checkpoint's model.arch is "
                               f"`{run_cfg.model.arch.name}`: {run_cfg.model.arch.not_a_language_model}")
@@ -134,7 +136,8 @@ def evaluate(p: Planned, cfg: EvalConfig, device: torch.device) -> dict:
     results = {}
     with tqdm(total=sum(e.work() for e in p.evaluators), desc=t.label, unit="item", disable=not cfg.progress,
               mininterval=1.0, dynamic_ncols=True) as bar:
-        session = Session(loaded.model, device, precision.autocast, bar)
+        dope = NoDope() if cfg.dope is None else Dope(cfg.dope, t.train_len, t.batch_size, precision.autocast)
+        session = Session(loaded.model, device, precision.autocast, bar, dope)
         for evaluator in p.evaluators:
             bar.set_postfix_str(evaluator.name)
             results[evaluator.name] = evaluator.run(session)
@@ -149,7 +152,9 @@ def evaluate(p: Planned, cfg: EvalConfig, device: torch.device) -> dict:
             "device": str(device), "precision": precision.name, "threads": torch.get_num_threads(),
             "lengths": t.lengths,
             "rope_scaling": to_dict(cfg.rope_scaling) if cfg.rope_scaling else None,
-            "rope_scaling_as_trained": trained_scaling, "started": started,
+            "rope_scaling_as_trained": trained_scaling,
+            # the heads DoPE chose at each suite and length, with every head's score (evaluation/dope.py)
+            "dope": to_dict(cfg.dope) if cfg.dope else None, "dope_heads": dope.records, "started": started,
             "elapsed_s": time.perf_counter() - t0, "protocol": [list(i) for i in items], "suites": results}
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import ClassVar, Protocol
 
@@ -27,6 +27,7 @@ from torch import nn
 
 from posbench.config import RunConfig
 from posbench.data.tokenizers import Tokenizer
+from posbench.evaluation.dope import Dope, NoDope
 
 
 class Progress(Protocol):
@@ -64,6 +65,8 @@ class Session:
     device: torch.device
     autocast: Callable[[], AbstractContextManager]
     progress: Progress
+    # --dope (evaluation/dope.py): a suite scores each length inside `dope.at(model, L, rows, name)`
+    dope: Dope | NoDope = field(default_factory=NoDope)
 
 
 class Evaluator:
@@ -75,6 +78,9 @@ class Evaluator:
     # the options field that counts one cell's items (examples, prompts, windows; 0 = all), which `--limit N`
     # caps: items are indexed 0, 1, ... so the capped run asks the first N of the full one
     per_cell: ClassVar[str] = ""
+    # whether the suite scores each length inside `session.dope.at` with rows of its data (`calibration_rows`):
+    # --dope refuses the others before any work
+    calibrates_dope: ClassVar[bool] = False
 
     def __init__(self, cfg, target: Target):
         self.cfg = cfg
@@ -103,6 +109,10 @@ class Evaluator:
         return 0
 
     def run(self, session: Session) -> dict:
+        raise NotImplementedError
+
+    def calibration_rows(self, L: int, n: int, seed: int) -> torch.Tensor:
+        """(n, L) token ids of this suite's data at length L drawn with `seed` (DoPE's calibration sequences)."""
         raise NotImplementedError
 
     @classmethod

@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import ClassVar, Literal
 
 import numpy as np
+import torch
 
 from posbench.config_loader import Checked
 from posbench.data.layout import DataLayout
@@ -81,6 +82,7 @@ def corpus_filler(run_cfg, tokenizer) -> TextFiller:
 
 class RetrievalGrid(Evaluator):
     per_cell = "n_samples"
+    calibrates_dope = True
 
     def __init__(self, cfg: GridConfig, target: Target):
         super().__init__(cfg, target)
@@ -106,8 +108,25 @@ class RetrievalGrid(Evaluator):
                     raise DataError(f"{self.name}.filler=corpus: {e}") from None
         return None, "task"
 
-    def make_example(self, index: int, units: int, depth: float) -> Example:
+    def make_example(self, index: int, units: int, depth: float, seed: int) -> Example:
+        """Example `index` of the task drawn with `seed` (the evaluation's; DoPE's calibration draws its own), its
+        fact after round(depth x units) filler units."""
         raise NotImplementedError
+
+    @property
+    def dope_label(self) -> str:
+        """What results.json's DoPE records call this grid."""
+        return self.name
+
+    def calibration_rows(self, L: int, n: int, seed: int) -> list[torch.Tensor]:
+        """DoPE's calibration rows at length L: n prompts fitted to L as the scored ones are (the depths in turn),
+        drawn with `seed`; none where the prompt cannot fit."""
+        rows = []
+        for i in range(n):
+            fitted = self.fit(i, L, self.cfg.depths[i % len(self.cfg.depths)], seed)
+            if fitted is not None:
+                rows.append(torch.tensor(fitted[0], dtype=torch.long))
+        return rows
 
     def cell_extra(self, depth: float, fitted: list) -> dict:
         """More figures for a measured cell from its fitted examples ((prompt ids, answer, n_new, units) each)."""
@@ -122,18 +141,21 @@ class RetrievalGrid(Evaluator):
 
     def bare_tokens(self, index: int, depth: float) -> int:
         """Tokens of `<|bos|> prompt` + answer with no filler: what any length must hold."""
-        prompt, answer = self.encode(self.make_example(index, 0, depth))
+        prompt, answer = self.encode(self.make_example(index, 0, depth, self.target.seed))
         return len(prompt) + len(answer)
 
-    def fit(self, index: int, L: int, depth: float):
-        """(prompt ids, answer, n_new, units) of the longest example that fits in L tokens, or None.
+    def fit(self, index: int, L: int, depth: float, seed: int | None = None):
+        """(prompt ids, answer, n_new, units) of the longest example that fits in L tokens, or None; drawn with
+        `seed` (None: the evaluation's).
 
         Token count grows with units but not monotonically: the filler words drawn change with the unit
         count, and sentence alignment drops up to a sentence (corpus text with long unpunctuated runs
         drops more). So: bisection for the region, then an upward scan that keeps the longest fit and
         stops after SCAN_MISSES units in a row that do not fit (8 builds with regular filler)."""
+        seed = self.target.seed if seed is None else seed
+
         def size(units):
-            ex = self.make_example(index, units, depth)
+            ex = self.make_example(index, units, depth, seed)
             prompt, answer = self.encode(ex)
             return len(prompt) + len(answer), (prompt, ex.answer, len(answer), units)
 
@@ -173,11 +195,17 @@ class RetrievalGrid(Evaluator):
             for depth in self.cfg.depths:
                 plan += [(L, depth, None if beyond else self.fit(i, L, depth)) for i in range(self.cfg.n_samples)]
         asked = [k for k, (_, _, f) in enumerate(plan) if f is not None]
-        outputs = greedy_generate(session.model, [plan[k][2][0] for k in asked], [plan[k][2][2] for k in asked],
-                                  session.device, self.target.batch_size, session.autocast, session.progress,
-                                  text_ids)
+        got = {}
+        for L in self.lengths:  # one length at a time: DoPE calibrates at each (a no-op without --dope)
+            at_L = [k for k in asked if plan[k][0] == L]
+            if not at_L:
+                continue
+            with session.dope.at(session.model, L, self.calibration_rows, self.dope_label):
+                outputs = greedy_generate(session.model, [plan[k][2][0] for k in at_L], [plan[k][2][2] for k in at_L],
+                                          session.device, self.target.batch_size, session.autocast, session.progress,
+                                          text_ids)
+            got.update(zip(at_L, outputs, strict=True))
         session.progress.update(len(plan) - len(asked))
-        got = dict(zip(asked, outputs, strict=True))
         cells = []
         for L in self.lengths:
             for depth in self.cfg.depths:

@@ -8,6 +8,9 @@ instead of silently evaluating unscaled.
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
+
 from torch import nn
 
 from posbench.errors import ConfigError
@@ -40,3 +43,22 @@ def apply_rope_scaling(model: nn.Module, scaling: ScalingConfig | None, where: s
                        "factor": module.scaling_config.factor})
         module.set_scaling(scaling)
     return before
+
+
+@contextlib.contextmanager
+def scaled(model: nn.Module, scaling: ScalingConfig | None, where: str = "model") -> Iterator[None]:
+    """The model with `scaling` on every rotary module inside the block, each module's own scaling again after it
+    (a study cell scored with an arm's scaling leaves the model as it trained for the next scoring)."""
+    if scaling is None:
+        yield
+        return
+    check_rope_scaling(model, scaling, where)
+    modules = rotary_modules(model)
+    before = [m.scaling_config for m in modules]
+    try:
+        for m in modules:
+            m.set_scaling(scaling)
+        yield
+    finally:
+        for m, cfg in zip(modules, before, strict=True):
+            m.set_scaling(cfg)

@@ -21,9 +21,14 @@ from typing import Any
 
 from posbench.config_loader import Checked, deep_merge, parse_override
 from posbench.errors import ConfigError
+from posbench.evaluation.dope_config import DopeConfig
 from posbench.model.arch import ArchConfig, DecoderArch
-from posbench.pe import PEConfig
+from posbench.pe import PES, PEConfig
+from posbench.pe.hybrid import HybridPerLayer
 from posbench.pe.none import NoPE
+from posbench.pe.rope import RotaryBase
+from posbench.pe.rope_scaling import ScalingConfig
+from posbench.pe.wrapper import WrapperPE
 
 
 def overrides_as_run(overrides: list[str]) -> dict[str, Any]:
@@ -53,12 +58,22 @@ class Arm(Checked):
     # a study's: task options this row changes, on every task it runs (e.g. {pad: false}): one element of a recipe
     # removed, the rest of the row's grid kept, so an ablation is a row of the same table
     task: dict[str, Any] = field(default_factory=dict)
+    # a study's evaluation-time options for this row's cells, as `posbench eval`'s --rope-scaling and --dope: the row
+    # trains as it would without them (a row equal to another but for these trains once with it, studies/cell.py)
+    rope_scaling: ScalingConfig | None = None
+    dope: DopeConfig | None = None  # DoPE (evaluation/dope.py), calibrated at each scored split and grid length
 
     def check(self) -> None:
         # a dot is allowed (`alibi_x0.25`: an option's value), not first (a hidden file, `..`)
         if not self.label[:1].isalnum() or not self.label.replace("_", "").replace("-", "").replace(".", "").isalnum():
             raise ConfigError(f"arms: label {self.label!r} must be a name of letters, digits, `_`, `-` and `.`, "
                               f"starting with a letter or digit (it names the row's cells and runs)")
+        # a wrapper or per-layer hybrid may hold a rotary PE: the cell checks its built model before it trains
+        rotary = issubclass(PES.get(self.pe.name), RotaryBase | WrapperPE | HybridPerLayer)
+        for key, why in (("dope", "denoises"), ("rope_scaling", "rescales")):
+            if getattr(self, key) is not None and not rotary:
+                raise ConfigError(f"arms `{self.label}`: `{key}` {why} rotary position embeddings and the row's PE "
+                                  f"is `{self.pe.name}`; give the arm a rotary PE (rope, ...) or drop `{key}`")
         if self.overrides:
             if self.run:
                 raise ConfigError(f"arms `{self.label}`: give its settings once, as `run:` (a mapping), not both "
@@ -69,9 +84,11 @@ class Arm(Checked):
 
     def check_pretraining(self, where: str) -> None:
         """A sweep's row: a pretraining run has no task list or task options, and sets its architecture in `run`."""
-        if self.tasks or self.task or self.arch != DecoderArch():
-            raise ConfigError(f"{where} `{self.label}`: `tasks`, `task` and `arch` are a study's row settings; a "
-                              "sweep's runs pretrain, set the architecture in `run: {model: {arch: ...}}`")
+        if self.tasks or self.task or self.arch != DecoderArch() or self.dope is not None \
+                or self.rope_scaling is not None:
+            raise ConfigError(f"{where} `{self.label}`: `tasks`, `task`, `arch`, `rope_scaling` and `dope` are a "
+                              "study's row settings; a sweep's runs pretrain, set the architecture in `run: {model: "
+                              "{arch: ...}}` (evaluation options in the sweep's `eval:`)")
 
     def text(self) -> list[str]:
         """The row's own settings as dotted text, for reading."""
@@ -86,7 +103,7 @@ def spec_form(arm: Arm | None) -> dict | None:
     from posbench.config_loader import to_dict
 
     out = to_dict(arm)  # `overrides` stays, always [] once built (its text is in `run`): the spec had it
-    for key in ("task", "run"):
+    for key in ("task", "run", "rope_scaling", "dope"):
         if not out[key]:
             del out[key]
     return out

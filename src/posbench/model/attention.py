@@ -14,6 +14,7 @@ from posbench.errors import ConfigError
 from posbench.model.attention_gate import GATES
 from posbench.model.attention_sinks import softmax_with_sinks
 from posbench.model.attention_temperature import NoTemperature, Temperature, tempered_score_mod
+from posbench.model.head_edit import KEEP
 from posbench.model.kernels import AttentionKernel, EagerKernel
 from posbench.model.norms import RMSNorm, UnitRMSNorm
 from posbench.model.packing import Documents, DocumentState
@@ -85,6 +86,8 @@ class Attention(nn.Module):
         self.sinks = nn.Parameter(torch.zeros(n_heads)) if sinks else None
         # model.attention_temperature (model/attention_temperature.py); `none` holds nothing and does nothing
         self.temperature = temperature if temperature is not None else NoTemperature(NoTemperature.Config(), 0, 0)
+        # single heads' q and k changed after the rotation by an evaluation-time option (model/head_edit.py): none here
+        self.head_edit = KEEP
         if sinks and not kernel.carries_sinks:
             raise ConfigError(f"model.attention={kernel.name} cannot carry model.attention_sinks; use auto, sdpa, "
                               "eager, sdpa_bias or flex")
@@ -96,10 +99,12 @@ class Attention(nn.Module):
         # where three indexings would each fill a zero (3, B, H, T, K) tensor and sum them (~5% of a small
         # model's CPU step); the gradient values are the same
         q_BHTK, k_BHTK, v_BHTK = qkv.unbind(0)
-        q_BHTK, k_BHTK = self.q_norm(q_BHTK), self.k_norm(k_BHTK)
+        q_in_BHTK, k_in_BHTK = self.q_norm(q_BHTK), self.k_norm(k_BHTK)
         # a PE that reads its positions from the tokens (RePo) rotates at those; the cache keeps the window's
         token_pos_BHT = pe.token_positions(self.layer, x_BTD)
-        q_BHTK, k_BHTK = pe.rotate(q_BHTK, k_BHTK, pos_T if token_pos_BHT is None else token_pos_BHT)
+        q_BHTK, k_BHTK = pe.rotate(q_in_BHTK, k_in_BHTK, pos_T if token_pos_BHT is None else token_pos_BHT)
+        # before the cache: a cached key is the edited one, so a decode step sees what a full forward sees
+        q_BHTK, k_BHTK = self.head_edit(self.layer, q_in_BHTK, k_in_BHTK, q_BHTK, k_BHTK, pos_T)
         # a carried position state (TAPE) rotates q, k and rides beside v, so the cache keeps every key's
         q_BHTK, k_BHTK, v_BHTK = pe.carry_in(self.layer, q_BHTK, k_BHTK, v_BHTK, state)
         if cache is None:

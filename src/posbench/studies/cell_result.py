@@ -7,7 +7,8 @@ the report, plots, published results, scripts/compare_studies.py and the app) re
 The file carries its schema version (`"schema": SCHEMA`). Version 1 is every cell file and results.json written
 before the version existed (no `schema` key): the same fields, each but the identity ones (`V1_REQUIRED`) optional,
 since fields were added to cells over time (matmul, device, length_grid, spec, ...). `_from_v1` fills the absent ones
-with their n/a value; a version-2 file holds every field, so a missing one is damage and is refused.
+with their n/a value; a version-2 file holds every field but `dope_heads` (added with DoPE: n/a for it), a version-3
+file every field, so a missing one is damage and is refused.
 
 Values follow one rule (stats.value_problem): each number in a result, at any depth, is None (n/a) or a finite real
 number, and a metric is never text or a bool. A value that breaks it is refused where the cell is read, naming the
@@ -26,7 +27,7 @@ from posbench.errors import DataError
 from posbench.stats import value_problem
 from posbench.studies.study_spec import CLAIM_METRICS
 
-SCHEMA = 2  # the version `dumps_cell` writes; `MIGRATIONS` lifts every older one to it
+SCHEMA = 3  # the version `dumps_cell` writes; `MIGRATIONS` lifts every older one to it
 
 
 class CellProblem(ValueError):
@@ -91,6 +92,9 @@ class CellResult:
     ood_len: int | None = None
     params: int | None = None
     spec: dict | None = None  # the settings it was made with (study_runner.cell_spec), kept with the cell
+    # an arm with DoPE (evaluation/dope.py): the heads its final model's scoring chose per split and grid length,
+    # with every head's score; None for every other row
+    dope_heads: list[dict] | None = None
 
     def metric(self, name: str) -> float | None:
         """A metric by its name in a study's spec (a claim's `metric`, a report's column): one of METRIC_FIELDS."""
@@ -124,7 +128,12 @@ def _from_v1(data: dict) -> dict:
     return {**defaults, **data, "schema": 2}
 
 
-MIGRATIONS: dict[int, Callable[[dict], dict]] = {1: _from_v1}  # version n -> version n + 1
+def _from_v2(data: dict) -> dict:
+    """A cell from before DoPE (evaluation/dope.py): no row chose heads, so `dope_heads` is n/a."""
+    return {"dope_heads": None, **data, "schema": 3}
+
+
+MIGRATIONS: dict[int, Callable[[dict], dict]] = {1: _from_v1, 2: _from_v2}  # version n -> version n + 1
 
 
 def _bad_number(value, path: str) -> str | None:

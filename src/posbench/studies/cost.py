@@ -19,7 +19,14 @@ def train_flop(cells: list[Cell]) -> float:
 
     flop_per_token: dict[tuple, tuple[float, int]] = {}
     total = 0.0
+    trained = set()
     for cell in cells:
+        # a training twin (a row that differs from another only in an arm's evaluation-time options) at the same
+        # seed is trained once with it (studies/training_twins.py): priced once
+        run = (repr(cell.task), repr(cell.pe), repr(cell.arch), repr(cell.settings), cell.seed)
+        if run in trained:
+            continue
+        trained.add(run)
         key = (cell.task.name, repr(cell.task), cell.label, repr(sorted(cell.axes.items())))
         if key not in flop_per_token:
             cfg = cell_config(cell, build_task(cell.task), Path("work"))

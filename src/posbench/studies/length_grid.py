@@ -20,6 +20,7 @@ import numpy as np
 
 from posbench.config_loader import Checked
 from posbench.errors import ConfigError
+from posbench.evaluation.dope import NoDope
 from posbench.evaluation.task_accuracy import generated_exact
 
 SPREAD_DEPTH = 0.5  # the one depth of a family whose answer is spread over the context
@@ -75,15 +76,37 @@ def baselines(examples) -> dict:
             "commonest": commonest, "baseline": max(chance, commonest)}
 
 
-def grid_result(model, task, grid: LengthGridConfig, seed: int, train_len: int) -> dict:
+def calibration_examples(task, grid: LengthGridConfig, train_len: int):
+    """DoPE's calibration rows at a grid length: `n` examples fitted to it, drawn with DoPE's seed, the families
+    (and their depths) taken in turn."""
+    def rows(length: int, n: int, seed: int):
+        split = "id" if length <= train_len else "ood"
+        kinds = [(f, d) for f, family in enumerate(task.families)
+                 for d in (grid.depths if family.depth_controlled else [SPREAD_DEPTH])]
+        return [task.example_at(seed, i, *kinds[i % len(kinds)], length, split).tokens_T
+                for i in range(n)]
+    return rows
+
+
+def grid_result(model, task, grid: LengthGridConfig, seed: int, train_len: int, dope=None) -> dict:
     """{"length_grid": {...}} for a cell's final model, or {} when the study has no grid. A length the PE cannot
-    represent is n/a (exact None), never 0."""
+    represent is n/a (exact None), never 0. `dope` (evaluation/dope.py's Dope, an arm's): each length scored with
+    the heads it chose on that length's calibration rows."""
     if not grid.active:
         return {}
+    dope = dope or NoDope()
+    planned = grid_examples(task, grid, seed, train_len)
+    by_length: dict[int, list] = {}
+    for family, length, depth, examples in planned:
+        by_length.setdefault(length, []).append((family, length, depth, examples))
     cells = []
-    for family, length, depth, examples in grid_examples(task, grid, seed, train_len):
-        exact = generated_exact(model, task, examples)
-        cells.append({"family": family, "length": length, "depth": depth, "n": len(examples),
-                      "exact": None if exact is None else float(np.mean(exact)), **baselines(examples),
-                      **({"na": "the PE cannot represent this length"} if exact is None else {})})
+    for length, asked in by_length.items():
+        with dope.at(model, length, calibration_examples(task, grid, train_len), "length_grid"):
+            for family, length, depth, examples in asked:
+                exact = generated_exact(model, task, examples)
+                cells.append({"family": family, "length": length, "depth": depth, "n": len(examples),
+                              "exact": None if exact is None else float(np.mean(exact)), **baselines(examples),
+                              **({"na": "the PE cannot represent this length"} if exact is None else {})})
+    order = {(f, L, d): i for i, (f, L, d, _) in enumerate(planned)}
+    cells.sort(key=lambda c: order[(c["family"], c["length"], c["depth"])])  # the grid's order, family first
     return {"length_grid": {"train_len": train_len, "lengths": grid.lengths(train_len), "cells": cells}}

@@ -22,6 +22,7 @@ from posbench.model.flops import model_stats
 from posbench.studies.batched_train import why_not_batched
 from posbench.studies.cell_config import cell_config
 from posbench.studies.study_spec import Cell
+from posbench.studies.training_twins import twin_sets
 from posbench.training.device import device_type_for
 
 # members per group, by train.device: on CPU beyond a handful a group only makes fewer, longer jobs to share out;
@@ -79,9 +80,13 @@ def seed_groups(cells: list[Cell], workers: int = 1, batch: bool = True) -> list
     """`cells` as groups, longest first (by training FLOPs; grid order among equals): cells equal but for
     their seed and stackable PE options together (at most MAX_MEMBERS of their device), the others alone with
     the reason. Groups are split further while there are fewer of them than `workers`, so no worker idles (three
-    seeds on two workers: two jobs). `batch=False`: every cell alone, in grid order."""
+    seeds on two workers: two jobs). `batch=False`: every cell alone, in grid order, but training twins
+    (studies/training_twins.py) in one job: it trains them once, unbatched."""
     if not batch:
-        return [SeedGroup([c], "seed batching not asked for (--batch-seeds)") for c in cells]
+        with tempfile.TemporaryDirectory() as tmp:  # cell_config names a work dir; nothing is written
+            cfgs = [cell_config(c, build_task(c.task), Path(tmp)) for c in cells]
+        return [SeedGroup([cells[i] for i in members], "seed batching not asked for (--batch-seeds)")
+                for members in twin_sets(cfgs)]
     by_key: dict[str, SeedGroup] = {}
     groups: list[SeedGroup] = []
     with tempfile.TemporaryDirectory() as tmp:  # cell_config names a work dir; nothing is written

@@ -114,6 +114,9 @@ class StudyConfig(Checked):
             # the changed options are checked before any cell trains
             for task in filter(lambda t: runs_on(arm, t), self.tasks):
                 arm_task(arm, task)
+            if arm.dope is not None and arm.dope.calibration_seed == self.eval.seed:
+                raise ConfigError(f"study.arms `{arm.label}`: dope.calibration_seed {self.eval.seed} is study.eval.seed"
+                                  ", so DoPE would calibrate on the examples it scores; give it another seed")
         for key, values in self.vary.items():
             if not isinstance(values, list) or not values:
                 raise ConfigError(f"study.vary.{key} must be a non-empty list of values")

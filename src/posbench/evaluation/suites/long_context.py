@@ -126,11 +126,15 @@ class FamilyGrid(RetrievalGrid):
             self.shared["filler"] = super().load_filler()
         return self.shared["filler"]
 
-    def make_example(self, index: int, units: int, depth: float) -> Example:
-        return self.task.example_at(self.target.seed, index, units, depth)
+    def make_example(self, index: int, units: int, depth: float, seed: int) -> Example:
+        return self.task.example_at(seed, index, units, depth)
 
-    def fit(self, index: int, L: int, depth: float):
-        fitted = super().fit(index, L, depth)
+    @property
+    def dope_label(self) -> str:
+        return f"{self.name}/{self.cfg.task.name}"
+
+    def fit(self, index: int, L: int, depth: float, seed: int | None = None):
+        fitted = super().fit(index, L, depth, seed)
         if fitted is None or not self.exact_length:
             return fitted
         ids, answer, n_new, units = fitted
@@ -145,7 +149,7 @@ class FamilyGrid(RetrievalGrid):
         return [tok.bos_id, *self.demo_ids, *tok.encode(ex.prompt)], tok.encode(ex.answer)
 
     def cell_extra(self, depth: float, fitted: list) -> dict:
-        infos = [self.make_example(i, f[3], depth).info for i, f in enumerate(fitted)]
+        infos = [self.make_example(i, f[3], depth, self.target.seed).info for i, f in enumerate(fitted)]
         chance = float(np.mean([i["chance"] for i in infos]))
         # a fixed answer scores the share of an answer that repeats; unique answers (7-digit values) give 0
         top = max(Counter(f[1] for f in fitted).values())
@@ -174,6 +178,7 @@ def na_by_length(cells: list[dict]) -> dict[int, str]:
 
 @SUITES.register("long_context")
 class LongContext(Evaluator):
+    calibrates_dope = True  # each family's grid calibrates at each of its lengths (evaluation/retrieval.py)
     title = "Long-context probes (RULER families, lost in the middle): effective length, length x depth"
     options = LongContextConfig
     order = 5

@@ -24,5 +24,5 @@ class NeedleGrid(RetrievalGrid):
     options = NiahConfig
     order = 4
 
-    def make_example(self, index: int, units: int, depth: float) -> Example:
-        return self.task.example_at(self.target.seed, index, filler_len=units, depth=depth)
+    def make_example(self, index: int, units: int, depth: float, seed: int) -> Example:
+        return self.task.example_at(seed, index, filler_len=units, depth=depth)

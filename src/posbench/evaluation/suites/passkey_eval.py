@@ -27,6 +27,6 @@ class PasskeyGrid(RetrievalGrid):
     options = PasskeyConfig
     order = 3
 
-    def make_example(self, index: int, units: int, depth: float) -> Example:
+    def make_example(self, index: int, units: int, depth: float, seed: int) -> Example:
         prefix = round(depth * units)
-        return self.task.example_at(self.target.seed, index, distance=units - prefix, prefix=prefix)
+        return self.task.example_at(seed, index, distance=units - prefix, prefix=prefix)

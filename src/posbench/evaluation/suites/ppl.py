@@ -158,6 +158,7 @@ class Perplexity(Evaluator):
     options = PplConfig
     order = 1
     per_cell = "max_windows"
+    calibrates_dope = True
 
     def __init__(self, cfg: PplConfig, target: Target):
         super().__init__(cfg, target)
@@ -209,17 +210,24 @@ class Perplexity(Evaluator):
                **protocol.info(L)}
         return out, (curve_L / len(starts)).numpy() if protocol.curve else None
 
+    def calibration_rows(self, L: int, n: int, seed: int) -> torch.Tensor:
+        """n windows of L tokens of the scored text at starts drawn with `seed` (DoPE's calibration)."""
+        starts = torch.randint(0, len(self.stream) - L + 1, (n,), generator=torch.Generator().manual_seed(seed))
+        stream = torch.from_numpy(self.stream)
+        return torch.stack([stream[s:s + L] for s in starts.tolist()])
+
     def run(self, session: Session) -> dict:
         rows = []
         for L in self.target.lengths:
             row: dict = {"length": L, "na": None, **{p.name: None for p in self.protocols}, "curve": None}
             try:
-                for p in self.protocols:
-                    row[p.name], curve = self.score(session, L, p)
-                    if row[p.name] is None:
-                        row["na"] = "non-finite loss (the checkpoint's logits are NaN or inf)"
-                    if curve is not None:
-                        row["curve"] = binned_curve(curve, self.cfg.curve_bins)
+                with session.dope.at(session.model, L, self.calibration_rows, self.name):
+                    for p in self.protocols:
+                        row[p.name], curve = self.score(session, L, p)
+                        if row[p.name] is None:
+                            row["na"] = "non-finite loss (the checkpoint's logits are NaN or inf)"
+                        if curve is not None:
+                            row["curve"] = binned_curve(curve, self.cfg.curve_bins)
             except PositionRangeError as e:
                 row.update({p.name: None for p in self.protocols}, curve=None, na=short_reason(e))
                 session.progress.update(sum(len(self.plan(L, p)[0]) for p in self.protocols))
