@@ -5,6 +5,7 @@ per PE, kernel and length, on CPU.
 
     python scripts/bench_eval_memory.py                      # every row, lengths 1024 2048 4096
     python scripts/bench_eval_memory.py --lengths 1024 --rows cope alibi
+    python scripts/bench_eval_memory.py --lengths 2048 --jobs 2     # two measuring subprocesses at a time
 
 The model is small (d_model 128, 4 heads, 2 layers, d_ff 512, vocabulary 2048, trained length 1024) so that
 the (T, S) terms show at a few thousand tokens. Each row runs in a fresh subprocess with glibc's mmap threshold
@@ -21,6 +22,7 @@ import json
 import os
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 
 from posbench.cli.arg_types import positive_int
 
@@ -110,6 +112,9 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--rows", nargs="+", choices=list(ROWS), default=list(ROWS))
     p.add_argument("--lengths", nargs="+", type=positive_int, default=[1024, 2048, 4096])
+    p.add_argument("--jobs", type=positive_int, default=1,
+                   help="measuring subprocesses at a time (default 1); each measures its own peak RSS, so more only "
+                        "overlaps their interpreter starts")
     p.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -117,12 +122,15 @@ def main(argv=None):
         return 0
     print("| row | PE | kernel | length | predicted MiB | measured MiB | ratio |")
     print("|---|---|---|---:|---:|---:|---:|")
+    cases = [(row, T) for row in args.rows for T in args.lengths]
+    with ThreadPoolExecutor(args.jobs) as pool:  # threads only wait on the subprocesses
+        measured = dict(zip(cases, pool.map(lambda case: measure(*case), cases), strict=True))
     results = []
     for row in args.rows:
         _, model = build(row)
         kernel = "/".join(sorted(set(model.kernel_names)))
         for T in args.lengths:
-            pred, meas = predicted(row, T), measure(row, T)
+            pred, meas = predicted(row, T), measured[(row, T)]
             # a forward too small to map a 64 KiB block adds nothing measurable: its ratio is n/a, not a division by 0
             ratio = pred / meas if meas > 0 else None
             results.append({"row": row, "length": T, "predicted": pred, "measured": meas, "ratio": ratio})
