@@ -1,8 +1,9 @@
 """train.compile: every PE compiles with fullgraph=True (no graph breaks) on CPU (inductor), and five
 compiled AdamW steps give the eager losses within 1e-5. Tiny dims, but dynamo and inductor take seconds
 per PE (about 1.5 min for the explain tests on 2 busy cores, 20-40 s per inductor run): all `slow`. The
-explain tests run the chunked loss (the presets' default) with every PE and the full loss with the parity kinds. The inductor parity runs one PE per kind by default (rotary, bias, absolute table, hybrid, wrapper, and
-the data-dependent cope and fox, whose hooks take other paths through attention);
+explain tests run the chunked loss (the presets' default) with every PE and the full loss with the parity kinds.
+The inductor parity runs one PE per kind by default (rotary, bias, absolute table, hybrid, wrapper, and the
+data-dependent cope and fox, whose hooks take other paths through attention);
 POSBENCH_COMPILE_ALL=1 runs it for every registered PE (all pass when last run)."""
 
 import os
