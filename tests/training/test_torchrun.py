@@ -92,17 +92,37 @@ def test_ddp_two_processes_match_one_process(reference):
         assert two[s] == pytest.approx(one[s], rel=1e-5, abs=1e-5)
 
 
-def test_ddp_runs_repo_two_stage_whose_networks_are_unused_before_the_switch(tmp_path):
-    """RePo with pe.rope_until keeps its networks outside the forward until the switch: DDP is told to look for
-    unused parameters (without it the second step fails), and the run matches one process across the switch."""
-    args = ["pe.name=repo", "pe.rope_until=0.5", "train.target_budgets=[4096]", f"train.out_dir={tmp_path}"]
-    rc, log = run(2, [*args, "train.run_name=ddp"])
+REPO = ["pe.name=repo", "pe.rope_until=0.5", "train.target_budgets=[4096]"]
+
+
+@pytest.fixture(scope="module")
+def repo_one(tmp_path_factory):
+    """RePo's two stages in one process: the metrics rows the multi-process runs must equal."""
+    out = tmp_path_factory.mktemp("repo")
+    single([*REPO, f"train.out_dir={out}", "train.run_name=one"])
+    return rows(out / "one")
+
+
+def rows(run_dir) -> dict[int, dict]:
+    lines = (run_dir / "metrics.jsonl").read_text().splitlines()
+    return {r["step"]: r for r in map(json.loads, lines) if "loss" in r}
+
+
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+def test_repo_two_stage_whose_networks_are_unused_before_the_switch_matches_one_process(repo_one, parallel, tmp_path):
+    """RePo with pe.rope_until keeps its networks outside the forward until the switch. DDP is told to look for
+    unused parameters (without it the second step fails). Under FSDP2 the PE's parameters are shards: the metrics
+    row gathers each before logging it (a DTensor reshape failed there before), so every pe/ value is the whole
+    parameter's, as one process logs it. Losses and PE values match one process across the switch."""
+    rc, log = run(2, [*REPO, f"train.out_dir={tmp_path}", f"train.run_name={parallel}", f"train.parallel={parallel}"])
     assert rc == 0 and "switched the PE at 2,048 tokens" in log, log
-    single([*args, "train.run_name=one"])
-    two, one = losses(tmp_path / "ddp"), losses(tmp_path / "one")
-    assert sorted(two) == sorted(one) == list(range(1, 9))
-    for s in one:
-        assert two[s] == pytest.approx(one[s], rel=1e-5, abs=1e-5)
+    two = rows(tmp_path / parallel)
+    assert sorted(two) == sorted(repo_one) == list(range(1, 9))
+    pe_keys = [k for k in repo_one[1] if k.startswith("pe/")]
+    assert pe_keys
+    for s, one in repo_one.items():
+        for k in ["loss", *pe_keys]:
+            assert two[s][k] == pytest.approx(one[k], rel=1e-5, abs=1e-5), (s, k)
 
 
 def test_fsdp2_two_processes_match_one_process(reference, tmp_path):

@@ -29,7 +29,10 @@ def pe_parameter_values(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     """The metrics-row scalars (0-d tensors, still on the device: log_row moves every value in one transfer)."""
     row = {}
     for name, p in pe_parameters(model).items():
-        flat = p.detach().float().reshape(-1)
+        p = p.detach()
+        # an FSDP2 parameter is a DTensor holding this rank's shard: full_tensor() gathers it (a collective: log_row
+        # runs on every rank at the same steps), so every rank logs the whole parameter, not its slice
+        flat = (p.full_tensor() if hasattr(p, "full_tensor") else p).float().reshape(-1)
         if flat.numel() <= ELEMENTS:
             row.update({f"pe/{name}/{i}": v for i, v in enumerate(flat)})
         else:
