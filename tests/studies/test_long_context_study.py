@@ -9,6 +9,7 @@ import pytest
 
 from posbench.data.tasks import get_task_class
 from posbench.errors import ConfigError
+from posbench.studies import published
 from posbench.studies.study_runner import cell_spec, run_study
 from posbench.studies.study_spec import expand, load_study
 
@@ -132,6 +133,13 @@ def test_tiny_study_end_to_end(tmp_path):
                  "long_context_kv_retrieval_heatmap.png"):
         assert (tmp_path / name).stat().st_size > 0 and f"![{name}]({name})" in report
     assert not (tmp_path / "long_context_common_words_heatmap.png").exists()  # no depth axis
+    # the published page (rendered from <out>/result/ alone) carries the same long-context section as the report
+    page = published.page(published.Result(tmp_path / "result"))
+    heads = ("## Long-context families", "## Effective length per row", "## Multi-key NIAH")
+    rest = report[report.index(heads[0]):]
+    ends = [m.start() for m in re.finditer(r"^## ", rest, re.M) if not rest[m.start():].startswith(heads)]
+    section = rest[:ends[0]] if ends else rest
+    assert "**mean of families**" in section and section.rstrip() in page
     cells = json.loads((tmp_path / "results.json").read_text())["cells"]
     assert len(cells) == 2
     for c in cells:

@@ -31,6 +31,7 @@ from posbench.procpool import usable_cores
 from posbench.studies import sequential
 from posbench.studies.cell_result import CellProblem, CellResult, parse_cell
 from posbench.studies.claims import DEFAULT_MARGINS
+from posbench.studies.long_context_report import grids_from_cells, long_context_section
 from posbench.studies.study_plots import id_ood_bars
 from posbench.studies.study_report import (
     by_group,
@@ -178,6 +179,10 @@ def page(result: Result) -> str:
         summary_table(summarize(result.cells, s), s), "",
         "## How many seeds separate the top two PEs", "",
         seed_calibration(result.cells, s), "",
+        # a study with a length grid (long_context): its families, effective lengths and per-row claims, as the
+        # study's own report prints them; nothing for a study without one
+        *long_context_section(grids_from_cells(result.cells, s.eval.length_grid.keep), s.eval.confidence,
+                              s.eval.n_boot),
         *(claims_part(result.cells, s, result.looks) if s.claims else [])])
 
 
