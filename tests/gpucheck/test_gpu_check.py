@@ -69,6 +69,26 @@ def test_relative_errors_by_hand():
     assert grad_error({"a": got["a"], "zero": got["zero"]}, ref_g) == 1.0  # a missing gradient is a whole error
 
 
+def test_a_pe_that_draws_in_training_draws_the_same_in_a_row_as_in_its_reference():
+    """SeqPE shifts a batch's positions at random in training mode (here at every forward: rate 1): each of a row's
+    forwards runs at the generator state of the reference's, so the same kernel (eager against eager) differs by
+    exactly 0, and flex on a CPU, whose forward is measured again after its missing backward, by rounding alone (it
+    read a third draw before: a false failure). Unseeded, two forwards shift to different starts."""
+    from posbench.gpucheck.correctness import Case, CheckDims, Reference, build, check_kernel
+
+    case, dims, cpu = Case("x", "seqpe", ("pe.random_shift_rate=1.0",)), CheckDims(32, 4, 64, 32, 61, 2), "cpu"
+    cpu = torch.device(cpu)
+    ref = Reference.of(case, dims, cpu)
+    same = check_kernel(case, dims, "eager", cpu, ref)
+    assert same["fwd_err"] == 0.0 and same["grad_err"] == 0.0
+    assert check_kernel(case, dims, "sdpa", cpu, ref)["pass"]
+    flex = check_kernel(case, dims, "flex", cpu, ref)
+    assert flex["grad_err"] is None and flex["pass"], flex
+    model = build(case, dims, "eager", cpu, ref.state)
+    with torch.no_grad():
+        assert rel(model(ref.x).logits, model(ref.x).logits) > 1e-3  # the draws the rows must share
+
+
 def test_kernel_kinds_by_name():
     from posbench.gpucheck.profile import OTHER, kind_of
 
@@ -119,6 +139,8 @@ def test_kernels_dry_run_end_to_end(tmp_path):
     assert len(rows) >= 80 and all(r["pass"] for r in rows)
     assert {"sdpa", "flex", "sdpa_bias", "sdpa_dense", "kv-cache"} <= {r["kernel"] for r in rows}
     assert {"alibi+sinks", "alibi+chunk", "alibi+temperature", "fire+docs"} <= {r["pe"] for r in rows}
+    assert {"cable", "drope", "path", "stick_breaking", "repo", "grape_m", "grape_m_ctx", "grape_a", "grape_ap",
+            "selective_rope", "tape", "seqpe"} <= {r["pe"] for r in rows if r["family"] == "2025-2026"}
     assert any(r["kernel"].startswith("compiled(") for r in rows)
     flags = [r["measured_before"] for r in rows]
     assert flags == sorted(flags) and any(flags) and not all(flags)  # never measured first
