@@ -40,8 +40,9 @@ from pathlib import Path
 
 from posbench.cli.arg_types import positive_int
 from posbench.cli.errors_cli import cli_entry
+from posbench.studies.cell_files import cpu_path
 from posbench.studies.study_compare import compare, read_cells
-from posbench.studies.study_runner import cpu_path, run_study
+from posbench.studies.study_runner import run_study
 from posbench.studies.study_spec import expand, load_study
 
 PHASES = ("startup", "rows", "train", "eval", "report", "other")

@@ -119,8 +119,8 @@ def test_the_run_page_and_posbench_study_estimate_give_the_same_estimate(tmp_pat
 
     from posbench.app.views.run import _estimate
     from posbench.cli.study import main
+    from posbench.studies.cell_files import cell_path, cell_spec
     from posbench.studies.cell_result import CellResult, dumps_cell
-    from posbench.studies.study_runner import cell_path, cell_spec
 
     study = build_study({**TINY, "seeds": "0, 1"})
     spec = tmp_path / "tiny.yaml"

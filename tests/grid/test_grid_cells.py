@@ -10,8 +10,9 @@ from pathlib import Path
 from posbench.config_loader import load
 from posbench.fileio import write_json, write_text
 from posbench.grid.cells import CELL_KINDS, pending
+from posbench.studies.cell_files import cell_path
 from posbench.studies.cell_result import CellResult, dumps_cell
-from posbench.studies.study_runner import TaskCell, cell_path
+from posbench.studies.study_runner import TaskCell
 from posbench.studies.study_spec import StudyConfig, expand
 from posbench.sweeps.execute import PretrainCell, done_path
 from posbench.sweeps.sweep_spec import SweepConfig, plan_runs

@@ -56,7 +56,7 @@ def test_cell_specs_name_task_options_only_where_an_arm_has_them():
     in its spec (a changed ablation is never mistaken for the old one)."""
     import json
 
-    from posbench.studies.study_runner import cell_spec
+    from posbench.studies.cell_files import cell_spec
     cells = {c.cell_id: c for c in expand(study({"label": "plain", "pe": BASE["pes"][0]},
                                                 {"label": "no_pad", "pe": BASE["pes"][0], "task": {"pad": False}}))}
     plain, no_pad = (json.loads(cell_spec(cells[k])) for k in ("addition_plain_s0", "addition_no_pad_s0"))

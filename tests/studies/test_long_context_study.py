@@ -10,7 +10,8 @@ import pytest
 from posbench.data.tasks import get_task_class
 from posbench.errors import ConfigError
 from posbench.studies import published
-from posbench.studies.study_runner import cell_spec, run_study
+from posbench.studies.cell_files import cell_spec
+from posbench.studies.study_runner import run_study
 from posbench.studies.study_spec import expand, load_study
 
 ROWS = ["rope", "alibi", "none", "fire", "rnope_swa", "fox", "drope", "stick_breaking", "cable", "randomized",

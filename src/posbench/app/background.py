@@ -31,7 +31,7 @@ from posbench.app.runner_files import process_start, read_status, recorded_pid, 
 from posbench.config_loader import from_dict, to_dict
 from posbench.errors import BadInputError, user_paths
 from posbench.fileio import open_append, open_read, read_text_bounded, write_text
-from posbench.studies.study_runner import cell_path
+from posbench.studies.cell_files import cell_path
 from posbench.studies.study_spec import StudyConfig, expand
 
 # the app's own files are read without following a link and bounded (fileio): a run directory may sit on shared

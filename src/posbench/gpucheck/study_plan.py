@@ -103,7 +103,8 @@ class Probe:
 def probe(ask: Ask, device: str, smoke: bool, scratch: Path) -> Probe:
     """Train the study's first row at the asked seeds as one batched group for a tenth of its steps, into
     `scratch` (its cells are not the study's: other steps), and time it."""
-    from posbench.studies.study_runner import cpu_path, run_study
+    from posbench.studies.cell_files import cpu_path
+    from posbench.studies.study_runner import run_study
     from posbench.studies.study_spec import expand, load_study, shrink_for_smoke
 
     shutil.rmtree(scratch, ignore_errors=True)  # an earlier probe's cells may have had other steps

@@ -96,7 +96,7 @@ class Arm(Checked):
 
 
 def spec_form(arm: Arm | None) -> dict | None:
-    """An arm as a study cell's spec records it (studies/study_runner.cell_spec): the fields it sets that a spec
+    """An arm as a study cell's spec records it (studies/cell_files.cell_spec): the fields it sets that a spec
     has always held, so an arm without task options or run settings keeps the spec it had before those existed."""
     if arm is None:
         return None

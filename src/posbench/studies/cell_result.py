@@ -91,7 +91,7 @@ class CellResult:
     seq_len: int | None = None
     ood_len: int | None = None
     params: int | None = None
-    spec: dict | None = None  # the settings it was made with (study_runner.cell_spec), kept with the cell
+    spec: dict | None = None  # the settings it was made with (cell_files.cell_spec), kept with the cell
     # an arm with DoPE (evaluation/dope.py): the heads its final model's scoring chose per split and grid length,
     # with every head's score; None for every other row
     dope_heads: list[dict] | None = None

@@ -6,10 +6,10 @@ in seed, trained as one batched model, each member as it trains alone up to floa
 finished cell is written atomically to `<out>/cells/<cell_id>.json`; a re-run skips those and repeats only
 unfinished cells, from scratch (a cell is deterministic in its seed, so an interrupted study completes with
 the same numbers as an uninterrupted one). A finished cell is reused only if it was made with this cell's settings
-(`cell_spec`, kept in `<out>/specs/<cell_id>.json` and written before the cell): a re-run into the same `--out`
-with other steps, examples or overrides (a full run after `--smoke` into its directory) is refused, naming the
-cells, instead of reporting the old cells as the new study's; adding PEs, tasks or seeds reuses the cells that
-exist. Worker output goes to `<out>/logs/<job>.log`: `k_back_rope_s0.log`,
+(`cell_spec`, kept in `<out>/specs/<cell_id>.json` and written before the cell; studies/cell_files.py): a re-run
+into the same `--out` with other steps, examples or overrides (a full run after `--smoke` into its directory) is
+refused, naming the cells, instead of reporting the old cells as the new study's; adding PEs, tasks or seeds reuses
+the cells that exist. Worker output goes to `<out>/logs/<job>.log`: `k_back_rope_s0.log`,
 or `k_back_rope_s0-1-2.log` for a seed group (appended to by a re-run).
 """
 
@@ -24,119 +24,27 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from posbench.config_loader import to_dict
 from posbench.errors import ConfigError, user_paths
 from posbench.fileio import write_text
-from posbench.grid.arm import migrate_spec, spec_form
 from posbench.grid.cells import CELL_KINDS, GridCell, pending, seed_major
 from posbench.grid.estimate import estimate_line
 from posbench.procpool import call_logged, run_jobs
-from posbench.settings_migration import upgrade
-from posbench.studies.cell_result import cell_problem, dumps_cell, loads_cell
+from posbench.studies.cell_files import (
+    cell_path,
+    cell_spec,
+    check_finished_cells,
+    cpu_path,
+    finished,
+    report_only_refusal,
+    spec_path,
+)
+from posbench.studies.cell_result import dumps_cell, loads_cell
 from posbench.studies.published import write_result
 from posbench.studies.seed_groups import SeedGroup, seed_groups
 from posbench.studies.study_matmul import study_matmul
 from posbench.studies.study_plots import all_plots
 from posbench.studies.study_report import write_outputs
 from posbench.studies.study_spec import Cell, StudyConfig, expand
-
-
-def cell_path(out_dir: Path, cell: Cell) -> Path:
-    return out_dir / "cells" / f"{cell.cell_id}.json"
-
-
-def spec_path(out_dir: Path, cell: Cell) -> Path:
-    return out_dir / "specs" / f"{cell.cell_id}.json"
-
-
-def cell_spec(cell: Cell) -> str:
-    """What decides a cell's result, as canonical JSON: its task, PE, seed, axes and arm, and the study settings it
-    trains and is scored with. Not the grid's lists (other PEs, tasks, seeds), the workers, the name, or what only
-    the report reads (confidence, n_boot, success_threshold, references, claims)."""
-    s = cell.study
-    arm = spec_form(cell.arm)  # an arm without task options or run settings keeps the spec it had before those
-    spec = {"task": to_dict(cell.task), "pe": to_dict(cell.pe), "seed": cell.seed, "axes": cell.axes,
-            "arm": arm, "overrides": list(s.overrides),
-            "train": to_dict(s.train), "eval": {"n_examples": s.eval.n_examples, "seed": s.eval.seed}}
-    grid = s.eval.length_grid
-    if grid.active:  # what the grid scores (its `keep` is the report's); studies without one keep their old specs
-        spec["eval"]["length_grid"] = {"multiples": grid.multiples, "depths": grid.depths, "per_cell": grid.per_cell}
-    return json.dumps(spec, sort_keys=True, default=str)
-
-
-def damage(out_dir: Path, cell: Cell) -> str | None:
-    """Why the cell's result file is not this cell's finished result (studies/cell_result.py), None when it is one
-    or when there is no file."""
-    path = cell_path(out_dir, cell)
-    return cell_problem(path.read_text(errors="replace"), cell.cell_id) if path.is_file() else None
-
-
-def finished(out_dir: Path, cell: Cell) -> bool:
-    """A cell whose result file exists and reads as its result. A damaged or foreign one is said and moved aside,
-    to `<cell_id>.json.damaged` (kept: nothing written is lost), and the cell runs again."""
-    path = cell_path(out_dir, cell)
-    problem = damage(out_dir, cell)
-    if problem is not None:
-        kept, n = path.with_name(path.name + ".damaged"), 1
-        while os.path.lexists(kept):  # an earlier damaged copy is kept too
-            kept, n = path.with_name(f"{path.name}.damaged.{n}"), n + 1
-        os.replace(path, kept)
-        tqdm.write(f"{path}: {problem}; moved to {kept}, running the cell again")
-    return path.is_file()
-
-
-def report_only_refusal(out_dir: Path, cells: list[Cell]) -> str | None:
-    """Why `--report-only` cannot report these cells from `out_dir` (unfinished, damaged or foreign cells named),
-    None when every one is finished; it reads and changes nothing else."""
-    damaged = [f"{c.cell_id} ({problem})" for c in cells if (problem := damage(out_dir, c)) is not None]
-    missing = [c.cell_id for c in cells if not cell_path(out_dir, c).is_file()]
-    if damaged:
-        return (f"--report-only: {len(damaged)} of {len(cells)} cell files in {out_dir / 'cells'} are not their "
-                f"cells' results: {'; '.join(damaged[:3])}; nothing was changed. Move them aside, or run without "
-                "--report-only (which keeps each as <cell>.json.damaged and trains the cell again)")
-    if missing:
-        return (f"--report-only: {len(missing)} of {len(cells)} cells are not finished in {out_dir} (first: "
-                f"{', '.join(missing[:4])}); run without --report-only to train them, or narrow the grid (--seeds) "
-                "to the finished ones")
-    return None
-
-
-def recorded_spec(out_dir: Path, cell: Cell) -> dict | None:
-    """The settings a finished cell was made with: its spec file, else the spec the cell's result carries (cells
-    keep their own since specs/ can be lost); None for a cell from before either was kept, or a damaged one."""
-    path, result = spec_path(out_dir, cell), cell_path(out_dir, cell)
-    if not result.is_file():
-        return None
-    if path.is_file():
-        return json.loads(path.read_text())
-    if damage(out_dir, cell) is not None:
-        return None
-    return loads_cell(result.read_text(), str(result), cell.cell_id).spec
-
-
-def check_finished_cells(out_dir: Path, cells: list[Cell]) -> None:
-    """ConfigError when a finished cell in `out_dir` was made with other settings than this study's cell of the
-    same name. A cell from before specs were kept (no spec file, none in the result) is reused as it always was."""
-    stale = []
-    for cell in cells:
-        old, new = recorded_spec(out_dir, cell), json.loads(cell_spec(cell))
-        if old is None:
-            continue
-        upgrade(old)  # a spec recorded before a setting was renamed names it as it is now
-        migrate_spec(old)  # and one recorded while an arm's settings were dotted text holds them as `run` now
-        if old != new:
-            stale.append(f"{cell.cell_id} ({', '.join(k for k in sorted(new) if old.get(k) != new[k])})")
-    if stale:
-        more = f" and {len(stale) - 3} more" if len(stale) > 3 else ""
-        raise ConfigError(f"{out_dir} holds finished cells made with other settings than this study's: "
-                          f"{'; '.join(stale[:3])}{more} differ. Give another --out, or delete {out_dir / 'cells'} "
-                          "to run them again")
-
-
-def cpu_path(out_dir: Path, cell: Cell) -> Path:
-    """A cell's CPU seconds per phase (`cell.CpuPhases`), beside its log: read by scripts/bench_study.py."""
-    return out_dir / "logs" / f"{cell.cell_id}.cpu.json"
-
 
 _cpu_after_last_cell = 0.0  # this worker's process CPU time when its previous job was done
 
