@@ -78,8 +78,7 @@ def cases(T: int) -> list[Case]:
         Case("recipes", "alibi", (f"model.attention_chunk={T // 4}",), label="alibi+chunk"),
         Case("recipes", "alibi", ("model.attention_temperature.name=log_n",), label="alibi+temperature"),
         Case("recipes", "t5", ("model.attention_temperature.name=log_n",), label="t5+temperature"),
-        # the 2025-2026 zoo (docs/pe_defaults.md): each on the kernels that claim it (the eager-only ones, PaTH,
-        # stick-breaking, CoPE-like GRAPE-M contextual and Selective RoPE, get their KV-cache row), uncompiled:
+        # the 2025-2026 zoo (docs/pe_defaults.md): each on every kernel that claims it and its KV cache, uncompiled:
         # the compile explain tests trace each PE's training graph, and a compiled row costs 6 rows' budget
         *(Case("2025-2026", pe) for pe in ("cable", "drope", "path", "stick_breaking", "repo", "grape_m",
                                            "grape_m_ctx", "grape_a", "grape_ap", "selective_rope", "tape", "seqpe")),
