@@ -1,4 +1,5 @@
 import json
+import os
 import random
 from pathlib import Path
 
@@ -23,6 +24,17 @@ SMOKE = {
     "training/test_loop.py", "data/test_shards.py", "data/test_loader.py", "evaluation/test_effective_length.py",
     "repo/test_import_direction.py",
 }
+
+
+def pytest_configure(config):
+    """Under `-n N` (pytest-xdist), each of the N worker processes gets its share of torch's intra-op threads.
+    torch's default is one thread per core in every process, so N workers oversubscribe the cores N times, and
+    OpenMP's spin-waiting then slows every in-process torch test several-fold (2 workers on 2 shared cores: the
+    model packing and bias-attention files took 203-249 s at the default, 72 s at one thread each). Subprocesses
+    that tests start set their own OMP_NUM_THREADS; a serial run (the slow suite) keeps torch's default."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if workers > 1:
+        torch.set_num_threads(max(1, torch.get_num_threads() // workers))
 
 
 def pytest_collection_modifyitems(config, items):
