@@ -30,11 +30,14 @@ def pytest_configure(config):
     """Under `-n N` (pytest-xdist), each of the N worker processes gets its share of torch's intra-op threads.
     torch's default is one thread per core in every process, so N workers oversubscribe the cores N times, and
     OpenMP's spin-waiting then slows every in-process torch test several-fold (2 workers on 2 shared cores: the
-    model packing and bias-attention files took 203-249 s at the default, 72 s at one thread each). Subprocesses
-    that tests start set their own OMP_NUM_THREADS; a serial run (the slow suite) keeps torch's default."""
+    model packing and bias-attention files took 203-249 s at the default, 45 s at one thread each). The
+    subprocesses the tests start inherit the share through OMP_NUM_THREADS unless a test sets its own (posbench's
+    `auto` is one thread either way, posbench/threads.py); a serial run (the slow suite) keeps torch's default."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:
-        torch.set_num_threads(max(1, torch.get_num_threads() // workers))
+        share = max(1, torch.get_num_threads() // workers)
+        torch.set_num_threads(share)
+        os.environ.setdefault("OMP_NUM_THREADS", str(share))
 
 
 def pytest_collection_modifyitems(config, items):
