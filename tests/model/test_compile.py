@@ -25,9 +25,6 @@ DIMS = dict(d_model=16, n_heads=2, d_ff=32, seq_len=16, vocab_size=41)
 # rnope_swa's windowed layers plus one full layer need 4
 LAYERS: dict[str, int] = {"hybrid": 4, "rnope_swa": 4}
 
-
-def _model(name, chunk):
-    return build_test_model(name, loss_chunk_tokens=chunk, n_layers=LAYERS.get(name, 2), **DIMS).train()
 # PEs that cannot be made break-free yet, with the reason (keep the list honest when adding one)
 KNOWN_BREAKS: dict[str, str] = {
     "tape": "its training shift (one random offset per batch, as the authors draw it) is read with Tensor.item(): "
@@ -49,6 +46,10 @@ def _batch(seed=1):
 def _maybe_xfail(name):
     if name in KNOWN_BREAKS:
         pytest.xfail(KNOWN_BREAKS[name])
+
+
+def _model(name, chunk):
+    return build_test_model(name, loss_chunk_tokens=chunk, n_layers=LAYERS.get(name, 2), **DIMS).train()
 
 
 # the loss is the same code whatever the PE: the full (unchunked) loss is explained with the parity test's kinds,
