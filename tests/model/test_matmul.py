@@ -8,8 +8,8 @@ import torch.nn.functional as F
 
 from posbench.config import load_config
 from posbench.errors import ConfigError
-from posbench.model.build import build_model
 from posbench.model import matmul as matmul_module
+from posbench.model.build import build_model
 from posbench.model.matmul import OneDNNLinear
 
 pytestmark = pytest.mark.skipif(not torch.backends.mkldnn.is_available(), reason="torch built without oneDNN")
