@@ -4,6 +4,7 @@ for a learned bias only (model/attention_plan.py `learned_bias`)."""
 
 import pytest
 import torch
+import torch._dynamo
 import torch.nn.functional as F
 
 from posbench.model.attention_plan import BiasCall, BiasPath, auto_kernel_name, plan_bias_call
@@ -96,9 +97,12 @@ def test_compiled_dense_training_equals_eager(pe):
     model.load_state_dict(ref_model.state_dict())
     model.train()
     assert not any(b.attn.kernel.compiles_whole for b in model.blocks)
-    compiled = torch.compile(model, backend="aot_eager")
     ids = torch.randint(2, cfg.model.vocab_size, (2, 41), generator=torch.Generator().manual_seed(2))
     ids[0, 17] = ids[1, 5] = 1
+    # the bias leaves the graph at `_dense_bias` (the lazily imported disable of sdpa_bias_kernel.py), one per layer
+    reasons = [str(r.reason) for r in torch._dynamo.explain(model)(ids[:, :-1]).break_reasons]
+    assert sum("_dense_bias" in r and "skipped" in r for r in reasons) >= cfg.model.n_layers, reasons
+    compiled = torch.compile(model, backend="aot_eager")
     logits = compiled(ids[:, :-1]).logits
     F.cross_entropy(logits.flatten(0, 1), ids[:, 1:].flatten()).backward()
     for name, g in ref_grads.items():

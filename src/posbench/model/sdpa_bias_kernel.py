@@ -77,8 +77,11 @@ class BlockedBiasKernel(EagerKernel):
 
     # outside torch.compile's graph: whether the distance table serves the call is a question about the positions'
     # values (BiasPE.by_distance), which a graph cannot hold; the table's gather is then an ordinary index whose
-    # backward CUDA runs sorted, where inductor would lower it to atomics into the table's few entries
-    @torch.compiler.disable
+    # backward CUDA runs sorted, where inductor would lower it to atomics into the table's few entries.
+    # torch._disable_dynamo is torch.compiler.disable with torch._dynamo imported at the first call rather than
+    # here: that import is 2 s of every command's start (`posbench.config` imports the kernels); dynamo skips the
+    # wrapper's module, so under compile the call leaves the graph just as a disabled function does
+    @torch._disable_dynamo
     def _dense_bias(self, q, k, score_mod, docs, table):
         """(H, T, S) or, per row (documents, token features), (B, H, T, S) float32 with -inf where attention is not
         allowed: from the PE's distance table (the learned function at S distances, then a gather) when it serves
