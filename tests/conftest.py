@@ -32,7 +32,7 @@ def pytest_configure(config):
     OpenMP's spin-waiting then slows every in-process torch test several-fold (2 workers on 2 shared cores: the
     model packing and bias-attention files took 203-249 s at the default, 45 s at one thread each). The
     subprocesses the tests start inherit the share through OMP_NUM_THREADS unless a test sets its own (posbench's
-    `auto` is one thread either way, posbench/threads.py); a serial run (the slow suite) keeps torch's default."""
+    `auto` is one thread either way, posbench/threads.py); a serial run (`-n 0`) keeps torch's default."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
     if workers > 1:
         share = max(1, torch.get_num_threads() // workers)

@@ -25,7 +25,7 @@ def test_install_and_test_blocks_are_unique_and_install_the_test_tools():
     assert "pip install -r requirements.txt -c requirements.lock" in install
     # the fast suite on every core, then the slow integration tests (pyproject's addopts leave them out)
     assert test.strip() == "python -m pytest tests -n auto"
-    assert slow.strip() == "python -m pytest tests -m slow"
+    assert slow.strip() == "python -m pytest tests -m slow -n auto"
     # the install block must provide what the test blocks need: pytest, pytest-xdist (and ruff, run as a test)
     reqs = {line.split("#")[0].split(">")[0].split("=")[0].strip()
             for line in (ROOT / "requirements.txt").read_text().splitlines()}

@@ -2,8 +2,9 @@
 compiled AdamW steps give the eager losses within 1e-5. Tiny dims, but dynamo and inductor take seconds
 per PE (about 1.5 min for the explain tests on 2 busy cores, 20-40 s per inductor run): all `slow`. The
 explain tests run the chunked loss (the presets' default) with every PE and the full loss with the parity kinds.
-The inductor parity runs one PE per kind by default (rotary, bias, absolute table, hybrid, wrapper, and the
-data-dependent cope and fox, whose hooks take other paths through attention);
+The inductor parity runs one PE per kind by default (rotary, bias, hybrid, wrapper, and the data-dependent cope and
+fox, whose hooks take other paths through attention; the absolute table, `learned`, only adds a lookup to the
+embedding and is left to the explain test, which shows it one break-free graph, saving 17 s of the slow suite);
 POSBENCH_COMPILE_ALL=1 runs it for every registered PE (all pass when last run)."""
 
 import os
@@ -17,7 +18,7 @@ from tests.conftest import build_test_model
 
 pytestmark = pytest.mark.slow
 ALL_PES = PES.names()
-PARITY_PES = ALL_PES if os.environ.get("POSBENCH_COMPILE_ALL") else ["rope", "alibi", "learned", "hybrid",
+PARITY_PES = ALL_PES if os.environ.get("POSBENCH_COMPILE_ALL") else ["rope", "alibi", "hybrid",
                                                                       "randomized", "cope", "fox"]
 DIMS = dict(d_model=16, n_heads=2, d_ff=32, seq_len=16, vocab_size=41)
 # 2 layers unless the PE needs more: inductor's compile time grows with the graph, and one layer past the first
