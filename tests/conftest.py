@@ -1,6 +1,7 @@
 import json
 import os
 import random
+import signal
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,21 @@ def assert_eager_only(pe) -> None:
         select_kernel("flex", pe, "cuda")
     with pytest.raises(ConfigError, match="adds a logit bias"):
         select_kernel("sdpa", pe, "cpu")
+
+
+def as_from_a_terminal():
+    """In the child before exec: SIGINT's disposition and the signal mask as a command typed at a terminal gets them.
+    A child inherits an ignored SIGINT or a blocked mask from whatever started the test run (a non-interactive
+    shell runs background jobs with SIGINT ignored; CI's runner is one), and Python then never installs its Ctrl-C
+    handler: the test would measure the launcher, not the command."""
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+@pytest.fixture
+def terminal_sigint():
+    """This process's SIGINT as Python sets it for a command typed at a terminal (KeyboardInterrupt), for the test:
+    the in-process form of as_from_a_terminal, for a test that sends SIGINT to itself."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    yield
+    signal.signal(signal.SIGINT, previous)

@@ -23,6 +23,7 @@ from posbench.data import hub as hub_api
 from posbench.data.download import Downloader, select_files
 from posbench.data.layout import DataLayout
 from posbench.errors import DownloadError
+from tests.conftest import as_from_a_terminal
 
 SRC = Path(posbench.__file__).resolve().parents[1]  # the code under test, for subprocesses
 FAST = ["data.download.min_bytes_per_s=2000", "data.download.slow_grace_s=0.5", "data.download.retries=0",
@@ -76,15 +77,6 @@ def test_stop_ends_workers_blocked_in_a_read_at_once_and_keeps_the_parts(tmp_pat
         assert not worker.is_alive() and time.monotonic() - t0 < 2
         assert "interrupted; re-run to resume" in str(errors[0].value)
         assert all(p.stat().st_size == 1000 for p in parts)
-
-
-def as_from_a_terminal():
-    """In the child before exec: SIGINT's disposition and the signal mask as a command typed at a terminal gets them.
-    A child inherits an ignored SIGINT or a blocked mask from whatever started the test run (a non-interactive
-    shell runs background jobs with SIGINT ignored; CI's runner is one), and Python then never installs its Ctrl-C
-    handler: the test would measure the launcher, not the command."""
-    signal.pthread_sigmask(signal.SIG_SETMASK, [])
-    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="POSIX signals")

@@ -10,10 +10,13 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from posbench.grid.cells import pending
 from posbench.studies import study_runner
 from posbench.studies.study_runner import estimate_text, run_study, seed_major
 from posbench.studies.study_spec import expand, load_study
+from tests.conftest import as_from_a_terminal
 from tests.studies.test_study import MINI
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -71,7 +74,8 @@ def test_a_report_exists_after_the_first_round_and_ctrl_c_writes_the_finished_ce
     spec = mini(tmp_path, seeds="0, 1, 2", steps=60)
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "posbench", "study", str(spec), "--out", str(out), "--no-progress"]
-    p = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = subprocess.Popen(cmd, cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=as_from_a_terminal)
     deadline = time.time() + 300
     while time.time() < deadline and not (out / "cells" / "k_back_rope_s1.json").is_file():
         time.sleep(0.05)
@@ -90,3 +94,17 @@ def test_a_report_exists_after_the_first_round_and_ctrl_c_writes_the_finished_ce
     cells = json.loads((out / "results.json").read_text())["cells"]
     assert sorted(c["cell_id"] for c in cells) == done
     assert stdout.startswith("estimate: 6 cells: ")
+
+
+def test_ctrl_c_during_a_cells_final_checkpoint_stops_the_study_there(tmp_path, monkeypatch, terminal_sigint):
+    """A signal after a cell's last step (its final checkpoint, then its final scoring) has no step left to stop
+    at; the study still stops at that cell, which is not written, instead of going on to the next."""
+    from tests.training.test_stop_signal import signal_during
+
+    study, out = load_study(str(mini(tmp_path, seeds="0, 1"))), tmp_path / "out"
+    signal_during(monkeypatch, "final", nth=2)  # the second cell's: k_back_learned_s0
+    with pytest.raises(study_runner.Interrupted) as stopped:
+        run_study(study, out, progress=False, log=lambda line: None)
+    assert (stopped.value.finished, stopped.value.cells) == (1, 4)
+    assert sorted(f.stem for f in (out / "cells").glob("*.json")) == ["k_back_rope_s0"]
+    assert _header_cells((out / "report.md").read_text()) == 1

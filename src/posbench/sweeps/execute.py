@@ -55,6 +55,8 @@ class PretrainCell(GridCell):
         if summary.get("stopped"):  # a signal or max_steps: not finished, resume next time
             raise KeyboardInterrupt(f"{self.item.name} stopped at step {summary['step']}; re-run to continue")
         write_json(done_path(out_dir, self.item), summary)
+        if summary["late_signal"] is not None:  # Ctrl-C during the final checkpoint: this run is done, stop here
+            raise KeyboardInterrupt(f"{self.item.name} finished; stopped by a signal after its last step")
 
     def read(self, out_dir: Path) -> dict:
         return json.loads(done_path(out_dir, self.item).read_text())

@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import signal
 import time
 
 import torch
@@ -192,11 +193,15 @@ def snapshot(run: Run) -> None:
 
 
 def finish(run: Run) -> dict:
-    """The budget is reached: the final checkpoint, then the final snapshot."""
+    """The budget is reached: the final checkpoint, then the final snapshot; a stop signal that arrived after the
+    last step's check is returned as `late_signal` (resume.StopFlag)."""
     save(run, "final")
     if run.snapshots is not None:
         snapshot(run)
-    return run.state.summary(run.run_dir, stopped=False)
+    late = run.stop.signum
+    if late is not None:
+        run.logger.message(f"{signal.Signals(late).name} arrived after the last step: the run is complete")
+    return {**run.state.summary(run.run_dir, stopped=False), "late_signal": late}
 
 
 @torch.no_grad()

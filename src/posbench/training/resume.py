@@ -20,16 +20,28 @@ from posbench.training.rundir import identity_diffs
 
 
 class StopFlag:
-    """SIGTERM/SIGINT set a flag; the loop saves at the next step boundary on all ranks and exits."""
+    """SIGTERM/SIGINT set a flag; the loop saves at the next step boundary on all ranks and exits.
+
+    A signal after the last step's check (during the final checkpoint or snapshot) has no step left to stop at:
+    `signum` keeps it and train() returns it as `late_signal`, so a caller with more work after the run (a study's
+    next cell) stops there instead of dropping the request. A signal ignored when the run starts stays ignored:
+    a non-interactive shell starts its background jobs with SIGINT ignored, and the flag must not revive it for
+    the run's steps alone (between a study's cells it would still be ignored)."""
 
     def __init__(self):
-        self.raised = False
+        self.signum: int | None = None  # the first stop signal received
         self.previous = {}
         for sig in (signal.SIGTERM, signal.SIGINT):
-            self.previous[sig] = signal.signal(sig, self._handle)
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                self.previous[sig] = signal.signal(sig, self._handle)
+
+    @property
+    def raised(self) -> bool:
+        return self.signum is not None
 
     def _handle(self, signum, frame):
-        self.raised = True
+        if self.signum is None:
+            self.signum = signum
 
     def restore(self):
         for sig, handler in self.previous.items():
