@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
+from posbench.config_loader import load
 from posbench.sweeps.execute import PretrainCell, done_path
-from posbench.sweeps.sweep_spec import plan_runs
+from posbench.sweeps.sweep_spec import SweepConfig, plan_runs
 from posbench.training import checkpoint as ckpt
 from posbench.training import end_of_step
 from posbench.training.batch_sources import RandomTokens
@@ -68,9 +69,6 @@ def test_an_ignored_sigint_stays_ignored_through_the_run(tmp_path, monkeypatch):
 
 
 def test_a_sweep_keeps_the_run_a_late_signal_finished_and_stops_after_it(tmp_path, monkeypatch):
-    from posbench.config_loader import load
-    from posbench.sweeps.sweep_spec import SweepConfig
-
     sweep = load(SweepConfig, overrides=[{"pes": [{"name": "rope"}], "seeds": [0], "run": {
         "model": {"d_model": 32, "n_layers": 1, "n_heads": 2, "d_ff": 64, "seq_len": 64},
         "train": {"stream": "random", "budget_unit": "tokens", "target_budgets": [4096],

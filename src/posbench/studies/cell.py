@@ -233,7 +233,7 @@ def train_alone(scorings: list[CellScoring], work_dir: Path, phases: CpuPhases) 
     out = train(lead.cfg, lead.source, snapshots=score_snapshot)
     if out.get("stopped"):  # SIGTERM (a stopped study): a cell trained part way is not a result; the next run redoes it
         raise KeyboardInterrupt(f"{cell.cell_id}: stopped by a signal at step {out.get('step')}; not written")
-    if out.get("late_signal") is not None:  # Ctrl-C during the final checkpoint or scoring: the study stops here
+    if out["late_signal"] is not None:  # Ctrl-C during the final checkpoint or scoring: the study stops here
         raise KeyboardInterrupt(f"{cell.cell_id}: stopped by a signal after its last step; not written")
     run_dir = Path(out["run_dir"])
     phases.lap("train")

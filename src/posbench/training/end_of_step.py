@@ -201,7 +201,7 @@ def finish(run: Run) -> dict:
     late = run.stop.signum
     if late is not None:
         run.logger.message(f"{signal.Signals(late).name} arrived after the last step: the run is complete")
-    return {**run.state.summary(run.run_dir, stopped=False), "late_signal": late}
+    return run.state.summary(run.run_dir, stopped=False, late_signal=late)
 
 
 @torch.no_grad()

@@ -16,9 +16,8 @@ from posbench.training.step import train_step
 
 
 def train(cfg: RunConfig, source: BatchSource, snapshots: Snapshots | None = None) -> dict:
-    """Train until the run's budget (or train.max_steps); returns a summary dict (state.TrainState.summary: run_dir,
-    step, tokens, stopped; and at the budget's end `late_signal`, a stop signal's number that arrived after the last
-    step, else None).
+    """Train until the run's budget (or train.max_steps); returns TrainState.summary (state.py): run_dir, step,
+    tokens, stopped, late_signal.
 
     `snapshots(step, model)`, single-process runs only: the periodic checkpoints of train.ckpt_interval
     go to it in memory instead of to disk, and it sees the final model once the final checkpoint is saved

@@ -53,7 +53,8 @@ class TrainState:
         (a run resumed past the drop drops it again before its first step)."""
         return self.dropped_at if self.pe_dropped else None
 
-    def summary(self, run_dir: Path, stopped: bool) -> dict:
-        """What train() returns: where the run is, and whether it stopped before its budget (a signal or
-        train.max_steps: resume it to finish)."""
-        return {"run_dir": str(run_dir), "step": self.step, "tokens": self.tokens, "stopped": stopped}
+    def summary(self, run_dir: Path, stopped: bool, late_signal: int | None = None) -> dict:
+        """What train() returns: where the run is, whether it stopped before its budget (a signal or
+        train.max_steps: resume it to finish), and a stop signal that arrived after the last step (resume.StopFlag)."""
+        return {"run_dir": str(run_dir), "step": self.step, "tokens": self.tokens, "stopped": stopped,
+                "late_signal": late_signal}
